@@ -1,0 +1,168 @@
+//! `tendermint_abci::Application` for [`App`]: converts ABCI 2.0 requests and responses.
+//!
+//! A failure in a consensus call (`InitChain`, `FinalizeBlock`, `Commit`) means this node
+//! can no longer follow the chain safely: it logs the reason and exits, and CometBFT
+//! replays from the last commit when it is restarted.
+
+use gonka_sdk::Event;
+use tendermint_abci::Application;
+use tendermint_proto::google::protobuf::Timestamp;
+use tendermint_proto::v0_38::abci::{
+    self as abci, response_process_proposal::ProposalStatus, ExecTxResult, RequestCheckTx,
+    RequestFinalizeBlock, RequestInfo, RequestInitChain, RequestPrepareProposal,
+    RequestProcessProposal, RequestQuery, ResponseCheckTx, ResponseCommit,
+    ResponseFinalizeBlock, ResponseInfo, ResponseInitChain, ResponsePrepareProposal,
+    ResponseProcessProposal, ResponseQuery,
+};
+use tendermint_proto::v0_38::crypto::{public_key, PublicKey};
+
+use crate::tx::TxOutcome;
+use crate::App;
+
+fn fatal(call: &str, error: anyhow::Error) -> ! {
+    tracing::error!("{call} failed, stopping so CometBFT can replay after a restart: {error:#}");
+    eprintln!("gonkad: {call} failed: {error:#}");
+    std::process::exit(1)
+}
+
+fn to_abci_events(events: Vec<Event>) -> Vec<abci::Event> {
+    events
+        .into_iter()
+        .map(|event| abci::Event {
+            r#type: event.kind,
+            attributes: event
+                .attributes
+                .into_iter()
+                .map(|a| abci::EventAttribute {
+                    key: a.key,
+                    value: a.value,
+                    index: a.index,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn exec_result(outcome: TxOutcome) -> ExecTxResult {
+    ExecTxResult {
+        code: outcome.code,
+        codespace: outcome.codespace.into(),
+        log: outcome.log,
+        gas_wanted: outcome.gas_wanted,
+        events: to_abci_events(outcome.events),
+        ..Default::default()
+    }
+}
+
+fn block_time(time: Option<Timestamp>) -> (i64, u32) {
+    time.map(|t| (t.seconds, u32::try_from(t.nanos).unwrap_or(0)))
+        .unwrap_or((0, 0))
+}
+
+/// Whether every tx is within the app's size limit: what an honest proposer guarantees.
+fn within_tx_limit(app: &App, txs: &[impl AsRef<[u8]>]) -> bool {
+    let max = app.max_tx_bytes();
+    txs.iter().all(|tx| tx.as_ref().len() as u64 <= max)
+}
+
+impl Application for App {
+    fn info(&self, request: RequestInfo) -> ResponseInfo {
+        let (height, app_hash) = self
+            .last_commit()
+            .unwrap_or_else(|e| fatal("Info", e));
+        tracing::info!(height, cometbft = %request.version, "Info");
+        ResponseInfo {
+            data: "gonka".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            app_version: 1,
+            last_block_height: height as i64,
+            last_block_app_hash: app_hash.map(|h| h.to_vec()).unwrap_or_default().into(),
+        }
+    }
+
+    fn init_chain(&self, request: RequestInitChain) -> ResponseInitChain {
+        let app_hash = self
+            .init_chain(&request.chain_id, request.initial_height, &request.app_state_bytes)
+            .unwrap_or_else(|e| fatal("InitChain", e));
+        ResponseInitChain {
+            app_hash: app_hash.to_vec().into(),
+            // Empty validators: CometBFT keeps the genesis validator set.
+            ..Default::default()
+        }
+    }
+
+    fn query(&self, request: RequestQuery) -> ResponseQuery {
+        crate::query::answer(self, &request.path, &request.data, request.height, request.prove)
+    }
+
+    fn check_tx(&self, request: RequestCheckTx) -> ResponseCheckTx {
+        let outcome = self.check_tx(&request.tx);
+        ResponseCheckTx {
+            code: outcome.code,
+            codespace: outcome.codespace.into(),
+            log: outcome.log,
+            gas_wanted: outcome.gas_wanted,
+            events: to_abci_events(outcome.events),
+            ..Default::default()
+        }
+    }
+
+    fn prepare_proposal(&self, request: RequestPrepareProposal) -> ResponsePrepareProposal {
+        // Keep mempool order; drop what does not fit in the block or exceeds the tx limit.
+        let max_tx = self.max_tx_bytes();
+        let mut budget = u64::try_from(request.max_tx_bytes).unwrap_or(0);
+        let txs = request
+            .txs
+            .into_iter()
+            .filter(|tx| {
+                let size = tx.len() as u64;
+                let keep = size <= max_tx && size <= budget;
+                if keep {
+                    budget -= size;
+                }
+                keep
+            })
+            .collect();
+        ResponsePrepareProposal { txs }
+    }
+
+    fn process_proposal(&self, request: RequestProcessProposal) -> ResponseProcessProposal {
+        let status = if within_tx_limit(self, &request.txs) {
+            ProposalStatus::Accept
+        } else {
+            tracing::warn!(height = request.height, "rejecting proposal with an oversized tx");
+            ProposalStatus::Reject
+        };
+        ResponseProcessProposal {
+            status: status as i32,
+        }
+    }
+
+    fn finalize_block(&self, request: RequestFinalizeBlock) -> ResponseFinalizeBlock {
+        let height = u64::try_from(request.height).unwrap_or(0);
+        let finalized = self
+            .finalize_block(height, block_time(request.time), &request.txs)
+            .unwrap_or_else(|e| fatal("FinalizeBlock", e));
+        ResponseFinalizeBlock {
+            events: to_abci_events(finalized.events),
+            tx_results: finalized.tx_results.into_iter().map(exec_result).collect(),
+            validator_updates: finalized
+                .validator_updates
+                .into_iter()
+                .map(|update| abci::ValidatorUpdate {
+                    pub_key: Some(PublicKey {
+                        sum: Some(public_key::Sum::Ed25519(update.ed25519_pub_key.to_vec())),
+                    }),
+                    power: update.power,
+                })
+                .collect(),
+            consensus_param_updates: None,
+            app_hash: finalized.app_hash.to_vec().into(),
+        }
+    }
+
+    fn commit(&self) -> ResponseCommit {
+        self.commit().unwrap_or_else(|e| fatal("Commit", e));
+        ResponseCommit { retain_height: 0 }
+    }
+}

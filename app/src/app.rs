@@ -1,0 +1,274 @@
+//! The application's state and its consensus-facing operations; `abci.rs` adapts them to
+//! the ABCI wire types.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use anyhow::{bail, Context};
+use gonka_auth::AuthRead;
+use gonka_sdk::{
+    BlockContext, Delta, Event, Module, Overlay, StateWrite, ValidatorUpdate,
+};
+use gonka_store::{ChangeSet, PreparedCommit, Store};
+
+use crate::tx::{self, TxOutcome};
+
+/// State key holding the chain id, written at genesis.
+pub const CHAIN_ID_KEY: &[u8] = b"app/chain_id";
+
+/// The ABCI application. Cheap to clone: `tendermint-abci` clones it for each of
+/// CometBFT's connections, and all clones share one state.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    modules: Vec<Box<dyn Module>>,
+    /// Consensus connection state. Lock order: `consensus` before `check`.
+    consensus: Mutex<Consensus>,
+    check: Mutex<CheckState>,
+}
+
+#[derive(Default)]
+struct Consensus {
+    /// Genesis writes from `InitChain`, committed together with the first block (as version
+    /// 0, the block as version 1), so a crash before that commit leaves an empty store and
+    /// CometBFT simply calls `InitChain` again.
+    genesis: Option<ChangeSet>,
+    /// The finalized block awaiting `Commit`; never written before it.
+    pending: Option<(PreparedCommit, BlockContext)>,
+}
+
+/// Mempool view: uncommitted writes of accepted `CheckTx` calls over the committed state.
+struct CheckState {
+    writes: ChangeSet,
+    block: BlockContext,
+}
+
+/// What `FinalizeBlock` computed.
+pub(crate) struct FinalizedBlock {
+    pub tx_results: Vec<TxOutcome>,
+    pub events: Vec<Event>,
+    pub validator_updates: Vec<ValidatorUpdate>,
+    pub app_hash: [u8; 32],
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock already stopped consensus; keep serving reads.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl App {
+    /// Opens (or creates) the state database at `path`.
+    pub fn open(path: &Path) -> anyhow::Result<App> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let store = Store::open(path)?;
+        let block = BlockContext {
+            chain_id: tx::chain_id(&store)?,
+            height: store.latest_version()?.unwrap_or(0) + 1,
+            time_seconds: 0,
+            time_nanos: 0,
+        };
+        Ok(App {
+            inner: Arc::new(Inner {
+                store,
+                modules: crate::modules::all(),
+                consensus: Mutex::new(Consensus::default()),
+                check: Mutex::new(CheckState {
+                    writes: ChangeSet::new(),
+                    block,
+                }),
+            }),
+        })
+    }
+
+    /// The committed store (for queries and tests).
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The modules in hook order.
+    pub(crate) fn modules(&self) -> &[Box<dyn Module>] {
+        &self.inner.modules
+    }
+
+    /// Largest tx the committed parameters accept.
+    pub(crate) fn max_tx_bytes(&self) -> u64 {
+        self.inner
+            .store
+            .auth_params()
+            .unwrap_or_else(|_| gonka_auth::default_params())
+            .max_tx_bytes
+    }
+
+    /// Last committed height and app hash; `(0, None)` before the first block.
+    pub fn last_commit(&self) -> anyhow::Result<(u64, Option<[u8; 32]>)> {
+        Ok((
+            self.inner.store.latest_version()?.unwrap_or(0),
+            self.inner.store.latest_root()?,
+        ))
+    }
+
+    /// Imports genesis `app_state` (JSON object keyed by module name) and returns the
+    /// genesis app hash. Nothing is written until the first block commits.
+    pub(crate) fn init_chain(
+        &self,
+        chain_id: &str,
+        initial_height: i64,
+        app_state: &[u8],
+    ) -> anyhow::Result<[u8; 32]> {
+        if initial_height > 1 {
+            bail!("initial_height {initial_height} is not supported; genesis must start at height 1");
+        }
+        if self.inner.store.latest_version()?.is_some() {
+            bail!("InitChain called but the state database already holds committed blocks; start from an empty home or run with --reset");
+        }
+        let app_state: serde_json::Value = if app_state.is_empty() {
+            serde_json::Value::Object(Default::default())
+        } else {
+            serde_json::from_slice(app_state).context("genesis app_state is not valid JSON")?
+        };
+        let sections = app_state
+            .as_object()
+            .context("genesis app_state must be a JSON object keyed by module name")?;
+        if let Some(unknown) = sections
+            .keys()
+            .find(|name| !self.modules().iter().any(|m| m.name() == name.as_str()))
+        {
+            bail!("genesis app_state has a section {unknown:?} that no module owns");
+        }
+
+        let mut genesis = Delta::new(&self.inner.store);
+        genesis.put_raw(CHAIN_ID_KEY.to_vec(), chain_id.as_bytes().to_vec());
+        for module in self.modules() {
+            module
+                .init_genesis(&mut genesis, sections.get(module.name()))
+                .map_err(|e| anyhow::anyhow!("genesis of module {}: {e}", module.name()))?;
+        }
+        let (writes, _events) = genesis.into_parts();
+        let app_hash = self.inner.store.prepare(0, vec![writes.clone()])?.root();
+
+        let mut consensus = lock(&self.inner.consensus);
+        let mut check = lock(&self.inner.check);
+        check.writes = writes.clone();
+        check.block = BlockContext {
+            chain_id: chain_id.to_string(),
+            height: 1,
+            time_seconds: 0,
+            time_nanos: 0,
+        };
+        consensus.genesis = Some(writes);
+        consensus.pending = None;
+        tracing::info!(chain_id, app_hash = %hex::encode(app_hash), "genesis imported");
+        Ok(app_hash)
+    }
+
+    /// Runs a tx against the mempool state; keeps its writes only if it succeeds, so
+    /// several txs of one account can queue with increasing sequences.
+    pub(crate) fn check_tx(&self, bytes: &[u8]) -> TxOutcome {
+        let mut check = lock(&self.inner.check);
+        let CheckState { writes, block } = &mut *check;
+        let (outcome, tx_writes) = {
+            let base = Overlay::new(&self.inner.store, writes);
+            let mut delta = Delta::new(&base);
+            let outcome = tx::execute(self.modules(), block, &mut delta, bytes);
+            (outcome, delta.into_parts().0)
+        };
+        if outcome.code == 0 {
+            writes.extend(tx_writes);
+        }
+        outcome
+    }
+
+    /// Executes a decided block: begin hooks, every tx in its own fork, end hooks; computes
+    /// the app hash. Persists nothing: `commit` does.
+    pub(crate) fn finalize_block(
+        &self,
+        height: u64,
+        (time_seconds, time_nanos): (i64, u32),
+        txs: &[impl AsRef<[u8]>],
+    ) -> anyhow::Result<FinalizedBlock> {
+        let mut consensus = lock(&self.inner.consensus);
+        let store = &self.inner.store;
+        let latest = store.latest_version()?;
+        let (first_version, expected) = match (&consensus.genesis, latest) {
+            (Some(_), None) => (0, 1),
+            (None, Some(version)) => (height, version + 1),
+            (Some(_), Some(version)) => bail!("genesis pending over committed version {version}"),
+            (None, None) => bail!("FinalizeBlock before InitChain on an empty state database"),
+        };
+        if height != expected {
+            bail!("FinalizeBlock for height {height} but the next height is {expected}");
+        }
+        let empty = ChangeSet::new();
+        let genesis_view = Overlay::new(store, consensus.genesis.as_ref().unwrap_or(&empty));
+        let mut state = Delta::new(&genesis_view);
+        let block = &BlockContext {
+            chain_id: tx::chain_id(&state)?,
+            height,
+            time_seconds,
+            time_nanos,
+        };
+
+        for module in self.modules() {
+            module
+                .begin_block(block, &mut state)
+                .map_err(|e| anyhow::anyhow!("begin_block of {}: {e}", module.name()))?;
+        }
+        let mut events = state.take_events();
+        let tx_results: Vec<TxOutcome> = txs
+            .iter()
+            .map(|bytes| tx::execute(self.modules(), block, &mut state, bytes.as_ref()))
+            .collect();
+        let mut validator_updates = Vec::new();
+        for module in self.modules() {
+            let end = module
+                .end_block(block, &mut state)
+                .map_err(|e| anyhow::anyhow!("end_block of {}: {e}", module.name()))?;
+            validator_updates.extend(end.validator_updates);
+        }
+        let (writes, end_events) = state.into_parts();
+        events.extend(end_events);
+
+        let mut change_sets = Vec::with_capacity(2);
+        if let Some(genesis) = &consensus.genesis {
+            change_sets.push(genesis.clone());
+        }
+        change_sets.push(writes);
+        let prepared = store.prepare(first_version, change_sets)?;
+        let app_hash = prepared.root();
+        consensus.pending = Some((prepared, block.clone()));
+        tracing::debug!(height = block.height, txs = txs.len(), app_hash = %hex::encode(app_hash), "block finalized");
+        Ok(FinalizedBlock {
+            tx_results,
+            events,
+            validator_updates,
+            app_hash,
+        })
+    }
+
+    /// Writes the finalized block in one durable transaction and resets the mempool state.
+    pub(crate) fn commit(&self) -> anyhow::Result<u64> {
+        let mut consensus = lock(&self.inner.consensus);
+        let (prepared, block) = consensus
+            .pending
+            .take()
+            .context("Commit without a finalized block")?;
+        let height = prepared.version();
+        let mut check = lock(&self.inner.check);
+        self.inner.store.commit(prepared)?;
+        consensus.genesis = None;
+        check.writes.clear();
+        check.block = BlockContext {
+            height: height + 1,
+            ..block
+        };
+        tracing::info!(height, "committed");
+        Ok(height)
+    }
+}

@@ -1,0 +1,37 @@
+//! gonka-app: the ABCI 2.0 application CometBFT drives.
+//!
+//! - [`App`] implements `tendermint_abci::Application`: `Info`, `InitChain`, `CheckTx`,
+//!   `PrepareProposal`/`ProcessProposal`, `FinalizeBlock`, `Commit` and `Query`.
+//! - [`modules`] lists the chain modules in the one order every hook runs in.
+//! - The transaction pipeline (`tx`, `ante`) decodes Cosmos SDK `TxRaw`, authenticates it
+//!   and executes its messages in forks of the block state.
+//! - [`harness::TestChain`] drives an [`App`] block by block in-process, for tests and
+//!   benchmarks.
+
+mod abci;
+mod ante;
+mod app;
+pub mod harness;
+pub mod modules;
+mod query;
+mod tx;
+
+pub use app::{App, CHAIN_ID_KEY};
+
+use std::path::Path;
+
+/// File name of the state database inside `<home>/data/`.
+pub const STATE_FILE: &str = "state.redb";
+
+/// Opens the state under `home` and serves ABCI on `addr` (e.g. `127.0.0.1:26658`) until the
+/// process is stopped. Every commit is durable, so stopping (even by SIGKILL) loses nothing.
+pub fn serve(home: &Path, addr: &str) -> anyhow::Result<()> {
+    let app = App::open(&home.join("data").join(STATE_FILE))?;
+    let server = tendermint_abci::ServerBuilder::default()
+        .bind(addr, app)
+        .map_err(|e| anyhow::anyhow!("cannot listen for ABCI on {addr}: {e}"))?;
+    tracing::info!(addr = %server.local_addr(), home = %home.display(), "ABCI server listening");
+    server
+        .listen()
+        .map_err(|e| anyhow::anyhow!("ABCI server on {addr} stopped: {e}"))
+}

@@ -1,0 +1,599 @@
+//! What a localnet is on disk: its configuration, the per-node directories, the
+//! `localnet.json` manifest, and creating or deleting all of it.
+//!
+//! ```text
+//! <dir>/
+//!   localnet.json            manifest, written last: its presence means "a complete network"
+//!   node0/
+//!     cometbft/              CometBFT home (config/config.toml, config/genesis.json, keys, data/)
+//!     app/                   gonkad home (`gonkad start --home`)
+//!     cometbft.log           stdout+stderr of `cometbft start`, appended across restarts
+//!     app.log                stdout+stderr of `gonkad start`, appended across restarts
+//!   node1/ ...
+//! ```
+
+use std::ffi::OsString;
+use std::fs;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+
+use crate::cometbft;
+use crate::config::{self, read_toml_value, rewrite_genesis, rewrite_toml};
+use crate::ports::{ports_for_network, NodePorts, DEFAULT_BASE_PORT};
+
+/// File name of the manifest at the root of a localnet directory.
+pub const MANIFEST_FILE: &str = "localnet.json";
+/// Number of validators when the caller does not choose.
+pub const DEFAULT_VALIDATORS: usize = 4;
+/// Chain id when the caller does not choose.
+pub const DEFAULT_CHAIN_ID: &str = "gonka-localnet";
+/// Block interval (`[consensus] timeout_commit`) when the caller does not choose.
+pub const DEFAULT_TIMEOUT_COMMIT: &str = "1s";
+/// How long `start` waits for apps to listen and nodes to answer RPC, by default.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Scratch directory inside `dir` where a new network is generated before it is moved into place.
+const STAGING_DIR: &str = ".staging";
+/// Version of the manifest layout.
+const MANIFEST_FORMAT: u64 = 1;
+
+/// Everything needed to create and run a localnet. Build it with [`LocalnetConfig::new`] and
+/// adjust the public fields.
+#[derive(Debug, Clone)]
+pub struct LocalnetConfig {
+    /// Root directory; node `i` lives in `dir/node{i}/` (see the module doc for the layout).
+    pub dir: PathBuf,
+    /// Number of validators (all with voting power 1).
+    pub validators: usize,
+    /// First port of node 0's block; see [`crate::ports`] for the scheme.
+    pub base_port: u16,
+    /// Chain id written into genesis.json.
+    pub chain_id: String,
+    /// The `gonkad` binary, started as `gonkad start --home <app_home> --abci-addr <addr>`.
+    pub gonkad: PathBuf,
+    /// The `cometbft` binary (see [`crate::find_cometbft`]).
+    pub cometbft: PathBuf,
+    /// Written as genesis.json `app_state` on every node.
+    pub app_state: Value,
+    /// CometBFT block interval, a Go duration such as `"500ms"` or `"1s"`.
+    pub timeout_commit: String,
+    /// If set, genesis enables ABCI vote extensions from this height
+    /// (`consensus_params.abci.vote_extensions_enable_height`); `None` keeps them off.
+    pub vote_extensions_enable_height: Option<u64>,
+    /// Extra arguments appended to every `gonkad start ...` command line.
+    pub app_args: Vec<OsString>,
+    /// Upper bound on each wait in `start`/`start_node` (app listening, node answering RPC).
+    pub start_timeout: Duration,
+}
+
+impl LocalnetConfig {
+    /// A configuration with the defaults: 4 validators, base port 26700, chain id
+    /// `gonka-localnet`, empty app state `{}`, `timeout_commit = "1s"`, no vote extensions,
+    /// no extra app arguments, 60 s start timeout.
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        gonkad: impl Into<PathBuf>,
+        cometbft: impl Into<PathBuf>,
+    ) -> LocalnetConfig {
+        LocalnetConfig {
+            dir: dir.into(),
+            validators: DEFAULT_VALIDATORS,
+            base_port: DEFAULT_BASE_PORT,
+            chain_id: DEFAULT_CHAIN_ID.to_string(),
+            gonkad: gonkad.into(),
+            cometbft: cometbft.into(),
+            app_state: json!({}),
+            timeout_commit: DEFAULT_TIMEOUT_COMMIT.to_string(),
+            vote_extensions_enable_height: None,
+            app_args: Vec::new(),
+            start_timeout: DEFAULT_START_TIMEOUT,
+        }
+    }
+
+    /// Checks the values that can be checked without touching the disk.
+    pub fn validate(&self) -> Result<()> {
+        if self.validators == 0 {
+            bail!("a localnet needs at least 1 validator, but 0 were asked for");
+        }
+        ports_for_network(self.base_port, self.validators)?;
+        config::validate_chain_id(&self.chain_id)?;
+        config::validate_go_duration(&self.timeout_commit)?;
+        if self.dir.as_os_str().is_empty() {
+            bail!("the localnet directory is empty");
+        }
+        Ok(())
+    }
+}
+
+/// Where one node's processes listen and where its files are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Node index, `0..validators`.
+    pub index: usize,
+    /// CometBFT moniker, `node{index}`.
+    pub moniker: String,
+    /// CometBFT P2P node id (hex), as `cometbft show-node-id` prints it.
+    pub node_id: String,
+    /// The node's ports.
+    pub ports: NodePorts,
+    /// CometBFT RPC base URL, `http://127.0.0.1:<rpc port>`.
+    pub rpc_url: String,
+    /// CometBFT RPC socket address.
+    pub rpc_addr: SocketAddr,
+    /// Address the app listens on for ABCI and CometBFT's `proxy_app` dials.
+    pub abci_addr: SocketAddr,
+    /// `<dir>/node{index}`.
+    pub home: PathBuf,
+    /// The app's home, `<home>/app`.
+    pub app_home: PathBuf,
+    /// CometBFT's home, `<home>/cometbft`.
+    pub cometbft_home: PathBuf,
+    /// The app's log, `<home>/app.log`.
+    pub app_log: PathBuf,
+    /// CometBFT's log, `<home>/cometbft.log`.
+    pub cometbft_log: PathBuf,
+}
+
+impl NodeInfo {
+    fn new(dir: &Path, index: usize, ports: NodePorts, node_id: String) -> NodeInfo {
+        let home = dir.join(format!("node{index}"));
+        let loopback = |port| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+        NodeInfo {
+            index,
+            moniker: format!("node{index}"),
+            node_id,
+            ports,
+            rpc_url: format!("http://127.0.0.1:{}", ports.rpc),
+            rpc_addr: loopback(ports.rpc),
+            abci_addr: loopback(ports.abci),
+            app_home: home.join("app"),
+            cometbft_home: home.join("cometbft"),
+            app_log: home.join("app.log"),
+            cometbft_log: home.join("cometbft.log"),
+            home,
+        }
+    }
+
+    /// CometBFT P2P port.
+    pub fn p2p_port(&self) -> u16 {
+        self.ports.p2p
+    }
+
+    /// This node as a CometBFT peer: `<node_id>@127.0.0.1:<p2p port>`.
+    pub fn peer_address(&self) -> String {
+        format!("{}@127.0.0.1:{}", self.node_id, self.ports.p2p)
+    }
+
+    /// The node's genesis file (identical on every node).
+    pub fn genesis_path(&self) -> PathBuf {
+        self.cometbft_home.join("config").join("genesis.json")
+    }
+
+    /// The node's CometBFT configuration file.
+    pub fn config_toml_path(&self) -> PathBuf {
+        self.cometbft_home.join("config").join("config.toml")
+    }
+}
+
+/// The on-disk description of a created network, read back when it is resumed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Manifest {
+    chain_id: String,
+    base_port: u16,
+    node_ids: Vec<String>,
+}
+
+impl Manifest {
+    fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(&json!({
+            "format": MANIFEST_FORMAT,
+            "chain_id": self.chain_id,
+            "validators": self.node_ids.len(),
+            "base_port": self.base_port,
+            "node_ids": self.node_ids,
+        }))
+        .expect("a JSON value always serializes");
+        s.push('\n');
+        s
+    }
+
+    fn parse(text: &str) -> Result<Manifest> {
+        let doc: Value = serde_json::from_str(text)?;
+        let format = doc["format"].as_u64();
+        if format != Some(MANIFEST_FORMAT) {
+            bail!(
+                "expected manifest format {MANIFEST_FORMAT} but found {}",
+                doc["format"]
+            );
+        }
+        let chain_id = doc["chain_id"]
+            .as_str()
+            .ok_or_else(|| anyhow!("manifest has no chain_id"))?
+            .to_string();
+        let base_port = doc["base_port"]
+            .as_u64()
+            .and_then(|p| u16::try_from(p).ok())
+            .ok_or_else(|| anyhow!("manifest has no valid base_port"))?;
+        let node_ids = doc["node_ids"]
+            .as_array()
+            .ok_or_else(|| anyhow!("manifest has no node_ids"))?
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| anyhow!("manifest node id {v} is not a string"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if node_ids.is_empty() {
+            bail!("manifest lists no nodes");
+        }
+        Ok(Manifest {
+            chain_id,
+            base_port,
+            node_ids,
+        })
+    }
+}
+
+/// The nodes of the network at `dir`, creating the network first if `dir` holds none.
+/// `config.dir` must already be absolute.
+pub(crate) fn prepare_dir(config: &LocalnetConfig) -> Result<Vec<NodeInfo>> {
+    config.validate()?;
+    let dir = &config.dir;
+    let manifest_path = dir.join(MANIFEST_FILE);
+    if manifest_path.exists() {
+        return resume(config, &manifest_path);
+    }
+    if dir.exists() {
+        let mut entries = fs::read_dir(dir)
+            .with_context(|| format!("reading localnet directory {}", dir.display()))?;
+        if entries.next().is_some() {
+            bail!(
+                "{} is not empty but holds no {MANIFEST_FILE}, so it is not a complete localnet \
+                 (perhaps an interrupted creation); delete it (reset) or choose another directory",
+                dir.display()
+            );
+        }
+    }
+    let created_dir = !dir.exists();
+    let result = create(config);
+    if result.is_err() {
+        cleanup_failed_create(config, created_dir);
+    }
+    result
+}
+
+/// Reads an existing network's nodes, refusing a manifest that disagrees with `config`.
+fn resume(config: &LocalnetConfig, manifest_path: &Path) -> Result<Vec<NodeInfo>> {
+    let text = fs::read_to_string(manifest_path)
+        .with_context(|| format!("reading {}", manifest_path.display()))?;
+    let m =
+        Manifest::parse(&text).with_context(|| format!("parsing {}", manifest_path.display()))?;
+    let reset_hint =
+        "reset the localnet to create a new one, or pass the settings it was created with";
+    if m.node_ids.len() != config.validators {
+        bail!(
+            "{} holds a localnet with {} validators but {} were asked for; {reset_hint}",
+            config.dir.display(),
+            m.node_ids.len(),
+            config.validators
+        );
+    }
+    if m.base_port != config.base_port {
+        bail!(
+            "{} holds a localnet with base port {} but base port {} was asked for; {reset_hint}",
+            config.dir.display(),
+            m.base_port,
+            config.base_port
+        );
+    }
+    if m.chain_id != config.chain_id {
+        bail!(
+            "{} holds a localnet with chain id {:?} but {:?} was asked for; {reset_hint}",
+            config.dir.display(),
+            m.chain_id,
+            config.chain_id
+        );
+    }
+    let nodes = node_infos(&config.dir, m.base_port, m.node_ids)?;
+    for node in &nodes {
+        if !node.cometbft_home.is_dir() {
+            bail!(
+                "{} lists node {} but {} is missing; reset the localnet",
+                manifest_path.display(),
+                node.index,
+                node.cometbft_home.display()
+            );
+        }
+    }
+    warn_on_drift(config, &nodes[0]);
+    tracing::info!(
+        dir = %config.dir.display(),
+        chain_id = %config.chain_id,
+        validators = nodes.len(),
+        "resuming existing localnet"
+    );
+    Ok(nodes)
+}
+
+/// Settings that only take effect when a network is created: say so if they changed.
+fn warn_on_drift(config: &LocalnetConfig, node: &NodeInfo) {
+    if let Ok(text) = fs::read_to_string(node.config_toml_path()) {
+        if let Some(tc) = read_toml_value(&text, "consensus", "timeout_commit") {
+            if tc != config.timeout_commit {
+                tracing::warn!(
+                    existing = %tc,
+                    requested = %config.timeout_commit,
+                    "resumed localnet keeps its timeout_commit; reset it to change"
+                );
+            }
+        }
+    }
+    if let Ok(text) = fs::read_to_string(node.genesis_path()) {
+        if let Ok(doc) = serde_json::from_str::<Value>(&text) {
+            if doc.get("app_state") != Some(&config.app_state) {
+                tracing::warn!("resumed localnet keeps its genesis app_state, which differs from the requested one; reset it to change");
+            }
+        }
+    }
+}
+
+fn node_infos(dir: &Path, base_port: u16, node_ids: Vec<String>) -> Result<Vec<NodeInfo>> {
+    let ports = ports_for_network(base_port, node_ids.len())?;
+    Ok(node_ids
+        .into_iter()
+        .zip(ports)
+        .enumerate()
+        .map(|(i, (id, p))| NodeInfo::new(dir, i, p, id))
+        .collect())
+}
+
+/// Generates a network in `<dir>/.staging` with `cometbft testnet`, rewrites configs and
+/// genesis, moves each home into `<dir>/node{i}/cometbft`, then writes the manifest.
+fn create(config: &LocalnetConfig) -> Result<Vec<NodeInfo>> {
+    let dir = &config.dir;
+    let n = config.validators;
+    tracing::info!(
+        dir = %dir.display(),
+        validators = n,
+        chain_id = %config.chain_id,
+        base_port = config.base_port,
+        "creating localnet"
+    );
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let staging = dir.join(STAGING_DIR);
+    cometbft::testnet(
+        &config.cometbft,
+        n,
+        &staging,
+        &staging.join(".scratch-home"),
+    )?;
+    let staged_home = |i: usize| staging.join(format!("node{i}"));
+
+    let node_ids = (0..n)
+        .map(|i| cometbft::show_node_id(&config.cometbft, &staged_home(i)))
+        .collect::<Result<Vec<_>>>()?;
+    let nodes = node_infos(dir, config.base_port, node_ids.clone())?;
+
+    let genesis_path = staged_home(0).join("config").join("genesis.json");
+    let genesis = fs::read_to_string(&genesis_path)
+        .with_context(|| format!("reading {}", genesis_path.display()))?;
+    let genesis = rewrite_genesis(
+        &genesis,
+        &config.chain_id,
+        &config.app_state,
+        config.vote_extensions_enable_height,
+    )?;
+    check_genesis_validators(&genesis, n)?;
+
+    for node in &nodes {
+        let home = staged_home(node.index);
+        let config_path = home.join("config").join("config.toml");
+        let text = fs::read_to_string(&config_path)
+            .with_context(|| format!("reading {}", config_path.display()))?;
+        let peers: Vec<String> = nodes
+            .iter()
+            .filter(|other| other.index != node.index)
+            .map(NodeInfo::peer_address)
+            .collect();
+        let edits =
+            config::node_config_edits(&node.moniker, &node.ports, &peers, &config.timeout_commit);
+        let text = rewrite_toml(&text, &edits)
+            .with_context(|| format!("rewriting {}", config_path.display()))?;
+        fs::write(&config_path, text)?;
+        fs::write(home.join("config").join("genesis.json"), &genesis)?;
+    }
+
+    for node in &nodes {
+        fs::create_dir_all(&node.home)?;
+        fs::rename(staged_home(node.index), &node.cometbft_home).with_context(|| {
+            format!(
+                "moving node {} home into {}",
+                node.index,
+                node.cometbft_home.display()
+            )
+        })?;
+        fs::create_dir_all(&node.app_home)?;
+    }
+    fs::remove_dir_all(&staging)?;
+
+    let manifest = Manifest {
+        chain_id: config.chain_id.clone(),
+        base_port: config.base_port,
+        node_ids,
+    };
+    let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
+    fs::write(&tmp, manifest.to_json())?;
+    fs::rename(&tmp, dir.join(MANIFEST_FILE))?;
+    for node in &nodes {
+        tracing::info!(
+            node = node.index,
+            node_id = %node.node_id,
+            rpc = %node.rpc_url,
+            abci = %node.abci_addr,
+            p2p = node.ports.p2p,
+            "node laid out"
+        );
+    }
+    Ok(nodes)
+}
+
+fn check_genesis_validators(genesis: &str, expected: usize) -> Result<()> {
+    let doc: Value = serde_json::from_str(genesis)?;
+    let found = doc["validators"].as_array().map_or(0, Vec::len);
+    if found != expected {
+        bail!("cometbft testnet wrote a genesis with {found} validators, expected {expected}");
+    }
+    Ok(())
+}
+
+/// Removes what a failed [`create`] left behind (the directory was empty or absent before).
+fn cleanup_failed_create(config: &LocalnetConfig, created_dir: bool) {
+    let dir = &config.dir;
+    let _ = fs::remove_dir_all(dir.join(STAGING_DIR));
+    let _ = fs::remove_file(dir.join(format!("{MANIFEST_FILE}.tmp")));
+    for i in 0..config.validators {
+        let _ = fs::remove_dir_all(dir.join(format!("node{i}")));
+    }
+    if created_dir {
+        let _ = fs::remove_dir(dir);
+    }
+}
+
+/// Whether `name` is an entry a localnet directory can hold.
+fn is_localnet_entry(name: &str) -> bool {
+    name == MANIFEST_FILE
+        || name == STAGING_DIR
+        || name == format!("{MANIFEST_FILE}.tmp")
+        || name
+            .strip_prefix("node")
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Deletes the localnet at `dir` (all chain data, keys and logs). A missing `dir` is fine.
+/// Refuses a directory that neither has a manifest nor consists only of localnet entries,
+/// so a mistyped path never deletes unrelated files. Stop the network first.
+pub fn reset(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if !dir.join(MANIFEST_FILE).is_file() {
+        for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+            let name = entry?.file_name();
+            let name = name.to_string_lossy();
+            if !is_localnet_entry(&name) {
+                bail!(
+                    "refusing to delete {}: it has no {MANIFEST_FILE} and holds {name:?}, which a \
+                     localnet does not create",
+                    dir.display()
+                );
+            }
+        }
+    }
+    fs::remove_dir_all(dir).with_context(|| format!("deleting localnet {}", dir.display()))?;
+    tracing::info!(dir = %dir.display(), "localnet deleted");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_round_trips() {
+        let m = Manifest {
+            chain_id: "gonka-x".into(),
+            base_port: 26700,
+            node_ids: vec!["a".repeat(40), "b".repeat(40)],
+        };
+        assert_eq!(Manifest::parse(&m.to_json()).unwrap(), m);
+        assert!(Manifest::parse(r#"{"format": 99}"#).is_err());
+    }
+
+    #[test]
+    fn node_info_paths_and_addresses() {
+        let ports = NodePorts::for_node(26700, 2).unwrap();
+        let n = NodeInfo::new(Path::new("/x/net"), 2, ports, "ab".repeat(20));
+        assert_eq!(n.rpc_url, "http://127.0.0.1:26721");
+        assert_eq!(n.abci_addr.to_string(), "127.0.0.1:26722");
+        assert_eq!(n.p2p_port(), 26720);
+        assert_eq!(
+            n.peer_address(),
+            format!("{}@127.0.0.1:26720", "ab".repeat(20))
+        );
+        assert_eq!(n.cometbft_home, Path::new("/x/net/node2/cometbft"));
+        assert_eq!(n.app_home, Path::new("/x/net/node2/app"));
+        assert_eq!(n.app_log, Path::new("/x/net/node2/app.log"));
+        assert_eq!(n.cometbft_log, Path::new("/x/net/node2/cometbft.log"));
+        assert_eq!(
+            n.genesis_path(),
+            Path::new("/x/net/node2/cometbft/config/genesis.json")
+        );
+    }
+
+    #[test]
+    fn config_validation() {
+        let ok = LocalnetConfig::new("/tmp/x", "gonkad", "cometbft");
+        ok.validate().unwrap();
+        let mut c = ok.clone();
+        c.validators = 0;
+        assert!(c.validate().is_err());
+        let mut c = ok.clone();
+        c.timeout_commit = "soon".into();
+        assert!(c.validate().is_err());
+        let mut c = ok.clone();
+        c.base_port = 65530;
+        assert!(c.validate().is_err());
+        let mut c = ok;
+        c.chain_id = String::new();
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn reset_refuses_foreign_directories() {
+        let t = tempfile::tempdir().unwrap();
+        let foreign = t.path().join("foreign");
+        fs::create_dir_all(foreign.join("node0")).unwrap();
+        fs::write(foreign.join("notes.txt"), "mine").unwrap();
+        let err = reset(&foreign).unwrap_err().to_string();
+        assert!(err.contains("notes.txt"), "{err}");
+        assert!(foreign.join("notes.txt").exists());
+
+        let leftover = t.path().join("leftover");
+        fs::create_dir_all(leftover.join("node0/cometbft")).unwrap();
+        fs::create_dir_all(leftover.join(".staging")).unwrap();
+        reset(&leftover).unwrap();
+        assert!(!leftover.exists());
+
+        let complete = t.path().join("complete");
+        fs::create_dir_all(complete.join("sidecar")).unwrap();
+        fs::write(complete.join(MANIFEST_FILE), "{}").unwrap();
+        reset(&complete).unwrap();
+        assert!(!complete.exists());
+
+        reset(&t.path().join("absent")).unwrap();
+    }
+
+    #[test]
+    fn a_non_empty_directory_without_manifest_is_not_taken_over() {
+        let t = tempfile::tempdir().unwrap();
+        fs::write(t.path().join("file"), "x").unwrap();
+        let c = LocalnetConfig::new(t.path(), "gonkad", "/nonexistent/cometbft");
+        let err = prepare_dir(&c).unwrap_err().to_string();
+        assert!(err.contains("not empty"), "{err}");
+        assert!(t.path().join("file").exists());
+    }
+
+    #[test]
+    fn failed_creation_leaves_nothing_behind() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("net");
+        let c = LocalnetConfig::new(&dir, "gonkad", t.path().join("no-cometbft"));
+        assert!(prepare_dir(&c).is_err());
+        assert!(!dir.exists());
+    }
+}

@@ -1,0 +1,505 @@
+//! The running network: starting, crashing, restarting and stopping node processes, and
+//! reading heights over RPC.
+
+use std::ffi::OsString;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use crate::layout::{self, LocalnetConfig, NodeInfo};
+use crate::process::{self, log_tail, Proc, Role};
+use crate::rpc;
+
+/// How long `stop` waits after SIGTERM (per phase: CometBFT, then apps) before SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Timeout of each RPC request made by [`Localnet::height`] and the readiness checks.
+const RPC_TIMEOUT: Duration = Duration::from_secs(2);
+/// Log lines quoted in error messages.
+const TAIL_LINES: usize = 15;
+
+/// The processes of one node, when running.
+#[derive(Debug, Default)]
+struct NodeProcs {
+    app: Option<Proc>,
+    cometbft: Option<Proc>,
+}
+
+/// State shared between a [`Localnet`] and its [`Stopper`]s.
+#[derive(Debug)]
+struct Shared {
+    procs: Mutex<Vec<NodeProcs>>,
+    /// Set by [`Stopper::stop`]; from then on nothing is started again.
+    shutdown: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Vec<NodeProcs>> {
+        // A panic while holding the lock leaves the table usable: every entry is still a
+        // valid child, and stopping must work precisely then.
+        self.procs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn check_not_shut_down(&self) -> Result<()> {
+        if self.shutdown.load(Ordering::SeqCst) {
+            bail!("the localnet was shut down (Stopper::stop, e.g. on Ctrl-C); not starting processes");
+        }
+        Ok(())
+    }
+
+    /// SIGTERM every CometBFT node, wait, SIGKILL stragglers; then the same for the apps.
+    fn stop_all(&self) -> Result<()> {
+        let mut table = self.lock();
+        let mut cometbfts: Vec<Proc> = table.iter_mut().filter_map(|n| n.cometbft.take()).collect();
+        let mut apps: Vec<Proc> = table.iter_mut().filter_map(|n| n.app.take()).collect();
+        if cometbfts.is_empty() && apps.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(
+            cometbft = cometbfts.len(),
+            apps = apps.len(),
+            "stopping localnet processes"
+        );
+        // CometBFT first, so no node sees its app vanish in the middle of a block.
+        let killed_cometbft = process::terminate(&mut cometbfts, STOP_GRACE);
+        let killed_apps = process::terminate(&mut apps, STOP_GRACE);
+        let killed = killed_cometbft? + killed_apps?;
+        tracing::info!(killed, "localnet processes stopped");
+        Ok(())
+    }
+}
+
+/// A cheap, cloneable, thread-safe handle that stops a [`Localnet`]'s processes, for signal
+/// handlers (e.g. `ctrlc::set_handler(move || { let _ = stopper.stop(); })`).
+///
+/// After [`Stopper::stop`] the localnet refuses to start processes again, so a Ctrl-C that
+/// lands in the middle of [`Localnet::start`] makes `start` fail promptly instead of bringing the
+/// rest of the network up, and [`Localnet::wait`] returns `Ok(())`.
+#[derive(Debug, Clone)]
+pub struct Stopper {
+    shared: Arc<Shared>,
+}
+
+impl Stopper {
+    /// Marks the localnet as shut down and stops every process (CometBFT first, then apps,
+    /// SIGTERM then SIGKILL after [`STOP_GRACE`]). Idempotent.
+    pub fn stop(&self) -> Result<()> {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        self.shared.stop_all()
+    }
+
+    /// Whether [`Stopper::stop`] has been called.
+    pub fn is_stopped(&self) -> bool {
+        self.shared.shutdown.load(Ordering::SeqCst)
+    }
+}
+
+/// An N-validator CometBFT network on 127.0.0.1, each validator a `gonkad` app plus a
+/// `cometbft` node. Dropping it stops every process it started.
+///
+/// All methods are called from the thread that owns it; other threads (signal handlers)
+/// use a [`Stopper`].
+#[derive(Debug)]
+pub struct Localnet {
+    config: LocalnetConfig,
+    nodes: Vec<NodeInfo>,
+    shared: Arc<Shared>,
+}
+
+impl Localnet {
+    /// Creates the network if `config.dir` holds none, or reuses the one there untouched
+    /// (resuming the same chain). Creation runs `cometbft testnet`, then rewrites every node's
+    /// config.toml (loopback listen addresses on the node's ports, `proxy_app`, Prometheus,
+    /// `persistent_peers` = the other nodes, `addr_book_strict = false`,
+    /// `allow_duplicate_ip = true`, `timeout_commit`) and writes one genesis.json with
+    /// `chain_id` and `app_state` to every node. Reusing a network created with a different
+    /// validator count, base port or chain id is an error; a different `app_state` or
+    /// `timeout_commit` is kept as created, with a warning. Starts nothing.
+    pub fn prepare(mut config: LocalnetConfig) -> Result<Localnet> {
+        config.dir = std::path::absolute(&config.dir)
+            .with_context(|| format!("resolving {}", config.dir.display()))?;
+        let nodes = layout::prepare_dir(&config)?;
+        let procs = nodes.iter().map(|_| NodeProcs::default()).collect();
+        Ok(Localnet {
+            config,
+            nodes,
+            shared: Arc::new(Shared {
+                procs: Mutex::new(procs),
+                shutdown: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Deletes the localnet at `dir` (see [`crate::reset`]).
+    pub fn reset(dir: &Path) -> Result<()> {
+        layout::reset(dir)
+    }
+
+    /// The configuration, with `dir` made absolute.
+    pub fn config(&self) -> &LocalnetConfig {
+        &self.config
+    }
+
+    /// The root directory (absolute).
+    pub fn dir(&self) -> &Path {
+        &self.config.dir
+    }
+
+    /// The chain id.
+    pub fn chain_id(&self) -> &str {
+        &self.config.chain_id
+    }
+
+    /// Every node's addresses and paths, by index.
+    pub fn nodes(&self) -> &[NodeInfo] {
+        &self.nodes
+    }
+
+    /// Node `i`'s addresses and paths.
+    pub fn node(&self, i: usize) -> Result<&NodeInfo> {
+        self.nodes.get(i).ok_or_else(|| {
+            anyhow!(
+                "no node {i}: the localnet has nodes 0..{}",
+                self.nodes.len()
+            )
+        })
+    }
+
+    /// A handle that can stop the processes from another thread.
+    pub fn stopper(&self) -> Stopper {
+        Stopper {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Starts every node: its app, then (once the app accepts connections on its ABCI address)
+    /// its CometBFT node; stdout and stderr go to the node's `app.log` / `cometbft.log`
+    /// (appended). Then waits until every node answers RPC `/status`. Each wait is bounded by
+    /// `config.start_timeout`; a timeout or a process that exits names the node and quotes its
+    /// log. On any error every process started so far is stopped again.
+    ///
+    /// Children run in their own process groups (the terminal's Ctrl-C does not reach them;
+    /// stop them through [`Localnet::stop`] or a [`Stopper`]) and, on Linux, receive SIGTERM
+    /// if this process dies.
+    pub fn start(&mut self) -> Result<()> {
+        self.shared.check_not_shut_down()?;
+        for i in 0..self.nodes.len() {
+            self.ensure_stopped(i)?;
+        }
+        let deadline = Instant::now() + self.config.start_timeout;
+        let result = (0..self.nodes.len())
+            .try_for_each(|i| self.spawn_node(i, deadline))
+            .and_then(|()| (0..self.nodes.len()).try_for_each(|i| self.wait_for_rpc(i, deadline)));
+        if let Err(e) = result {
+            if let Err(stop_err) = self.shared.stop_all() {
+                tracing::warn!(error = %stop_err, "stopping after a failed start");
+            }
+            return Err(e);
+        }
+        tracing::info!(
+            nodes = self.nodes.len(),
+            chain_id = %self.config.chain_id,
+            "localnet running"
+        );
+        Ok(())
+    }
+
+    /// Starts node `i` again (app, then CometBFT) and waits for its RPC, as [`Localnet::start`]
+    /// does for every node. Node `i` must not be running. On error its processes are killed.
+    pub fn start_node(&mut self, i: usize) -> Result<()> {
+        self.node(i)?;
+        self.shared.check_not_shut_down()?;
+        self.ensure_stopped(i)?;
+        let deadline = Instant::now() + self.config.start_timeout;
+        let result = self
+            .spawn_node(i, deadline)
+            .and_then(|()| self.wait_for_rpc(i, deadline));
+        if let Err(e) = result {
+            self.kill_procs(i);
+            return Err(e);
+        }
+        tracing::info!(node = i, "node running");
+        Ok(())
+    }
+
+    /// SIGKILLs node `i`'s CometBFT node and app (simulating a crash) and reaps them.
+    /// Fails if neither was running.
+    pub fn kill_node(&mut self, i: usize) -> Result<()> {
+        self.node(i)?;
+        if !self.kill_procs(i) {
+            bail!("node {i} is not running");
+        }
+        tracing::info!(node = i, "node killed");
+        Ok(())
+    }
+
+    /// Stops every process: SIGTERM to all CometBFT nodes, up to [`STOP_GRACE`] for them to
+    /// exit, SIGKILL for stragglers; then the same for the apps. Chain data stays on disk and
+    /// [`Localnet::start`] may be called again. Idempotent.
+    pub fn stop(&mut self) -> Result<()> {
+        self.shared.stop_all()
+    }
+
+    /// Whether node `i` has a CometBFT or app process that has not exited.
+    pub fn is_running(&self, i: usize) -> bool {
+        let mut table = self.shared.lock();
+        let Some(node) = table.get_mut(i) else {
+            return false;
+        };
+        let running = [&mut node.app, &mut node.cometbft]
+            .into_iter()
+            .flatten()
+            .any(|p| matches!(p.exited(), Ok(None)));
+        running
+    }
+
+    /// Node `i`'s latest block height, `sync_info.latest_block_height` of its RPC `/status`.
+    pub fn height(&self, i: usize) -> Result<u64> {
+        let node = self.node(i)?;
+        rpc::status(node.rpc_addr, RPC_TIMEOUT)
+            .and_then(|st| rpc::latest_block_height(&st))
+            .with_context(|| format!("reading the height of node {i} at {}", node.rpc_url))
+    }
+
+    /// Polls node `i` until its height is at least `min_height` and returns that height; fails
+    /// after `timeout`, naming the node, the last height seen and its CometBFT log.
+    pub fn wait_for_height(&self, i: usize, min_height: u64, timeout: Duration) -> Result<u64> {
+        let node = self.node(i)?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let last = match self.height(i) {
+                Ok(h) if h >= min_height => return Ok(h),
+                Ok(h) => h.to_string(),
+                Err(e) => format!("error: {e:#}"),
+            };
+            if Instant::now() >= deadline {
+                bail!(
+                    "node {i} did not reach height {min_height} within {:?} (last: {}); see {}\n{}",
+                    timeout,
+                    last,
+                    node.cometbft_log.display(),
+                    log_tail(&node.cometbft_log, TAIL_LINES)
+                );
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Blocks until a [`Stopper`] stops the localnet (returns `Ok`) or one of its processes
+    /// exits on its own (returns an error naming the node, the process, its exit status and
+    /// log). Processes removed by [`Localnet::kill_node`] do not count. For the CLI's
+    /// foreground loop.
+    pub fn wait(&self) -> Result<()> {
+        loop {
+            if self.shared.shutdown.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            {
+                let mut table = self.shared.lock();
+                for node in table.iter_mut() {
+                    for p in [&mut node.app, &mut node.cometbft].into_iter().flatten() {
+                        if let Some(status) = p.exited()? {
+                            if self.shared.shutdown.load(Ordering::SeqCst) {
+                                return Ok(());
+                            }
+                            bail!(
+                                "node {} {} exited unexpectedly ({status}); see {}\n{}",
+                                p.node,
+                                p.role,
+                                p.log.display(),
+                                log_tail(&p.log, TAIL_LINES)
+                            );
+                        }
+                    }
+                }
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Errors if node `i` has a live process; forgets processes that already exited.
+    fn ensure_stopped(&self, i: usize) -> Result<()> {
+        let mut table = self.shared.lock();
+        let node = &mut table[i];
+        for slot in [&mut node.app, &mut node.cometbft] {
+            if let Some(p) = slot {
+                match p.exited()? {
+                    None => bail!(
+                        "node {i} {} is already running (pid {}); stop or kill it first",
+                        p.role,
+                        p.child.id()
+                    ),
+                    Some(status) => {
+                        tracing::debug!(node = i, role = %p.role, %status, "forgetting exited process");
+                        *slot = None;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs and reaps node `i`'s processes; returns whether there were any.
+    fn kill_procs(&self, i: usize) -> bool {
+        let mut table = self.shared.lock();
+        let node = &mut table[i];
+        let mut any = false;
+        for slot in [&mut node.cometbft, &mut node.app] {
+            if let Some(mut p) = slot.take() {
+                any = true;
+                if let Err(e) = p.kill_and_reap() {
+                    tracing::warn!(node = i, role = %p.role, error = %e, "killing");
+                }
+            }
+        }
+        any
+    }
+
+    /// Starts node `i`'s app, waits for its ABCI listener, then starts its CometBFT node.
+    fn spawn_node(&self, i: usize, deadline: Instant) -> Result<()> {
+        self.shared.check_not_shut_down()?;
+        let node = &self.nodes[i];
+        check_ports_free(node)?;
+
+        let mut app_args: Vec<OsString> = vec![
+            "start".into(),
+            "--home".into(),
+            node.app_home.clone().into(),
+            "--abci-addr".into(),
+            node.abci_addr.to_string().into(),
+        ];
+        app_args.extend(self.config.app_args.iter().cloned());
+        let app = process::spawn(&self.config.gonkad, &app_args, Role::App, i, &node.app_log)?;
+        self.shared.lock()[i].app = Some(app);
+        tracing::info!(node = i, abci = %node.abci_addr, log = %node.app_log.display(), "app started");
+        self.wait_for_abci(i, deadline)?;
+
+        self.shared.check_not_shut_down()?;
+        let cometbft_args: Vec<OsString> = vec![
+            "start".into(),
+            "--home".into(),
+            node.cometbft_home.clone().into(),
+        ];
+        let cometbft = process::spawn(
+            &self.config.cometbft,
+            &cometbft_args,
+            Role::Cometbft,
+            i,
+            &node.cometbft_log,
+        )?;
+        self.shared.lock()[i].cometbft = Some(cometbft);
+        tracing::info!(node = i, rpc = %node.rpc_url, log = %node.cometbft_log.display(), "cometbft started");
+        Ok(())
+    }
+
+    /// Fails if node `i`'s processes exited or the localnet was shut down.
+    fn check_alive(&self, i: usize) -> Result<()> {
+        self.shared.check_not_shut_down()?;
+        let mut table = self.shared.lock();
+        let node = &mut table[i];
+        for p in [&mut node.app, &mut node.cometbft].into_iter().flatten() {
+            if let Some(status) = p.exited()? {
+                bail!(
+                    "node {i} {} exited during startup ({status}); see {}\n{}",
+                    p.role,
+                    p.log.display(),
+                    log_tail(&p.log, TAIL_LINES)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until node `i`'s app accepts a TCP connection on its ABCI address. The probe
+    /// connection is closed without sending anything.
+    fn wait_for_abci(&self, i: usize, deadline: Instant) -> Result<()> {
+        let node = &self.nodes[i];
+        loop {
+            self.check_alive(i)?;
+            if TcpStream::connect_timeout(&node.abci_addr, Duration::from_millis(500)).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "node {i} app did not listen on {} within {:?}; see {}\n{}",
+                    node.abci_addr,
+                    self.config.start_timeout,
+                    node.app_log.display(),
+                    log_tail(&node.app_log, TAIL_LINES)
+                );
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until node `i` answers RPC `/status` for this chain.
+    fn wait_for_rpc(&self, i: usize, deadline: Instant) -> Result<()> {
+        let node = &self.nodes[i];
+        loop {
+            self.check_alive(i)?;
+            let last_err = match rpc::status(node.rpc_addr, RPC_TIMEOUT) {
+                Ok(st) => {
+                    let network = st["node_info"]["network"].as_str().unwrap_or_default();
+                    if network != self.config.chain_id {
+                        bail!(
+                            "{} answers for chain {network:?}, not {:?}; is another network using \
+                             port {}?",
+                            node.rpc_url,
+                            self.config.chain_id,
+                            node.ports.rpc
+                        );
+                    }
+                    tracing::info!(node = i, rpc = %node.rpc_url, "node answers RPC");
+                    return Ok(());
+                }
+                Err(e) => format!("{e:#}"),
+            };
+            if Instant::now() >= deadline {
+                bail!(
+                    "node {i} RPC at {} did not answer /status within {:?} (last error: {last_err}); \
+                     see {} and {}\n{}",
+                    node.rpc_url,
+                    self.config.start_timeout,
+                    node.cometbft_log.display(),
+                    node.app_log.display(),
+                    log_tail(&node.cometbft_log, TAIL_LINES)
+                );
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Fails with a clear message if another process holds one of `node`'s ports (for example a
+/// localnet left running by a crashed launcher).
+fn check_ports_free(node: &NodeInfo) -> Result<()> {
+    let named = [
+        ("P2P", node.ports.p2p),
+        ("RPC", node.ports.rpc),
+        ("ABCI", node.ports.abci),
+        ("Prometheus", node.ports.prometheus),
+    ];
+    for (what, port) in named {
+        let addr = SocketAddr::new(node.abci_addr.ip(), port);
+        if let Err(e) = TcpListener::bind(addr) {
+            bail!(
+                "node {} {what} port {port} on 127.0.0.1 is not free ({e}); is another localnet \
+                 or an old node still running? (`ss -ltnp 'sport = :{port}'` shows who holds it)",
+                node.index
+            );
+        }
+    }
+    Ok(())
+}
+
+impl Drop for Localnet {
+    fn drop(&mut self) {
+        if let Err(e) = self.shared.stop_all() {
+            tracing::warn!(error = %e, "stopping the localnet on drop");
+        }
+    }
+}

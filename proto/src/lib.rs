@@ -1,0 +1,27 @@
+//! Protobuf types of gonka-rs, generated at build time from `proto/gonka/**/*.proto`.
+//!
+//! Every message also derives serde, so genesis files and `--output json` use the same
+//! field names as the wire format. Type URLs follow `/gonka.<module>.v1.<Message>`.
+
+/// Generated code carries no doc comments of its own beyond the .proto comments.
+#[allow(missing_docs, clippy::all)]
+pub mod gonka {
+    /// `gonka.auth.v1`: accounts and transaction parameters.
+    pub mod auth {
+        /// Version 1 of the auth protocol.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/gonka.auth.v1.rs"));
+        }
+    }
+    /// `gonka.bank.v1`: balances, transfers and supply.
+    pub mod bank {
+        /// Version 1 of the bank protocol.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/gonka.bank.v1.rs"));
+        }
+    }
+}
+
+pub use gonka::{auth::v1 as auth, bank::v1 as bank};
+
+pub use prost::Name;

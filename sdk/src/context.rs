@@ -1,0 +1,23 @@
+//! What a module may know about the block and transaction it runs in.
+
+/// The block being executed (or, for `CheckTx`, the block that would come next).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockContext {
+    /// Chain id from genesis.
+    pub chain_id: String,
+    /// Height of this block.
+    pub height: u64,
+    /// Block time from the header, seconds since the Unix epoch. Never the wall clock.
+    pub time_seconds: i64,
+    /// Nanoseconds part of the block time.
+    pub time_nanos: u32,
+}
+
+/// The transaction a message runs in.
+#[derive(Debug, Clone, Copy)]
+pub struct TxContext<'a> {
+    /// The block the transaction is in.
+    pub block: &'a BlockContext,
+    /// Bech32 address of the transaction's (single) signer, already authenticated.
+    pub signer: &'a str,
+}

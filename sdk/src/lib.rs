@@ -1,0 +1,66 @@
+//! gonka-sdk: what every chain module is written against.
+//!
+//! - [`Module`] and [`Msg`]: the module interface the app drives (genesis, block hooks,
+//!   messages, queries, and `end_epoch` for the epoch machinery).
+//! - [`StateRead`] / [`StateWrite`] and their typed extensions: the only way modules touch
+//!   state; [`Delta`] forks state so a failing transaction changes nothing.
+//! - [`Event`]: typed events with indexed attributes, surfaced to CometBFT.
+//! - [`Error`] / [`ErrorCode`]: one error type with code, codespace and a readable log.
+
+mod context;
+mod error;
+mod events;
+mod module;
+mod state;
+
+pub use context::{BlockContext, TxContext};
+pub use error::{Error, ErrorCode, Result, SdkError};
+pub use events::{Event, EventAttribute};
+pub use module::{EndBlock, Module, Msg, ValidatorUpdate};
+pub use state::{Delta, Overlay, StateRead, StateReadExt, StateWrite, StateWriteExt};
+
+/// The Any type used in transactions and queries (shared with cosmrs and tendermint-proto).
+pub use tendermint_proto::google::protobuf::Any;
+
+/// Parses a decimal u128 amount, naming the field in the error.
+pub fn parse_amount(field: &str, text: &str) -> Result<u128> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(SdkError::InvalidAmount.err(format!(
+            "{field} must be a non-negative decimal integer, found {text:?}"
+        )));
+    }
+    text.parse::<u128>().map_err(|_| {
+        SdkError::AmountOverflow.err(format!(
+            "{field} {text} does not fit in 128 bits (max {})",
+            u128::MAX
+        ))
+    })
+}
+
+/// Parses a module's section of genesis `app_state`; an absent section means the defaults.
+pub fn parse_genesis<T: serde::de::DeserializeOwned + Default>(
+    module: &str,
+    section: Option<&serde_json::Value>,
+) -> Result<T> {
+    match section {
+        None => Ok(T::default()),
+        Some(value) => serde_json::from_value(value.clone()).map_err(|e| {
+            SdkError::InvalidGenesis.err(format!("app_state.{module} is malformed: {e}"))
+        }),
+    }
+}
+
+/// Decodes a protobuf query request, naming the expected type in the error.
+pub fn decode_request<M: prost::Message + Default>(data: &[u8]) -> Result<M> {
+    M::decode(data).map_err(|e| {
+        SdkError::Decode.err(format!(
+            "query data is not a valid {}: {e}",
+            std::any::type_name::<M>()
+        ))
+    })
+}
+
+/// The Cosmos-style type URL of a message, `/<package>.<Name>` (no domain).
+pub fn type_url<M: prost::Name>() -> String {
+    format!("/{}", M::full_name())
+}

@@ -1,0 +1,67 @@
+//! The interface every chain module implements.
+
+use crate::{Any, BlockContext, Result, StateRead, StateWrite, TxContext};
+
+/// A decoded, statelessly validated message, ready to execute.
+pub trait Msg: Send {
+    /// Bech32 address that must have signed the transaction carrying this message.
+    fn signer(&self) -> &str;
+    /// Stateful checks then execution. Runs in a fork of the block state: an error
+    /// discards every write made here.
+    fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()>;
+}
+
+/// A change of one validator's voting power, returned to CometBFT at the end of a block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidatorUpdate {
+    /// Ed25519 consensus public key.
+    pub ed25519_pub_key: [u8; 32],
+    /// New voting power; zero removes the validator.
+    pub power: i64,
+}
+
+/// What a module's `end_block` hands back to the app besides state writes and events.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndBlock {
+    /// Validator power changes for CometBFT.
+    pub validator_updates: Vec<ValidatorUpdate>,
+}
+
+/// A chain module. The app calls modules in the fixed order it registers them in
+/// (see `gonka_app::modules`), for every hook.
+pub trait Module: Send + Sync {
+    /// Module name: key namespace, codespace, query path prefix and genesis section.
+    fn name(&self) -> &'static str;
+
+    /// Imports the module's section of genesis `app_state` (`None` if absent).
+    fn init_genesis(&self, state: &mut dyn StateWrite, genesis: Option<&serde_json::Value>)
+        -> Result<()>;
+
+    /// Decodes and statelessly validates `msg` if its type URL belongs to this module;
+    /// `None` if it does not.
+    fn decode_msg(&self, msg: &Any) -> Option<Result<Box<dyn Msg>>>;
+
+    /// Runs before the block's transactions.
+    fn begin_block(&self, _ctx: &BlockContext, _state: &mut dyn StateWrite) -> Result<()> {
+        Ok(())
+    }
+
+    /// Runs after the block's transactions.
+    fn end_block(&self, _ctx: &BlockContext, _state: &mut dyn StateWrite) -> Result<EndBlock> {
+        Ok(EndBlock::default())
+    }
+
+    /// Runs when an epoch closes, after `end_block` of every module.
+    fn end_epoch(
+        &self,
+        _ctx: &BlockContext,
+        _epoch: u64,
+        _state: &mut dyn StateWrite,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Answers `path` (e.g. `/bank/balance` or a `/cosmos.bank.v1beta1.Query/...` path) with
+    /// protobuf `data`; `None` if the path is not this module's.
+    fn query(&self, path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>>;
+}

@@ -1,0 +1,270 @@
+//! State access for modules: raw traits, typed extensions, and forkable write layers.
+//!
+//! Reads go down a chain of layers (transaction fork -> block -> committed store); writes
+//! stay in the top layer until the caller merges it, so nothing is ever undone by hand.
+
+use std::collections::BTreeMap;
+
+use gonka_store::{ChangeSet, Store};
+use prost::Message;
+
+use crate::{ErrorCode, Event, Result, SdkError};
+
+/// Read access to state.
+pub trait StateRead {
+    /// Raw value under `key`.
+    fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Every `(key, value)` whose key starts with `prefix`, in ascending key order.
+    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+}
+
+/// Write access to state plus the event sink of the current execution.
+pub trait StateWrite: StateRead {
+    /// Sets `key` to `value`.
+    fn put_raw(&mut self, key: Vec<u8>, value: Vec<u8>);
+    /// Removes `key`.
+    fn delete_raw(&mut self, key: Vec<u8>);
+    /// Records an event; it is kept only if this execution's writes are kept.
+    fn emit(&mut self, event: Event);
+}
+
+/// Typed reads of protobuf values.
+pub trait StateReadExt: StateRead {
+    /// Decodes the protobuf value under `key`.
+    fn get_proto<M: Message + Default>(&self, key: &[u8]) -> Result<Option<M>> {
+        self.get_raw(key)?.map(|bytes| decode(key, &bytes)).transpose()
+    }
+
+    /// Decodes every protobuf value under `prefix`, in key order.
+    fn prefix_proto<M: Message + Default>(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, M)>> {
+        self.prefix_raw(prefix)?
+            .into_iter()
+            .map(|(key, bytes)| decode(&key, &bytes).map(|value| (key, value)))
+            .collect()
+    }
+}
+
+impl<T: StateRead + ?Sized> StateReadExt for T {}
+
+/// Typed writes of protobuf values.
+pub trait StateWriteExt: StateWrite {
+    /// Encodes `value` under `key`.
+    fn put_proto<M: Message>(&mut self, key: Vec<u8>, value: &M) {
+        self.put_raw(key, value.encode_to_vec());
+    }
+}
+
+impl<T: StateWrite + ?Sized> StateWriteExt for T {}
+
+fn decode<M: Message + Default>(key: &[u8], bytes: &[u8]) -> Result<M> {
+    M::decode(bytes).map_err(|e| {
+        SdkError::Decode.err(format!(
+            "stored value under {} is not a valid {}: {e}",
+            String::from_utf8_lossy(key),
+            std::any::type_name::<M>()
+        ))
+    })
+}
+
+fn internal(e: anyhow::Error) -> crate::Error {
+    SdkError::Internal.err(format!("store failure: {e:#}"))
+}
+
+impl StateRead for Store {
+    fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get(key).map_err(internal)
+    }
+    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.prefix(prefix).map_err(internal)
+    }
+}
+
+/// Reads `writes` on top of `parent`, shared by [`Overlay`] and [`Delta`].
+fn layered_get(
+    parent: &dyn StateRead,
+    writes: &ChangeSet,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    match writes.get(key) {
+        Some(value) => Ok(value.clone()),
+        None => parent.get_raw(key),
+    }
+}
+
+fn layered_prefix(
+    parent: &dyn StateRead,
+    writes: &ChangeSet,
+    prefix: &[u8],
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = parent.prefix_raw(prefix)?.into_iter().collect();
+    for (key, value) in writes.range(prefix.to_vec()..) {
+        if !key.starts_with(prefix) {
+            break;
+        }
+        match value {
+            Some(value) => merged.insert(key.clone(), value.clone()),
+            None => merged.remove(key),
+        };
+    }
+    Ok(merged.into_iter().collect())
+}
+
+/// A read-only view of uncommitted `writes` over `parent` (the check state, or genesis
+/// state that is committed together with the first block).
+pub struct Overlay<'a> {
+    parent: &'a dyn StateRead,
+    writes: &'a ChangeSet,
+}
+
+impl<'a> Overlay<'a> {
+    /// Views `writes` on top of `parent`.
+    pub fn new(parent: &'a dyn StateRead, writes: &'a ChangeSet) -> Self {
+        Self { parent, writes }
+    }
+}
+
+impl StateRead for Overlay<'_> {
+    fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        layered_get(self.parent, self.writes, key)
+    }
+    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        layered_prefix(self.parent, self.writes, prefix)
+    }
+}
+
+/// A writable layer over `parent`. Fork it to run something that may fail; merge the fork
+/// back with [`Delta::absorb`] only if it succeeded.
+pub struct Delta<'a> {
+    parent: &'a dyn StateRead,
+    writes: ChangeSet,
+    events: Vec<Event>,
+}
+
+impl<'a> Delta<'a> {
+    /// An empty layer over `parent`.
+    pub fn new(parent: &'a dyn StateRead) -> Self {
+        Self {
+            parent,
+            writes: ChangeSet::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// A child layer whose reads see this layer's writes.
+    pub fn fork(&self) -> Delta<'_> {
+        Delta::new(self)
+    }
+
+    /// Splits the layer into its writes and events.
+    pub fn into_parts(self) -> (ChangeSet, Vec<Event>) {
+        (self.writes, self.events)
+    }
+
+    /// Applies a child's writes and events on top of this layer.
+    pub fn absorb(&mut self, (writes, events): (ChangeSet, Vec<Event>)) {
+        self.writes.extend(writes);
+        self.events.extend(events);
+    }
+
+    /// Takes the events recorded so far, leaving the writes in place.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+}
+
+impl StateRead for Delta<'_> {
+    fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        layered_get(self.parent, &self.writes, key)
+    }
+    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        layered_prefix(self.parent, &self.writes, prefix)
+    }
+}
+
+impl StateWrite for Delta<'_> {
+    fn put_raw(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.writes.insert(key, Some(value));
+    }
+    fn delete_raw(&mut self, key: Vec<u8>) {
+        self.writes.insert(key, None);
+    }
+    fn emit(&mut self, event: Event) {
+        self.events.push(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A parent with fixed contents, standing in for the committed store.
+    struct Fixed(BTreeMap<Vec<u8>, Vec<u8>>);
+
+    impl StateRead for Fixed {
+        fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+            Ok(self.0.get(key).cloned())
+        }
+        fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            Ok(self
+                .0
+                .iter()
+                .filter(|(k, _)| k.starts_with(prefix))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect())
+        }
+    }
+
+    fn base() -> Fixed {
+        Fixed(
+            [("a/1", "x"), ("a/2", "y"), ("b/1", "z")]
+                .into_iter()
+                .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn fork_sees_parent_writes_and_is_discarded_unless_absorbed() {
+        let base = base();
+        let mut block = Delta::new(&base);
+        block.put_raw(b"a/3".to_vec(), b"w".to_vec());
+        let (discarded, absorbed) = {
+            let mut failing = block.fork();
+            assert_eq!(failing.get_raw(b"a/3").unwrap(), Some(b"w".to_vec()));
+            failing.delete_raw(b"a/1".to_vec());
+            failing.emit(Event::new("dropped"));
+            let discarded = failing.into_parts();
+            let mut ok = block.fork();
+            ok.put_raw(b"a/2".to_vec(), b"Y".to_vec());
+            ok.emit(Event::new("kept"));
+            (discarded, ok.into_parts())
+        };
+        drop(discarded);
+        block.absorb(absorbed);
+        assert_eq!(block.get_raw(b"a/1").unwrap(), Some(b"x".to_vec()));
+        assert_eq!(block.get_raw(b"a/2").unwrap(), Some(b"Y".to_vec()));
+        let (writes, events) = block.into_parts();
+        assert_eq!(writes.len(), 2);
+        assert_eq!(events, vec![Event::new("kept")]);
+    }
+
+    #[test]
+    fn prefix_merges_layers_in_key_order() {
+        let base = base();
+        let mut delta = Delta::new(&base);
+        delta.delete_raw(b"a/1".to_vec());
+        delta.put_raw(b"a/0".to_vec(), b"n".to_vec());
+        delta.put_raw(b"c/0".to_vec(), b"m".to_vec());
+        let keys: Vec<_> = delta
+            .prefix_raw(b"a/")
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| String::from_utf8(k).unwrap())
+            .collect();
+        assert_eq!(keys, ["a/0", "a/2"]);
+        let (writes, _) = delta.into_parts();
+        let overlay = Overlay::new(&base, &writes);
+        assert_eq!(overlay.prefix_raw(b"c/").unwrap().len(), 1);
+        assert_eq!(overlay.get_raw(b"a/1").unwrap(), None);
+    }
+}

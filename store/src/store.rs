@@ -1,0 +1,511 @@
+//! The store: reads, two-phase writes (`prepare` then `commit`) and proofs.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context};
+use jmt::storage::TreeUpdateBatch;
+use jmt::{JellyfishMerkleTree, KeyHash, Sha256Jmt};
+use redb::{Database, Durability, ReadableTable, WriteTransaction};
+use sha2::Sha256;
+
+use crate::db::{self, Snapshot};
+use crate::ChangeSet;
+
+/// Errors with a meaning callers may want to act on. They travel inside `anyhow::Error`;
+/// match them with `err.downcast_ref::<StoreError>()`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// `prepare` was asked for a first version other than 0 on a store with no commits.
+    #[error(
+        "prepare for version {requested} but the store is empty, so the first version must be 0"
+    )]
+    FirstVersionOnEmptyStore {
+        /// The first version that was asked for.
+        requested: u64,
+    },
+    /// `prepare` was asked for a first version other than latest + 1.
+    #[error(
+        "prepare for version {requested} but the latest committed version is {latest}, \
+         so the first version must be {}", latest + 1
+    )]
+    WrongFirstVersion {
+        /// The first version that was asked for.
+        requested: u64,
+        /// The latest committed version.
+        latest: u64,
+    },
+    /// `commit` found that another commit landed since `prepare`; nothing was written.
+    #[error(
+        "commit of version {first_version} was prepared on top of {}, but the latest committed \
+         version is now {}; nothing was written, prepare again",
+        describe_latest(.prepared_on), describe_latest(.found)
+    )]
+    StaleCommit {
+        /// First version of the prepared commit.
+        first_version: u64,
+        /// Latest version when the commit was prepared.
+        prepared_on: Option<u64>,
+        /// Latest version found when committing.
+        found: Option<u64>,
+    },
+    /// A read asked for a version that has not been committed.
+    #[error(
+        "version {requested} is not committed: the latest committed version is {}",
+        describe_latest(.latest)
+    )]
+    VersionNotCommitted {
+        /// The version that was asked for.
+        requested: u64,
+        /// The latest committed version.
+        latest: Option<u64>,
+    },
+    /// A change set contained the empty key.
+    #[error(
+        "the change set for version {version} writes the empty key; keys must be non-empty \
+         (ics23 non-existence proofs cannot bound an empty key)"
+    )]
+    EmptyKey {
+        /// The version whose change set held the empty key.
+        version: u64,
+    },
+    /// `prepare` was called without change sets.
+    #[error("prepare needs at least one change set (one per version), found none")]
+    NoChangeSets,
+}
+
+fn describe_latest(latest: &Option<u64>) -> String {
+    match latest {
+        Some(v) => format!("version {v}"),
+        None => "nothing (empty store)".to_string(),
+    }
+}
+
+/// A versioned, authenticated key-value store: a Jellyfish Merkle tree persisted in redb.
+///
+/// Cheap to clone; all clones share one database. Safe to use from many threads at once:
+/// reads run on redb read transactions (snapshots), and redb serializes writers.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Database,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens the database file at `path`, creating it (and its parent directories) if missing.
+    ///
+    /// `path` names the database file itself (for example `<home>/data/state.redb`), not a
+    /// directory. Only one process may hold the file open at a time.
+    pub fn open(path: &Path) -> anyhow::Result<Store> {
+        if path.is_dir() {
+            return Err(anyhow!(
+                "store path {} is a directory; pass the database file path instead \
+                 (for example {})",
+                path.display(),
+                path.join("state.redb").display()
+            ));
+        }
+        if let Some(parent) = path.parent() {
+            if !parent.as_os_str().is_empty() {
+                std::fs::create_dir_all(parent).with_context(|| {
+                    format!("creating the store directory {}", parent.display())
+                })?;
+            }
+        }
+        let db = Database::create(path)
+            .with_context(|| format!("opening the store database {}", path.display()))?;
+        let store = Store {
+            inner: Arc::new(Inner {
+                db,
+                path: path.to_path_buf(),
+            }),
+        };
+        store
+            .init_tables()
+            .with_context(|| format!("initializing the store {}", path.display()))?;
+        Ok(store)
+    }
+
+    /// Creates the tables of a new database and checks the layout version of an existing one.
+    fn init_tables(&self) -> anyhow::Result<()> {
+        let mut txn = self.inner.db.begin_write()?;
+        txn.set_durability(Durability::Immediate);
+        {
+            txn.open_table(db::NODES)?;
+            txn.open_table(db::VALUES)?;
+            txn.open_table(db::PREIMAGES)?;
+            txn.open_table(db::INDEX)?;
+            let mut meta = txn.open_table(db::META)?;
+            let format = meta
+                .get(db::META_FORMAT)?
+                .map(|v| db::decode_u64(db::META_FORMAT, v.value()))
+                .transpose()?;
+            match format {
+                Some(db::FORMAT_VERSION) => {}
+                Some(other) => {
+                    return Err(anyhow!(
+                        "store layout version {other} is not supported: this build reads \
+                         layout version {}",
+                        db::FORMAT_VERSION
+                    ))
+                }
+                None => {
+                    meta.insert(db::META_FORMAT, db::FORMAT_VERSION.to_be_bytes().as_slice())?;
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// The path of the database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    fn snapshot(&self) -> anyhow::Result<Snapshot> {
+        let txn = self.inner.db.begin_read()?;
+        Snapshot::new(&txn)
+    }
+
+    /// Last committed version, None when nothing was ever committed.
+    pub fn latest_version(&self) -> anyhow::Result<Option<u64>> {
+        self.snapshot()?.latest_version()
+    }
+
+    /// Root hash (app hash) stored with the last commit, None when empty.
+    pub fn latest_root(&self) -> anyhow::Result<Option<[u8; 32]>> {
+        self.snapshot()?.latest_root()
+    }
+
+    /// The last committed version and its root hash, read from one snapshot so they always
+    /// belong together (what ABCI `Info` reports). None when nothing was ever committed.
+    pub fn latest_commit(&self) -> anyhow::Result<Option<(u64, [u8; 32])>> {
+        let snap = self.snapshot()?;
+        match (snap.latest_version()?, snap.latest_root()?) {
+            (Some(version), Some(root)) => Ok(Some((version, root))),
+            (None, None) => Ok(None),
+            (version, root) => Err(anyhow!(
+                "corrupt store metadata: latest version is {version:?} but latest root is \
+                 {:?}; both must be present or both absent",
+                root.map(hex::encode)
+            )),
+        }
+    }
+
+    /// Value at the latest committed version (served from the ordered index table, fast).
+    pub fn get(&self, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
+        let snap = self.snapshot()?;
+        Ok(snap.index.get(key)?.map(|v| v.value().to_vec()))
+    }
+
+    /// Value at a past committed version (through the JMT). Error if version > latest.
+    pub fn get_at(&self, key: &[u8], version: u64) -> anyhow::Result<Option<Vec<u8>>> {
+        let snap = self.snapshot()?;
+        check_committed(&snap, version)?;
+        Sha256Jmt::new(&snap)
+            .get(KeyHash::with::<Sha256>(key), version)
+            .with_context(|| format!("reading key {} at version {version}", hex::encode(key)))
+    }
+
+    /// All (key, value) pairs whose key starts with `prefix` at the latest committed version,
+    /// ascending key order (ordered index).
+    pub fn prefix(&self, prefix: &[u8]) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let snap = self.snapshot()?;
+        let mut out = Vec::new();
+        for entry in snap.index.range::<&[u8]>(prefix..)? {
+            let (key, value) = entry?;
+            // The index is ordered, so the keys with this prefix are one contiguous run.
+            if !key.value().starts_with(prefix) {
+                break;
+            }
+            out.push((key.value().to_vec(), value.value().to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Root hash at a committed version.
+    pub fn root_at(&self, version: u64) -> anyhow::Result<[u8; 32]> {
+        let snap = self.snapshot()?;
+        check_committed(&snap, version)?;
+        let root = Sha256Jmt::new(&snap)
+            .get_root_hash(version)
+            .with_context(|| format!("reading the root hash at version {version}"))?;
+        Ok(root.0)
+    }
+
+    /// Value plus an ics23 CommitmentProof (existence or non-existence) against
+    /// root_at(version).
+    ///
+    /// Errors for the empty key, and for an absent key while the tree at `version` is empty:
+    /// an ics23 non-existence proof needs at least one neighbouring key to point at.
+    pub fn get_with_proof(
+        &self,
+        key: &[u8],
+        version: u64,
+    ) -> anyhow::Result<(Option<Vec<u8>>, ics23::CommitmentProof)> {
+        if key.is_empty() {
+            return Err(anyhow!(
+                "cannot prove the empty key: keys are non-empty (ics23 non-existence proofs \
+                 cannot bound an empty key)"
+            ));
+        }
+        let snap = self.snapshot()?;
+        check_committed(&snap, version)?;
+        let tree = Sha256Jmt::new(&snap);
+        let root = tree.get_root_hash(version)?;
+        if root == JellyfishMerkleTree::<Snapshot, Sha256>::EMPTY_ROOT {
+            return Err(anyhow!(
+                "cannot prove key {} at version {version}: the tree is empty at that version, \
+                 and an ics23 non-existence proof needs a neighbouring key",
+                hex::encode(key)
+            ));
+        }
+        tree.get_with_ics23_proof(key.to_vec(), version)
+            .with_context(|| {
+                format!(
+                    "building the proof of key {} at version {version}",
+                    hex::encode(key)
+                )
+            })
+    }
+
+    /// Computes root hashes for `change_sets`, applied as versions first_version,
+    /// first_version+1, ... WITHOUT writing anything. first_version must be latest+1 (or 0
+    /// when the store is empty; a non-zero first version on an empty store is an error with a
+    /// clear message).
+    pub fn prepare(
+        &self,
+        first_version: u64,
+        change_sets: Vec<ChangeSet>,
+    ) -> anyhow::Result<PreparedCommit> {
+        let snap = self.snapshot()?;
+        match snap.latest_version()? {
+            None if first_version != 0 => {
+                return Err(StoreError::FirstVersionOnEmptyStore {
+                    requested: first_version,
+                }
+                .into())
+            }
+            Some(latest) if latest.checked_add(1) != Some(first_version) => {
+                return Err(StoreError::WrongFirstVersion {
+                    requested: first_version,
+                    latest,
+                }
+                .into())
+            }
+            _ => {}
+        }
+        if change_sets.is_empty() {
+            return Err(StoreError::NoChangeSets.into());
+        }
+        // Versions must not wrap; in practice heights never come close.
+        first_version
+            .checked_add(change_sets.len() as u64)
+            .ok_or_else(|| anyhow!("versions starting at {first_version} overflow u64"))?;
+        for (offset, change_set) in change_sets.iter().enumerate() {
+            if change_set.contains_key(&[][..]) {
+                return Err(StoreError::EmptyKey {
+                    version: first_version + offset as u64,
+                }
+                .into());
+            }
+        }
+
+        // Each change set is a BTreeMap, so the tree sees writes in key order; the resulting
+        // tree does not depend on that order anyway (the JMT shape is canonical).
+        let value_sets = change_sets.iter().map(|change_set| {
+            change_set
+                .iter()
+                .map(|(key, value)| (KeyHash::with::<Sha256>(key), value.clone()))
+        });
+        let (roots, batch) = Sha256Jmt::new(&snap)
+            .put_value_sets(value_sets, first_version)
+            .with_context(|| {
+                format!(
+                    "computing the tree update for versions {first_version}..={}",
+                    first_version + change_sets.len() as u64 - 1
+                )
+            })?;
+        Ok(PreparedCommit {
+            first_version,
+            roots: roots.into_iter().map(|r| r.0).collect(),
+            batch,
+            change_sets,
+        })
+    }
+
+    /// Writes a prepared commit — JMT nodes, versioned values, key preimages, the ordered index
+    /// (latest values; deletes remove index entries), the new latest version and root — in ONE
+    /// redb write transaction with immediate durability. Errors (writing nothing) if the
+    /// store's latest version changed since prepare.
+    pub fn commit(&self, prepared: PreparedCommit) -> anyhow::Result<()> {
+        let mut txn = self.inner.db.begin_write()?;
+        txn.set_durability(Durability::Immediate);
+        if let Err(err) = write_prepared(&txn, &prepared) {
+            txn.abort()?;
+            return Err(err);
+        }
+        txn.commit().with_context(|| {
+            format!(
+                "committing versions {}..={}",
+                prepared.first_version,
+                prepared.version()
+            )
+        })?;
+        tracing::debug!(
+            version = prepared.version(),
+            root = %hex::encode(prepared.root()),
+            nodes = prepared.batch.node_batch.nodes().len(),
+            "store committed"
+        );
+        Ok(())
+    }
+}
+
+/// Errors unless `version` is committed (versions 0..=latest all are: commits are contiguous).
+fn check_committed(snap: &Snapshot, version: u64) -> anyhow::Result<()> {
+    let latest = snap.latest_version()?;
+    match latest {
+        Some(latest) if version <= latest => Ok(()),
+        _ => Err(StoreError::VersionNotCommitted {
+            requested: version,
+            latest,
+        }
+        .into()),
+    }
+}
+
+/// Every write of `prepared`, into `txn`; checks first that nothing was committed since prepare.
+fn write_prepared(txn: &WriteTransaction, prepared: &PreparedCommit) -> anyhow::Result<()> {
+    let mut meta = txn.open_table(db::META)?;
+    let found = meta
+        .get(db::META_LATEST_VERSION)?
+        .map(|v| db::decode_u64(db::META_LATEST_VERSION, v.value()))
+        .transpose()?;
+    // prepare guaranteed first_version == latest + 1, or 0 on an empty store.
+    let prepared_on = prepared.first_version.checked_sub(1);
+    if found != prepared_on {
+        return Err(StoreError::StaleCommit {
+            first_version: prepared.first_version,
+            prepared_on,
+            found,
+        }
+        .into());
+    }
+
+    let mut nodes = txn.open_table(db::NODES)?;
+    for (node_key, node) in prepared.batch.node_batch.nodes() {
+        let key = db::node_key_bytes(node_key)?;
+        let value = db::node_bytes(node)?;
+        nodes.insert(key.as_slice(), value.as_slice())?;
+    }
+
+    let mut values = txn.open_table(db::VALUES)?;
+    for ((version, key_hash), value) in prepared.batch.node_batch.values() {
+        let key = db::value_key(key_hash, *version);
+        let value = db::value_bytes(value.as_deref());
+        values.insert(key.as_slice(), value.as_slice())?;
+    }
+
+    // Change sets in version order, so the index ends at the last version's values.
+    let mut preimages = txn.open_table(db::PREIMAGES)?;
+    let mut index = txn.open_table(db::INDEX)?;
+    for change_set in &prepared.change_sets {
+        for (key, value) in change_set {
+            match value {
+                Some(value) => {
+                    let key_hash = KeyHash::with::<Sha256>(key);
+                    preimages.insert(key_hash.0.as_slice(), key.as_slice())?;
+                    index.insert(key.as_slice(), value.as_slice())?;
+                }
+                None => {
+                    index.remove(key.as_slice())?;
+                }
+            }
+        }
+    }
+
+    meta.insert(
+        db::META_LATEST_VERSION,
+        prepared.version().to_be_bytes().as_slice(),
+    )?;
+    meta.insert(db::META_LATEST_ROOT, prepared.root().as_slice())?;
+    Ok(())
+}
+
+/// The result of [`Store::prepare`]: root hashes plus everything [`Store::commit`] will write.
+///
+/// Holding one writes nothing; dropping it uncommitted leaves the store untouched.
+#[derive(Clone)]
+pub struct PreparedCommit {
+    first_version: u64,
+    roots: Vec<[u8; 32]>,
+    batch: TreeUpdateBatch,
+    change_sets: Vec<ChangeSet>,
+}
+
+impl PreparedCommit {
+    /// Last version in the batch.
+    pub fn version(&self) -> u64 {
+        // prepare guarantees at least one change set and no overflow.
+        self.first_version + self.roots.len() as u64 - 1
+    }
+
+    /// First version in the batch.
+    pub fn first_version(&self) -> u64 {
+        self.first_version
+    }
+
+    /// Root hash of the last version (the app hash).
+    pub fn root(&self) -> [u8; 32] {
+        *self
+            .roots
+            .last()
+            .expect("prepare guarantees at least one change set")
+    }
+
+    /// Root hashes, one per change set.
+    pub fn roots(&self) -> &[[u8; 32]] {
+        &self.roots
+    }
+
+    /// The change sets, one per version.
+    pub fn change_sets(&self) -> &[ChangeSet] {
+        &self.change_sets
+    }
+
+    /// The tree nodes this commit will write.
+    #[cfg(test)]
+    pub(crate) fn batch_nodes_for_test(
+        &self,
+    ) -> &std::collections::BTreeMap<jmt::storage::NodeKey, jmt::storage::Node> {
+        self.batch.node_batch.nodes()
+    }
+}
+
+impl std::fmt::Debug for PreparedCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedCommit")
+            .field("first_version", &self.first_version)
+            .field(
+                "roots",
+                &self.roots.iter().map(hex::encode).collect::<Vec<_>>(),
+            )
+            .field("nodes", &self.batch.node_batch.nodes().len())
+            .field("values", &self.batch.node_batch.values().len())
+            .finish()
+    }
+}

@@ -1,0 +1,53 @@
+//! x/auth: accounts (number, sequence, public key) and the parameters of the transaction
+//! pipeline (size limit, minimum fee).
+//!
+//! Accounts are created at genesis or when they first receive funds; the first transaction
+//! an account signs records its public key. The ante step in `gonka-app` reads and updates
+//! accounts only through [`AuthRead`] / [`AuthWrite`].
+
+mod address;
+mod errors;
+mod genesis;
+mod keys;
+mod params;
+mod query;
+mod state;
+
+pub use address::{module_address, validate_address, ADDRESS_PREFIX};
+pub use errors::AuthError;
+pub use params::{default_params, validate_params};
+pub use state::{AuthRead, AuthWrite};
+
+use gonka_proto::auth::GenesisState;
+use gonka_sdk::{Any, Module, Msg, Result, StateRead, StateWrite};
+
+/// The auth module.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Auth;
+
+/// Module name: key namespace, codespace and genesis section.
+pub const NAME: &str = "auth";
+
+impl Module for Auth {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn init_genesis(
+        &self,
+        state: &mut dyn StateWrite,
+        genesis: Option<&serde_json::Value>,
+    ) -> Result<()> {
+        let genesis: GenesisState = gonka_sdk::parse_genesis(NAME, genesis)?;
+        genesis::init(state, genesis)
+    }
+
+    fn decode_msg(&self, _msg: &Any) -> Option<Result<Box<dyn Msg>>> {
+        // Accounts change only as a side effect of transactions; auth has no messages.
+        None
+    }
+
+    fn query(&self, path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
+        query::route(path, data, state)
+    }
+}

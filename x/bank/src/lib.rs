@@ -1,0 +1,57 @@
+//! x/bank: balances in `ngnk` (and any other denom), transfers, supply and the fee
+//! collector.
+//!
+//! Accepts both `/gonka.bank.v1.MsgSend` and the standard `/cosmos.bank.v1beta1.MsgSend`,
+//! and answers the standard `/cosmos.bank.v1beta1.Query/Balance` and `.../AllBalances`
+//! paths, so stock Cosmos clients can send GNK and read balances. Other modules move funds
+//! through [`transfer`] and read them through [`BankRead`].
+
+mod coin;
+mod errors;
+mod events;
+mod genesis;
+mod keys;
+mod msgs;
+mod query;
+mod state;
+
+pub use coin::{parse_coins, Coin};
+pub use errors::BankError;
+pub use state::{fee_collector_address, transfer, BankRead, BankWrite};
+
+use gonka_sdk::{Any, Module, Msg, Result, StateRead, StateWrite};
+
+/// Module name: key namespace, codespace and genesis section.
+pub const NAME: &str = "bank";
+
+/// The native denom: 1 GNK = 10^9 ngnk. Fees are paid in it.
+pub const NATIVE_DENOM: &str = "ngnk";
+
+/// Name of the module account that collects transaction fees.
+pub const FEE_COLLECTOR: &str = "fee_collector";
+
+/// The bank module.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Bank;
+
+impl Module for Bank {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn init_genesis(
+        &self,
+        state: &mut dyn StateWrite,
+        genesis: Option<&serde_json::Value>,
+    ) -> Result<()> {
+        genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)
+    }
+
+    fn decode_msg(&self, msg: &Any) -> Option<Result<Box<dyn Msg>>> {
+        msgs::decode(msg)
+    }
+
+    fn query(&self, path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
+        query::route(path, data, state)
+    }
+}
