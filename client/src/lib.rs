@@ -1,1 +1,16 @@
-//! gonka-client
+//! gonka-client: what an outside program needs to use a gonka chain — keys from BIP-39
+//! mnemonics, signed transactions, and typed calls over CometBFT RPC.
+//!
+//! Used by the `gonkad` CLI, the end-to-end tests and the sidecar. It never touches the
+//! app's internals: everything goes through signed txs and `abci_query`.
+
+pub mod keys;
+pub mod rpc;
+pub mod tx;
+
+pub use keys::Key;
+pub use rpc::{Client, Included};
+pub use tx::{msg_send, sign, SignerData};
+
+/// Native denom: 1 GNK = 10^9 ngnk.
+pub const DENOM: &str = "ngnk";

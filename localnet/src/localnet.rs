@@ -250,11 +250,12 @@ impl Localnet {
         let Some(node) = table.get_mut(i) else {
             return false;
         };
-        let running = [&mut node.app, &mut node.cometbft]
-            .into_iter()
-            .flatten()
-            .any(|p| matches!(p.exited(), Ok(None)));
-        running
+        for p in [&mut node.app, &mut node.cometbft].into_iter().flatten() {
+            if matches!(p.exited(), Ok(None)) {
+                return true;
+            }
+        }
+        false
     }
 
     /// Node `i`'s latest block height, `sync_info.latest_block_height` of its RPC `/status`.

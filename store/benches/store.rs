@@ -66,8 +66,8 @@ fn main() -> anyhow::Result<()> {
     }
     let total = prepare_time + commit_time;
     println!(
-        "commit: {VERSIONS} versions x {KEYS_PER_VERSION} writes ({writes} distinct-per-version \
-         writes) in {:.2} s: {:.0} writes/s, {:.1} versions/s \
+        "commit: {VERSIONS} versions x {KEYS_PER_VERSION} writes ({writes} writes after de-duplicating \
+         keys within a version) in {:.2} s: {:.0} writes/s, {:.1} versions/s \
          (prepare {:.2} s, commit {:.2} s)",
         total.as_secs_f64(),
         per_second(writes, total),

@@ -1,0 +1,211 @@
+//! Typed calls to a gonka node over CometBFT RPC.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use gonka_proto::auth::{Account, QueryAccountRequest, QueryAccountResponse};
+use gonka_proto::bank::{QueryBalanceRequest, QueryBalanceResponse};
+use prost::Message;
+use tendermint::Hash;
+use tendermint_rpc::client::CompatMode;
+use tendermint_rpc::{Client as _, HttpClient};
+
+use crate::SignerData;
+
+/// A transaction as included in a block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Included {
+    /// Transaction hash (uppercase hex, as CometBFT prints it).
+    pub hash: String,
+    /// Height of the block that includes it.
+    pub height: u64,
+    /// Result code; zero is success.
+    pub code: u32,
+    /// Codespace of a non-zero code.
+    pub codespace: String,
+    /// Log of a failure.
+    pub log: String,
+}
+
+/// An RPC connection to one node.
+#[derive(Clone)]
+pub struct Client {
+    http: HttpClient,
+    url: String,
+}
+
+/// An `abci_query` answered with a non-zero code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryError {
+    /// Module codespace.
+    pub codespace: String,
+    /// Error code.
+    pub code: u32,
+    /// What went wrong.
+    pub log: String,
+}
+
+impl std::fmt::Display for QueryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "query failed ({} {}): {}", self.codespace, self.code, self.log)
+    }
+}
+
+impl std::error::Error for QueryError {}
+
+impl Client {
+    /// Connects to the node RPC at `url` (e.g. `http://127.0.0.1:26657`).
+    pub fn new(url: &str) -> Result<Client> {
+        let parsed = url
+            .parse()
+            .with_context(|| format!("{url:?} is not a valid RPC URL"))?;
+        let http = HttpClient::builder(parsed)
+            .compat_mode(CompatMode::V0_38)
+            .timeout(Duration::from_secs(10))
+            .build()
+            .with_context(|| format!("cannot create an RPC client for {url}"))?;
+        Ok(Client {
+            http,
+            url: url.to_string(),
+        })
+    }
+
+    /// The node's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The underlying tendermint-rpc client, for calls not wrapped here.
+    pub fn http(&self) -> &HttpClient {
+        &self.http
+    }
+
+    fn unreachable(&self, e: impl std::fmt::Display) -> anyhow::Error {
+        anyhow!("node {} did not answer: {e}; is it running? (check --node)", self.url)
+    }
+
+    /// Node status (chain id, latest height and app hash).
+    pub async fn status(&self) -> Result<tendermint_rpc::endpoint::status::Response> {
+        self.http.status().await.map_err(|e| self.unreachable(e))
+    }
+
+    /// Chain id the node reports.
+    pub async fn chain_id(&self) -> Result<String> {
+        Ok(self.status().await?.node_info.network.to_string())
+    }
+
+    /// Runs `abci_query` at the latest height; a non-zero code becomes a [`QueryError`].
+    pub async fn query(&self, path: &str, data: Vec<u8>) -> Result<Vec<u8>> {
+        let response = self
+            .http
+            .abci_query(Some(path.to_string()), data, None, false)
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if response.code.is_err() {
+            return Err(QueryError {
+                codespace: response.codespace,
+                code: response.code.value(),
+                log: response.log,
+            }
+            .into());
+        }
+        Ok(response.value)
+    }
+
+    /// The account at `address`, `None` if it does not exist.
+    pub async fn account(&self, address: &str) -> Result<Option<Account>> {
+        let request = QueryAccountRequest {
+            address: address.into(),
+        };
+        match self.query("/auth/account", request.encode_to_vec()).await {
+            Ok(bytes) => Ok(QueryAccountResponse::decode(bytes.as_slice())?.account),
+            Err(e) if e.downcast_ref::<QueryError>().is_some_and(|q| q.log.contains("NotFound")) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Balance of `denom` held by `address`.
+    pub async fn balance(&self, address: &str, denom: &str) -> Result<u128> {
+        let request = QueryBalanceRequest {
+            address: address.into(),
+            denom: denom.into(),
+        };
+        let bytes = self.query("/bank/balance", request.encode_to_vec()).await?;
+        let coin = QueryBalanceResponse::decode(bytes.as_slice())?
+            .balance
+            .unwrap_or_default();
+        coin.amount
+            .parse()
+            .with_context(|| format!("node returned a malformed amount {:?}", coin.amount))
+    }
+
+    /// Chain id, account number and next sequence of `address`, for signing.
+    pub async fn signer_data(&self, address: &str, chain_id: Option<&str>) -> Result<SignerData> {
+        let chain_id = match chain_id {
+            Some(id) => id.to_string(),
+            None => self.chain_id().await?,
+        };
+        let account = self.account(address).await?.ok_or_else(|| {
+            anyhow!("account {address} does not exist on chain yet; fund it first")
+        })?;
+        Ok(SignerData {
+            chain_id,
+            account_number: account.account_number,
+            sequence: account.sequence,
+        })
+    }
+
+    /// Broadcasts `tx` with `broadcast_tx_sync`; fails with the node's log if `CheckTx`
+    /// rejects it. Returns the tx hash.
+    pub async fn broadcast(&self, tx: Vec<u8>) -> Result<Hash> {
+        let response = self
+            .http
+            .broadcast_tx_sync(tx)
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if response.code.is_err() {
+            bail!(
+                "tx rejected by the node ({} {}): {}",
+                response.codespace,
+                response.code.value(),
+                response.log
+            );
+        }
+        Ok(response.hash)
+    }
+
+    /// Looks up an included tx by hash; `None` while it is not in a block yet.
+    pub async fn find_tx(&self, hash: Hash) -> Result<Option<Included>> {
+        match self.http.tx(hash, false).await {
+            Ok(found) => Ok(Some(Included {
+                hash: found.hash.to_string(),
+                height: found.height.value(),
+                code: found.tx_result.code.value(),
+                codespace: found.tx_result.codespace,
+                log: found.tx_result.log,
+            })),
+            Err(e) if e.to_string().contains("not found") => Ok(None),
+            Err(e) => Err(self.unreachable(e)),
+        }
+    }
+
+    /// Waits until the tx with `hash` is included, up to `timeout`.
+    pub async fn wait_for_tx(&self, hash: Hash, timeout: Duration) -> Result<Included> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(included) = self.find_tx(hash).await? {
+                return Ok(included);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                bail!("tx {hash} was accepted but not included within {timeout:?}; query it later with `gonkad query tx {hash}`");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Broadcasts `tx` and waits for its inclusion.
+    pub async fn broadcast_and_wait(&self, tx: Vec<u8>, timeout: Duration) -> Result<Included> {
+        let hash = self.broadcast(tx).await?;
+        self.wait_for_tx(hash, timeout).await
+    }
+}
