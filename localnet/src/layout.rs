@@ -66,7 +66,7 @@ pub struct LocalnetConfig {
     pub vote_extensions_enable_height: Option<u64>,
     /// Extra arguments appended to every `gonkad start ...` command line.
     pub app_args: Vec<OsString>,
-    /// Upper bound on each wait in `start`/`start_node` (app listening, node answering RPC).
+    /// Upper bound on one `start` or `start_node` call (apps listening, nodes answering RPC).
     pub start_timeout: Duration,
 }
 

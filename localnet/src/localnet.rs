@@ -122,6 +122,14 @@ impl Localnet {
     pub fn prepare(mut config: LocalnetConfig) -> Result<Localnet> {
         config.dir = std::path::absolute(&config.dir)
             .with_context(|| format!("resolving {}", config.dir.display()))?;
+        // A relative binary path must not depend on the working directory at spawn time; a
+        // bare name stays a PATH lookup.
+        for bin in [&mut config.gonkad, &mut config.cometbft] {
+            if bin.components().count() > 1 {
+                *bin = std::path::absolute(&*bin)
+                    .with_context(|| format!("resolving {}", bin.display()))?;
+            }
+        }
         let nodes = layout::prepare_dir(&config)?;
         let procs = nodes.iter().map(|_| NodeProcs::default()).collect();
         Ok(Localnet {
@@ -178,9 +186,9 @@ impl Localnet {
 
     /// Starts every node: its app, then (once the app accepts connections on its ABCI address)
     /// its CometBFT node; stdout and stderr go to the node's `app.log` / `cometbft.log`
-    /// (appended). Then waits until every node answers RPC `/status`. Each wait is bounded by
-    /// `config.start_timeout`; a timeout or a process that exits names the node and quotes its
-    /// log. On any error every process started so far is stopped again.
+    /// (appended). Then waits until every node answers RPC `/status`. The whole start is
+    /// bounded by `config.start_timeout`; a timeout or a process that exits names the node and
+    /// quotes its log. On any error every process started so far is stopped again.
     ///
     /// Children run in their own process groups (the terminal's Ctrl-C does not reach them;
     /// stop them through [`Localnet::stop`] or a [`Stopper`]) and, on Linux, receive SIGTERM
@@ -209,7 +217,8 @@ impl Localnet {
     }
 
     /// Starts node `i` again (app, then CometBFT) and waits for its RPC, as [`Localnet::start`]
-    /// does for every node. Node `i` must not be running. On error its processes are killed.
+    /// does for every node, within `config.start_timeout`. Node `i` must not be running. On
+    /// error its processes are killed.
     pub fn start_node(&mut self, i: usize) -> Result<()> {
         self.node(i)?;
         self.shared.check_not_shut_down()?;

@@ -309,9 +309,10 @@ mod tests {
         // Ignores SIGTERM, so only SIGKILL ends it; the sleep runs in the same group.
         let stubborn_log = t.path().join("b");
         let stubborn = sh("trap '' TERM; echo trapped; sleep 30 & wait", &stubborn_log);
-        // Signal only once the shell has installed its trap.
+        // Signal only once the shell has installed its trap. (The log's header line quotes the
+        // script, so look for the echoed line itself.)
         let ready = Instant::now() + Duration::from_secs(10);
-        while !log_tail(&stubborn_log, 1).contains("trapped") {
+        while !log_tail(&stubborn_log, 5).lines().any(|l| l == "trapped") {
             assert!(Instant::now() < ready, "the test shell never started");
             thread::sleep(Duration::from_millis(20));
         }
