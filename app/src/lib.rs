@@ -11,6 +11,7 @@
 mod abci;
 mod ante;
 mod app;
+pub mod genesis;
 pub mod harness;
 pub mod modules;
 mod query;

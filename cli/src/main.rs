@@ -1,1 +1,129 @@
-fn main() {}
+//! `gonkad`: run a gonka node's application, manage keys, send transactions, query the
+//! chain, and start a local multi-validator network.
+
+mod amount;
+mod init;
+mod keys;
+mod localnet;
+mod output;
+mod query;
+mod start;
+mod status;
+mod tx;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use output::Output;
+
+/// gonkad — the gonka-rs node and command-line client.
+#[derive(Parser)]
+#[command(name = "gonkad", version, about, long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every command accepts.
+#[derive(clap::Args, Clone)]
+pub struct Global {
+    /// CometBFT RPC endpoint of the node to talk to.
+    #[arg(long, global = true, env = "GONKA_NODE", default_value = "http://127.0.0.1:26657")]
+    pub node: String,
+    /// Chain id to sign for; asked from the node when omitted.
+    #[arg(long, global = true, env = "GONKA_CHAIN_ID")]
+    pub chain_id: Option<String>,
+    /// Output format.
+    #[arg(long, global = true, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// Home directory: keyring.json and, for `start`, the state database in data/.
+    #[arg(long, global = true, env = "GONKA_HOME")]
+    pub home: Option<PathBuf>,
+}
+
+impl Global {
+    /// The home directory (`--home`, else `$GONKA_HOME`, else `~/.gonka`).
+    pub fn home(&self) -> PathBuf {
+        self.home.clone().unwrap_or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("."))
+                .join(".gonka")
+        })
+    }
+
+    /// An RPC client for `--node`.
+    pub fn client(&self) -> anyhow::Result<gonka_client::Client> {
+        gonka_client::Client::new(&self.node)
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a home directory and a genesis app_state funding accounts.
+    Init(init::Args),
+    /// Run the ABCI application for a CometBFT node.
+    Start(start::Args),
+    /// Manage account keys (BIP-39 mnemonics, m/44'/118'/0'/0/0).
+    #[command(subcommand)]
+    Keys(keys::Command),
+    /// Sign and broadcast transactions.
+    #[command(subcommand)]
+    Tx(tx::Command),
+    /// Read chain state.
+    #[command(subcommand)]
+    Query(query::Command),
+    /// Show the node's chain id, height and app hash.
+    Status,
+    /// Run a local multi-validator network (apps + CometBFT) on 127.0.0.1.
+    Localnet(localnet::Args),
+}
+
+fn init_tracing(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let global = cli.global;
+    match cli.command {
+        Command::Start(args) => {
+            init_tracing("info");
+            start::run(&global, args)
+        }
+        Command::Localnet(args) => {
+            init_tracing("info");
+            localnet::run(&global, args)
+        }
+        command => {
+            init_tracing("warn");
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                match command {
+                    Command::Init(args) => init::run(&global, args),
+                    Command::Keys(command) => keys::run(&global, command),
+                    Command::Tx(command) => tx::run(&global, command).await,
+                    Command::Query(command) => query::run(&global, command).await,
+                    Command::Status => status::run(&global).await,
+                    Command::Start(_) | Command::Localnet(_) => unreachable!("handled above"),
+                }
+            })
+        }
+    }
+}
+
+fn main() {
+    if let Err(error) = run(Cli::parse()) {
+        eprintln!("Error: {error:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,113 @@
+//! `gonkad localnet`: a 4-validator CometBFT network on 127.0.0.1 with funded test
+//! accounts, running until Ctrl-C.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use gonka_app::genesis::{app_state, GenesisAccount};
+use gonka_client::keys::well_known_mnemonic;
+use gonka_client::Key;
+use gonka_localnet::{find_cometbft, Localnet, LocalnetConfig};
+
+use crate::Global;
+
+/// Names of the funded test accounts; their mnemonics are derived from these names and
+/// printed, so they are public: never use them outside a localnet.
+pub const TEST_ACCOUNTS: [&str; 4] = ["alice", "bob", "carol", "dave"];
+
+/// Genesis balance of every test account: 1,000,000 GNK.
+const TEST_BALANCE_NGNK: u128 = 1_000_000 * 1_000_000_000;
+
+/// Arguments of `gonkad localnet`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Directory holding the network; an existing one is resumed.
+    #[arg(long, default_value = ".localnet")]
+    dir: PathBuf,
+    /// Delete the directory first and start a fresh chain.
+    #[arg(long)]
+    reset: bool,
+    /// Number of validators.
+    #[arg(long, default_value_t = 4)]
+    validators: usize,
+    /// First port; node i uses base+10i (p2p), +1 (RPC), +2 (ABCI), +3 (Prometheus).
+    #[arg(long, default_value_t = 26656)]
+    base_port: u16,
+    /// Chain id of a new network.
+    #[arg(long = "new-chain-id", default_value = "gonka-localnet")]
+    chain_id: String,
+    /// CometBFT block interval (Go duration).
+    #[arg(long, default_value = "1s")]
+    timeout_commit: String,
+    /// Do not import the test accounts into the keyring under --home.
+    #[arg(long)]
+    no_import_keys: bool,
+}
+
+/// Runs the localnet in the foreground until Ctrl-C.
+pub fn run(global: &Global, args: Args) -> Result<()> {
+    let cometbft = find_cometbft()?;
+    if args.reset && args.dir.exists() {
+        Localnet::reset(&args.dir)?;
+        println!("reset: removed {}", args.dir.display());
+    }
+    let accounts: Vec<(&str, String, Key)> = TEST_ACCOUNTS
+        .iter()
+        .map(|name| {
+            let mnemonic = well_known_mnemonic(name);
+            let key = Key::from_mnemonic(&mnemonic)?;
+            Ok((*name, mnemonic, key))
+        })
+        .collect::<Result<_>>()?;
+    let genesis_accounts: Vec<GenesisAccount> = accounts
+        .iter()
+        .map(|(_, _, key)| GenesisAccount {
+            address: key.address().to_string(),
+            ngnk: TEST_BALANCE_NGNK,
+        })
+        .collect();
+
+    let gonkad = std::env::current_exe().context("cannot locate the gonkad binary")?;
+    let mut config = LocalnetConfig::new(&args.dir, gonkad, cometbft);
+    config.validators = args.validators;
+    config.base_port = args.base_port;
+    config.chain_id = args.chain_id;
+    config.timeout_commit = args.timeout_commit;
+    config.app_state = app_state(&genesis_accounts, 1000);
+    let mut net = Localnet::prepare(config)?;
+
+    if !args.no_import_keys {
+        for (name, mnemonic, _) in &accounts {
+            crate::keys::import_if_absent(&global.home(), name, mnemonic)?;
+        }
+    }
+    let stopper = net.stopper();
+    ctrlc::set_handler(move || {
+        eprintln!("\nstopping the localnet...");
+        if let Err(e) = stopper.stop() {
+            eprintln!("error while stopping: {e:#}");
+        }
+    })
+    .context("cannot install the Ctrl-C handler")?;
+
+    println!("starting {} validators of chain {} in {}", net.nodes().len(), net.chain_id(), net.dir().display());
+    net.start()?;
+    println!("\nRPC endpoints:");
+    for node in net.nodes() {
+        println!("  node{}: {}   (logs: {}, {})", node.index, node.rpc_url, node.app_log.display(), node.cometbft_log.display());
+    }
+    println!("\nfunded test accounts (1,000,000 GNK each; public mnemonics, localnet only):");
+    for (name, mnemonic, key) in &accounts {
+        println!("  {name}: {}\n    {mnemonic}", key.address());
+    }
+    if !args.no_import_keys {
+        println!("\nimported into {}/keyring.json: {}", global.home().display(), TEST_ACCOUNTS.join(", "));
+    }
+    let first = &net.nodes()[0].rpc_url;
+    println!(
+        "\ntry:\n  gonkad --node {first} tx bank send alice {} 5gnk\n  gonkad --node {first} query bank balance {}\n\nCtrl-C stops every node; run again to resume, --reset to start over.",
+        accounts[1].2.address(),
+        accounts[1].2.address()
+    );
+    net.wait()
+}

@@ -1,0 +1,107 @@
+//! `gonkad query`: read chain state over CometBFT RPC (`abci_query`, `tx`).
+
+use anyhow::{bail, Context, Result};
+use gonka_proto::bank::{QueryAllBalancesRequest, QueryAllBalancesResponse};
+use prost::Message;
+use serde_json::json;
+
+use crate::Global;
+
+/// `gonkad query` modules.
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Balances.
+    #[command(subcommand)]
+    Bank(BankQuery),
+    /// Accounts.
+    #[command(subcommand)]
+    Auth(AuthQuery),
+    /// A transaction by hash, with its block height and result.
+    Tx {
+        /// Transaction hash (hex).
+        hash: String,
+    },
+}
+
+/// `gonkad query bank` subcommands.
+#[derive(clap::Subcommand)]
+pub enum BankQuery {
+    /// Balance of one denom.
+    Balance {
+        /// Account address.
+        address: String,
+        /// Denom to read.
+        #[arg(long, default_value = "ngnk")]
+        denom: String,
+    },
+    /// Every balance of an account.
+    Balances {
+        /// Account address.
+        address: String,
+    },
+}
+
+/// `gonkad query auth` subcommands.
+#[derive(clap::Subcommand)]
+pub enum AuthQuery {
+    /// Account number, sequence and public key.
+    Account {
+        /// Account address.
+        address: String,
+    },
+}
+
+/// Runs a `gonkad query` subcommand.
+pub async fn run(global: &Global, command: Command) -> Result<()> {
+    let client = global.client()?;
+    let out = global.output;
+    match command {
+        Command::Bank(BankQuery::Balance { address, denom }) => {
+            let amount = client.balance(&address, &denom).await?;
+            out.print(json!({"address": address, "denom": denom, "amount": amount.to_string()}), || {
+                format!("{amount}{denom}")
+            });
+        }
+        Command::Bank(BankQuery::Balances { address }) => {
+            let bytes = client
+                .query("/bank/balances", QueryAllBalancesRequest { address: address.clone() }.encode_to_vec())
+                .await?;
+            let balances = QueryAllBalancesResponse::decode(bytes.as_slice())?.balances;
+            out.print(json!({"address": address, "balances": balances}), || {
+                if balances.is_empty() {
+                    "no balances".into()
+                } else {
+                    balances.iter().map(|c| format!("{}{}", c.amount, c.denom)).collect::<Vec<_>>().join("\n")
+                }
+            });
+        }
+        Command::Auth(AuthQuery::Account { address }) => {
+            let Some(account) = client.account(&address).await? else {
+                bail!("account {address} does not exist; it is created when it first receives funds");
+            };
+            let pub_key = hex::encode(&account.pub_key);
+            out.print(
+                json!({"address": account.address, "account_number": account.account_number, "sequence": account.sequence, "pub_key": pub_key}),
+                || format!(
+                    "address: {}\naccount_number: {}\nsequence: {}\npub_key: {}",
+                    account.address,
+                    account.account_number,
+                    account.sequence,
+                    if pub_key.is_empty() { "(none yet)" } else { &pub_key }
+                ),
+            );
+        }
+        Command::Tx { hash } => {
+            let parsed = tendermint::Hash::from_hex_upper(tendermint::hash::Algorithm::Sha256, &hash.to_uppercase())
+                .with_context(|| format!("{hash:?} is not a 64-character hex tx hash"))?;
+            let Some(found) = client.find_tx(parsed).await? else {
+                bail!("tx {hash} is not in any block known to {} (yet)", client.url());
+            };
+            out.print(
+                json!({"hash": found.hash, "height": found.height, "code": found.code, "codespace": found.codespace, "log": found.log}),
+                || format!("hash: {}\nheight: {}\ncode: {}\nlog: {}", found.hash, found.height, found.code, found.log),
+            );
+        }
+    }
+    Ok(())
+}
