@@ -10,9 +10,9 @@ use tendermint_proto::google::protobuf::Timestamp;
 use tendermint_proto::v0_38::abci::{
     self as abci, response_process_proposal::ProposalStatus, ExecTxResult, RequestCheckTx,
     RequestFinalizeBlock, RequestInfo, RequestInitChain, RequestPrepareProposal,
-    RequestProcessProposal, RequestQuery, ResponseCheckTx, ResponseCommit,
-    ResponseFinalizeBlock, ResponseInfo, ResponseInitChain, ResponsePrepareProposal,
-    ResponseProcessProposal, ResponseQuery,
+    RequestProcessProposal, RequestQuery, ResponseCheckTx, ResponseCommit, ResponseFinalizeBlock,
+    ResponseInfo, ResponseInitChain, ResponsePrepareProposal, ResponseProcessProposal,
+    ResponseQuery,
 };
 use tendermint_proto::v0_38::crypto::{public_key, PublicKey};
 
@@ -67,9 +67,7 @@ fn within_tx_limit(app: &App, txs: &[impl AsRef<[u8]>]) -> bool {
 
 impl Application for App {
     fn info(&self, request: RequestInfo) -> ResponseInfo {
-        let (height, app_hash) = self
-            .last_commit()
-            .unwrap_or_else(|e| fatal("Info", e));
+        let (height, app_hash) = self.last_commit().unwrap_or_else(|e| fatal("Info", e));
         tracing::info!(height, cometbft = %request.version, "Info");
         ResponseInfo {
             data: "gonka".into(),
@@ -82,7 +80,11 @@ impl Application for App {
 
     fn init_chain(&self, request: RequestInitChain) -> ResponseInitChain {
         let app_hash = self
-            .init_chain(&request.chain_id, request.initial_height, &request.app_state_bytes)
+            .init_chain(
+                &request.chain_id,
+                request.initial_height,
+                &request.app_state_bytes,
+            )
             .unwrap_or_else(|e| fatal("InitChain", e));
         ResponseInitChain {
             app_hash: app_hash.to_vec().into(),
@@ -92,7 +94,13 @@ impl Application for App {
     }
 
     fn query(&self, request: RequestQuery) -> ResponseQuery {
-        crate::query::answer(self, &request.path, &request.data, request.height, request.prove)
+        crate::query::answer(
+            self,
+            &request.path,
+            &request.data,
+            request.height,
+            request.prove,
+        )
     }
 
     fn check_tx(&self, request: RequestCheckTx) -> ResponseCheckTx {
@@ -130,7 +138,10 @@ impl Application for App {
         let status = if within_tx_limit(self, &request.txs) {
             ProposalStatus::Accept
         } else {
-            tracing::warn!(height = request.height, "rejecting proposal with an oversized tx");
+            tracing::warn!(
+                height = request.height,
+                "rejecting proposal with an oversized tx"
+            );
             ProposalStatus::Reject
         };
         ResponseProcessProposal {

@@ -11,9 +11,7 @@ use cosmrs::proto::cosmos::tx::v1beta1::{mode_info, AuthInfo, SignDoc, TxBody, T
 use gonka_auth::{validate_address, AuthError, AuthRead, AuthWrite, ADDRESS_PREFIX};
 use gonka_bank::{fee_collector_address, parse_coins, transfer, Coin, NATIVE_DENOM};
 use gonka_proto::auth::{Params, SignDocHint};
-use gonka_sdk::{
-    parse_amount, type_url, Error, ErrorCode, Event, Module, Msg, Result, StateWrite,
-};
+use gonka_sdk::{parse_amount, type_url, Error, ErrorCode, Event, Module, Msg, Result, StateWrite};
 use k256::ecdsa::signature::Verifier;
 use k256::ecdsa::{Signature, VerifyingKey};
 use prost::Message;
@@ -76,10 +74,8 @@ pub fn decode(modules: &[Box<dyn Module>], params: &Params, bytes: &[u8]) -> Res
             .iter()
             .find_map(|module| module.decode_msg(any))
             .ok_or_else(|| {
-                AuthError::UnknownMessage.err(format!(
-                    "no module handles message type {:?}",
-                    any.type_url
-                ))
+                AuthError::UnknownMessage
+                    .err(format!("no module handles message type {:?}", any.type_url))
             })??;
         msgs.push((any.type_url.clone(), msg));
     }
@@ -109,9 +105,15 @@ pub fn decode(modules: &[Box<dyn Module>], params: &Params, bytes: &[u8]) -> Res
         Some(mode_info::Sum::Single(single)) if single.mode == SignMode::Direct as i32
     );
     if !direct {
-        return Err(shape_err("only SIGN_MODE_DIRECT single signatures are supported".into()));
+        return Err(shape_err(
+            "only SIGN_MODE_DIRECT single signatures are supported".into(),
+        ));
     }
-    let pub_key = signer_info.public_key.as_ref().map(decode_pub_key).transpose()?;
+    let pub_key = signer_info
+        .public_key
+        .as_ref()
+        .map(decode_pub_key)
+        .transpose()?;
 
     let fee = auth_info.fee.unwrap_or_default();
     let gas_limit = fee.gas_limit;
@@ -120,7 +122,9 @@ pub fn decode(modules: &[Box<dyn Module>], params: &Params, bytes: &[u8]) -> Res
     } else {
         parse_coins(
             "fee",
-            fee.amount.iter().map(|c| (c.denom.as_str(), c.amount.as_str())),
+            fee.amount
+                .iter()
+                .map(|c| (c.denom.as_str(), c.amount.as_str())),
         )?
     };
     let fee = match fee_coins.as_slice() {
@@ -129,7 +133,11 @@ pub fn decode(modules: &[Box<dyn Module>], params: &Params, bytes: &[u8]) -> Res
         _ => {
             return Err(AuthError::InsufficientFee.err(format!(
                 "fee must be paid in {NATIVE_DENOM} alone, found {}",
-                fee_coins.iter().map(Coin::to_string).collect::<Vec<_>>().join(",")
+                fee_coins
+                    .iter()
+                    .map(Coin::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
             )))
         }
     };
@@ -138,7 +146,9 @@ pub fn decode(modules: &[Box<dyn Module>], params: &Params, bytes: &[u8]) -> Res
         .non_critical_extension_options
         .iter()
         .find(|o| o.type_url == hint_url)
-        .map(|o| SignDocHint::decode(o.value.as_slice()).map_err(|e| decode_err("sign doc hint", e)))
+        .map(|o| {
+            SignDocHint::decode(o.value.as_slice()).map_err(|e| decode_err("sign doc hint", e))
+        })
         .transpose()?;
 
     Ok(DecodedTx {
@@ -163,7 +173,8 @@ fn decode_pub_key(any: &gonka_sdk::Any) -> Result<VerifyingKey> {
             type_url::<CosmosPubKey>()
         )));
     }
-    let key = CosmosPubKey::decode(any.value.as_slice()).map_err(|e| decode_err("public key", e))?;
+    let key =
+        CosmosPubKey::decode(any.value.as_slice()).map_err(|e| decode_err("public key", e))?;
     VerifyingKey::from_sec1_bytes(&key.key).map_err(|_| {
         AuthError::InvalidPubKey.err(format!(
             "public key of {} bytes is not a valid secp256k1 point",
@@ -182,11 +193,7 @@ fn address_of(key: &VerifyingKey) -> Result<String> {
 /// Authenticates `tx` against state, charges its fee to the fee collector and increments
 /// the signer's sequence. On error nothing has been written that the caller keeps: run it
 /// in a fork.
-pub fn authenticate(
-    tx: &DecodedTx,
-    chain_id: &str,
-    state: &mut dyn StateWrite,
-) -> Result<()> {
+pub fn authenticate(tx: &DecodedTx, chain_id: &str, state: &mut dyn StateWrite) -> Result<()> {
     if let Some(hint) = &tx.hint {
         if hint.chain_id != chain_id {
             return Err(AuthError::WrongChainId.err(format!(

@@ -6,9 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::{bail, Context};
 use gonka_auth::AuthRead;
-use gonka_sdk::{
-    BlockContext, Delta, Event, Module, Overlay, StateWrite, ValidatorUpdate,
-};
+use gonka_sdk::{BlockContext, Delta, Event, Module, Overlay, StateWrite, ValidatorUpdate};
 use gonka_store::{ChangeSet, PreparedCommit, Store};
 
 use crate::tx::{self, TxOutcome};
@@ -57,7 +55,9 @@ pub(crate) struct FinalizedBlock {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock already stopped consensus; keep serving reads.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl App {
@@ -123,7 +123,9 @@ impl App {
         app_state: &[u8],
     ) -> anyhow::Result<[u8; 32]> {
         if initial_height > 1 {
-            bail!("initial_height {initial_height} is not supported; genesis must start at height 1");
+            bail!(
+                "initial_height {initial_height} is not supported; genesis must start at height 1"
+            );
         }
         if self.inner.store.latest_version()?.is_some() {
             bail!("InitChain called but the state database already holds committed blocks; start from an empty home or run with --reset");

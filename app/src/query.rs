@@ -2,9 +2,9 @@
 //! committed height) and module paths (at the latest committed height).
 
 use gonka_sdk::{Error, ErrorCode, SdkError};
+use prost::Message;
 use tendermint_proto::v0_38::abci::ResponseQuery;
 use tendermint_proto::v0_38::crypto::{ProofOp, ProofOps};
-use prost::Message;
 
 use crate::App;
 
@@ -13,15 +13,14 @@ pub const PROOF_OP_TYPE: &str = "ics23:jmt";
 
 /// Answers one ABCI query. Errors are reported in the response, never by panicking.
 pub fn answer(app: &App, path: &str, data: &[u8], height: i64, prove: bool) -> ResponseQuery {
-    let latest = match app.store().latest_version() {
-        Ok(Some(latest)) => latest,
-        Ok(None) => {
-            return error(SdkError::UnknownQuery.err(
+    let latest =
+        match app.store().latest_version() {
+            Ok(Some(latest)) => latest,
+            Ok(None) => return error(SdkError::UnknownQuery.err(
                 "no block has been committed yet; wait for the chain to produce its first block",
-            ))
-        }
-        Err(e) => return error(SdkError::Internal.err(format!("store failure: {e:#}"))),
-    };
+            )),
+            Err(e) => return error(SdkError::Internal.err(format!("store failure: {e:#}"))),
+        };
     let requested = match u64::try_from(height) {
         Ok(0) => latest,
         Ok(h) if h <= latest => h,

@@ -14,7 +14,10 @@ fn script() -> Vec<Vec<Vec<u8>>> {
         vec![send("alice", "bob", 100, 0), send("bob", "alice", 40, 0)],
         vec![],
         vec![send("alice", "carol", 5_000, 1), send("alice", "bob", 1, 9)],
-        vec![send("carol", "alice", 1_000, 0), send("bob", "carol", START_BALANCE, 1)],
+        vec![
+            send("carol", "alice", 1_000, 0),
+            send("bob", "carol", START_BALANCE, 1),
+        ],
         vec![send("alice", "bob", 3, 2), send("alice", "bob", 4, 3)],
     ]
 }
@@ -27,8 +30,18 @@ fn two_instances_fed_the_same_blocks_agree_at_every_height() {
     for (height, txs) in script().into_iter().enumerate() {
         let ra = a.chain.next_block(txs.clone());
         let rb = b.chain.next_block(txs);
-        assert_eq!(ra.app_hash, rb.app_hash, "app hash differs at height {}", height + 1);
-        assert_eq!(ra.tx_results, rb.tx_results, "results differ at height {}", height + 1);
+        assert_eq!(
+            ra.app_hash,
+            rb.app_hash,
+            "app hash differs at height {}",
+            height + 1
+        );
+        assert_eq!(
+            ra.tx_results,
+            rb.tx_results,
+            "results differ at height {}",
+            height + 1
+        );
         assert_eq!(a.chain.app_hash(), b.chain.app_hash());
     }
 }
@@ -101,27 +114,50 @@ fn store_key_query_returns_a_proof_that_verifies_against_the_app_hash() {
     let key = format!("bank/balance/{}/ngnk", key("bob").address()).into_bytes();
     let response = Application::query(
         fx.chain.app(),
-        RequestQuery { data: key.clone().into(), path: "/store/key".into(), height: 1, prove: true },
+        RequestQuery {
+            data: key.clone().into(),
+            path: "/store/key".into(),
+            height: 1,
+            prove: true,
+        },
     );
     assert_eq!(response.code, 0, "{}", response.log);
     assert_eq!(response.height, 1);
     let ops = response.proof_ops.expect("proof requested");
-    let proof: gonka_store::ics23::CommitmentProof = prost::Message::decode(ops.ops[0].data.as_slice()).unwrap();
+    let proof: gonka_store::ics23::CommitmentProof =
+        prost::Message::decode(ops.ops[0].data.as_slice()).unwrap();
     let root = fx.chain.app().store().root_at(1).unwrap();
-    assert!(gonka_store::verify_membership(&root, &key, &response.value, &proof));
+    assert!(gonka_store::verify_membership(
+        &root,
+        &key,
+        &response.value,
+        &proof
+    ));
     let mut tampered = response.value.to_vec();
     tampered[0] ^= 1;
-    assert!(!gonka_store::verify_membership(&root, &key, &tampered, &proof));
+    assert!(!gonka_store::verify_membership(
+        &root, &key, &tampered, &proof
+    ));
 
     let absent = b"bank/balance/nobody/ngnk".to_vec();
     let response = Application::query(
         fx.chain.app(),
-        RequestQuery { data: absent.clone().into(), path: "/store/key".into(), height: 0, prove: true },
+        RequestQuery {
+            data: absent.clone().into(),
+            path: "/store/key".into(),
+            height: 0,
+            prove: true,
+        },
     );
     assert_eq!(response.code, 0, "{}", response.log);
     assert!(response.value.is_empty());
-    let proof: gonka_store::ics23::CommitmentProof = prost::Message::decode(response.proof_ops.unwrap().ops[0].data.as_slice()).unwrap();
-    assert!(gonka_store::verify_non_membership(&fx.chain.app_hash(), &absent, &proof));
+    let proof: gonka_store::ics23::CommitmentProof =
+        prost::Message::decode(response.proof_ops.unwrap().ops[0].data.as_slice()).unwrap();
+    assert!(gonka_store::verify_non_membership(
+        &fx.chain.app_hash(),
+        &absent,
+        &proof
+    ));
 }
 
 #[test]
@@ -132,11 +168,25 @@ fn queries_report_clear_errors() {
     assert_eq!((unknown.codespace.as_str(), unknown.code), ("sdk", 5));
     assert!(unknown.log.contains("/nope/thing"));
     let garbage = fx.chain.query("/bank/balance", vec![0xff, 0xff]);
-    assert_eq!((garbage.codespace.as_str(), garbage.code), ("sdk", 2), "{}", garbage.log);
+    assert_eq!(
+        (garbage.codespace.as_str(), garbage.code),
+        ("sdk", 2),
+        "{}",
+        garbage.log
+    );
     let future = Application::query(
         fx.chain.app(),
-        RequestQuery { data: vec![].into(), path: "/store/key".into(), height: 99, prove: false },
+        RequestQuery {
+            data: vec![].into(),
+            path: "/store/key".into(),
+            height: 99,
+            prove: false,
+        },
     );
     assert_ne!(future.code, 0);
-    assert!(future.log.contains("latest committed height is 1"), "{}", future.log);
+    assert!(
+        future.log.contains("latest committed height is 1"),
+        "{}",
+        future.log
+    );
 }

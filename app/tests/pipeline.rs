@@ -16,7 +16,10 @@ fn any_send(from: &str, to: &str, amount: &str) -> Any {
         value: MsgSend {
             from_address: from.into(),
             to_address: to.into(),
-            amount: vec![Coin { denom: "ngnk".into(), amount: amount.into() }],
+            amount: vec![Coin {
+                denom: "ngnk".into(),
+                amount: amount.into(),
+            }],
         }
         .encode_to_vec(),
     }
@@ -39,60 +42,131 @@ fn rejection_cases() -> Vec<Case> {
     let mut bad_signature = send("alice", "bob", 10, 0);
     let last = bad_signature.len() - 1;
     bad_signature[last] ^= 0x01;
-    let case = |name, tx, codespace, code| Case { name, tx, codespace, code };
+    let case = |name, tx, codespace, code| Case {
+        name,
+        tx,
+        codespace,
+        code,
+    };
     vec![
         case("malformed bytes", b"\x0a\xffnot a tx".to_vec(), "auth", 2),
         case(
             "unknown message type",
-            signed("alice", vec![Any { type_url: "/gonka.nope.v1.MsgNope".into(), value: vec![] }], signer("alice", 0), MIN_FEE, ""),
+            signed(
+                "alice",
+                vec![Any {
+                    type_url: "/gonka.nope.v1.MsgNope".into(),
+                    value: vec![],
+                }],
+                signer("alice", 0),
+                MIN_FEE,
+                "",
+            ),
             "auth",
             3,
         ),
         case("bad signature", bad_signature, "auth", 4),
         case(
             "wrong chain-id",
-            signed("alice", vec![any_send(alice.address(), bob.address(), "10")], SignerData { chain_id: "other-chain".into(), ..signer("alice", 0) }, MIN_FEE, ""),
+            signed(
+                "alice",
+                vec![any_send(alice.address(), bob.address(), "10")],
+                SignerData {
+                    chain_id: "other-chain".into(),
+                    ..signer("alice", 0)
+                },
+                MIN_FEE,
+                "",
+            ),
             "auth",
             5,
         ),
         case(
             "wrong account number",
-            signed("alice", vec![any_send(alice.address(), bob.address(), "10")], SignerData { account_number: 7, ..signer("alice", 0) }, MIN_FEE, ""),
+            signed(
+                "alice",
+                vec![any_send(alice.address(), bob.address(), "10")],
+                SignerData {
+                    account_number: 7,
+                    ..signer("alice", 0)
+                },
+                MIN_FEE,
+                "",
+            ),
             "auth",
             6,
         ),
         case("future sequence", send("alice", "bob", 10, 5), "auth", 8),
         case(
             "fee below minimum",
-            signed("alice", vec![any_send(alice.address(), bob.address(), "10")], signer("alice", 0), MIN_FEE - 1, ""),
+            signed(
+                "alice",
+                vec![any_send(alice.address(), bob.address(), "10")],
+                signer("alice", 0),
+                MIN_FEE - 1,
+                "",
+            ),
             "auth",
             9,
         ),
         case(
             "oversized tx",
-            signed("alice", vec![any_send(alice.address(), bob.address(), "10")], signer("alice", 0), MIN_FEE, &"x".repeat(9000)),
+            signed(
+                "alice",
+                vec![any_send(alice.address(), bob.address(), "10")],
+                signer("alice", 0),
+                MIN_FEE,
+                &"x".repeat(9000),
+            ),
             "auth",
             10,
         ),
         case(
             "invalid bech32 address",
-            signed("alice", vec![any_send(alice.address(), "gonka1notanaddress", "10")], signer("alice", 0), MIN_FEE, ""),
+            signed(
+                "alice",
+                vec![any_send(alice.address(), "gonka1notanaddress", "10")],
+                signer("alice", 0),
+                MIN_FEE,
+                "",
+            ),
             "auth",
             12,
         ),
         case(
             "zero amount",
-            signed("alice", vec![any_send(alice.address(), bob.address(), "0")], signer("alice", 0), MIN_FEE, ""),
+            signed(
+                "alice",
+                vec![any_send(alice.address(), bob.address(), "0")],
+                signer("alice", 0),
+                MIN_FEE,
+                "",
+            ),
             "bank",
             3,
         ),
         case(
             "overflowing amount",
-            signed("alice", vec![any_send(alice.address(), bob.address(), "340282366920938463463374607431768211456")], signer("alice", 0), MIN_FEE, ""),
+            signed(
+                "alice",
+                vec![any_send(
+                    alice.address(),
+                    bob.address(),
+                    "340282366920938463463374607431768211456",
+                )],
+                signer("alice", 0),
+                MIN_FEE,
+                "",
+            ),
             "sdk",
             4,
         ),
-        case("insufficient funds for the fee", send("carol", "bob", 1, 0), "bank", 4),
+        case(
+            "insufficient funds for the fee",
+            send("carol", "bob", 1, 0),
+            "bank",
+            4,
+        ),
     ]
 }
 
@@ -101,7 +175,11 @@ fn every_rejection_has_its_own_code_in_check_and_finalize_and_changes_nothing() 
     let cases = rejection_cases();
     let mut seen = std::collections::BTreeSet::new();
     for case in &cases {
-        assert!(seen.insert((case.codespace, case.code)), "{} shares its code", case.name);
+        assert!(
+            seen.insert((case.codespace, case.code)),
+            "{} shares its code",
+            case.name
+        );
     }
     let mut fx = Fixture::new();
     fx.chain.next_block(vec![]);
@@ -111,13 +189,27 @@ fn every_rejection_has_its_own_code_in_check_and_finalize_and_changes_nothing() 
 
     for case in &cases {
         let check = fx.chain.check_tx(case.tx.clone());
-        assert_eq!((check.codespace.as_str(), check.code), (case.codespace, case.code), "CheckTx {}: {}", case.name, check.log);
+        assert_eq!(
+            (check.codespace.as_str(), check.code),
+            (case.codespace, case.code),
+            "CheckTx {}: {}",
+            case.name,
+            check.log
+        );
         assert!(!check.log.is_empty(), "CheckTx {} has no log", case.name);
     }
-    let block = fx.chain.next_block(cases.iter().map(|c| c.tx.clone()).collect());
+    let block = fx
+        .chain
+        .next_block(cases.iter().map(|c| c.tx.clone()).collect());
     assert_eq!(block.tx_results.len(), cases.len());
     for (case, result) in cases.iter().zip(&block.tx_results) {
-        assert_eq!((result.codespace.as_str(), result.code), (case.codespace, case.code), "FinalizeBlock {}: {}", case.name, result.log);
+        assert_eq!(
+            (result.codespace.as_str(), result.code),
+            (case.codespace, case.code),
+            "FinalizeBlock {}: {}",
+            case.name,
+            result.log
+        );
         assert!(!result.log.is_empty());
     }
     let after: Vec<u128> = addresses.iter().map(|a| fx.balance(a)).collect();
@@ -138,7 +230,12 @@ fn replayed_tx_is_rejected_after_inclusion() {
     assert_eq!(first.tx_results[0].code, 0, "{}", first.tx_results[0].log);
     let alice = fx.balance(key("alice").address());
     let check = fx.chain.check_tx(tx.clone());
-    assert_eq!((check.codespace.as_str(), check.code), ("auth", 7), "{}", check.log);
+    assert_eq!(
+        (check.codespace.as_str(), check.code),
+        ("auth", 7),
+        "{}",
+        check.log
+    );
     let replay = fx.chain.next_block(vec![tx]);
     assert_eq!(replay.tx_results[0].code, 7);
     assert_eq!(fx.balance(key("alice").address()), alice);
@@ -150,10 +247,19 @@ fn failed_execution_pays_only_the_fee() {
     let (alice, bob) = (key("alice"), key("bob"));
     let too_much = send("alice", "bob", START_BALANCE, 0);
     let check = fx.chain.check_tx(too_much.clone());
-    assert_eq!((check.codespace.as_str(), check.code), ("bank", 4), "{}", check.log);
+    assert_eq!(
+        (check.codespace.as_str(), check.code),
+        ("bank", 4),
+        "{}",
+        check.log
+    );
     let block = fx.chain.next_block(vec![too_much]);
     assert_eq!(block.tx_results[0].code, 4, "{}", block.tx_results[0].log);
-    assert!(block.tx_results[0].log.contains("holds"), "{}", block.tx_results[0].log);
+    assert!(
+        block.tx_results[0].log.contains("holds"),
+        "{}",
+        block.tx_results[0].log
+    );
     assert_eq!(fx.balance(alice.address()), START_BALANCE - MIN_FEE);
     assert_eq!(fx.balance(bob.address()), START_BALANCE);
     // The sequence was used: the next tx must carry sequence 1.
@@ -166,15 +272,27 @@ fn failed_execution_pays_only_the_fee() {
 fn send_moves_funds_pays_fee_and_emits_events() {
     let mut fx = Fixture::new();
     let (alice, bob) = (key("alice"), key("bob"));
-    let block = fx.chain.next_block(vec![send("alice", "bob", 250, 0), send("alice", "bob", 50, 1)]);
+    let block = fx.chain.next_block(vec![
+        send("alice", "bob", 250, 0),
+        send("alice", "bob", 50, 1),
+    ]);
     for result in &block.tx_results {
         assert_eq!(result.code, 0, "{}", result.log);
         let kinds: Vec<_> = result.events.iter().map(|e| e.r#type.as_str()).collect();
-        assert!(kinds.contains(&"transfer") && kinds.contains(&"tx") && kinds.contains(&"message"), "{kinds:?}");
+        assert!(
+            kinds.contains(&"transfer") && kinds.contains(&"tx") && kinds.contains(&"message"),
+            "{kinds:?}"
+        );
     }
-    assert_eq!(fx.balance(alice.address()), START_BALANCE - 300 - 2 * MIN_FEE);
+    assert_eq!(
+        fx.balance(alice.address()),
+        START_BALANCE - 300 - 2 * MIN_FEE
+    );
     assert_eq!(fx.balance(bob.address()), START_BALANCE + 300);
-    assert_eq!(fx.balance(&gonka_bank::fee_collector_address()), 2 * MIN_FEE);
+    assert_eq!(
+        fx.balance(&gonka_bank::fee_collector_address()),
+        2 * MIN_FEE
+    );
 }
 
 #[test]

@@ -14,11 +14,17 @@ pub fn parse_ngnk(text: &str) -> Result<u128> {
         if fraction.len() > 9 || whole.is_empty() && fraction.is_empty() {
             bail!("{text:?}: GNK has at most 9 decimals; {hint}");
         }
-        let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().with_context(|| format!("{text:?}: {hint}"))? };
+        let whole: u128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().with_context(|| format!("{text:?}: {hint}"))?
+        };
         let fraction_ngnk: u128 = if fraction.is_empty() {
             0
         } else {
-            format!("{fraction:0<9}").parse().with_context(|| format!("{text:?}: {hint}"))?
+            format!("{fraction:0<9}")
+                .parse()
+                .with_context(|| format!("{text:?}: {hint}"))?
         };
         return whole
             .checked_mul(NGNK_PER_GNK)
@@ -26,7 +32,9 @@ pub fn parse_ngnk(text: &str) -> Result<u128> {
             .with_context(|| format!("{text:?} is too large"));
     }
     let digits = text.strip_suffix("ngnk").unwrap_or(text);
-    digits.parse().with_context(|| format!("{text:?} is not an amount; {hint}"))
+    digits
+        .parse()
+        .with_context(|| format!("{text:?} is not an amount; {hint}"))
 }
 
 #[cfg(test)]

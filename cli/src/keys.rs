@@ -185,11 +185,18 @@ pub fn run(global: &Global, command: Command) -> Result<()> {
         }
         Command::Export { name } => {
             let keyring = load(&home)?;
-            let key = keyring.keys.iter().find(|k| k.name == name).with_context(|| {
-                format!("no key named {name:?}; see `gonkad keys list`")
-            })?;
-            eprintln!("warning: anyone who sees this mnemonic controls {}", key.address);
-            out.print(json!({"name": key.name, "mnemonic": key.mnemonic}), || key.mnemonic.clone());
+            let key = keyring
+                .keys
+                .iter()
+                .find(|k| k.name == name)
+                .with_context(|| format!("no key named {name:?}; see `gonkad keys list`"))?;
+            eprintln!(
+                "warning: anyone who sees this mnemonic controls {}",
+                key.address
+            );
+            out.print(json!({"name": key.name, "mnemonic": key.mnemonic}), || {
+                key.mnemonic.clone()
+            });
         }
     }
     Ok(())
@@ -204,9 +211,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mnemonic = gonka_client::keys::well_known_mnemonic("keys-test");
         let stored = insert(dir.path(), "alice", &format!("  {mnemonic}\n")).unwrap();
-        let mode = std::fs::metadata(keyring_path(dir.path())).unwrap().permissions().mode();
+        let mode = std::fs::metadata(keyring_path(dir.path()))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
-        assert_eq!(load_key(dir.path(), "alice").unwrap().address(), stored.address);
+        assert_eq!(
+            load_key(dir.path(), "alice").unwrap().address(),
+            stored.address
+        );
         assert!(insert(dir.path(), "alice", &mnemonic).is_err());
         let missing = load_key(dir.path(), "bob").err().unwrap().to_string();
         assert!(missing.contains("gonkad keys add bob"), "{missing}");

@@ -90,18 +90,33 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
     })
     .context("cannot install the Ctrl-C handler")?;
 
-    println!("starting {} validators of chain {} in {}", net.nodes().len(), net.chain_id(), net.dir().display());
+    println!(
+        "starting {} validators of chain {} in {}",
+        net.nodes().len(),
+        net.chain_id(),
+        net.dir().display()
+    );
     net.start()?;
     println!("\nRPC endpoints:");
     for node in net.nodes() {
-        println!("  node{}: {}   (logs: {}, {})", node.index, node.rpc_url, node.app_log.display(), node.cometbft_log.display());
+        println!(
+            "  node{}: {}   (logs: {}, {})",
+            node.index,
+            node.rpc_url,
+            node.app_log.display(),
+            node.cometbft_log.display()
+        );
     }
     println!("\nfunded test accounts (1,000,000 GNK each; public mnemonics, localnet only):");
     for (name, mnemonic, key) in &accounts {
         println!("  {name}: {}\n    {mnemonic}", key.address());
     }
     if !args.no_import_keys {
-        println!("\nimported into {}/keyring.json: {}", global.home().display(), TEST_ACCOUNTS.join(", "));
+        println!(
+            "\nimported into {}/keyring.json: {}",
+            global.home().display(),
+            TEST_ACCOUNTS.join(", ")
+        );
     }
     let first = &net.nodes()[0].rpc_url;
     println!(

@@ -30,7 +30,12 @@ struct Cli {
 #[derive(clap::Args, Clone)]
 pub struct Global {
     /// CometBFT RPC endpoint of the node to talk to.
-    #[arg(long, global = true, env = "GONKA_NODE", default_value = "http://127.0.0.1:26657")]
+    #[arg(
+        long,
+        global = true,
+        env = "GONKA_NODE",
+        default_value = "http://127.0.0.1:26657"
+    )]
     pub node: String,
     /// Chain id to sign for; asked from the node when omitted.
     #[arg(long, global = true, env = "GONKA_CHAIN_ID")]

@@ -58,26 +58,39 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
     match command {
         Command::Bank(BankQuery::Balance { address, denom }) => {
             let amount = client.balance(&address, &denom).await?;
-            out.print(json!({"address": address, "denom": denom, "amount": amount.to_string()}), || {
-                format!("{amount}{denom}")
-            });
+            out.print(
+                json!({"address": address, "denom": denom, "amount": amount.to_string()}),
+                || format!("{amount}{denom}"),
+            );
         }
         Command::Bank(BankQuery::Balances { address }) => {
             let bytes = client
-                .query("/bank/balances", QueryAllBalancesRequest { address: address.clone() }.encode_to_vec())
+                .query(
+                    "/bank/balances",
+                    QueryAllBalancesRequest {
+                        address: address.clone(),
+                    }
+                    .encode_to_vec(),
+                )
                 .await?;
             let balances = QueryAllBalancesResponse::decode(bytes.as_slice())?.balances;
             out.print(json!({"address": address, "balances": balances}), || {
                 if balances.is_empty() {
                     "no balances".into()
                 } else {
-                    balances.iter().map(|c| format!("{}{}", c.amount, c.denom)).collect::<Vec<_>>().join("\n")
+                    balances
+                        .iter()
+                        .map(|c| format!("{}{}", c.amount, c.denom))
+                        .collect::<Vec<_>>()
+                        .join("\n")
                 }
             });
         }
         Command::Auth(AuthQuery::Account { address }) => {
             let Some(account) = client.account(&address).await? else {
-                bail!("account {address} does not exist; it is created when it first receives funds");
+                bail!(
+                    "account {address} does not exist; it is created when it first receives funds"
+                );
             };
             let pub_key = hex::encode(&account.pub_key);
             out.print(
@@ -92,10 +105,16 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
             );
         }
         Command::Tx { hash } => {
-            let parsed = tendermint::Hash::from_hex_upper(tendermint::hash::Algorithm::Sha256, &hash.to_uppercase())
-                .with_context(|| format!("{hash:?} is not a 64-character hex tx hash"))?;
+            let parsed = tendermint::Hash::from_hex_upper(
+                tendermint::hash::Algorithm::Sha256,
+                &hash.to_uppercase(),
+            )
+            .with_context(|| format!("{hash:?} is not a 64-character hex tx hash"))?;
             let Some(found) = client.find_tx(parsed).await? else {
-                bail!("tx {hash} is not in any block known to {} (yet)", client.url());
+                bail!(
+                    "tx {hash} is not in any block known to {} (yet)",
+                    client.url()
+                );
             };
             out.print(
                 json!({"hash": found.hash, "height": found.height, "code": found.code, "codespace": found.codespace, "log": found.log}),

@@ -51,12 +51,26 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
     let amount = parse_ngnk(&args.amount)?;
     let fee = parse_ngnk(&args.fee)?;
     if !args.to.starts_with("gonka1") {
-        bail!("recipient {:?} is not a gonka address (gonka1...); see `gonkad keys show NAME`", args.to);
+        bail!(
+            "recipient {:?} is not a gonka address (gonka1...); see `gonkad keys show NAME`",
+            args.to
+        );
     }
     let client = global.client()?;
-    let signer = client.signer_data(key.address(), global.chain_id.as_deref()).await?;
-    let tx = sign(&key, vec![msg_send(key.address(), &args.to, amount)], &signer, fee, &args.memo)?;
-    eprintln!("broadcasting to {} and waiting for a block...", client.url());
+    let signer = client
+        .signer_data(key.address(), global.chain_id.as_deref())
+        .await?;
+    let tx = sign(
+        &key,
+        vec![msg_send(key.address(), &args.to, amount)],
+        &signer,
+        fee,
+        &args.memo,
+    )?;
+    eprintln!(
+        "broadcasting to {} and waiting for a block...",
+        client.url()
+    );
     let included = client
         .broadcast_and_wait(tx, Duration::from_secs(args.timeout))
         .await?;
@@ -71,7 +85,10 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         },
     );
     if included.code != 0 {
-        bail!("tx {} was included but failed; it paid its fee", included.hash);
+        bail!(
+            "tx {} was included but failed; it paid its fee",
+            included.hash
+        );
     }
     Ok(())
 }

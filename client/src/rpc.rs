@@ -47,7 +47,11 @@ pub struct QueryError {
 
 impl std::fmt::Display for QueryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "query failed ({} {}): {}", self.codespace, self.code, self.log)
+        write!(
+            f,
+            "query failed ({} {}): {}",
+            self.codespace, self.code, self.log
+        )
     }
 }
 
@@ -81,7 +85,10 @@ impl Client {
     }
 
     fn unreachable(&self, e: impl std::fmt::Display) -> anyhow::Error {
-        anyhow!("node {} did not answer: {e}; is it running? (check --node)", self.url)
+        anyhow!(
+            "node {} did not answer: {e}; is it running? (check --node)",
+            self.url
+        )
     }
 
     /// Node status (chain id, latest height and app hash).
@@ -119,7 +126,12 @@ impl Client {
         };
         match self.query("/auth/account", request.encode_to_vec()).await {
             Ok(bytes) => Ok(QueryAccountResponse::decode(bytes.as_slice())?.account),
-            Err(e) if e.downcast_ref::<QueryError>().is_some_and(|q| q.log.contains("NotFound")) => Ok(None),
+            Err(e)
+                if e.downcast_ref::<QueryError>()
+                    .is_some_and(|q| q.log.contains("NotFound")) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(e),
         }
     }

@@ -41,23 +41,33 @@ pub fn msg_send(from: &str, to: &str, amount: u128) -> Any {
 
 /// Signs `msgs` into `TxRaw` bytes paying `fee` ngnk. The body carries a
 /// `/gonka.auth.v1.SignDocHint` so the chain can name a chain-id or account-number mismatch.
-pub fn sign(key: &Key, msgs: Vec<Any>, signer: &SignerData, fee: u128, memo: &str) -> Result<Vec<u8>> {
+pub fn sign(
+    key: &Key,
+    msgs: Vec<Any>,
+    signer: &SignerData,
+    fee: u128,
+    memo: &str,
+) -> Result<Vec<u8>> {
     let mut body = Body::new(msgs, memo, 0u32);
-    body.non_critical_extension_options.push(any_of(&SignDocHint {
-        chain_id: signer.chain_id.clone(),
-        account_number: signer.account_number,
-    }));
+    body.non_critical_extension_options
+        .push(any_of(&SignDocHint {
+            chain_id: signer.chain_id.clone(),
+            account_number: signer.account_number,
+        }));
     let denom: Denom = DENOM.parse().map_err(|e| anyhow!("{e}"))?;
-    let fee = Fee::from_amount_and_gas(
-        Coin {
-            denom,
-            amount: fee,
-        },
-        200_000u64,
-    );
-    let auth_info = SignerInfo::single_direct(Some(key.public_key()), signer.sequence).auth_info(fee);
-    let doc = SignDoc::new(&body, &auth_info, &signer.chain_id.parse().map_err(|e| anyhow!("invalid chain id: {e}"))?, signer.account_number)
-        .map_err(|e| anyhow!("cannot build sign doc: {e}"))?;
+    let fee = Fee::from_amount_and_gas(Coin { denom, amount: fee }, 200_000u64);
+    let auth_info =
+        SignerInfo::single_direct(Some(key.public_key()), signer.sequence).auth_info(fee);
+    let doc = SignDoc::new(
+        &body,
+        &auth_info,
+        &signer
+            .chain_id
+            .parse()
+            .map_err(|e| anyhow!("invalid chain id: {e}"))?,
+        signer.account_number,
+    )
+    .map_err(|e| anyhow!("cannot build sign doc: {e}"))?;
     let raw = doc
         .sign(key.signing_key())
         .map_err(|e| anyhow!("signing failed: {e}"))?;

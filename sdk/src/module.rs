@@ -34,8 +34,11 @@ pub trait Module: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Imports the module's section of genesis `app_state` (`None` if absent).
-    fn init_genesis(&self, state: &mut dyn StateWrite, genesis: Option<&serde_json::Value>)
-        -> Result<()>;
+    fn init_genesis(
+        &self,
+        state: &mut dyn StateWrite,
+        genesis: Option<&serde_json::Value>,
+    ) -> Result<()>;
 
     /// Decodes and statelessly validates `msg` if its type URL belongs to this module;
     /// `None` if it does not.

@@ -32,7 +32,9 @@ pub trait StateWrite: StateRead {
 pub trait StateReadExt: StateRead {
     /// Decodes the protobuf value under `key`.
     fn get_proto<M: Message + Default>(&self, key: &[u8]) -> Result<Option<M>> {
-        self.get_raw(key)?.map(|bytes| decode(key, &bytes)).transpose()
+        self.get_raw(key)?
+            .map(|bytes| decode(key, &bytes))
+            .transpose()
     }
 
     /// Decodes every protobuf value under `prefix`, in key order.
@@ -80,11 +82,7 @@ impl StateRead for Store {
 }
 
 /// Reads `writes` on top of `parent`, shared by [`Overlay`] and [`Delta`].
-fn layered_get(
-    parent: &dyn StateRead,
-    writes: &ChangeSet,
-    key: &[u8],
-) -> Result<Option<Vec<u8>>> {
+fn layered_get(parent: &dyn StateRead, writes: &ChangeSet, key: &[u8]) -> Result<Option<Vec<u8>>> {
     match writes.get(key) {
         Some(value) => Ok(value.clone()),
         None => parent.get_raw(key),

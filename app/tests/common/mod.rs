@@ -20,15 +20,16 @@ pub const START_BALANCE: u128 = 1_000_000_000;
 pub fn key(label: &str) -> &'static Key {
     static KEYS: OnceLock<Mutex<BTreeMap<String, &'static Key>>> = OnceLock::new();
     let mut keys = KEYS.get_or_init(Default::default).lock().unwrap();
-    keys.entry(label.to_string())
-        .or_insert_with(|| Box::leak(Box::new(Key::from_mnemonic(&well_known_mnemonic(label)).unwrap())))
+    keys.entry(label.to_string()).or_insert_with(|| {
+        Box::leak(Box::new(
+            Key::from_mnemonic(&well_known_mnemonic(label)).unwrap(),
+        ))
+    })
 }
 
 /// Genesis funding alice and bob with START_BALANCE and carol with less than one fee.
 pub fn genesis() -> serde_json::Value {
-    let funded = |label: &str, amount: u128| {
-        json!({"address": key(label).address(), "coins": [{"denom": "ngnk", "amount": amount.to_string()}]})
-    };
+    let funded = |label: &str, amount: u128| json!({"address": key(label).address(), "coins": [{"denom": "ngnk", "amount": amount.to_string()}]});
     json!({
         "auth": {"params": {"max_tx_bytes": 8192, "min_fee": MIN_FEE.to_string(), "max_msgs_per_tx": 8}},
         "bank": {"balances": [funded("alice", START_BALANCE), funded("bob", START_BALANCE), funded("carol", 500)]}
@@ -50,10 +51,20 @@ impl Fixture {
     pub fn balance(&self, address: &str) -> u128 {
         let response = self.chain.query(
             "/bank/balance",
-            QueryBalanceRequest { address: address.into(), denom: "ngnk".into() }.encode_to_vec(),
+            QueryBalanceRequest {
+                address: address.into(),
+                denom: "ngnk".into(),
+            }
+            .encode_to_vec(),
         );
         assert_eq!(response.code, 0, "{}", response.log);
-        QueryBalanceResponse::decode(response.value.as_ref()).unwrap().balance.unwrap().amount.parse().unwrap()
+        QueryBalanceResponse::decode(response.value.as_ref())
+            .unwrap()
+            .balance
+            .unwrap()
+            .amount
+            .parse()
+            .unwrap()
     }
 }
 
@@ -66,11 +77,26 @@ pub fn signer(label: &str, sequence: u64) -> SignerData {
         "carol" => 2,
         other => panic!("no genesis account {other}"),
     };
-    SignerData { chain_id: CHAIN_ID.into(), account_number, sequence }
+    SignerData {
+        chain_id: CHAIN_ID.into(),
+        account_number,
+        sequence,
+    }
 }
 
 /// A signed send of `amount` from `from` to `to` at `sequence`, paying the minimum fee.
 pub fn send(from: &str, to: &str, amount: u128, sequence: u64) -> Vec<u8> {
     let from_key = key(from);
-    sign(from_key, vec![gonka_client::msg_send(from_key.address(), key(to).address(), amount)], &signer(from, sequence), MIN_FEE, "").unwrap()
+    sign(
+        from_key,
+        vec![gonka_client::msg_send(
+            from_key.address(),
+            key(to).address(),
+            amount,
+        )],
+        &signer(from, sequence),
+        MIN_FEE,
+        "",
+    )
+    .unwrap()
 }

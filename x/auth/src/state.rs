@@ -9,7 +9,9 @@ use crate::{default_params, keys, AuthError};
 pub trait AuthRead: StateRead {
     /// Current parameters (defaults if never set).
     fn auth_params(&self) -> Result<Params> {
-        Ok(self.get_proto(&keys::params())?.unwrap_or_else(default_params))
+        Ok(self
+            .get_proto(&keys::params())?
+            .unwrap_or_else(default_params))
     }
 
     /// The account at `address`, if it exists.

@@ -66,7 +66,9 @@ pub fn parse_coins<'a>(
         validate_denom(field, denom)?;
         let amount = parse_amount(field, amount)?;
         if amount == 0 {
-            return Err(BankError::ZeroAmount.err(format!("{field} of {denom} must be positive, found 0")));
+            return Err(
+                BankError::ZeroAmount.err(format!("{field} of {denom} must be positive, found 0"))
+            );
         }
         parsed.push(Coin::new(denom, amount));
     }
@@ -92,9 +94,15 @@ mod tests {
         let coins = parse_coins("amount", [("ngnk", "5"), ("abc", "7")]).unwrap();
         assert_eq!(coins, vec![Coin::new("abc", 7), Coin::new("ngnk", 5)]);
         let zero = parse_coins("amount", [("ngnk", "0")]).unwrap_err();
-        assert_eq!((zero.codespace, zero.code), ("bank", BankError::ZeroAmount as u32));
-        let overflow =
-            parse_coins("amount", [("ngnk", "340282366920938463463374607431768211456")]).unwrap_err();
+        assert_eq!(
+            (zero.codespace, zero.code),
+            ("bank", BankError::ZeroAmount as u32)
+        );
+        let overflow = parse_coins(
+            "amount",
+            [("ngnk", "340282366920938463463374607431768211456")],
+        )
+        .unwrap_err();
         assert_eq!(overflow.codespace, "sdk");
         assert!(overflow.log.contains("128 bits"));
         let negative = parse_coins("amount", [("ngnk", "-1")]).unwrap_err();

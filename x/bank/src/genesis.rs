@@ -12,7 +12,10 @@ pub fn init(state: &mut dyn StateWrite, genesis: GenesisState) -> Result<()> {
         validate_address("app_state.bank.balances[].address", &balance.address)?;
         let coins = parse_coins(
             "app_state.bank.balances[].coins",
-            balance.coins.iter().map(|c| (c.denom.as_str(), c.amount.as_str())),
+            balance
+                .coins
+                .iter()
+                .map(|c| (c.denom.as_str(), c.amount.as_str())),
         )?;
         for coin in &coins {
             state.mint(&balance.address, coin)?;

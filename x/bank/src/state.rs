@@ -31,7 +31,12 @@ pub trait BankRead: StateRead {
     fn balances(&self, address: &str) -> Result<Vec<Coin>> {
         self.prefix_proto::<pb::Coin>(&keys::balances_of(address))?
             .into_iter()
-            .map(|(_, coin)| Ok(Coin::new(&coin.denom, parse_amount("stored amount", &coin.amount)?)))
+            .map(|(_, coin)| {
+                Ok(Coin::new(
+                    &coin.denom,
+                    parse_amount("stored amount", &coin.amount)?,
+                ))
+            })
             .collect()
     }
 
@@ -53,7 +58,11 @@ pub trait BankWrite: StateWrite {
     /// Creates `coin` in `recipient`'s balance and adds it to the supply.
     fn mint(&mut self, recipient: &str, coin: &Coin) -> Result<()> {
         self.ensure_account(recipient)?;
-        let balance = checked_add(self.balance(recipient, &coin.denom)?, coin.amount, "balance")?;
+        let balance = checked_add(
+            self.balance(recipient, &coin.denom)?,
+            coin.amount,
+            "balance",
+        )?;
         let supply = checked_add(self.supply(&coin.denom)?, coin.amount, "supply")?;
         self.set_balance(recipient, &coin.denom, balance);
         put_amount(self, keys::supply(&coin.denom), &coin.denom, supply);

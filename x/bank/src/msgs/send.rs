@@ -19,7 +19,11 @@ pub struct Send {
 
 fn decode_as<M: Message + Default + prost::Name>(msg: &Any) -> Result<M> {
     M::decode(msg.value.as_slice()).map_err(|e| {
-        SdkError::Decode.err(format!("{} is not a valid {}: {e}", msg.type_url, M::full_name()))
+        SdkError::Decode.err(format!(
+            "{} is not a valid {}: {e}",
+            msg.type_url,
+            M::full_name()
+        ))
     })
 }
 
@@ -30,7 +34,9 @@ pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
             Send::new(
                 m.from_address,
                 m.to_address,
-                m.amount.iter().map(|c| (c.denom.as_str(), c.amount.as_str())),
+                m.amount
+                    .iter()
+                    .map(|c| (c.denom.as_str(), c.amount.as_str())),
             )
         })
     } else if msg.type_url == type_url::<cosmos_bank::MsgSend>() {
@@ -38,7 +44,9 @@ pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
             Send::new(
                 m.from_address,
                 m.to_address,
-                m.amount.iter().map(|c| (c.denom.as_str(), c.amount.as_str())),
+                m.amount
+                    .iter()
+                    .map(|c| (c.denom.as_str(), c.amount.as_str())),
             )
         })
     } else {
