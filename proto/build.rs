@@ -7,6 +7,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut files = Vec::new();
     collect_protos(&root.join("gonka"), &mut files)?;
     files.sort();
+    // The directory itself, so new .proto files are noticed too.
+    println!("cargo:rerun-if-changed=gonka");
     for file in &files {
         println!("cargo:rerun-if-changed={}", file.display());
     }

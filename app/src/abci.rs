@@ -4,7 +4,7 @@
 //! can no longer follow the chain safely: it logs the reason and exits, and CometBFT
 //! replays from the last commit when it is restarted.
 
-use gonka_sdk::Event;
+use gonka_sdk::{Event, ValidatorUpdate};
 use tendermint_abci::Application;
 use tendermint_proto::google::protobuf::Timestamp;
 use tendermint_proto::v0_38::abci::{
@@ -54,6 +54,15 @@ fn exec_result(outcome: TxOutcome) -> ExecTxResult {
     }
 }
 
+fn to_abci_validator(update: ValidatorUpdate) -> abci::ValidatorUpdate {
+    abci::ValidatorUpdate {
+        pub_key: Some(PublicKey {
+            sum: Some(public_key::Sum::Ed25519(update.ed25519_pub_key.to_vec())),
+        }),
+        power: update.power,
+    }
+}
+
 fn block_time(time: Option<Timestamp>) -> (i64, u32) {
     time.map(|t| (t.seconds, u32::try_from(t.nanos).unwrap_or(0)))
         .unwrap_or((0, 0))
@@ -79,7 +88,7 @@ impl Application for App {
     }
 
     fn init_chain(&self, request: RequestInitChain) -> ResponseInitChain {
-        let app_hash = self
+        let (app_hash, validators) = self
             .init_chain(
                 &request.chain_id,
                 request.initial_height,
@@ -88,8 +97,9 @@ impl Application for App {
             .unwrap_or_else(|e| fatal("InitChain", e));
         ResponseInitChain {
             app_hash: app_hash.to_vec().into(),
-            // Empty validators: CometBFT keeps the genesis validator set.
-            ..Default::default()
+            // Empty validators: CometBFT keeps the genesis.json validator set.
+            validators: validators.into_iter().map(to_abci_validator).collect(),
+            consensus_params: None,
         }
     }
 
@@ -160,12 +170,7 @@ impl Application for App {
             validator_updates: finalized
                 .validator_updates
                 .into_iter()
-                .map(|update| abci::ValidatorUpdate {
-                    pub_key: Some(PublicKey {
-                        sum: Some(public_key::Sum::Ed25519(update.ed25519_pub_key.to_vec())),
-                    }),
-                    power: update.power,
-                })
+                .map(to_abci_validator)
                 .collect(),
             consensus_param_updates: None,
             app_hash: finalized.app_hash.to_vec().into(),

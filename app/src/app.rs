@@ -1,12 +1,15 @@
 //! The application's state and its consensus-facing operations; `abci.rs` adapts them to
 //! the ABCI wire types.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::{bail, Context};
 use gonka_auth::AuthRead;
-use gonka_sdk::{BlockContext, Delta, Event, Module, Overlay, StateWrite, ValidatorUpdate};
+use gonka_sdk::{
+    BlockContext, Delta, Event, HookOutput, Module, Overlay, StateWrite, ValidatorUpdate,
+};
 use gonka_store::{ChangeSet, PreparedCommit, Store};
 
 use crate::tx::{self, TxOutcome};
@@ -53,6 +56,30 @@ pub(crate) struct FinalizedBlock {
     pub app_hash: [u8; 32],
 }
 
+/// Validator updates of one block, at most one per key (CometBFT rejects duplicates); a
+/// later hook's update for a key replaces an earlier one.
+#[derive(Default)]
+struct ValidatorChanges(BTreeMap<[u8; 32], i64>);
+
+impl ValidatorChanges {
+    fn add(&mut self, output: HookOutput) {
+        for update in output.validator_updates {
+            self.0.insert(update.ed25519_pub_key, update.power);
+        }
+    }
+
+    /// The updates in key order.
+    fn into_list(self) -> Vec<ValidatorUpdate> {
+        self.0
+            .into_iter()
+            .map(|(ed25519_pub_key, power)| ValidatorUpdate {
+                ed25519_pub_key,
+                power,
+            })
+            .collect()
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock already stopped consensus; keep serving reads.
     mutex
@@ -61,8 +88,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl App {
-    /// Opens (or creates) the state database at `path`.
+    /// Opens (or creates) the state database at `path` with the chain's modules.
     pub fn open(path: &Path) -> anyhow::Result<App> {
+        Self::open_with_modules(path, crate::modules::all())
+    }
+
+    /// Opens the state database at `path` with a custom module list: for tests that add a
+    /// stand-in for a module that does not exist yet (e.g. one crediting work).
+    pub fn open_with_modules(path: &Path, modules: Vec<Box<dyn Module>>) -> anyhow::Result<App> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -77,7 +110,7 @@ impl App {
         Ok(App {
             inner: Arc::new(Inner {
                 store,
-                modules: crate::modules::all(),
+                modules,
                 consensus: Mutex::new(Consensus::default()),
                 check: Mutex::new(CheckState {
                     writes: ChangeSet::new(),
@@ -115,13 +148,14 @@ impl App {
     }
 
     /// Imports genesis `app_state` (JSON object keyed by module name) and returns the
-    /// genesis app hash. Nothing is written until the first block commits.
+    /// genesis app hash and the initial validator set (empty: keep CometBFT's genesis
+    /// validators). Nothing is written until the first block commits.
     pub(crate) fn init_chain(
         &self,
         chain_id: &str,
         initial_height: i64,
         app_state: &[u8],
-    ) -> anyhow::Result<[u8; 32]> {
+    ) -> anyhow::Result<([u8; 32], Vec<ValidatorUpdate>)> {
         if initial_height > 1 {
             bail!(
                 "initial_height {initial_height} is not supported; genesis must start at height 1"
@@ -147,10 +181,12 @@ impl App {
 
         let mut genesis = Delta::new(&self.inner.store);
         genesis.put_raw(CHAIN_ID_KEY.to_vec(), chain_id.as_bytes().to_vec());
+        let mut validators = ValidatorChanges::default();
         for module in self.modules() {
-            module
+            let output = module
                 .init_genesis(&mut genesis, sections.get(module.name()))
                 .map_err(|e| anyhow::anyhow!("genesis of module {}: {e}", module.name()))?;
+            validators.add(output);
         }
         let (writes, _events) = genesis.into_parts();
         let app_hash = self.inner.store.prepare(0, vec![writes.clone()])?.root();
@@ -167,7 +203,7 @@ impl App {
         consensus.genesis = Some(writes);
         consensus.pending = None;
         tracing::info!(chain_id, app_hash = %hex::encode(app_hash), "genesis imported");
-        Ok(app_hash)
+        Ok((app_hash, validators.into_list()))
     }
 
     /// Runs a tx against the mempool state; keeps its writes only if it succeeds, so
@@ -227,13 +263,24 @@ impl App {
             .iter()
             .map(|bytes| tx::execute(self.modules(), block, &mut state, bytes.as_ref()))
             .collect();
-        let mut validator_updates = Vec::new();
+        let mut validators = ValidatorChanges::default();
         for module in self.modules() {
-            let end = module
+            let output = module
                 .end_block(block, &mut state)
                 .map_err(|e| anyhow::anyhow!("end_block of {}: {e}", module.name()))?;
-            validator_updates.extend(end.validator_updates);
+            validators.add(output);
         }
+        if let Some(epoch) = gonka_epochs::ends_at(&state, height)? {
+            for module in self.modules() {
+                let output = module
+                    .end_epoch(block, epoch, &mut state)
+                    .map_err(|e| anyhow::anyhow!("end_epoch {epoch} of {}: {e}", module.name()))?;
+                validators.add(output);
+            }
+            gonka_epochs::advance(block, &mut state)?;
+            tracing::info!(epoch, height, "epoch ended");
+        }
+        let validator_updates = validators.into_list();
         let (writes, end_events) = state.into_parts();
         events.extend(end_events);
 

@@ -32,7 +32,17 @@ fn timestamp(height: u64) -> Timestamp {
 impl TestChain {
     /// Opens a fresh state database at `path` and runs `InitChain` with `app_state`.
     pub fn new(path: &Path, chain_id: &str, app_state: &serde_json::Value) -> anyhow::Result<Self> {
-        let app = App::open(path)?;
+        Self::with_modules(path, chain_id, app_state, crate::modules::all())
+    }
+
+    /// Like [`TestChain::new`] with a custom module list (see [`App::open_with_modules`]).
+    pub fn with_modules(
+        path: &Path,
+        chain_id: &str,
+        app_state: &serde_json::Value,
+        modules: Vec<Box<dyn gonka_sdk::Module>>,
+    ) -> anyhow::Result<Self> {
+        let app = App::open_with_modules(path, modules)?;
         Application::init_chain(
             &app,
             RequestInitChain {
@@ -84,6 +94,23 @@ impl TestChain {
         Application::commit(&self.app);
         self.height += 1;
         response
+    }
+
+    /// Commits empty blocks up to and including the last block of the current epoch, and
+    /// returns the response of that last block (which carries the epoch's validator updates).
+    pub fn next_epoch(&mut self) -> ResponseFinalizeBlock {
+        let epoch = |chain: &Self| {
+            gonka_epochs::EpochsRead::current_epoch(chain.app.store())
+                .expect("epochs state readable")
+                .number
+        };
+        let start = epoch(self);
+        loop {
+            let response = self.next_block(Vec::new());
+            if epoch(self) != start {
+                return response;
+            }
+        }
     }
 
     /// Submits `tx` to the mempool check.

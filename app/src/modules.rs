@@ -1,12 +1,24 @@
 //! The chain's modules, in the fixed order every hook runs in.
 //!
-//! Order: `auth`, `bank`. Genesis, `begin_block`, `end_block` and `end_epoch` all walk
-//! this list front to back; messages and queries go to the one module that claims them.
-//! A new module is added here, at the position its dependencies require.
+//! Order: `auth`, `bank`, `epochs`, `stake`, `rewards`. Genesis, `begin_block`,
+//! `end_block` and `end_epoch` all walk this list front to back; messages and queries go to
+//! the one module that claims them. A new module is added here, at the position its
+//! dependencies require.
+//!
+//! In the last block of an epoch the app runs, after every `end_block`: `end_epoch` of every
+//! module in this order (stake pays matured unbonding and sets the next powers from the
+//! closing epoch's work; rewards mints the emission and pays the epoch's rewards by work),
+//! then `gonka_epochs::advance`, which opens the next epoch.
 
 use gonka_sdk::Module;
 
 /// Every module, in hook order.
 pub fn all() -> Vec<Box<dyn Module>> {
-    vec![Box::new(gonka_auth::Auth), Box::new(gonka_bank::Bank)]
+    vec![
+        Box::new(gonka_auth::Auth),
+        Box::new(gonka_bank::Bank),
+        Box::new(gonka_epochs::Epochs),
+        Box::new(gonka_stake::Stake),
+        Box::new(gonka_rewards::Rewards),
+    ]
 }

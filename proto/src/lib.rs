@@ -13,6 +13,27 @@ pub mod gonka {
             include!(concat!(env!("OUT_DIR"), "/gonka.auth.v1.rs"));
         }
     }
+    /// `gonka.epochs.v1`: epochs and their boundaries.
+    pub mod epochs {
+        /// Version 1 of the epochs protocol.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/gonka.epochs.v1.rs"));
+        }
+    }
+    /// `gonka.stake.v1`: participants, stake, work ledger.
+    pub mod stake {
+        /// Version 1 of the stake protocol.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/gonka.stake.v1.rs"));
+        }
+    }
+    /// `gonka.rewards.v1`: emission and work-proportional rewards.
+    pub mod rewards {
+        /// Version 1 of the rewards protocol.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/gonka.rewards.v1.rs"));
+        }
+    }
     /// `gonka.bank.v1`: balances, transfers and supply.
     pub mod bank {
         /// Version 1 of the bank protocol.
@@ -22,6 +43,9 @@ pub mod gonka {
     }
 }
 
-pub use gonka::{auth::v1 as auth, bank::v1 as bank};
+pub use gonka::{
+    auth::v1 as auth, bank::v1 as bank, epochs::v1 as epochs, rewards::v1 as rewards,
+    stake::v1 as stake,
+};
 
 pub use prost::Name;

@@ -16,7 +16,7 @@ mod state;
 pub use context::{BlockContext, TxContext};
 pub use error::{Error, ErrorCode, Result, SdkError};
 pub use events::{Event, EventAttribute};
-pub use module::{EndBlock, Module, Msg, ValidatorUpdate};
+pub use module::{HookOutput, Module, Msg, ValidatorUpdate};
 pub use state::{Delta, Overlay, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
 /// The Any type used in transactions and queries (shared with cosmrs and tendermint-proto).

@@ -20,9 +20,10 @@ pub struct ValidatorUpdate {
     pub power: i64,
 }
 
-/// What a module's `end_block` hands back to the app besides state writes and events.
+/// What a module's `init_genesis`, `end_block` or `end_epoch` hands back to the app besides
+/// state writes and events.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EndBlock {
+pub struct HookOutput {
     /// Validator power changes for CometBFT.
     pub validator_updates: Vec<ValidatorUpdate>,
 }
@@ -33,12 +34,13 @@ pub trait Module: Send + Sync {
     /// Module name: key namespace, codespace, query path prefix and genesis section.
     fn name(&self) -> &'static str;
 
-    /// Imports the module's section of genesis `app_state` (`None` if absent).
+    /// Imports the module's section of genesis `app_state` (`None` if absent). Validator
+    /// updates returned here form the initial validator set given to CometBFT.
     fn init_genesis(
         &self,
         state: &mut dyn StateWrite,
         genesis: Option<&serde_json::Value>,
-    ) -> Result<()>;
+    ) -> Result<HookOutput>;
 
     /// Decodes and statelessly validates `msg` if its type URL belongs to this module;
     /// `None` if it does not.
@@ -50,18 +52,19 @@ pub trait Module: Send + Sync {
     }
 
     /// Runs after the block's transactions.
-    fn end_block(&self, _ctx: &BlockContext, _state: &mut dyn StateWrite) -> Result<EndBlock> {
-        Ok(EndBlock::default())
+    fn end_block(&self, _ctx: &BlockContext, _state: &mut dyn StateWrite) -> Result<HookOutput> {
+        Ok(HookOutput::default())
     }
 
-    /// Runs when an epoch closes, after `end_block` of every module.
+    /// Runs in the last block of epoch `epoch`, after `end_block` of every module and
+    /// before the next epoch starts (so "the current epoch" is still `epoch`).
     fn end_epoch(
         &self,
         _ctx: &BlockContext,
         _epoch: u64,
         _state: &mut dyn StateWrite,
-    ) -> Result<()> {
-        Ok(())
+    ) -> Result<HookOutput> {
+        Ok(HookOutput::default())
     }
 
     /// Answers `path` (e.g. `/bank/balance` or a `/cosmos.bank.v1beta1.Query/...` path) with

@@ -19,7 +19,7 @@ pub use params::{default_params, validate_params};
 pub use state::{AuthRead, AuthWrite};
 
 use gonka_proto::auth::GenesisState;
-use gonka_sdk::{Any, Module, Msg, Result, StateRead, StateWrite};
+use gonka_sdk::{Any, HookOutput, Module, Msg, Result, StateRead, StateWrite};
 
 /// The auth module.
 #[derive(Debug, Default, Clone, Copy)]
@@ -37,9 +37,10 @@ impl Module for Auth {
         &self,
         state: &mut dyn StateWrite,
         genesis: Option<&serde_json::Value>,
-    ) -> Result<()> {
+    ) -> Result<HookOutput> {
         let genesis: GenesisState = gonka_sdk::parse_genesis(NAME, genesis)?;
-        genesis::init(state, genesis)
+        genesis::init(state, genesis)?;
+        Ok(HookOutput::default())
     }
 
     fn decode_msg(&self, _msg: &Any) -> Option<Result<Box<dyn Msg>>> {

@@ -19,7 +19,7 @@ pub use coin::{parse_coins, Coin};
 pub use errors::BankError;
 pub use state::{fee_collector_address, transfer, BankRead, BankWrite};
 
-use gonka_sdk::{Any, Module, Msg, Result, StateRead, StateWrite};
+use gonka_sdk::{Any, HookOutput, Module, Msg, Result, StateRead, StateWrite};
 
 /// Module name: key namespace, codespace and genesis section.
 pub const NAME: &str = "bank";
@@ -43,8 +43,9 @@ impl Module for Bank {
         &self,
         state: &mut dyn StateWrite,
         genesis: Option<&serde_json::Value>,
-    ) -> Result<()> {
-        genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)
+    ) -> Result<HookOutput> {
+        genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)?;
+        Ok(HookOutput::default())
     }
 
     fn decode_msg(&self, msg: &Any) -> Option<Result<Box<dyn Msg>>> {

@@ -1,0 +1,38 @@
+//! Stable error codes of codespace `stake`.
+
+use gonka_sdk::ErrorCode;
+
+/// Codes of the stake codespace. Never renumber: clients match on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum StakeError {
+    /// A parameter is out of range.
+    InvalidParams = 2,
+    /// A first stake, or what a participant keeps, is below `min_stake`.
+    BelowMinStake = 3,
+    /// Unstaking more than is bonded.
+    UnstakeExceedsBonded = 4,
+    /// The consensus key belongs to another participant.
+    ConsensusKeyInUse = 5,
+    /// The participant is jailed.
+    Jailed = 6,
+    /// No participant with this operator address.
+    UnknownParticipant = 7,
+    /// A consensus key that is not 32 bytes, or an attempt to change one.
+    InvalidConsensusKey = 8,
+    /// MsgUnjail before the jail time is over, or for a participant that is not jailed.
+    NotUnjailable = 9,
+    /// A moniker that is too long or has control characters.
+    InvalidMoniker = 10,
+    /// Voiding more work than was credited.
+    InvalidWork = 11,
+    /// A slash fraction above one.
+    InvalidFraction = 12,
+}
+
+impl ErrorCode for StakeError {
+    const CODESPACE: &'static str = "stake";
+    fn code(self) -> u32 {
+        self as u32
+    }
+}

@@ -1,0 +1,114 @@
+//! Typed access to stake state; other crates use these traits, never the keys.
+
+use gonka_auth::module_address;
+use gonka_proto::stake::{Params, Participant, UnbondingEntry};
+use gonka_sdk::{
+    parse_amount, ErrorCode, Result, StateRead, StateReadExt, StateWrite, StateWriteExt,
+};
+
+use crate::{default_params, keys, StakeError, BONDED_POOL, UNBONDING_POOL};
+
+/// Address of the module account holding bonded stake.
+pub fn bonded_pool_address() -> String {
+    module_address(BONDED_POOL)
+}
+
+/// Address of the module account holding unbonding stake.
+pub fn unbonding_pool_address() -> String {
+    module_address(UNBONDING_POOL)
+}
+
+/// A participant's bonded stake as a number.
+pub fn bonded(participant: &Participant) -> Result<u128> {
+    parse_amount("bonded", &participant.bonded)
+}
+
+/// Reads of stake state.
+pub trait StakeRead: StateRead {
+    /// Current parameters.
+    fn stake_params(&self) -> Result<Params> {
+        Ok(self.get_proto(&keys::params())?.unwrap_or_else(default_params))
+    }
+
+    /// The participant operated by `operator`.
+    fn participant(&self, operator: &str) -> Result<Option<Participant>> {
+        self.get_proto(&keys::participant(operator))
+    }
+
+    /// The participant operated by `operator`, or `UnknownParticipant`.
+    fn existing_participant(&self, operator: &str) -> Result<Participant> {
+        self.participant(operator)?.ok_or_else(|| {
+            StakeError::UnknownParticipant.err(format!(
+                "{operator} is not a participant; create one with `gonkad tx stake create`"
+            ))
+        })
+    }
+
+    /// Every participant, ascending by operator address.
+    fn participants(&self) -> Result<Vec<Participant>> {
+        Ok(self
+            .prefix_proto(&keys::participants())?
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect())
+    }
+
+    /// Operator using `pubkey` as its consensus key.
+    fn consensus_key_owner(&self, pubkey: &[u8]) -> Result<Option<String>> {
+        Ok(self
+            .get_raw(&keys::consensus_key(pubkey))?
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// Every unbonding entry, by completion epoch then operator.
+    fn unbonding_entries(&self) -> Result<Vec<UnbondingEntry>> {
+        Ok(self
+            .prefix_proto(&keys::unbondings())?
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect())
+    }
+}
+
+impl<T: StateRead + ?Sized> StakeRead for T {}
+
+/// Writes of stake state.
+pub trait StakeWrite: StateWrite {
+    /// Replaces the parameters.
+    fn put_stake_params(&mut self, params: &Params) {
+        self.put_proto(keys::params(), params);
+    }
+
+    /// Stores `participant`, and its consensus key in the uniqueness index.
+    fn put_participant(&mut self, participant: &Participant) {
+        if !participant.consensus_pubkey.is_empty() {
+            self.put_raw(
+                keys::consensus_key(&participant.consensus_pubkey),
+                participant.operator.as_bytes().to_vec(),
+            );
+        }
+        self.put_proto(keys::participant(&participant.operator), participant);
+    }
+
+    /// Stores an unbonding entry.
+    fn put_unbonding(&mut self, entry: &UnbondingEntry) {
+        self.put_proto(
+            keys::unbonding(entry.completes_epoch, &entry.operator, entry.id),
+            entry,
+        );
+    }
+
+    /// Removes an unbonding entry.
+    fn delete_unbonding(&mut self, entry: &UnbondingEntry) {
+        self.delete_raw(keys::unbonding(entry.completes_epoch, &entry.operator, entry.id));
+    }
+
+    /// A fresh unbonding entry id.
+    fn next_unbonding_id(&mut self) -> Result<u64> {
+        let id = self.get_proto::<u64>(&keys::next_unbonding_id())?.unwrap_or(0);
+        self.put_proto(keys::next_unbonding_id(), &(id + 1));
+        Ok(id)
+    }
+}
+
+impl<T: StateWrite + ?Sized> StakeWrite for T {}
