@@ -1,6 +1,6 @@
 //! Building genesis `app_state`, the JSON CometBFT's genesis.json carries for `InitChain`.
 
-use gonka_proto::{auth, bank};
+use gonka_proto::{auth, bank, epochs, rewards, stake};
 
 /// One funded genesis account.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,26 +11,97 @@ pub struct GenesisAccount {
     pub ngnk: u128,
 }
 
-/// `app_state` with the default auth parameters except `min_fee`, funding `accounts`.
+/// A genesis participant that is also a genesis validator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenesisValidator {
+    /// Operator account (bech32).
+    pub operator: String,
+    /// Display name.
+    pub moniker: String,
+    /// CometBFT ed25519 consensus public key.
+    pub consensus_pubkey: [u8; 32],
+    /// Bonded stake in ngnk (minted into the bonded pool).
+    pub stake_ngnk: u128,
+}
+
+/// What a new chain starts with. Unset module parameters take their defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenesisConfig {
+    /// Funded accounts.
+    pub accounts: Vec<GenesisAccount>,
+    /// Bonded participants with consensus keys: the initial validator set. Empty keeps
+    /// CometBFT's genesis.json validators.
+    pub validators: Vec<GenesisValidator>,
+    /// Minimum fee per tx in ngnk.
+    pub min_fee: u128,
+    /// Blocks per epoch (`None`: the epochs default).
+    pub epoch_length: Option<u64>,
+    /// Stake parameters (`None`: defaults).
+    pub stake_params: Option<stake::Params>,
+    /// Rewards parameters (`None`: defaults).
+    pub rewards_params: Option<rewards::Params>,
+}
+
+impl GenesisConfig {
+    /// The `app_state` JSON, one section per module.
+    pub fn app_state(&self) -> serde_json::Value {
+        let auth = auth::GenesisState {
+            params: Some(auth::Params {
+                min_fee: self.min_fee.to_string(),
+                ..gonka_auth::default_params()
+            }),
+            addresses: Vec::new(),
+        };
+        let bank = bank::GenesisState {
+            balances: self
+                .accounts
+                .iter()
+                .map(|account| bank::Balance {
+                    address: account.address.clone(),
+                    coins: vec![bank::Coin {
+                        denom: gonka_bank::NATIVE_DENOM.into(),
+                        amount: account.ngnk.to_string(),
+                    }],
+                })
+                .collect(),
+        };
+        let epochs = epochs::GenesisState {
+            params: self
+                .epoch_length
+                .map(|epoch_length| epochs::Params { epoch_length }),
+        };
+        let stake = stake::GenesisState {
+            params: self.stake_params.clone(),
+            participants: self
+                .validators
+                .iter()
+                .map(|v| stake::GenesisParticipant {
+                    operator: v.operator.clone(),
+                    moniker: v.moniker.clone(),
+                    consensus_pubkey: v.consensus_pubkey.to_vec(),
+                    amount: v.stake_ngnk.to_string(),
+                })
+                .collect(),
+        };
+        let rewards = rewards::GenesisState {
+            params: self.rewards_params.clone(),
+        };
+        serde_json::json!({
+            gonka_auth::NAME: auth,
+            gonka_bank::NAME: bank,
+            gonka_epochs::NAME: epochs,
+            gonka_stake::NAME: stake,
+            "rewards": rewards,
+        })
+    }
+}
+
+/// `app_state` funding `accounts`, with `min_fee` and every other parameter at its default.
 pub fn app_state(accounts: &[GenesisAccount], min_fee: u128) -> serde_json::Value {
-    let auth = auth::GenesisState {
-        params: Some(auth::Params {
-            min_fee: min_fee.to_string(),
-            ..gonka_auth::default_params()
-        }),
-        addresses: Vec::new(),
-    };
-    let bank = bank::GenesisState {
-        balances: accounts
-            .iter()
-            .map(|account| bank::Balance {
-                address: account.address.clone(),
-                coins: vec![bank::Coin {
-                    denom: gonka_bank::NATIVE_DENOM.into(),
-                    amount: account.ngnk.to_string(),
-                }],
-            })
-            .collect(),
-    };
-    serde_json::json!({ gonka_auth::NAME: auth, gonka_bank::NAME: bank })
+    GenesisConfig {
+        accounts: accounts.to_vec(),
+        min_fee,
+        ..Default::default()
+    }
+    .app_state()
 }

@@ -4,10 +4,12 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use gonka_app::genesis::{app_state, GenesisAccount};
+use std::sync::Arc;
+
+use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
-use gonka_localnet::{find_cometbft, Localnet, LocalnetConfig};
+use gonka_localnet::{find_cometbft, AppStateFn, GenesisValidatorKey, Localnet, LocalnetConfig};
 
 use crate::Global;
 
@@ -15,8 +17,54 @@ use crate::Global;
 /// printed, so they are public: never use them outside a localnet.
 pub const TEST_ACCOUNTS: [&str; 4] = ["alice", "bob", "carol", "dave"];
 
+/// ngnk per GNK.
+const GNK: u128 = 1_000_000_000;
+
 /// Genesis balance of every test account: 1,000,000 GNK.
-const TEST_BALANCE_NGNK: u128 = 1_000_000 * 1_000_000_000;
+const TEST_BALANCE_NGNK: u128 = 1_000_000 * GNK;
+
+/// Genesis bond of every validator: 10,000 GNK (plus 1,000 GNK liquid for fees).
+const VALIDATOR_STAKE_NGNK: u128 = 10_000 * GNK;
+
+/// Blocks per epoch on the localnet: about 20 s, so a person sees several epochs in minutes.
+const EPOCH_LENGTH: u64 = 20;
+
+/// Rewards emitted per localnet epoch: 1,000 GNK (Gonka's mainnet genesis uses 323,000).
+const EPOCH_EMISSION_NGNK: u128 = 1_000 * GNK;
+
+/// The operator account of genesis validator `index` (a well-known test key).
+fn validator_operator(index: usize) -> Result<Key> {
+    Key::from_mnemonic(&well_known_mnemonic(&format!("validator{index}")))
+}
+
+/// Genesis: the funded test accounts, and every node's consensus key bonded by its operator.
+fn genesis(accounts: Vec<GenesisAccount>, keys: &[GenesisValidatorKey]) -> Result<serde_json::Value> {
+    let mut config = GenesisConfig {
+        accounts,
+        min_fee: 1000,
+        epoch_length: Some(EPOCH_LENGTH),
+        rewards_params: Some(gonka_proto::rewards::Params {
+            initial_emission: EPOCH_EMISSION_NGNK.to_string(),
+            decay_ppb: 474_970,
+            validation_share_ppm: 0,
+        }),
+        ..Default::default()
+    };
+    for key in keys {
+        let operator = validator_operator(key.index)?;
+        config.accounts.push(GenesisAccount {
+            address: operator.address().to_string(),
+            ngnk: 1_000 * GNK,
+        });
+        config.validators.push(GenesisValidator {
+            operator: operator.address().to_string(),
+            moniker: format!("node{}", key.index),
+            consensus_pubkey: key.ed25519_pub_key,
+            stake_ngnk: VALIDATOR_STAKE_NGNK,
+        });
+    }
+    Ok(config.app_state())
+}
 
 /// Arguments of `gonkad localnet`.
 #[derive(clap::Args)]
@@ -73,7 +121,9 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
     config.base_port = args.base_port;
     config.chain_id = args.chain_id;
     config.timeout_commit = args.timeout_commit;
-    config.app_state = app_state(&genesis_accounts, 1000);
+    config.app_state_for_validators = Some(AppStateFn(Arc::new(move |keys| {
+        genesis(genesis_accounts.clone(), keys).expect("well-known keys derive")
+    })));
     let mut net = Localnet::prepare(config)?;
 
     if !args.no_import_keys {

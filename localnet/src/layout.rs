@@ -16,6 +16,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -57,8 +58,12 @@ pub struct LocalnetConfig {
     pub gonkad: PathBuf,
     /// The `cometbft` binary (see [`crate::find_cometbft`]).
     pub cometbft: PathBuf,
-    /// Written as genesis.json `app_state` on every node.
+    /// Written as genesis.json `app_state` on every node (unless
+    /// `app_state_for_validators` is set).
     pub app_state: Value,
+    /// If set, builds `app_state` from the validators' consensus keys once they exist (so the
+    /// app's genesis can make them participants with stake); replaces `app_state`.
+    pub app_state_for_validators: Option<AppStateFn>,
     /// CometBFT block interval, a Go duration such as `"500ms"` or `"1s"`.
     pub timeout_commit: String,
     /// If set, genesis enables ABCI vote extensions from this height
@@ -87,6 +92,7 @@ impl LocalnetConfig {
             gonkad: gonkad.into(),
             cometbft: cometbft.into(),
             app_state: json!({}),
+            app_state_for_validators: None,
             timeout_commit: DEFAULT_TIMEOUT_COMMIT.to_string(),
             vote_extensions_enable_height: None,
             app_args: Vec::new(),
@@ -335,7 +341,9 @@ fn warn_on_drift(config: &LocalnetConfig, node: &NodeInfo) {
     }
     if let Ok(text) = fs::read_to_string(node.genesis_path()) {
         if let Ok(doc) = serde_json::from_str::<Value>(&text) {
-            if doc.get("app_state") != Some(&config.app_state) {
+            if config.app_state_for_validators.is_none()
+                && doc.get("app_state") != Some(&config.app_state)
+            {
                 tracing::warn!("resumed localnet keeps its genesis app_state, which differs from the requested one; reset it to change");
             }
         }
@@ -350,6 +358,43 @@ fn node_infos(dir: &Path, base_port: u16, node_ids: Vec<String>) -> Result<Vec<N
         .enumerate()
         .map(|(i, (id, p))| NodeInfo::new(dir, i, p, id))
         .collect())
+}
+
+/// A genesis validator's consensus key, handed to [`AppStateFn`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenesisValidatorKey {
+    /// Node index.
+    pub index: usize,
+    /// Ed25519 public key from the node's `priv_validator_key.json`.
+    pub ed25519_pub_key: [u8; 32],
+}
+
+/// Builds genesis `app_state` from the genesis validators' keys.
+#[derive(Clone)]
+pub struct AppStateFn(pub Arc<dyn Fn(&[GenesisValidatorKey]) -> Value + Send + Sync>);
+
+impl std::fmt::Debug for AppStateFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AppStateFn(..)")
+    }
+}
+
+/// Reads the ed25519 consensus public key from `<cometbft_home>/config/priv_validator_key.json`.
+pub fn read_consensus_key(cometbft_home: &Path) -> Result<[u8; 32]> {
+    use base64::Engine as _;
+    let path = cometbft_home.join("config").join("priv_validator_key.json");
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let doc: Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let encoded = doc["pub_key"]["value"]
+        .as_str()
+        .ok_or_else(|| anyhow!("{} has no pub_key.value", path.display()))?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .with_context(|| format!("{}: pub_key.value is not base64", path.display()))?;
+    bytes
+        .try_into()
+        .map_err(|_| anyhow!("{}: pub_key is not 32 bytes", path.display()))
 }
 
 /// Generates a network in `<dir>/.staging` with `cometbft testnet`, rewrites configs and
@@ -382,10 +427,24 @@ fn create(config: &LocalnetConfig) -> Result<Vec<NodeInfo>> {
     let genesis_path = staged_home(0).join("config").join("genesis.json");
     let genesis = fs::read_to_string(&genesis_path)
         .with_context(|| format!("reading {}", genesis_path.display()))?;
+    let app_state = match &config.app_state_for_validators {
+        Some(build) => {
+            let keys = (0..n)
+                .map(|index| {
+                    Ok(GenesisValidatorKey {
+                        index,
+                        ed25519_pub_key: read_consensus_key(&staged_home(index))?,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            (build.0)(&keys)
+        }
+        None => config.app_state.clone(),
+    };
     let genesis = rewrite_genesis(
         &genesis,
         &config.chain_id,
-        &config.app_state,
+        &app_state,
         config.vote_extensions_enable_height,
     )?;
     check_genesis_validators(&genesis, n)?;

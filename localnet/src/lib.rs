@@ -34,7 +34,7 @@ pub use cometbft::{
     cometbft_version, find_cometbft, COMETBFT_INSTALL, COMETBFT_SERIES, COMETBFT_VERSION,
 };
 pub use layout::{
-    reset, LocalnetConfig, NodeInfo, DEFAULT_CHAIN_ID, DEFAULT_START_TIMEOUT,
+    read_consensus_key, reset, AppStateFn, GenesisValidatorKey, LocalnetConfig, NodeInfo, DEFAULT_CHAIN_ID, DEFAULT_START_TIMEOUT,
     DEFAULT_TIMEOUT_COMMIT, DEFAULT_VALIDATORS, MANIFEST_FILE,
 };
 pub use localnet::{Localnet, Stopper, STOP_GRACE};
