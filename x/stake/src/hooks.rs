@@ -1,5 +1,7 @@
 //! Block and epoch hooks: jailing takes effect, unbonding is paid, powers are recomputed.
 
+use std::collections::BTreeMap;
+
 use gonka_bank::{transfer, BankRead, Coin, NATIVE_DENOM};
 use gonka_proto::stake::{Participant, UnbondingEntry};
 use gonka_sdk::{
@@ -68,11 +70,11 @@ pub fn update_powers(state: &mut dyn StateWrite, work_epoch: Option<u64>) -> Res
         Some(epoch) => epoch_work(state, epoch)?,
         None => Vec::new(),
     };
-    let work_of = |operator: &str| {
-        work.iter()
-            .find(|record| record.operator == operator)
-            .map_or(0, |record| record.units)
-    };
+    let work_by_operator: BTreeMap<&str, u64> = work
+        .iter()
+        .map(|record| (record.operator.as_str(), record.units))
+        .collect();
+    let work_of = |operator: &str| work_by_operator.get(operator).copied().unwrap_or(0);
     // (index into `participants`, inputs) of every eligible participant.
     let mut eligible = Vec::new();
     for (index, participant) in participants.iter().enumerate() {
