@@ -1,4 +1,5 @@
-//! Amounts on the command line: `1500ngnk`, `2.5gnk`, or a bare number of ngnk.
+//! Amounts on the command line (`1500ngnk`, `2.5gnk`, or a bare number of ngnk) and in
+//! text output (`1500ngnk (0.000001500 GNK)`).
 
 use anyhow::{bail, Context, Result};
 
@@ -37,9 +38,45 @@ pub fn parse_ngnk(text: &str) -> Result<u128> {
         .with_context(|| format!("{text:?} is not an amount; {hint}"))
 }
 
+/// `ngnk` in GNK with all 9 decimals (`1500` → `0.000001500`); exact, no floats.
+pub fn format_gnk(ngnk: u128) -> String {
+    format!("{}.{:09}", ngnk / NGNK_PER_GNK, ngnk % NGNK_PER_GNK)
+}
+
+/// A chain amount (decimal string of ngnk) for people: `1500ngnk (0.000001500 GNK)`. A
+/// string that is not a number is shown as it is.
+pub fn show_ngnk(amount: &str) -> String {
+    match amount.parse::<u128>() {
+        Ok(ngnk) => format!("{ngnk}ngnk ({} GNK)", format_gnk(ngnk)),
+        Err(_) => amount.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_ngnk;
+    use super::*;
+
+    #[test]
+    fn formats_gnk() {
+        assert_eq!(format_gnk(0), "0.000000000");
+        assert_eq!(format_gnk(1), "0.000000001");
+        assert_eq!(format_gnk(1_500), "0.000001500");
+        assert_eq!(format_gnk(2_500_000_000), "2.500000000");
+        assert_eq!(format_gnk(1_000_000 * NGNK_PER_GNK), "1000000.000000000");
+        assert_eq!(
+            format_gnk(u128::MAX),
+            "340282366920938463463374607431.768211455"
+        );
+        assert_eq!(show_ngnk("1500"), "1500ngnk (0.000001500 GNK)");
+        assert_eq!(show_ngnk(""), "");
+        assert_eq!(show_ngnk("12x"), "12x");
+        for ngnk in [0, 1, 999_999_999, 1_000_000_001, 123_456_789_012] {
+            assert_eq!(
+                parse_ngnk(&format!("{}gnk", format_gnk(ngnk))).unwrap(),
+                ngnk
+            );
+        }
+    }
 
     #[test]
     fn parses_units() {

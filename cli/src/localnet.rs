@@ -38,7 +38,10 @@ fn validator_operator(index: usize) -> Result<Key> {
 }
 
 /// Genesis: the funded test accounts, and every node's consensus key bonded by its operator.
-fn genesis(accounts: Vec<GenesisAccount>, keys: &[GenesisValidatorKey]) -> Result<serde_json::Value> {
+fn genesis(
+    accounts: Vec<GenesisAccount>,
+    keys: &[GenesisValidatorKey],
+) -> Result<serde_json::Value> {
     let mut config = GenesisConfig {
         accounts,
         min_fee: 1000,

@@ -2,6 +2,8 @@
 //! chain, and start a local multi-validator network.
 
 mod amount;
+mod b64;
+mod consensus_key;
 mod init;
 mod keys;
 mod localnet;
@@ -130,5 +132,30 @@ fn main() {
     if let Err(error) = run(Cli::parse()) {
         eprintln!("Error: {error:#}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::Cli;
+
+    #[test]
+    fn command_tree_is_consistent() {
+        Cli::command().debug_assert();
+        for line in [
+            "gonkad tx stake create alice 100gnk --moniker a --consensus-key x --fee 2000",
+            "gonkad tx stake add alice 5gnk",
+            "gonkad tx stake unstake alice 5gnk --timeout 5",
+            "gonkad tx stake unjail alice --memo m",
+            "gonkad query stake unbonding",
+            "gonkad query rewards epoch 3 --output json",
+        ] {
+            let words = line.split(' ');
+            assert!(Cli::try_parse_from(words).is_ok(), "{line}");
+        }
+        let missing_moniker = ["gonkad", "tx", "stake", "create", "alice", "1"];
+        assert!(Cli::try_parse_from(missing_moniker).is_err());
     }
 }

@@ -1,11 +1,15 @@
 //! `gonkad query`: read chain state over CometBFT RPC (`abci_query`, `tx`).
 
+mod epochs;
+mod rewards;
+mod stake;
+
 use anyhow::{bail, Context, Result};
 use gonka_proto::bank::{QueryAllBalancesRequest, QueryAllBalancesResponse};
-use prost::Message;
+use prost::{Message, Name};
 use serde_json::json;
 
-use crate::Global;
+use crate::{output::to_json, Global};
 
 /// `gonkad query` modules.
 #[derive(clap::Subcommand)]
@@ -16,6 +20,15 @@ pub enum Command {
     /// Accounts.
     #[command(subcommand)]
     Auth(AuthQuery),
+    /// Epochs: the running one and finished ones.
+    #[command(subcommand)]
+    Epochs(epochs::Query),
+    /// Participants, unbonding, work and stake parameters.
+    #[command(subcommand)]
+    Stake(stake::Query),
+    /// Settled epoch rewards, a participant's earnings and reward parameters.
+    #[command(subcommand)]
+    Rewards(rewards::Query),
     /// A transaction by hash, with its block height and result.
     Tx {
         /// Transaction hash (hex).
@@ -56,6 +69,9 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
     let client = global.client()?;
     let out = global.output;
     match command {
+        Command::Epochs(query) => return epochs::run(global, query).await,
+        Command::Stake(query) => return stake::run(global, query).await,
+        Command::Rewards(query) => return rewards::run(global, query).await,
         Command::Bank(BankQuery::Balance { address, denom }) => {
             let amount = client.balance(&address, &denom).await?;
             out.print(
@@ -64,16 +80,15 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
             );
         }
         Command::Bank(BankQuery::Balances { address }) => {
-            let bytes = client
-                .query(
+            let balances = client
+                .query_msg::<_, QueryAllBalancesResponse>(
                     "/bank/balances",
-                    QueryAllBalancesRequest {
+                    &QueryAllBalancesRequest {
                         address: address.clone(),
-                    }
-                    .encode_to_vec(),
+                    },
                 )
-                .await?;
-            let balances = QueryAllBalancesResponse::decode(bytes.as_slice())?.balances;
+                .await?
+                .balances;
             out.print(json!({"address": address, "balances": balances}), || {
                 if balances.is_empty() {
                     "no balances".into()
@@ -122,5 +137,22 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// Runs the query `path` with `request` and prints the `R` it answers: as JSON (the message's
+/// fields, see [`to_json`]) or as `text` renders it.
+async fn show<Q, R>(
+    global: &Global,
+    path: &str,
+    request: Q,
+    text: impl FnOnce(&R) -> String,
+) -> Result<()>
+where
+    Q: Message,
+    R: Message + Name + Default + serde::Serialize,
+{
+    let response: R = global.client()?.query_msg(path, &request).await?;
+    global.output.print(to_json(&response), || text(&response));
     Ok(())
 }

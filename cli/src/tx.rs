@@ -1,10 +1,12 @@
 //! `gonkad tx`: sign with a keyring key, broadcast with `broadcast_tx_sync`, wait for the
 //! block that includes the tx.
 
+mod stake;
+
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use gonka_client::{msg_send, sign};
+use gonka_client::{msg_send, sign, Any, Key};
 use serde_json::json;
 
 use crate::{amount::parse_ngnk, keys::load_key, Global};
@@ -15,6 +17,9 @@ pub enum Command {
     /// Bank transactions.
     #[command(subcommand)]
     Bank(BankCommand),
+    /// Stake transactions: become a participant, bond, unbond, unjail.
+    #[command(subcommand)]
+    Stake(stake::Command),
 }
 
 /// `gonkad tx bank` subcommands.
@@ -24,15 +29,9 @@ pub enum BankCommand {
     Send(SendArgs),
 }
 
-/// Arguments of `gonkad tx bank send`.
+/// Options of every transaction.
 #[derive(clap::Args)]
-pub struct SendArgs {
-    /// Name of the sending key in the keyring.
-    from: String,
-    /// Recipient address (gonka1...).
-    to: String,
-    /// Amount: 1500ngnk, 2.5gnk or a bare number of ngnk.
-    amount: String,
+pub struct TxOptions {
     /// Fee in ngnk (at least the chain's minimum fee).
     #[arg(long, default_value = "1000ngnk")]
     fee: String,
@@ -44,35 +43,61 @@ pub struct SendArgs {
     timeout: u64,
 }
 
+/// Arguments of `gonkad tx bank send`.
+#[derive(clap::Args)]
+pub struct SendArgs {
+    /// Name of the sending key in the keyring.
+    from: String,
+    /// Recipient address (gonka1...).
+    to: String,
+    /// Amount: 1500ngnk, 2.5gnk or a bare number of ngnk.
+    amount: String,
+    #[command(flatten)]
+    tx: TxOptions,
+}
+
 /// Runs a `gonkad tx` subcommand.
 pub async fn run(global: &Global, command: Command) -> Result<()> {
-    let Command::Bank(BankCommand::Send(args)) = command;
+    match command {
+        Command::Bank(BankCommand::Send(args)) => send(global, args).await,
+        Command::Stake(command) => stake::run(global, command).await,
+    }
+}
+
+async fn send(global: &Global, args: SendArgs) -> Result<()> {
     let key = load_key(&global.home(), &args.from)?;
     let amount = parse_ngnk(&args.amount)?;
-    let fee = parse_ngnk(&args.fee)?;
     if !args.to.starts_with("gonka1") {
         bail!(
             "recipient {:?} is not a gonka address (gonka1...); see `gonkad keys show NAME`",
             args.to
         );
     }
+    let msg = msg_send(key.address(), &args.to, amount);
+    sign_broadcast_print(global, &key, vec![msg], &args.tx).await
+}
+
+/// Signs `msgs` with `key`, broadcasts them, waits for the including block and prints its
+/// hash, height and result code. A tx that is included but fails is an error (it paid its
+/// fee all the same).
+pub async fn sign_broadcast_print(
+    global: &Global,
+    key: &Key,
+    msgs: Vec<Any>,
+    options: &TxOptions,
+) -> Result<()> {
+    let fee = parse_ngnk(&options.fee)?;
     let client = global.client()?;
     let signer = client
         .signer_data(key.address(), global.chain_id.as_deref())
         .await?;
-    let tx = sign(
-        &key,
-        vec![msg_send(key.address(), &args.to, amount)],
-        &signer,
-        fee,
-        &args.memo,
-    )?;
+    let tx = sign(key, msgs, &signer, fee, &options.memo)?;
     eprintln!(
         "broadcasting to {} and waiting for a block...",
         client.url()
     );
     let included = client
-        .broadcast_and_wait(tx, Duration::from_secs(args.timeout))
+        .broadcast_and_wait(tx, Duration::from_secs(options.timeout))
         .await?;
     global.output.print(
         json!({"hash": included.hash, "height": included.height, "code": included.code, "codespace": included.codespace, "log": included.log}),

@@ -10,7 +10,10 @@ pub mod tx;
 
 pub use keys::Key;
 pub use rpc::{Client, Included};
-pub use tx::{msg_send, sign, SignerData};
+pub use tx::{msg_send, msg_stake, msg_unjail, msg_unstake, sign, SignerData};
+
+/// A message packed with its type URL, as [`sign`] takes it.
+pub use cosmrs::Any;
 
 /// Native denom: 1 GNK = 10^9 ngnk.
 pub const DENOM: &str = "ngnk";

@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use gonka_proto::auth::{Account, QueryAccountRequest, QueryAccountResponse};
 use gonka_proto::bank::{QueryBalanceRequest, QueryBalanceResponse};
-use prost::Message;
+use prost::{Message, Name};
 use tendermint::Hash;
 use tendermint_rpc::client::CompatMode;
 use tendermint_rpc::{Client as _, HttpClient};
@@ -119,13 +119,33 @@ impl Client {
         Ok(response.value)
     }
 
+    /// Runs `abci_query` on `path` with `request` protobuf-encoded and decodes the answer
+    /// as `R`; a non-zero code becomes a [`QueryError`].
+    pub async fn query_msg<Q: Message, R: Message + Name + Default>(
+        &self,
+        path: &str,
+        request: &Q,
+    ) -> Result<R> {
+        let bytes = self.query(path, request.encode_to_vec()).await?;
+        R::decode(bytes.as_slice()).with_context(|| {
+            format!(
+                "the answer of {} to {path} is not a valid {}; do client and node versions match?",
+                self.url,
+                R::full_name()
+            )
+        })
+    }
+
     /// The account at `address`, `None` if it does not exist.
     pub async fn account(&self, address: &str) -> Result<Option<Account>> {
         let request = QueryAccountRequest {
             address: address.into(),
         };
-        match self.query("/auth/account", request.encode_to_vec()).await {
-            Ok(bytes) => Ok(QueryAccountResponse::decode(bytes.as_slice())?.account),
+        match self
+            .query_msg::<_, QueryAccountResponse>("/auth/account", &request)
+            .await
+        {
+            Ok(response) => Ok(response.account),
             Err(e)
                 if e.downcast_ref::<QueryError>()
                     .is_some_and(|q| q.log.contains("NotFound")) =>
@@ -142,8 +162,9 @@ impl Client {
             address: address.into(),
             denom: denom.into(),
         };
-        let bytes = self.query("/bank/balance", request.encode_to_vec()).await?;
-        let coin = QueryBalanceResponse::decode(bytes.as_slice())?
+        let coin = self
+            .query_msg::<_, QueryBalanceResponse>("/bank/balance", &request)
+            .await?
             .balance
             .unwrap_or_default();
         coin.amount

@@ -5,6 +5,7 @@ use cosmrs::tx::{Body, Fee, SignDoc, SignerInfo};
 use cosmrs::{Any, Coin, Denom};
 use gonka_proto::auth::SignDocHint;
 use gonka_proto::bank::{Coin as ProtoCoin, MsgSend};
+use gonka_proto::stake::{MsgStake, MsgUnjail, MsgUnstake};
 use prost::{Message, Name};
 
 use crate::{Key, DENOM};
@@ -36,6 +37,40 @@ pub fn msg_send(from: &str, to: &str, amount: u128) -> Any {
             denom: DENOM.into(),
             amount: amount.to_string(),
         }],
+    })
+}
+
+/// `/gonka.stake.v1.MsgStake` bonding `amount` ngnk of `operator`. The first stake creates
+/// the participant (and must be at least the chain's `min_stake`); later ones add to it. An
+/// empty `moniker` keeps the current one; `consensus_pubkey` (a CometBFT ed25519 public key)
+/// makes the participant a validator candidate and can be set only once.
+pub fn msg_stake(
+    operator: &str,
+    amount: u128,
+    moniker: &str,
+    consensus_pubkey: Option<[u8; 32]>,
+) -> Any {
+    any_of(&MsgStake {
+        operator: operator.into(),
+        amount: amount.to_string(),
+        moniker: moniker.into(),
+        consensus_pubkey: consensus_pubkey.map(Vec::from).unwrap_or_default(),
+    })
+}
+
+/// `/gonka.stake.v1.MsgUnstake` moving `amount` ngnk of `operator` from bonded to
+/// unbonding; it is paid back after the chain's `unbonding_epochs`.
+pub fn msg_unstake(operator: &str, amount: u128) -> Any {
+    any_of(&MsgUnstake {
+        operator: operator.into(),
+        amount: amount.to_string(),
+    })
+}
+
+/// `/gonka.stake.v1.MsgUnjail` ending the jailing of `operator` once its jail time is over.
+pub fn msg_unjail(operator: &str) -> Any {
+    any_of(&MsgUnjail {
+        operator: operator.into(),
     })
 }
 
@@ -72,4 +107,45 @@ pub fn sign(
         .sign(key.signing_key())
         .map_err(|e| anyhow!("signing failed: {e}"))?;
     raw.to_bytes().map_err(|e| anyhow!("cannot encode tx: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode<M: Message + Name + Default>(any: &Any) -> M {
+        assert_eq!(any.type_url, format!("/{}", M::full_name()));
+        M::decode(any.value.as_slice()).unwrap()
+    }
+
+    #[test]
+    fn stake_messages_round_trip() {
+        let any = msg_stake("gonka1op", 5_000, "node-a", Some([7; 32]));
+        assert_eq!(any.type_url, "/gonka.stake.v1.MsgStake");
+        assert_eq!(
+            decode::<MsgStake>(&any),
+            MsgStake {
+                operator: "gonka1op".into(),
+                amount: "5000".into(),
+                moniker: "node-a".into(),
+                consensus_pubkey: vec![7; 32],
+            }
+        );
+        let plain = decode::<MsgStake>(&msg_stake("gonka1op", 1, "", None));
+        assert!(plain.consensus_pubkey.is_empty() && plain.moniker.is_empty());
+
+        let any = msg_unstake("gonka1op", u128::MAX);
+        assert_eq!(any.type_url, "/gonka.stake.v1.MsgUnstake");
+        assert_eq!(
+            decode::<MsgUnstake>(&any),
+            MsgUnstake {
+                operator: "gonka1op".into(),
+                amount: u128::MAX.to_string(),
+            }
+        );
+
+        let any = msg_unjail("gonka1op");
+        assert_eq!(any.type_url, "/gonka.stake.v1.MsgUnjail");
+        assert_eq!(decode::<MsgUnjail>(&any).operator, "gonka1op");
+    }
 }

@@ -369,9 +369,12 @@ pub struct GenesisValidatorKey {
     pub ed25519_pub_key: [u8; 32],
 }
 
+/// A function from the genesis validators' keys to genesis `app_state`.
+pub type AppStateBuilder = dyn Fn(&[GenesisValidatorKey]) -> Value + Send + Sync;
+
 /// Builds genesis `app_state` from the genesis validators' keys.
 #[derive(Clone)]
-pub struct AppStateFn(pub Arc<dyn Fn(&[GenesisValidatorKey]) -> Value + Send + Sync>);
+pub struct AppStateFn(pub Arc<AppStateBuilder>);
 
 impl std::fmt::Debug for AppStateFn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -34,8 +34,9 @@ pub use cometbft::{
     cometbft_version, find_cometbft, COMETBFT_INSTALL, COMETBFT_SERIES, COMETBFT_VERSION,
 };
 pub use layout::{
-    read_consensus_key, reset, AppStateFn, GenesisValidatorKey, LocalnetConfig, NodeInfo, DEFAULT_CHAIN_ID, DEFAULT_START_TIMEOUT,
-    DEFAULT_TIMEOUT_COMMIT, DEFAULT_VALIDATORS, MANIFEST_FILE,
+    read_consensus_key, reset, AppStateFn, GenesisValidatorKey, LocalnetConfig, NodeInfo,
+    DEFAULT_CHAIN_ID, DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT_COMMIT, DEFAULT_VALIDATORS,
+    MANIFEST_FILE,
 };
 pub use localnet::{Localnet, Stopper, STOP_GRACE};
 pub use ports::{find_free_base_port, NodePorts, DEFAULT_BASE_PORT};

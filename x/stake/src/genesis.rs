@@ -8,8 +8,7 @@ use gonka_sdk::{parse_amount, ErrorCode, HookOutput, Result, StateWrite};
 
 use crate::msgs::validate_moniker;
 use crate::{
-    bonded_pool_address, default_params, hooks, validate_params, StakeError, StakeRead,
-    StakeWrite,
+    bonded_pool_address, default_params, hooks, validate_params, StakeError, StakeRead, StakeWrite,
 };
 
 /// Stores params and genesis participants; returns the initial validator set (empty when no

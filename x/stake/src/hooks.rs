@@ -33,7 +33,9 @@ pub fn end_block(state: &mut dyn StateWrite) -> Result<HookOutput> {
             continue;
         };
         if participant.power > 0 {
-            output.validator_updates.extend(validator_update(&participant, 0));
+            output
+                .validator_updates
+                .extend(validator_update(&participant, 0));
             participant.power = 0;
             state.put_participant(&participant);
             state.emit(events::power(&operator, 0));
@@ -80,7 +82,13 @@ pub fn update_powers(state: &mut dyn StateWrite, work_epoch: Option<u64>) -> Res
     for (index, participant) in participants.iter().enumerate() {
         let stake = bonded(participant)?;
         if !participant.jailed && stake >= min_stake && participant.consensus_pubkey.len() == 32 {
-            eligible.push((index, Candidate { stake, work: work_of(&participant.operator) }));
+            eligible.push((
+                index,
+                Candidate {
+                    stake,
+                    work: work_of(&participant.operator),
+                },
+            ));
         }
     }
     if eligible.is_empty() {
@@ -88,7 +96,11 @@ pub fn update_powers(state: &mut dyn StateWrite, work_epoch: Option<u64>) -> Res
         return Ok(HookOutput::default());
     }
     let candidates: Vec<Candidate> = eligible.iter().map(|(_, c)| *c).collect();
-    let powers = power::compute(&candidates, params.stake_weight_ppm, params.max_power_share_ppm)?;
+    let powers = power::compute(
+        &candidates,
+        params.stake_weight_ppm,
+        params.max_power_share_ppm,
+    )?;
 
     let mut new_powers = vec![0; participants.len()];
     for ((index, _), power) in eligible.iter().zip(&powers) {
@@ -97,7 +109,9 @@ pub fn update_powers(state: &mut dyn StateWrite, work_epoch: Option<u64>) -> Res
     let mut output = HookOutput::default();
     for (participant, new_power) in participants.into_iter().zip(new_powers) {
         if new_power != participant.power {
-            output.validator_updates.extend(validator_update(&participant, new_power));
+            output
+                .validator_updates
+                .extend(validator_update(&participant, new_power));
             state.emit(events::power(&participant.operator, new_power));
             state.put_participant(&Participant {
                 power: new_power,
@@ -126,13 +140,21 @@ pub fn check_invariants(state: &dyn StateRead) -> std::result::Result<(), String
         .map(|e| parse_amount("amount", &e.amount))
         .sum::<Result<u128>>()
         .map_err(fail)?;
-    let bonded_pool = state.balance(&bonded_pool_address(), NATIVE_DENOM).map_err(fail)?;
-    let unbonding_pool = state.balance(&unbonding_pool_address(), NATIVE_DENOM).map_err(fail)?;
+    let bonded_pool = state
+        .balance(&bonded_pool_address(), NATIVE_DENOM)
+        .map_err(fail)?;
+    let unbonding_pool = state
+        .balance(&unbonding_pool_address(), NATIVE_DENOM)
+        .map_err(fail)?;
     if bonded_pool != bonded_sum {
-        return Err(format!("bonded pool holds {bonded_pool} but participants' bonds sum to {bonded_sum}"));
+        return Err(format!(
+            "bonded pool holds {bonded_pool} but participants' bonds sum to {bonded_sum}"
+        ));
     }
     if unbonding_pool != unbonding_sum {
-        return Err(format!("unbonding pool holds {unbonding_pool} but entries sum to {unbonding_sum}"));
+        return Err(format!(
+            "unbonding pool holds {unbonding_pool} but entries sum to {unbonding_sum}"
+        ));
     }
     Ok(())
 }

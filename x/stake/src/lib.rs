@@ -43,9 +43,7 @@ pub use slash::{jail, slash};
 pub use state::{bonded_pool_address, unbonding_pool_address, StakeRead, StakeWrite};
 pub use work::{credit_work, epoch_work, void_work, work_of};
 
-use gonka_sdk::{
-    Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite,
-};
+use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
 
 /// Module name: key namespace, codespace and genesis section.
 pub const NAME: &str = "stake";

@@ -28,7 +28,9 @@ pub fn validate_params(params: &Params) -> Result<()> {
     let min_stake = parse_amount("app_state.stake.params.min_stake", &params.min_stake)
         .map_err(|e| invalid(e.log))?;
     if min_stake == 0 {
-        return Err(invalid("app_state.stake.params.min_stake must be positive".into()));
+        return Err(invalid(
+            "app_state.stake.params.min_stake must be positive".into(),
+        ));
     }
     if params.stake_weight_ppm > PPM {
         return Err(invalid(format!(

@@ -15,7 +15,10 @@ use crate::{epoch_work, StakeRead};
 pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
     let answer = match path {
         "/stake/participants" => decode_request::<QueryParticipantsRequest>(data).and_then(|_| {
-            Ok(QueryParticipantsResponse { participants: state.participants()? }.encode_to_vec())
+            Ok(QueryParticipantsResponse {
+                participants: state.participants()?,
+            }
+            .encode_to_vec())
         }),
         "/stake/participant" => decode_request::<QueryParticipantRequest>(data).and_then(|r| {
             Ok(QueryParticipantResponse {
@@ -32,10 +35,16 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
             Ok(QueryUnbondingResponse { entries }.encode_to_vec())
         }),
         "/stake/work" => decode_request::<QueryWorkRequest>(data).and_then(|r| {
-            Ok(QueryWorkResponse { records: epoch_work(state, r.epoch)? }.encode_to_vec())
+            Ok(QueryWorkResponse {
+                records: epoch_work(state, r.epoch)?,
+            }
+            .encode_to_vec())
         }),
         "/stake/params" => decode_request::<QueryParamsRequest>(data).and_then(|_| {
-            Ok(QueryParamsResponse { params: Some(state.stake_params()?) }.encode_to_vec())
+            Ok(QueryParamsResponse {
+                params: Some(state.stake_params()?),
+            }
+            .encode_to_vec())
         }),
         _ => return None,
     };

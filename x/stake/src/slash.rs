@@ -35,7 +35,12 @@ pub fn slash(
     state.put_participant(&participant);
     let mut taken = from_bonded;
     if from_bonded > 0 {
-        transfer(state, &bonded_pool_address(), beneficiary, &Coin::new(NATIVE_DENOM, from_bonded))?;
+        transfer(
+            state,
+            &bonded_pool_address(),
+            beneficiary,
+            &Coin::new(NATIVE_DENOM, from_bonded),
+        )?;
     }
     let entries: Vec<UnbondingEntry> = state
         .unbonding_entries()?
@@ -48,7 +53,12 @@ pub fn slash(
         if cut == 0 {
             continue;
         }
-        transfer(state, &unbonding_pool_address(), beneficiary, &Coin::new(NATIVE_DENOM, cut))?;
+        transfer(
+            state,
+            &unbonding_pool_address(),
+            beneficiary,
+            &Coin::new(NATIVE_DENOM, cut),
+        )?;
         taken += cut;
         if amount == cut {
             state.delete_unbonding(&entry);

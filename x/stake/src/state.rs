@@ -27,7 +27,9 @@ pub fn bonded(participant: &Participant) -> Result<u128> {
 pub trait StakeRead: StateRead {
     /// Current parameters.
     fn stake_params(&self) -> Result<Params> {
-        Ok(self.get_proto(&keys::params())?.unwrap_or_else(default_params))
+        Ok(self
+            .get_proto(&keys::params())?
+            .unwrap_or_else(default_params))
     }
 
     /// The participant operated by `operator`.
@@ -100,12 +102,18 @@ pub trait StakeWrite: StateWrite {
 
     /// Removes an unbonding entry.
     fn delete_unbonding(&mut self, entry: &UnbondingEntry) {
-        self.delete_raw(keys::unbonding(entry.completes_epoch, &entry.operator, entry.id));
+        self.delete_raw(keys::unbonding(
+            entry.completes_epoch,
+            &entry.operator,
+            entry.id,
+        ));
     }
 
     /// A fresh unbonding entry id.
     fn next_unbonding_id(&mut self) -> Result<u64> {
-        let id = self.get_proto::<u64>(&keys::next_unbonding_id())?.unwrap_or(0);
+        let id = self
+            .get_proto::<u64>(&keys::next_unbonding_id())?
+            .unwrap_or(0);
         self.put_proto(keys::next_unbonding_id(), &(id + 1));
         Ok(id)
     }

@@ -12,7 +12,9 @@ use crate::{keys, StakeError, StakeRead};
 
 /// Work units of `operator` in `epoch` (zero if none).
 pub fn work_of(state: &dyn StateRead, epoch: u64, operator: &str) -> Result<u64> {
-    Ok(state.get_proto::<u64>(&keys::work(epoch, operator))?.unwrap_or(0))
+    Ok(state
+        .get_proto::<u64>(&keys::work(epoch, operator))?
+        .unwrap_or(0))
 }
 
 /// Every participant's work in `epoch`, ascending by operator address, zero entries omitted.

@@ -20,7 +20,11 @@ pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
 fn decode_as<M: Message + Default + prost::Name>(msg: &Any) -> Option<Result<M>> {
     (msg.type_url == gonka_sdk::type_url::<M>()).then(|| {
         M::decode(msg.value.as_slice()).map_err(|e| {
-            SdkError::Decode.err(format!("{} is not a valid {}: {e}", msg.type_url, M::full_name()))
+            SdkError::Decode.err(format!(
+                "{} is not a valid {}: {e}",
+                msg.type_url,
+                M::full_name()
+            ))
         })
     })
 }
@@ -50,7 +54,9 @@ pub fn validate_moniker(moniker: &str) -> Result<()> {
 fn positive_amount(field: &str, text: &str) -> Result<u128> {
     let amount = gonka_sdk::parse_amount(field, text)?;
     if amount == 0 {
-        return Err(gonka_bank::BankError::ZeroAmount.err(format!("{field} must be positive, found 0")));
+        return Err(
+            gonka_bank::BankError::ZeroAmount.err(format!("{field} must be positive, found 0"))
+        );
     }
     Ok(amount)
 }

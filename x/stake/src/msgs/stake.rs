@@ -1,5 +1,6 @@
 //! `MsgStake`: bond GNK; the first stake creates the participant.
 
+use base64::Engine as _;
 use gonka_auth::validate_address;
 use gonka_bank::{transfer, Coin, NATIVE_DENOM};
 use gonka_proto::stake::{MsgStake, Participant};
@@ -8,6 +9,11 @@ use gonka_sdk::{parse_amount, ErrorCode, Msg, Result, StateWrite, TxContext};
 use super::{decode_as, positive_amount, validate_consensus_key, validate_moniker};
 use crate::state::bonded;
 use crate::{bonded_pool_address, events, StakeError, StakeRead, StakeWrite};
+
+/// Consensus keys are shown in base64, as CometBFT's `/validators` and key files show them.
+fn base64(key: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(key)
+}
 
 struct Stake {
     msg: MsgStake,
@@ -61,18 +67,19 @@ impl Msg for Stake {
                 }
             }
         };
-        if !msg.consensus_pubkey.is_empty() && msg.consensus_pubkey != participant.consensus_pubkey {
+        if !msg.consensus_pubkey.is_empty() && msg.consensus_pubkey != participant.consensus_pubkey
+        {
             if !participant.consensus_pubkey.is_empty() {
                 return Err(StakeError::InvalidConsensusKey.err(format!(
                     "participant {} already has consensus key {}; it cannot be changed",
                     msg.operator,
-                    hex::encode(&participant.consensus_pubkey)
+                    base64(&participant.consensus_pubkey)
                 )));
             }
             if let Some(owner) = state.consensus_key_owner(&msg.consensus_pubkey)? {
                 return Err(StakeError::ConsensusKeyInUse.err(format!(
                     "consensus key {} is already used by participant {owner}",
-                    hex::encode(&msg.consensus_pubkey)
+                    base64(&msg.consensus_pubkey)
                 )));
             }
             participant.consensus_pubkey = msg.consensus_pubkey.clone();
@@ -80,7 +87,12 @@ impl Msg for Stake {
         if !msg.moniker.is_empty() {
             participant.moniker = msg.moniker.clone();
         }
-        transfer(state, &msg.operator, &bonded_pool_address(), &Coin::new(NATIVE_DENOM, self.amount))?;
+        transfer(
+            state,
+            &msg.operator,
+            &bonded_pool_address(),
+            &Coin::new(NATIVE_DENOM, self.amount),
+        )?;
         let total = bonded(&participant)? + self.amount;
         participant.bonded = total.to_string();
         state.put_participant(&participant);

@@ -30,7 +30,9 @@ impl Msg for Unjail {
         let mut participant = state.existing_participant(operator)?;
         let epoch = gonka_epochs::current(state)?;
         if !participant.jailed {
-            return Err(StakeError::NotUnjailable.err(format!("participant {operator} is not jailed")));
+            return Err(
+                StakeError::NotUnjailable.err(format!("participant {operator} is not jailed"))
+            );
         }
         if epoch < participant.jailed_until_epoch {
             return Err(StakeError::NotUnjailable.err(format!(

@@ -1,0 +1,158 @@
+//! `gonkad query stake`: `/stake/participants`, `/stake/participant`, `/stake/unbonding`,
+//! `/stake/work`, `/stake/params`.
+
+use anyhow::Result;
+use gonka_proto::stake::{
+    Participant, QueryParamsRequest, QueryParamsResponse, QueryParticipantRequest,
+    QueryParticipantResponse, QueryParticipantsRequest, QueryParticipantsResponse,
+    QueryUnbondingRequest, QueryUnbondingResponse, QueryWorkRequest, QueryWorkResponse,
+};
+
+use super::show;
+use crate::amount::show_ngnk;
+use crate::output::{fields, list, percent};
+use crate::Global;
+
+/// `gonkad query stake` subcommands.
+#[derive(clap::Subcommand)]
+pub enum Query {
+    /// Every participant with its bond, power and jail state.
+    Participants,
+    /// One participant.
+    Participant {
+        /// Operator address (gonka1...).
+        address: String,
+    },
+    /// Stake on its way back to its operators.
+    Unbonding {
+        /// Only this operator's entries (gonka1...); all when omitted.
+        address: Option<String>,
+    },
+    /// Work units credited to participants in one epoch.
+    Work {
+        /// Epoch number.
+        epoch: u64,
+    },
+    /// Stake module parameters.
+    Params,
+}
+
+/// Runs a `gonkad query stake` subcommand.
+pub async fn run(global: &Global, query: Query) -> Result<()> {
+    match query {
+        Query::Participants => {
+            let request = QueryParticipantsRequest {};
+            show(
+                global,
+                "/stake/participants",
+                request,
+                |r: &QueryParticipantsResponse| {
+                    list(&r.participants, "no participants", participant_text)
+                },
+            )
+            .await
+        }
+        Query::Participant { address } => {
+            let request = QueryParticipantRequest { operator: address };
+            show(
+                global,
+                "/stake/participant",
+                request,
+                |r: &QueryParticipantResponse| {
+                    r.participant
+                        .as_ref()
+                        .map_or("no participant in the answer".into(), participant_text)
+                },
+            )
+            .await
+        }
+        Query::Unbonding { address } => {
+            let request = QueryUnbondingRequest {
+                operator: address.unwrap_or_default(),
+            };
+            show(
+                global,
+                "/stake/unbonding",
+                request,
+                |r: &QueryUnbondingResponse| {
+                    list(&r.entries, "nothing is unbonding", |e| {
+                        fields(&[
+                            ("operator", e.operator.clone()),
+                            ("amount", show_ngnk(&e.amount)),
+                            ("created_epoch", e.created_epoch.to_string()),
+                            (
+                                "completes_epoch",
+                                format!("{} (paid back at its end)", e.completes_epoch),
+                            ),
+                            ("id", e.id.to_string()),
+                        ])
+                    })
+                },
+            )
+            .await
+        }
+        Query::Work { epoch } => {
+            show(
+                global,
+                "/stake/work",
+                QueryWorkRequest { epoch },
+                |r: &QueryWorkResponse| {
+                    let total: u128 = r.records.iter().map(|w| u128::from(w.units)).sum();
+                    let rows = r
+                        .records
+                        .iter()
+                        .map(|w| format!("{}: {} units", w.operator, w.units));
+                    let rows: Vec<_> = rows.collect();
+                    if rows.is_empty() {
+                        format!("no work credited in epoch {epoch}")
+                    } else {
+                        format!("epoch {epoch}\n{}\ntotal: {total} units", rows.join("\n"))
+                    }
+                },
+            )
+            .await
+        }
+        Query::Params => {
+            show(
+                global,
+                "/stake/params",
+                QueryParamsRequest {},
+                |r: &QueryParamsResponse| {
+                    let p = r.params.clone().unwrap_or_default();
+                    fields(&[
+                        ("min_stake", show_ngnk(&p.min_stake)),
+                        ("unbonding_epochs", p.unbonding_epochs.to_string()),
+                        ("stake_weight_ppm", percent(p.stake_weight_ppm, 1_000_000)),
+                        (
+                            "max_power_share_ppm",
+                            percent(p.max_power_share_ppm, 1_000_000),
+                        ),
+                        ("jail_epochs", p.jail_epochs.to_string()),
+                    ])
+                },
+            )
+            .await
+        }
+    }
+}
+
+fn participant_text(p: &Participant) -> String {
+    let jailed = if p.jailed {
+        format!("yes, until epoch {}", p.jailed_until_epoch)
+    } else {
+        "no".into()
+    };
+    let key = if p.consensus_pubkey.is_empty() {
+        "(none: not a validator)".into()
+    } else {
+        crate::b64::encode(&p.consensus_pubkey)
+    };
+    fields(&[
+        ("operator", p.operator.clone()),
+        ("moniker", p.moniker.clone()),
+        ("bonded", show_ngnk(&p.bonded)),
+        ("power", p.power.to_string()),
+        ("jailed", jailed),
+        ("consensus_pubkey", key),
+    ])
+}
