@@ -21,9 +21,7 @@ pub use hooks::{advance, ends_at};
 pub use params::{default_params, validate_params};
 pub use state::{current, EpochsRead};
 
-use gonka_sdk::{
-    Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite,
-};
+use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
 
 /// Module name: key namespace, codespace and genesis section.
 pub const NAME: &str = "epochs";

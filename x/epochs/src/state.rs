@@ -9,7 +9,9 @@ use crate::{default_params, keys};
 pub trait EpochsRead: StateRead {
     /// Current parameters.
     fn epochs_params(&self) -> Result<Params> {
-        Ok(self.get_proto(&keys::params())?.unwrap_or_else(default_params))
+        Ok(self
+            .get_proto(&keys::params())?
+            .unwrap_or_else(default_params))
     }
 
     /// The running epoch (epoch 0 from height 1 if genesis set none).
