@@ -1,6 +1,49 @@
-//! x/rewards (being written).
+//! x/rewards: each epoch's emission plus the fees collected in it, paid to participants in
+//! proportion to their verified work.
+//!
+//! In the last block of every epoch ([`Module::end_epoch`], after stake's hook), the module
+//! mints [`emission`]`(epoch)` = `initial_emission × (1 − decay)^epoch` (integer fixed point,
+//! rounded down) into the rewards pool, gathers the fee collector's balance there, moves
+//! `validation_share_ppm` of the total to the validation pool and splits the rest over the
+//! epoch's work ledger ([`gonka_stake::epoch_work`]) by units, rounding every share down; the
+//! dust (everything, in an epoch without work) goes to the community pool. Jailed
+//! participants' work earns nothing. Total supply changes only by the emission.
+//!
+//! Settlements are kept per epoch ([`epoch_rewards`]) and per participant
+//! ([`participant_rewards`]) and answered at `/rewards/epoch`, `/rewards/participant` and
+//! `/rewards/params`.
 
-use gonka_sdk::{Any, HookOutput, Module, Msg, Result, StateRead, StateWrite};
+mod emission;
+mod errors;
+mod events;
+mod genesis;
+mod hooks;
+mod keys;
+mod params;
+mod query;
+mod state;
+
+pub use emission::{decay_factor, emission, mul_div_floor, FACTOR_SCALE};
+pub use errors::RewardsError;
+pub use params::{default_params, validate_params, RewardsParams, MAX_INITIAL_EMISSION, PPB, PPM};
+pub use state::{
+    community_pool_address, epoch_participant_rewards, epoch_rewards, params, params_proto,
+    participant_rewards, rewards_pool_address, validation_pool_address,
+};
+
+use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
+
+/// Module name: key namespace, codespace, query prefix and genesis section.
+pub const NAME: &str = "rewards";
+
+/// Name of the module account the emission is minted into and fees gathered in.
+pub const REWARDS_POOL: &str = "rewards";
+
+/// Name of the module account receiving rounding dust and rewards of epochs without work.
+pub const COMMUNITY_POOL: &str = "community_pool";
+
+/// Name of the module account receiving the validation share.
+pub const VALIDATION_POOL: &str = "validation_pool";
 
 /// The rewards module.
 #[derive(Debug, Default, Clone, Copy)]
@@ -8,15 +51,34 @@ pub struct Rewards;
 
 impl Module for Rewards {
     fn name(&self) -> &'static str {
-        "rewards"
+        NAME
     }
-    fn init_genesis(&self, _: &mut dyn StateWrite, _: Option<&serde_json::Value>) -> Result<HookOutput> {
+
+    fn init_genesis(
+        &self,
+        state: &mut dyn StateWrite,
+        genesis: Option<&serde_json::Value>,
+    ) -> Result<HookOutput> {
+        genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)?;
         Ok(HookOutput::default())
     }
-    fn decode_msg(&self, _: &Any) -> Option<Result<Box<dyn Msg>>> {
+
+    fn decode_msg(&self, _msg: &Any) -> Option<Result<Box<dyn Msg>>> {
+        // Rewards move only at epoch boundaries; there is nothing to send.
         None
     }
-    fn query(&self, _: &str, _: &[u8], _: &dyn StateRead) -> Option<Result<Vec<u8>>> {
-        None
+
+    fn end_epoch(
+        &self,
+        _ctx: &BlockContext,
+        epoch: u64,
+        state: &mut dyn StateWrite,
+    ) -> Result<HookOutput> {
+        hooks::end_epoch(epoch, state)?;
+        Ok(HookOutput::default())
+    }
+
+    fn query(&self, path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
+        query::route(path, data, state)
     }
 }

@@ -8,7 +8,7 @@ use gonka_sdk::ErrorCode;
 pub enum StakeError {
     /// A parameter is out of range.
     InvalidParams = 2,
-    /// A first stake, or what a participant keeps, is below `min_stake`.
+    /// A first stake (or a genesis bond) is below `min_stake`.
     BelowMinStake = 3,
     /// Unstaking more than is bonded.
     UnstakeExceedsBonded = 4,

@@ -28,6 +28,12 @@ pub fn init(state: &mut dyn StateWrite, genesis: GenesisState) -> Result<HookOut
                 entry.operator
             )));
         }
+        if state.participant(&entry.operator)?.is_some() {
+            return Err(StakeError::InvalidParams.err(format!(
+                "genesis lists participant {} twice",
+                entry.operator
+            )));
+        }
         if !entry.consensus_pubkey.is_empty() {
             crate::msgs::validate_consensus_key(&entry.consensus_pubkey)?;
             if let Some(owner) = state.consensus_key_owner(&entry.consensus_pubkey)? {
@@ -36,12 +42,6 @@ pub fn init(state: &mut dyn StateWrite, genesis: GenesisState) -> Result<HookOut
                     entry.operator
                 )));
             }
-        }
-        if state.participant(&entry.operator)?.is_some() {
-            return Err(StakeError::InvalidParams.err(format!(
-                "genesis lists participant {} twice",
-                entry.operator
-            )));
         }
         state.mint(&bonded_pool_address(), &Coin::new(NATIVE_DENOM, amount))?;
         state.put_participant(&Participant {

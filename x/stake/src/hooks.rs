@@ -22,17 +22,24 @@ fn validator_update(participant: &Participant, power: i64) -> Option<ValidatorUp
     })
 }
 
-/// Participants jailed during the block leave the validator set at its end.
+/// Participants jailed during the block leave the validator set at its end, unless that
+/// would leave the set empty (CometBFT halts on an empty set): the last validator stays
+/// until the next epoch end finds someone eligible to replace it.
 pub fn end_block(state: &mut dyn StateWrite) -> Result<HookOutput> {
     let mut output = HookOutput::default();
     let queued = state.prefix_raw(&keys::jail_queue())?;
+    if queued.is_empty() {
+        return Ok(output);
+    }
+    let mut validators = state.participants()?.iter().filter(|p| p.power > 0).count();
     for (key, operator) in queued {
         state.delete_raw(key);
         let operator = String::from_utf8_lossy(&operator).into_owned();
         let Some(mut participant) = state.participant(&operator)? else {
             continue;
         };
-        if participant.power > 0 {
+        if participant.power > 0 && validators > 1 {
+            validators -= 1;
             output
                 .validator_updates
                 .extend(validator_update(&participant, 0));

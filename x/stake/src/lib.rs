@@ -16,7 +16,7 @@
 //! - `stake_i·10^12/S` (floor) when `W = 0` (an epoch without verified work), else
 //! - `(w·⌊stake_i·10^12/S⌋ + (10^6−w)·⌊work_i·10^12/W⌋) / 10^6` (floor), `w` = `stake_weight_ppm`.
 //!
-//! Then the cap: while some weight exceeds `max_power_share_ppm` of the total, those weights
+//! Then the cap: while some weight reaches or exceeds `max_power_share_ppm` of the total, those weights
 //! are set to the cap and the rest is re-spread over the uncapped ones in proportion to their
 //! weights (floor). The cap is skipped when the set is too small for it to hold
 //! (`n · max_power_share_ppm < 10^6`). Power is `⌊weight·10^6/total⌋`; a power of 0 leaves the

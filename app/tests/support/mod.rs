@@ -1,0 +1,893 @@
+//! Helpers for the epoch tests: a test-only work oracle standing in for the inference and
+//! disputes modules, a chain wrapper that signs, tracks sequences and checks the chain's
+//! invariants after every block, and the Sprint power rule re-derived from its documentation.
+
+#![allow(dead_code)] // not every helper is used by every test
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
+use gonka_app::harness::TestChain;
+use gonka_client::{sign, SignerData};
+use gonka_proto::stake::{MsgStake, MsgUnjail, MsgUnstake, Participant, UnbondingEntry};
+use gonka_proto::{auth, bank, rewards, stake};
+use gonka_rewards::RewardsParams;
+use gonka_sdk::{
+    Any, ErrorCode, HookOutput, Module, Msg, Result, SdkError, StateRead, StateWrite, TxContext,
+};
+use prost::Message;
+use tendermint_proto::v0_38::abci::{ExecTxResult, ResponseFinalizeBlock};
+use tendermint_proto::v0_38::crypto::public_key;
+
+use crate::common::key;
+
+pub const CHAIN_ID: &str = "gonka-epochs-test";
+pub const FEE: u128 = 1_000;
+/// Liquid balance of every genesis account.
+pub const FUNDS: u128 = 1_000_000_000_000;
+/// Label of the account that signs the oracle's messages.
+pub const ORACLE: &str = "oracle";
+/// Voting power handed out each epoch (`gonka_stake::power::TOTAL_POWER`).
+pub const TOTAL_POWER: u128 = 1_000_000;
+
+// ---------------------------------------------------------------------------------------
+// The work oracle: a test-only module whose messages call stake's public work and
+// punishment API, as the inference and disputes modules will.
+
+/// Credits `units` of work to `operator` in the current epoch.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MsgCreditWork {
+    #[prost(string, tag = "1")]
+    pub signer: String,
+    #[prost(string, tag = "2")]
+    pub operator: String,
+    #[prost(uint64, tag = "3")]
+    pub units: u64,
+}
+
+/// Voids `units` of `operator`'s work in `epoch`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MsgVoidWork {
+    #[prost(string, tag = "1")]
+    pub signer: String,
+    #[prost(string, tag = "2")]
+    pub operator: String,
+    #[prost(uint64, tag = "3")]
+    pub epoch: u64,
+    #[prost(uint64, tag = "4")]
+    pub units: u64,
+}
+
+/// Slashes `fraction_ppm` of `operator`'s stake to `beneficiary`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MsgSlash {
+    #[prost(string, tag = "1")]
+    pub signer: String,
+    #[prost(string, tag = "2")]
+    pub operator: String,
+    #[prost(uint64, tag = "3")]
+    pub fraction_ppm: u64,
+    #[prost(string, tag = "4")]
+    pub beneficiary: String,
+}
+
+/// Jails `operator`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MsgJail {
+    #[prost(string, tag = "1")]
+    pub signer: String,
+    #[prost(string, tag = "2")]
+    pub operator: String,
+}
+
+pub const CREDIT_WORK: &str = "/gonka.test.MsgCreditWork";
+pub const VOID_WORK: &str = "/gonka.test.MsgVoidWork";
+pub const SLASH: &str = "/gonka.test.MsgSlash";
+pub const JAIL: &str = "/gonka.test.MsgJail";
+
+enum OracleMsg {
+    Credit(MsgCreditWork),
+    Void(MsgVoidWork),
+    Slash(MsgSlash),
+    Jail(MsgJail),
+}
+
+impl Msg for OracleMsg {
+    fn signer(&self) -> &str {
+        match self {
+            OracleMsg::Credit(m) => &m.signer,
+            OracleMsg::Void(m) => &m.signer,
+            OracleMsg::Slash(m) => &m.signer,
+            OracleMsg::Jail(m) => &m.signer,
+        }
+    }
+
+    fn execute(&self, _ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
+        match self {
+            OracleMsg::Credit(m) => gonka_stake::credit_work(state, &m.operator, m.units),
+            OracleMsg::Void(m) => gonka_stake::void_work(state, &m.operator, m.epoch, m.units),
+            OracleMsg::Slash(m) => {
+                gonka_stake::slash(state, &m.operator, m.fraction_ppm, &m.beneficiary).map(drop)
+            }
+            OracleMsg::Jail(m) => gonka_stake::jail(state, &m.operator),
+        }
+    }
+}
+
+fn decode<M: Message + Default>(any: &Any) -> Result<M> {
+    M::decode(any.value.as_slice())
+        .map_err(|e| SdkError::Decode.err(format!("{} is not valid: {e}", any.type_url)))
+}
+
+/// Test-only module crediting work and punishing through `gonka_stake`'s public API.
+pub struct WorkOracle;
+
+impl Module for WorkOracle {
+    fn name(&self) -> &'static str {
+        "work_oracle"
+    }
+
+    fn init_genesis(
+        &self,
+        _state: &mut dyn StateWrite,
+        _genesis: Option<&serde_json::Value>,
+    ) -> Result<HookOutput> {
+        Ok(HookOutput::default())
+    }
+
+    fn decode_msg(&self, any: &Any) -> Option<Result<Box<dyn Msg>>> {
+        let msg = match any.type_url.as_str() {
+            CREDIT_WORK => decode(any).map(OracleMsg::Credit),
+            VOID_WORK => decode(any).map(OracleMsg::Void),
+            SLASH => decode(any).map(OracleMsg::Slash),
+            JAIL => decode(any).map(OracleMsg::Jail),
+            _ => return None,
+        };
+        Some(msg.map(|m| Box::new(m) as Box<dyn Msg>))
+    }
+
+    fn query(&self, _path: &str, _data: &[u8], _state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
+        None
+    }
+}
+
+/// The chain's modules plus the work oracle.
+pub fn modules() -> Vec<Box<dyn Module>> {
+    let mut modules = gonka_app::modules::all();
+    modules.push(Box::new(WorkOracle));
+    modules
+}
+
+fn any<M: Message>(type_url: &str, msg: &M) -> Any {
+    Any {
+        type_url: type_url.into(),
+        value: msg.encode_to_vec(),
+    }
+}
+
+fn proto_any<M: Message + prost::Name>(msg: &M) -> Any {
+    any(&gonka_sdk::type_url::<M>(), msg)
+}
+
+pub fn addr(label: &str) -> String {
+    key(label).address().to_string()
+}
+
+pub fn credit(operator: &str, units: u64) -> Any {
+    any(
+        CREDIT_WORK,
+        &MsgCreditWork {
+            signer: addr(ORACLE),
+            operator: addr(operator),
+            units,
+        },
+    )
+}
+
+pub fn void(operator: &str, epoch: u64, units: u64) -> Any {
+    any(
+        VOID_WORK,
+        &MsgVoidWork {
+            signer: addr(ORACLE),
+            operator: addr(operator),
+            epoch,
+            units,
+        },
+    )
+}
+
+pub fn slash(operator: &str, fraction_ppm: u64, beneficiary: &str) -> Any {
+    any(
+        SLASH,
+        &MsgSlash {
+            signer: addr(ORACLE),
+            operator: addr(operator),
+            fraction_ppm,
+            beneficiary: beneficiary.into(),
+        },
+    )
+}
+
+pub fn jail(operator: &str) -> Any {
+    any(
+        JAIL,
+        &MsgJail {
+            signer: addr(ORACLE),
+            operator: addr(operator),
+        },
+    )
+}
+
+pub fn stake_msg(operator: &str, amount: u128, consensus_key: Option<[u8; 32]>) -> Any {
+    proto_any(&MsgStake {
+        operator: addr(operator),
+        amount: amount.to_string(),
+        moniker: String::new(),
+        consensus_pubkey: consensus_key.map(|k| k.to_vec()).unwrap_or_default(),
+    })
+}
+
+pub fn unstake_msg(operator: &str, amount: u128) -> Any {
+    proto_any(&MsgUnstake {
+        operator: addr(operator),
+        amount: amount.to_string(),
+    })
+}
+
+pub fn unjail_msg(operator: &str) -> Any {
+    proto_any(&MsgUnjail {
+        operator: addr(operator),
+    })
+}
+
+/// A distinct 32-byte consensus key per index (the harness accepts any bytes).
+pub fn consensus_key(index: usize) -> [u8; 32] {
+    let mut key = [0xC0; 32];
+    key[..8].copy_from_slice(&(index as u64).to_be_bytes());
+    key
+}
+
+// ---------------------------------------------------------------------------------------
+// Genesis.
+
+/// What a test chain starts with.
+#[derive(Clone)]
+pub struct Setup {
+    pub epoch_length: u64,
+    pub stake: stake::Params,
+    pub rewards: rewards::Params,
+    /// `(label, bonded ngnk)`; participant `i` gets `consensus_key(i)`.
+    pub participants: Vec<(String, u128)>,
+    /// `(label, liquid ngnk)` besides the participants, which get `FUNDS` each.
+    pub accounts: Vec<(String, u128)>,
+}
+
+impl Setup {
+    /// `n` participants `p0..` bonding `stake` each; 5-block epochs; min stake 1,000 ngnk;
+    /// 2 unbonding and 2 jail epochs; 10% stake weight; 30% cap; 1,000,000 ngnk per epoch
+    /// without decay; the oracle, alice and bob funded.
+    pub fn new(n: usize, stake: u128) -> Setup {
+        Setup {
+            epoch_length: 5,
+            stake: stake::Params {
+                min_stake: "1000".into(),
+                unbonding_epochs: 2,
+                stake_weight_ppm: 100_000,
+                max_power_share_ppm: 300_000,
+                jail_epochs: 2,
+            },
+            rewards: rewards::Params {
+                initial_emission: "1000000".into(),
+                decay_ppb: 0,
+                validation_share_ppm: 0,
+            },
+            participants: (0..n).map(|i| (format!("p{i}"), stake)).collect(),
+            accounts: [ORACLE, "alice", "bob"]
+                .into_iter()
+                .map(|l| (l.to_string(), FUNDS))
+                .collect(),
+        }
+    }
+
+    pub fn app_state(&self) -> serde_json::Value {
+        let mut accounts: Vec<GenesisAccount> = self
+            .accounts
+            .iter()
+            .map(|(label, ngnk)| GenesisAccount {
+                address: addr(label),
+                ngnk: *ngnk,
+            })
+            .collect();
+        accounts.extend(self.participants.iter().map(|(label, _)| GenesisAccount {
+            address: addr(label),
+            ngnk: FUNDS,
+        }));
+        GenesisConfig {
+            accounts,
+            validators: self
+                .participants
+                .iter()
+                .enumerate()
+                .map(|(i, (label, stake))| GenesisValidator {
+                    operator: addr(label),
+                    moniker: label.clone(),
+                    consensus_pubkey: consensus_key(i),
+                    stake_ngnk: *stake,
+                })
+                .collect(),
+            min_fee: FEE,
+            epoch_length: Some(self.epoch_length),
+            stake_params: Some(self.stake.clone()),
+            rewards_params: Some(self.rewards.clone()),
+        }
+        .app_state()
+    }
+}
+
+/// A state directory: in memory (`/dev/shm`) where available, since redb's fsync on every
+/// commit would otherwise dominate the run time; these tests need no durability.
+pub fn state_dir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::tempdir_in(shm) {
+            return dir;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
+// ---------------------------------------------------------------------------------------
+// The chain wrapper.
+
+/// One committed block and what the checks learned about it.
+pub struct Block {
+    pub response: ResponseFinalizeBlock,
+    /// The epoch this block closed, if it was an epoch's last block.
+    pub closed_epoch: Option<u64>,
+}
+
+impl Block {
+    pub fn result(&self, index: usize) -> &ExecTxResult {
+        &self.response.tx_results[index]
+    }
+
+    /// Validator updates of this block by consensus key.
+    pub fn updates(&self) -> BTreeMap<[u8; 32], i64> {
+        validator_updates(&self.response)
+    }
+
+    /// Events of the block (not of its txs) of `kind`.
+    pub fn events(&self, kind: &str) -> Vec<BTreeMap<String, String>> {
+        self.response
+            .events
+            .iter()
+            .filter(|e| e.r#type == kind)
+            .map(|e| {
+                e.attributes
+                    .iter()
+                    .map(|a| (a.key.clone(), a.value.clone()))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+pub fn validator_updates(response: &ResponseFinalizeBlock) -> BTreeMap<[u8; 32], i64> {
+    response
+        .validator_updates
+        .iter()
+        .map(|update| {
+            let Some(public_key::Sum::Ed25519(bytes)) =
+                update.pub_key.as_ref().and_then(|k| k.sum.clone())
+            else {
+                panic!("validator update without an ed25519 key: {update:?}")
+            };
+            (bytes.as_slice().try_into().unwrap(), update.power)
+        })
+        .collect()
+}
+
+/// A chain with the work oracle that checks, after every block: bank balances sum to the
+/// supply; stake's invariants; the supply grows by exactly the closing epoch's emission
+/// (computed here, independently) and not otherwise; the epoch's fees and rewards settle
+/// exactly as the rule says (recomputed here from the work ledger); no validator update
+/// exceeds the power cap when the cap can hold.
+pub struct World {
+    pub chain: TestChain,
+    dir: tempfile::TempDir,
+    pub setup: Setup,
+    /// Txs signed per label since the last block, so several can share a block.
+    pending: BTreeMap<String, u64>,
+    /// Fees the fee collector has gathered since the last settlement.
+    fees_pending: u128,
+}
+
+impl World {
+    /// Runs genesis and commits block 1 (empty), so queries and signing can start; epoch 0
+    /// then has `epoch_length − 1` blocks left.
+    pub fn new(setup: Setup) -> World {
+        let dir = state_dir();
+        let chain = TestChain::with_modules(
+            &dir.path().join("state.redb"),
+            CHAIN_ID,
+            &setup.app_state(),
+            modules(),
+        )
+        .unwrap();
+        let mut world = World {
+            chain,
+            dir,
+            setup,
+            pending: BTreeMap::new(),
+            fees_pending: 0,
+        };
+        let response = world.chain.next_block(vec![]);
+        world.check_balances_and_stake();
+        world.check_power_cap(&response);
+        world
+    }
+
+    fn check_balances_and_stake(&self) {
+        let height = self.chain.height();
+        assert_eq!(
+            self.balances_sum(),
+            self.supply(),
+            "bank balances do not sum to the supply after block {height}"
+        );
+        if let Err(breach) = gonka_stake::check_invariants(self.chain.app().store()) {
+            panic!("stake invariant broken after block {height}: {breach}");
+        }
+    }
+
+    pub fn rewards_params(&self) -> RewardsParams {
+        RewardsParams::from_proto(&self.setup.rewards).unwrap()
+    }
+
+    /// Signs `msgs` by `label` with its next sequence, counting txs already signed for the
+    /// coming block.
+    pub fn tx(&mut self, label: &str, msgs: Vec<Any>) -> Vec<u8> {
+        let tx = self.tx_unsequenced(label, msgs);
+        *self.pending.entry(label.to_string()).or_default() += 1;
+        tx
+    }
+
+    /// Like [`World::tx`] for a tx expected to fail before the ante step (a stateless check),
+    /// which therefore does not use its sequence.
+    pub fn tx_unsequenced(&mut self, label: &str, msgs: Vec<Any>) -> Vec<u8> {
+        let account = self.account(&addr(label));
+        let signer = SignerData {
+            chain_id: CHAIN_ID.into(),
+            account_number: account.account_number,
+            sequence: account.sequence + self.pending.get(label).copied().unwrap_or(0),
+        };
+        sign(key(label), msgs, &signer, FEE, "").unwrap()
+    }
+
+    /// Commits the next block with `txs` and checks every invariant.
+    pub fn block(&mut self, txs: Vec<Vec<u8>>) -> Block {
+        let epoch_before = self.current_epoch();
+        let supply_before = self.supply();
+        let response = self.chain.next_block(txs);
+        self.pending.clear();
+        let epoch_after = self.current_epoch();
+        let closed_epoch = (epoch_after != epoch_before).then_some(epoch_before);
+        assert!(epoch_after <= epoch_before + 1);
+        self.fees_pending += fees_paid(&response);
+
+        let height = self.chain.height();
+        let supply = self.supply();
+        self.check_balances_and_stake();
+        match closed_epoch {
+            Some(epoch) => {
+                let expected = expected_emission(&self.rewards_params(), epoch);
+                assert_eq!(
+                    supply - supply_before,
+                    expected,
+                    "supply must grow by exactly epoch {epoch}'s emission"
+                );
+                self.check_settlement(epoch, expected, &response);
+                self.fees_pending = 0;
+            }
+            None => {
+                assert_eq!(supply, supply_before, "supply changed in block {height}");
+                assert_eq!(
+                    self.balance(&gonka_bank::fee_collector_address()),
+                    self.fees_pending,
+                    "fee collector after block {height}"
+                );
+            }
+        }
+        self.check_power_cap(&response);
+        Block {
+            response,
+            closed_epoch,
+        }
+    }
+
+    /// Commits empty blocks through the end of the current epoch; returns its last block.
+    pub fn finish_epoch(&mut self) -> Block {
+        loop {
+            let block = self.block(vec![]);
+            if block.closed_epoch.is_some() {
+                return block;
+            }
+        }
+    }
+
+    /// Recomputes epoch `epoch`'s settlement from the post-block state (which is the state
+    /// settlement saw: txs run before `end_epoch`) and compares it with what was recorded.
+    fn check_settlement(&self, epoch: u64, emission: u128, response: &ResponseFinalizeBlock) {
+        let params = self.rewards_params();
+        let settled = self.epoch_rewards(epoch);
+        let rewards = settled.rewards.clone().unwrap();
+        let total = emission + self.fees_pending;
+        let validation = total * u128::from(params.validation_share_ppm) / 1_000_000;
+        let rest = total - validation;
+        let participants: BTreeMap<String, Participant> = self
+            .participants()
+            .into_iter()
+            .map(|p| (p.operator.clone(), p))
+            .collect();
+        let counted: Vec<(String, u64)> = self
+            .work(epoch)
+            .into_iter()
+            .filter(|(operator, units)| {
+                *units > 0 && participants.get(operator).is_some_and(|p| !p.jailed)
+            })
+            .collect();
+        let total_work: u128 = counted.iter().map(|(_, u)| u128::from(*u)).sum();
+        let paid: Vec<(String, u64, u128)> = if total_work == 0 {
+            Vec::new()
+        } else {
+            counted
+                .iter()
+                .map(|(operator, units)| {
+                    let amount = rest * u128::from(*units) / total_work;
+                    (operator.clone(), *units, amount)
+                })
+                .collect()
+        };
+        let distributed: u128 = paid.iter().map(|(_, _, a)| a).sum();
+        assert_eq!(
+            (
+                rewards.emission.as_str(),
+                rewards.fees.as_str(),
+                rewards.validation_share.as_str(),
+                rewards.distributed.as_str(),
+                rewards.community.as_str(),
+                u128::from(rewards.total_work),
+            ),
+            (
+                emission.to_string().as_str(),
+                self.fees_pending.to_string().as_str(),
+                validation.to_string().as_str(),
+                distributed.to_string().as_str(),
+                (rest - distributed).to_string().as_str(),
+                total_work,
+            ),
+            "settlement of epoch {epoch}"
+        );
+        let recorded: Vec<(String, u64, u128)> = settled
+            .participants
+            .iter()
+            .map(|r| (r.operator.clone(), r.work, r.amount.parse().unwrap()))
+            .collect();
+        assert_eq!(recorded, paid, "participant rewards of epoch {epoch}");
+        let reward_events = response
+            .events
+            .iter()
+            .filter(|e| e.r#type == "reward")
+            .count();
+        assert_eq!(reward_events, paid.len());
+        assert_eq!(self.balance(&gonka_rewards::rewards_pool_address()), 0);
+        assert_eq!(self.balance(&gonka_bank::fee_collector_address()), 0);
+    }
+
+    fn check_power_cap(&self, response: &ResponseFinalizeBlock) {
+        let params = &self.setup.stake;
+        let eligible = eligible(&self.participants(), params).len() as u64;
+        if eligible * params.max_power_share_ppm < 1_000_000 {
+            return;
+        }
+        let max = (TOTAL_POWER * u128::from(params.max_power_share_ppm) / 1_000_000) as i64;
+        for (key, power) in validator_updates(response) {
+            assert!(
+                (0..=max).contains(&power),
+                "validator {} gets power {power}, above the cap {max} of {TOTAL_POWER}",
+                hex::encode(key)
+            );
+        }
+    }
+
+    // --- reads ----------------------------------------------------------------------
+
+    pub fn query<R: Message + Default>(&self, path: &str, request: impl Message) -> R {
+        let response = self.chain.query(path, request.encode_to_vec());
+        assert_eq!(response.code, 0, "{path}: {}", response.log);
+        R::decode(response.value.as_ref()).unwrap()
+    }
+
+    pub fn account(&self, address: &str) -> auth::Account {
+        self.query::<auth::QueryAccountResponse>(
+            "/auth/account",
+            auth::QueryAccountRequest {
+                address: address.into(),
+            },
+        )
+        .account
+        .unwrap()
+    }
+
+    pub fn balance(&self, address: &str) -> u128 {
+        self.query::<bank::QueryBalanceResponse>(
+            "/bank/balance",
+            bank::QueryBalanceRequest {
+                address: address.into(),
+                denom: "ngnk".into(),
+            },
+        )
+        .balance
+        .unwrap()
+        .amount
+        .parse()
+        .unwrap()
+    }
+
+    pub fn balance_of(&self, label: &str) -> u128 {
+        self.balance(&addr(label))
+    }
+
+    pub fn supply(&self) -> u128 {
+        self.query::<bank::QuerySupplyResponse>(
+            "/bank/supply",
+            bank::QuerySupplyRequest {
+                denom: "ngnk".into(),
+            },
+        )
+        .amount
+        .unwrap()
+        .amount
+        .parse()
+        .unwrap()
+    }
+
+    /// Sum of every ngnk balance, scanned straight from the committed store.
+    pub fn balances_sum(&self) -> u128 {
+        self.chain
+            .app()
+            .store()
+            .prefix(b"bank/balance/")
+            .unwrap()
+            .into_iter()
+            .map(|(_, value)| bank::Coin::decode(value.as_slice()).unwrap())
+            .filter(|coin| coin.denom == "ngnk")
+            .map(|coin| coin.amount.parse::<u128>().unwrap())
+            .sum()
+    }
+
+    pub fn participants(&self) -> Vec<Participant> {
+        self.query::<stake::QueryParticipantsResponse>(
+            "/stake/participants",
+            stake::QueryParticipantsRequest {},
+        )
+        .participants
+    }
+
+    pub fn participant(&self, label: &str) -> Participant {
+        self.query::<stake::QueryParticipantResponse>(
+            "/stake/participant",
+            stake::QueryParticipantRequest {
+                operator: addr(label),
+            },
+        )
+        .participant
+        .unwrap()
+    }
+
+    pub fn bonded(&self, label: &str) -> u128 {
+        self.participant(label).bonded.parse().unwrap()
+    }
+
+    pub fn unbonding(&self, label: &str) -> Vec<UnbondingEntry> {
+        self.query::<stake::QueryUnbondingResponse>(
+            "/stake/unbonding",
+            stake::QueryUnbondingRequest {
+                operator: addr(label),
+            },
+        )
+        .entries
+    }
+
+    /// Work ledger of `epoch`: `(operator address, units)`.
+    pub fn work(&self, epoch: u64) -> Vec<(String, u64)> {
+        self.query::<stake::QueryWorkResponse>("/stake/work", stake::QueryWorkRequest { epoch })
+            .records
+            .into_iter()
+            .map(|r| (r.operator, r.units))
+            .collect()
+    }
+
+    pub fn epoch_rewards(&self, epoch: u64) -> rewards::QueryEpochRewardsResponse {
+        self.query(
+            "/rewards/epoch",
+            rewards::QueryEpochRewardsRequest { epoch },
+        )
+    }
+
+    pub fn epoch_info(&self) -> gonka_proto::epochs::Epoch {
+        gonka_epochs::EpochsRead::current_epoch(self.chain.app().store()).unwrap()
+    }
+
+    pub fn current_epoch(&self) -> u64 {
+        self.epoch_info().number
+    }
+
+    /// Committed powers by operator address.
+    pub fn powers(&self) -> BTreeMap<String, i64> {
+        self.participants()
+            .into_iter()
+            .map(|p| (p.operator, p.power))
+            .collect()
+    }
+}
+
+/// ngnk paid in fees by the txs of a block: the `fee` of each `tx` event (a tx that passed
+/// the ante step, whether or not its messages succeeded).
+pub fn fees_paid(response: &ResponseFinalizeBlock) -> u128 {
+    response
+        .tx_results
+        .iter()
+        .flat_map(|r| &r.events)
+        .filter(|e| e.r#type == "tx")
+        .flat_map(|e| &e.attributes)
+        .filter(|a| a.key == "fee")
+        .map(|a| a.value.trim_end_matches("ngnk").parse::<u128>().unwrap())
+        .sum()
+}
+
+/// The emission of `epoch` per `gonka_rewards::emission`, cross-checked against the slow
+/// way (one 10^18-scaled multiplication per epoch, each rounding down). The two round at
+/// different steps, so they must agree to within one part in 10^12 (plus an ngnk per
+/// epoch); exact values are asserted by hand in the tests.
+pub fn expected_emission(params: &RewardsParams, epoch: u64) -> u128 {
+    let exact = gonka_rewards::emission(params, epoch);
+    // Independent check: repeated multiplication (f64-free) of the 10^18-scaled factor.
+    const SCALE: u128 = 1_000_000_000_000_000_000;
+    let step = u128::from(1_000_000_000 - params.decay_ppb) * 1_000_000_000;
+    let mut factor = SCALE;
+    for _ in 0..epoch {
+        factor = factor * step / SCALE;
+    }
+    let slow = params.initial_emission * factor / SCALE;
+    let tolerance = slow / 1_000_000_000_000 + epoch as u128 + 1;
+    assert!(
+        exact.abs_diff(slow) <= tolerance,
+        "emission of epoch {epoch}: module says {exact}, repeated multiplication {slow}"
+    );
+    exact
+}
+
+// ---------------------------------------------------------------------------------------
+// The Sprint power rule, re-derived from the `gonka_stake` crate docs.
+
+/// Operators eligible for power: not jailed, bonded ≥ min_stake, with a consensus key.
+pub fn eligible<'a>(
+    participants: &'a [Participant],
+    params: &stake::Params,
+) -> Vec<&'a Participant> {
+    let min: u128 = params.min_stake.parse().unwrap();
+    participants
+        .iter()
+        .filter(|p| {
+            !p.jailed && p.bonded.parse::<u128>().unwrap() >= min && p.consensus_pubkey.len() == 32
+        })
+        .collect()
+}
+
+/// Expected powers after an epoch whose work ledger is `work` (`None`: stake only, as at
+/// genesis), by operator; `None` if nobody is eligible (the set is then left unchanged).
+pub fn expected_powers(
+    participants: &[Participant],
+    work: Option<&BTreeMap<String, u64>>,
+    params: &stake::Params,
+) -> Option<BTreeMap<String, i64>> {
+    const SCALE: u128 = 1_000_000_000_000;
+    const PPM: u128 = 1_000_000;
+    let eligible = eligible(participants, params);
+    if eligible.is_empty() {
+        return None;
+    }
+    let stakes: Vec<u128> = eligible.iter().map(|p| p.bonded.parse().unwrap()).collect();
+    let works: Vec<u128> = eligible
+        .iter()
+        .map(|p| u128::from(work.and_then(|w| w.get(&p.operator)).copied().unwrap_or(0)))
+        .collect();
+    let (s, w_total) = (stakes.iter().sum::<u128>(), works.iter().sum::<u128>());
+    let w = u128::from(params.stake_weight_ppm);
+    let mut weights: Vec<u128> = stakes
+        .iter()
+        .zip(&works)
+        .map(|(stake, work)| {
+            let stake_share = stake * SCALE / s;
+            // W = 0 (an epoch without verified work): stake only.
+            match (work * SCALE).checked_div(w_total) {
+                None => stake_share,
+                Some(work_share) => (w * stake_share + (PPM - w) * work_share) / PPM,
+            }
+        })
+        .collect();
+    let total: u128 = weights.iter().sum();
+    let mut powers = BTreeMap::new();
+    for p in participants {
+        powers.insert(p.operator.clone(), 0);
+    }
+    if total == 0 {
+        return Some(powers);
+    }
+    let cap_ppm = u128::from(params.max_power_share_ppm);
+    if eligible.len() as u128 * cap_ppm >= PPM {
+        // Water-filling: weights at or above the cap are pinned to it and the rest of the
+        // total is re-spread over the others in proportion to their weights (floor).
+        let cap = total * cap_ppm / PPM;
+        let mut capped: BTreeSet<usize> = BTreeSet::new();
+        loop {
+            let newly: Vec<usize> = (0..weights.len())
+                .filter(|i| !capped.contains(i) && weights[*i] >= cap)
+                .collect();
+            if newly.is_empty() {
+                break;
+            }
+            for i in newly {
+                weights[i] = cap;
+                capped.insert(i);
+            }
+            let uncapped: u128 = (0..weights.len())
+                .filter(|i| !capped.contains(i))
+                .map(|i| weights[i])
+                .sum();
+            if uncapped == 0 {
+                break;
+            }
+            let room = total.saturating_sub(cap * capped.len() as u128);
+            for (i, weight) in weights.iter_mut().enumerate() {
+                if !capped.contains(&i) {
+                    *weight = *weight * room / uncapped;
+                }
+            }
+        }
+    }
+    for (p, weight) in eligible.iter().zip(&weights) {
+        powers.insert(p.operator.clone(), (weight * TOTAL_POWER / total) as i64);
+    }
+    Some(powers)
+}
+
+/// A small seeded xorshift64* generator for the property test (no crates.io dependency).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        // Avoid the all-zero state, and decorrelate consecutive seeds.
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform-ish in `low..=high`.
+    pub fn range(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low + 1)
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.next() as usize % items.len()]
+    }
+}
