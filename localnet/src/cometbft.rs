@@ -1,5 +1,5 @@
 //! Finding the `cometbft` binary and running its one-shot subcommands (`version`, `testnet`,
-//! `show-node-id`).
+//! `init`, `show-node-id`).
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
@@ -158,6 +158,16 @@ pub(crate) fn testnet(
             "--home".as_ref(),
             scratch_home.as_os_str(),
         ],
+    )?;
+    Ok(())
+}
+
+/// Runs `cometbft init --home <home>`: a fresh node key, validator key and state, a default
+/// config.toml and a throwaway genesis.json (the caller replaces it).
+pub(crate) fn init(cometbft: &Path, home: &Path) -> Result<()> {
+    run(
+        cometbft,
+        &["init".as_ref(), "--home".as_ref(), home.as_os_str()],
     )?;
     Ok(())
 }

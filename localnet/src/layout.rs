@@ -10,7 +10,12 @@
 //!     cometbft.log           stdout+stderr of `cometbft start`, appended across restarts
 //!     app.log                stdout+stderr of `gonkad start`, appended across restarts
 //!   node1/ ...
+//!   node{N}/                 a full node added by `Localnet::add_full_node` (same layout)
 //! ```
+//!
+//! Nodes `0..validators` are the genesis validators made by `cometbft testnet`; nodes added
+//! later with `Localnet::add_full_node` are full nodes (not in genesis) with their own fresh
+//! node and validator keys. The manifest lists both, so a resumed network has its full nodes.
 
 use std::ffi::OsString;
 use std::fs;
@@ -118,8 +123,12 @@ impl LocalnetConfig {
 /// Where one node's processes listen and where its files are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeInfo {
-    /// Node index, `0..validators`.
+    /// Node index: `0..validators` are the genesis validators, higher indices are full nodes
+    /// added by `Localnet::add_full_node`.
     pub index: usize,
+    /// Whether the node is one of the genesis validators (`false` for an added full node, which
+    /// becomes a validator only if some account stakes with its consensus key).
+    pub genesis_validator: bool,
     /// CometBFT moniker, `node{index}`.
     pub moniker: String,
     /// CometBFT P2P node id (hex), as `cometbft show-node-id` prints it.
@@ -145,11 +154,18 @@ pub struct NodeInfo {
 }
 
 impl NodeInfo {
-    fn new(dir: &Path, index: usize, ports: NodePorts, node_id: String) -> NodeInfo {
+    fn new(
+        dir: &Path,
+        index: usize,
+        ports: NodePorts,
+        node_id: String,
+        genesis_validator: bool,
+    ) -> NodeInfo {
         let home = dir.join(format!("node{index}"));
         let loopback = |port| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
         NodeInfo {
             index,
+            genesis_validator,
             moniker: format!("node{index}"),
             node_id,
             ports,
@@ -190,7 +206,11 @@ impl NodeInfo {
 struct Manifest {
     chain_id: String,
     base_port: u16,
+    /// Node ids of the genesis validators, nodes `0..node_ids.len()`.
     node_ids: Vec<String>,
+    /// Node ids of the full nodes added later, in index order after the validators. Absent
+    /// (empty) in manifests written before full nodes existed.
+    full_node_ids: Vec<String>,
 }
 
 impl Manifest {
@@ -201,6 +221,7 @@ impl Manifest {
             "validators": self.node_ids.len(),
             "base_port": self.base_port,
             "node_ids": self.node_ids,
+            "full_node_ids": self.full_node_ids,
         }))
         .expect("a JSON value always serializes");
         s.push('\n');
@@ -224,24 +245,40 @@ impl Manifest {
             .as_u64()
             .and_then(|p| u16::try_from(p).ok())
             .ok_or_else(|| anyhow!("manifest has no valid base_port"))?;
-        let node_ids = doc["node_ids"]
-            .as_array()
-            .ok_or_else(|| anyhow!("manifest has no node_ids"))?
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| anyhow!("manifest node id {v} is not a string"))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let ids = |field: &str| -> Result<Vec<String>> {
+            doc[field]
+                .as_array()
+                .ok_or_else(|| anyhow!("manifest has no {field}"))?
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| anyhow!("manifest {field} entry {v} is not a string"))
+                })
+                .collect()
+        };
+        let node_ids = ids("node_ids")?;
         if node_ids.is_empty() {
             bail!("manifest lists no nodes");
         }
+        let full_node_ids = if doc.get("full_node_ids").is_some() {
+            ids("full_node_ids")?
+        } else {
+            Vec::new()
+        };
         Ok(Manifest {
             chain_id,
             base_port,
             node_ids,
+            full_node_ids,
         })
+    }
+
+    fn write(&self, dir: &Path) -> Result<()> {
+        let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
+        fs::write(&tmp, self.to_json()).with_context(|| format!("writing {}", tmp.display()))?;
+        let path = dir.join(MANIFEST_FILE);
+        fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))
     }
 }
 
@@ -305,7 +342,8 @@ fn resume(config: &LocalnetConfig, manifest_path: &Path) -> Result<Vec<NodeInfo>
             config.chain_id
         );
     }
-    let nodes = node_infos(&config.dir, m.base_port, m.node_ids)?;
+    let full_nodes = m.full_node_ids.len();
+    let nodes = node_infos(&config.dir, m.base_port, m.node_ids, m.full_node_ids)?;
     for node in &nodes {
         if !node.cometbft_home.is_dir() {
             bail!(
@@ -320,7 +358,8 @@ fn resume(config: &LocalnetConfig, manifest_path: &Path) -> Result<Vec<NodeInfo>
     tracing::info!(
         dir = %config.dir.display(),
         chain_id = %config.chain_id,
-        validators = nodes.len(),
+        validators = nodes.len() - full_nodes,
+        full_nodes,
         "resuming existing localnet"
     );
     Ok(nodes)
@@ -350,13 +389,21 @@ fn warn_on_drift(config: &LocalnetConfig, node: &NodeInfo) {
     }
 }
 
-fn node_infos(dir: &Path, base_port: u16, node_ids: Vec<String>) -> Result<Vec<NodeInfo>> {
-    let ports = ports_for_network(base_port, node_ids.len())?;
+/// The nodes of a network: the genesis validators `node_ids`, then the full nodes.
+fn node_infos(
+    dir: &Path,
+    base_port: u16,
+    node_ids: Vec<String>,
+    full_node_ids: Vec<String>,
+) -> Result<Vec<NodeInfo>> {
+    let validators = node_ids.len();
+    let ports = ports_for_network(base_port, validators + full_node_ids.len())?;
     Ok(node_ids
         .into_iter()
+        .chain(full_node_ids)
         .zip(ports)
         .enumerate()
-        .map(|(i, (id, p))| NodeInfo::new(dir, i, p, id))
+        .map(|(i, (id, p))| NodeInfo::new(dir, i, p, id, i < validators))
         .collect())
 }
 
@@ -425,7 +472,7 @@ fn create(config: &LocalnetConfig) -> Result<Vec<NodeInfo>> {
     let node_ids = (0..n)
         .map(|i| cometbft::show_node_id(&config.cometbft, &staged_home(i)))
         .collect::<Result<Vec<_>>>()?;
-    let nodes = node_infos(dir, config.base_port, node_ids.clone())?;
+    let nodes = node_infos(dir, config.base_port, node_ids.clone(), Vec::new())?;
 
     let genesis_path = staged_home(0).join("config").join("genesis.json");
     let genesis = fs::read_to_string(&genesis_path)
@@ -487,10 +534,9 @@ fn create(config: &LocalnetConfig) -> Result<Vec<NodeInfo>> {
         chain_id: config.chain_id.clone(),
         base_port: config.base_port,
         node_ids,
+        full_node_ids: Vec::new(),
     };
-    let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
-    fs::write(&tmp, manifest.to_json())?;
-    fs::rename(&tmp, dir.join(MANIFEST_FILE))?;
+    manifest.write(dir)?;
     for node in &nodes {
         tracing::info!(
             node = node.index,
@@ -502,6 +548,111 @@ fn create(config: &LocalnetConfig) -> Result<Vec<NodeInfo>> {
         );
     }
     Ok(nodes)
+}
+
+/// Lays out a full node at index `nodes.len()` of the network at `config.dir` (whose nodes are
+/// `nodes`) and records it in the manifest: `cometbft init` into `<dir>/.staging/node{N}` (a
+/// fresh node key and validator key), node 0's genesis.json copied byte for byte, config.toml
+/// rewritten like the validators' (its own ports, `persistent_peers` = every existing node,
+/// node 0's `timeout_commit`), then moved to `<dir>/node{N}/cometbft` and listed in the manifest.
+/// The existing nodes' configs are not touched: the new node dials them.
+pub(crate) fn add_full_node(config: &LocalnetConfig, nodes: &[NodeInfo]) -> Result<NodeInfo> {
+    let dir = &config.dir;
+    let index = nodes.len();
+    let first = nodes
+        .first()
+        .ok_or_else(|| anyhow!("the localnet has no nodes to copy the genesis from"))?;
+    let ports = NodePorts::for_node(config.base_port, index)?;
+
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let text = fs::read_to_string(&manifest_path)
+        .with_context(|| format!("reading {}", manifest_path.display()))?;
+    let mut manifest =
+        Manifest::parse(&text).with_context(|| format!("parsing {}", manifest_path.display()))?;
+    let listed = manifest.node_ids.len() + manifest.full_node_ids.len();
+    if listed != index {
+        bail!(
+            "{} lists {listed} nodes but this localnet has {index}; was a node added by another \
+             process? Prepare the localnet again",
+            manifest_path.display()
+        );
+    }
+
+    let home = dir.join(format!("node{index}"));
+    if home.exists() {
+        // Only an add_full_node interrupted between moving the node into place and writing the
+        // manifest leaves this behind: the manifest does not list it, so it never ran.
+        tracing::warn!(dir = %home.display(), "removing a node directory the manifest does not list");
+        fs::remove_dir_all(&home).with_context(|| format!("removing {}", home.display()))?;
+    }
+    let staging = dir.join(STAGING_DIR);
+    let _ = fs::remove_dir_all(&staging);
+    let staged = staging.join(format!("node{index}"));
+    let result = stage_full_node(config, nodes, first, index, &ports, &staged);
+    let node_id = match result {
+        Ok(id) => id,
+        Err(e) => {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+    };
+    let node = NodeInfo::new(dir, index, ports, node_id.clone(), false);
+    let moved = fs::create_dir_all(&node.home)
+        .and_then(|()| fs::rename(&staged, &node.cometbft_home))
+        .and_then(|()| fs::create_dir_all(&node.app_home));
+    let _ = fs::remove_dir_all(&staging);
+    if let Err(e) = moved {
+        let _ = fs::remove_dir_all(&node.home);
+        return Err(e).with_context(|| format!("moving node {index} into {}", node.home.display()));
+    }
+    manifest.full_node_ids.push(node_id);
+    if let Err(e) = manifest.write(dir) {
+        let _ = fs::remove_dir_all(&node.home);
+        return Err(e);
+    }
+    tracing::info!(
+        node = index,
+        node_id = %node.node_id,
+        rpc = %node.rpc_url,
+        abci = %node.abci_addr,
+        p2p = node.ports.p2p,
+        "full node laid out"
+    );
+    Ok(node)
+}
+
+/// Creates the CometBFT home of full node `index` in `staged`; returns its node id.
+fn stage_full_node(
+    config: &LocalnetConfig,
+    nodes: &[NodeInfo],
+    first: &NodeInfo,
+    index: usize,
+    ports: &NodePorts,
+    staged: &Path,
+) -> Result<String> {
+    fs::create_dir_all(staged).with_context(|| format!("creating {}", staged.display()))?;
+    cometbft::init(&config.cometbft, staged)?;
+    let node_id = cometbft::show_node_id(&config.cometbft, staged)?;
+
+    let genesis = fs::read(first.genesis_path())
+        .with_context(|| format!("reading {}", first.genesis_path().display()))?;
+    fs::write(staged.join("config").join("genesis.json"), genesis)?;
+
+    // The network's block interval is what node 0 runs with (a resumed network keeps the one
+    // it was created with).
+    let timeout_commit = fs::read_to_string(first.config_toml_path())
+        .ok()
+        .and_then(|text| read_toml_value(&text, "consensus", "timeout_commit"))
+        .unwrap_or_else(|| config.timeout_commit.clone());
+    let peers: Vec<String> = nodes.iter().map(NodeInfo::peer_address).collect();
+    let config_path = staged.join("config").join("config.toml");
+    let text = fs::read_to_string(&config_path)
+        .with_context(|| format!("reading {}", config_path.display()))?;
+    let edits = config::node_config_edits(&format!("node{index}"), ports, &peers, &timeout_commit);
+    let text = rewrite_toml(&text, &edits)
+        .with_context(|| format!("rewriting {}", config_path.display()))?;
+    fs::write(&config_path, text)?;
+    Ok(node_id)
 }
 
 fn check_genesis_validators(genesis: &str, expected: usize) -> Result<()> {
@@ -571,15 +722,26 @@ mod tests {
             chain_id: "gonka-x".into(),
             base_port: 26700,
             node_ids: vec!["a".repeat(40), "b".repeat(40)],
+            full_node_ids: vec!["c".repeat(40)],
         };
         assert_eq!(Manifest::parse(&m.to_json()).unwrap(), m);
         assert!(Manifest::parse(r#"{"format": 99}"#).is_err());
+        // Manifests written before full nodes existed have no full_node_ids.
+        let old = r#"{"format": 1, "chain_id": "c", "validators": 1, "base_port": 26700,
+                      "node_ids": ["aa"]}"#;
+        assert_eq!(
+            Manifest::parse(old).unwrap().full_node_ids,
+            Vec::<String>::new()
+        );
+        let bad = r#"{"format": 1, "chain_id": "c", "base_port": 26700, "node_ids": ["aa"],
+                      "full_node_ids": [7]}"#;
+        assert!(Manifest::parse(bad).is_err());
     }
 
     #[test]
     fn node_info_paths_and_addresses() {
         let ports = NodePorts::for_node(26700, 2).unwrap();
-        let n = NodeInfo::new(Path::new("/x/net"), 2, ports, "ab".repeat(20));
+        let n = NodeInfo::new(Path::new("/x/net"), 2, ports, "ab".repeat(20), true);
         assert_eq!(n.rpc_url, "http://127.0.0.1:26721");
         assert_eq!(n.abci_addr.to_string(), "127.0.0.1:26722");
         assert_eq!(n.p2p_port(), 26720);

@@ -14,6 +14,8 @@
 //! net.wait_for_height(0, 3, std::time::Duration::from_secs(30))?;
 //! net.kill_node(3)?;
 //! net.start_node(3)?;
+//! let full = net.add_full_node()?; // node 4: a full node with its own keys
+//! net.start_node(full)?;
 //! stopper.stop()?; // or net.stop(), or drop(net)
 //! # Ok(()) }
 //! ```

@@ -99,7 +99,8 @@ impl Stopper {
 }
 
 /// An N-validator CometBFT network on 127.0.0.1, each validator a `gonkad` app plus a
-/// `cometbft` node. Dropping it stops every process it started.
+/// `cometbft` node, optionally with full nodes added by [`Localnet::add_full_node`]. Dropping
+/// it stops every process it started.
 ///
 /// All methods are called from the thread that owns it; other threads (signal handlers)
 /// use a [`Stopper`].
@@ -162,7 +163,8 @@ impl Localnet {
         &self.config.chain_id
     }
 
-    /// Every node's addresses and paths, by index.
+    /// Every node's addresses and paths, by index: the genesis validators, then the full
+    /// nodes added by [`Localnet::add_full_node`].
     pub fn nodes(&self) -> &[NodeInfo] {
         &self.nodes
     }
@@ -182,6 +184,32 @@ impl Localnet {
         Stopper {
             shared: self.shared.clone(),
         }
+    }
+
+    /// Adds a full node (not a genesis validator) at the next index `N` and returns `N`. It
+    /// gets `dir/node{N}/` laid out like the validators': its own ports from the same scheme
+    /// ([`crate::NodePorts::for_node`]`(base_port, N)`), a fresh node key and
+    /// `priv_validator_key.json` from `cometbft init`, node 0's genesis.json byte for byte, and
+    /// config.toml rewritten the same way (loopback listen addresses, `proxy_app`, Prometheus,
+    /// `persistent_peers` = every existing node, `addr_book_strict = false`,
+    /// `allow_duplicate_ip = true`, the network's `timeout_commit`). The existing nodes'
+    /// configs are left alone; the new node dials them.
+    ///
+    /// The node is recorded in the manifest, so [`Localnet::prepare`] on the same directory
+    /// resumes it with the network and [`Localnet::start`] starts it too. Nothing is started
+    /// here: call [`Localnet::start_node`]`(N)`, which also checks that its ports are free.
+    /// Its consensus key is [`crate::read_consensus_key`]`(&node.cometbft_home)`; staking with
+    /// it makes the node a validator (CometBFT signs with it as soon as the key is in the set).
+    ///
+    /// The network's nodes may be running meanwhile. A port block for `N` must fit below 65536;
+    /// [`crate::find_free_base_port`] only checked the ports of the nodes it was asked about,
+    /// so ask it for the total number of nodes you will run.
+    pub fn add_full_node(&mut self) -> Result<usize> {
+        let node = layout::add_full_node(&self.config, &self.nodes)?;
+        let index = node.index;
+        self.nodes.push(node);
+        self.shared.lock().push(NodeProcs::default());
+        Ok(index)
     }
 
     /// Starts every node: its app, then (once the app accepts connections on its ABCI address)

@@ -1,5 +1,5 @@
-//! Runs the real `cometbft` (v0.38) through `Localnet::prepare` and checks the network it lays
-//! out. Nothing is started: `gonkad` is not needed.
+//! Runs the real `cometbft` (v0.38) through `Localnet::prepare` and `Localnet::add_full_node`
+//! and checks the network they lay out. Nothing is started: `gonkad` is not needed.
 //!
 //! Without `cometbft`, these tests fail with the install line when `CI` is set (to anything but
 //! empty, `0` or `false`) and are skipped with a notice otherwise.
@@ -252,4 +252,158 @@ fn prepare_with_one_validator_has_no_peers() {
         doc["consensus_params"]["abci"]["vote_extensions_enable_height"],
         "1"
     );
+}
+
+/// `[consensus] timeout_commit`, `[p2p] persistent_peers` etc. of node `i`'s config.toml.
+fn node_toml(net: &Localnet, i: usize, section: &str, key: &str) -> String {
+    let text = fs::read_to_string(net.nodes()[i].config_toml_path()).unwrap();
+    toml_value(&text, section, key)
+}
+
+#[test]
+fn full_nodes_are_laid_out_like_validators_and_resumed() {
+    let Some(cometbft) = cometbft_or_skip("full_nodes_are_laid_out_like_validators_and_resumed")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("net");
+    let mut net = Localnet::prepare(config(&dir, cometbft.clone(), 27500)).unwrap();
+    let validators = net.nodes().to_vec();
+    assert!(validators.iter().all(|n| n.genesis_validator));
+
+    let index = net.add_full_node().unwrap();
+    assert_eq!(index, 4);
+    assert_eq!(net.nodes().len(), 5);
+    let full = net.nodes()[4].clone();
+    assert_eq!(net.node(4).unwrap(), &full);
+    assert!(!full.genesis_validator);
+    assert_eq!(full.index, 4);
+    assert_eq!(full.home, dir.join("node4"));
+    assert_eq!(full.moniker, "node4");
+    for file in [
+        "config/priv_validator_key.json",
+        "config/node_key.json",
+        "data/priv_validator_state.json",
+    ] {
+        assert!(full.cometbft_home.join(file).is_file(), "{file}");
+    }
+    assert!(full.app_home.is_dir());
+    assert!(!dir.join(".staging").exists());
+
+    // The ports of the next block of the scheme: distinct from every validator's.
+    let mut ports = BTreeSet::new();
+    for node in net.nodes() {
+        for port in node.ports.bound() {
+            assert!(
+                ports.insert(port),
+                "port {port} of node {} reused",
+                node.index
+            );
+        }
+    }
+    assert_eq!(ports.len(), 20);
+    assert_eq!(full.ports.p2p, 27500 + 40);
+    let text = fs::read_to_string(full.config_toml_path()).unwrap();
+    assert_eq!(toml_value(&text, "p2p", "laddr"), "tcp://127.0.0.1:27540");
+    assert_eq!(
+        toml_value(&text, "rpc", "laddr"),
+        format!("tcp://{}", full.rpc_addr)
+    );
+    assert_eq!(
+        toml_value(&text, "", "proxy_app"),
+        format!("tcp://{}", full.abci_addr)
+    );
+    assert_eq!(
+        toml_value(&text, "instrumentation", "prometheus_listen_addr"),
+        format!("127.0.0.1:{}", full.ports.prometheus)
+    );
+    assert_eq!(toml_value(&text, "instrumentation", "prometheus"), "true");
+    assert_eq!(toml_value(&text, "", "moniker"), "node4");
+
+    // Peers: every validator. Relaxed p2p checks and the network's block interval.
+    let peers: BTreeSet<String> = toml_value(&text, "p2p", "persistent_peers")
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    let expected: BTreeSet<String> = validators.iter().map(|n| n.peer_address()).collect();
+    assert_eq!(peers, expected);
+    assert_eq!(toml_value(&text, "p2p", "addr_book_strict"), "false");
+    assert_eq!(toml_value(&text, "p2p", "allow_duplicate_ip"), "true");
+    assert_eq!(toml_value(&text, "consensus", "timeout_commit"), "500ms");
+    // The validators' configs are untouched: they do not list the full node.
+    assert!(!node_toml(&net, 0, "p2p", "persistent_peers").contains(&full.node_id));
+
+    // The network's genesis, byte for byte; the full node's key is not a genesis validator.
+    assert_eq!(
+        fs::read(full.genesis_path()).unwrap(),
+        fs::read(validators[0].genesis_path()).unwrap()
+    );
+    let key = gonka_localnet::read_consensus_key(&full.cometbft_home).unwrap();
+    for v in &validators {
+        assert_ne!(
+            gonka_localnet::read_consensus_key(&v.cometbft_home).unwrap(),
+            key
+        );
+    }
+    let doc: Value =
+        serde_json::from_str(&fs::read_to_string(full.genesis_path()).unwrap()).unwrap();
+    let b64 = {
+        let pv: Value = serde_json::from_str(
+            &fs::read_to_string(full.cometbft_home.join("config/priv_validator_key.json")).unwrap(),
+        )
+        .unwrap();
+        pv["pub_key"]["value"].as_str().unwrap().to_string()
+    };
+    assert!(doc["validators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|v| v["pub_key"]["value"] != b64.as_str()));
+
+    // Its node id is cometbft's, and unique.
+    let out = Command::new(&cometbft)
+        .args(["show-node-id", "--home"])
+        .arg(&full.cometbft_home)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), full.node_id);
+    assert!(validators.iter().all(|v| v.node_id != full.node_id));
+
+    // A second full node peers with every node before it, the first full node included.
+    assert_eq!(net.add_full_node().unwrap(), 5);
+    let second = net.nodes()[5].clone();
+    let peers: BTreeSet<String> = node_toml(&net, 5, "p2p", "persistent_peers")
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    assert_eq!(peers.len(), 5);
+    assert!(peers.contains(&full.peer_address()));
+    assert!(net.node(6).is_err());
+    let all = net.nodes().to_vec();
+    drop(net);
+
+    // The manifest records them: a resumed network has the same six nodes.
+    let manifest: Value =
+        serde_json::from_str(&fs::read_to_string(dir.join(MANIFEST_FILE)).unwrap()).unwrap();
+    assert_eq!(manifest["validators"], 4);
+    assert_eq!(
+        manifest["full_node_ids"],
+        json!([full.node_id, second.node_id])
+    );
+    let resumed = Localnet::prepare(config(&dir, cometbft.clone(), 27500)).unwrap();
+    assert_eq!(resumed.nodes(), &all[..]);
+    drop(resumed);
+
+    // A failed addition (here: no cometbft to run `init`) leaves nothing behind.
+    let manifest_before = fs::read(dir.join(MANIFEST_FILE)).unwrap();
+    let mut broken = config(&dir, tmp.path().join("no-cometbft"), 27500);
+    broken.validators = 4;
+    let mut net = Localnet::prepare(broken).unwrap();
+    let err = format!("{:#}", net.add_full_node().unwrap_err());
+    assert!(err.contains("no-cometbft"), "{err}");
+    assert_eq!(net.nodes().len(), 6);
+    assert!(!dir.join("node6").exists());
+    assert!(!dir.join(".staging").exists());
+    assert_eq!(fs::read(dir.join(MANIFEST_FILE)).unwrap(), manifest_before);
 }

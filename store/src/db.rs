@@ -16,7 +16,6 @@ use jmt::storage::{HasPreimage, LeafNode, Node, NodeKey, TreeReader};
 use jmt::{KeyHash, OwnedValue, Version};
 use redb::{ReadOnlyTable, ReadTransaction, TableDefinition};
 
-use crate::codec;
 
 /// Table of `jmt` nodes.
 pub(crate) const NODES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("jmt_nodes");
@@ -35,8 +34,8 @@ pub(crate) const META_LATEST_VERSION: &str = "latest_version";
 pub(crate) const META_LATEST_ROOT: &str = "latest_root";
 /// `meta` entry: the on-disk layout version, u64 big-endian.
 pub(crate) const META_FORMAT: &str = "format";
-/// The on-disk layout this code reads and writes.
-pub(crate) const FORMAT_VERSION: u64 = 1;
+/// The on-disk layout this code reads and writes (2: JMT nodes and node keys in borsh).
+pub(crate) const FORMAT_VERSION: u64 = 2;
 
 /// Tag byte of a `jmt_values` entry recording a delete.
 const TAG_DELETED: u8 = 0;
@@ -45,12 +44,12 @@ const TAG_SET: u8 = 1;
 
 /// The `jmt_nodes` key of a node.
 pub(crate) fn node_key_bytes(node_key: &NodeKey) -> anyhow::Result<Vec<u8>> {
-    codec::encode(node_key).context("encoding a jmt node key")
+    borsh::to_vec(node_key).context("encoding a jmt node key")
 }
 
 /// The stored form of a node.
 pub(crate) fn node_bytes(node: &Node) -> anyhow::Result<Vec<u8>> {
-    codec::encode(node).context("encoding a jmt node")
+    borsh::to_vec(node).context("encoding a jmt node")
 }
 
 /// The `jmt_values` key of `key_hash` at `version`.
@@ -152,7 +151,7 @@ impl TreeReader for Snapshot {
         let key = node_key_bytes(node_key)?;
         match self.nodes.get(key.as_slice())? {
             Some(stored) => {
-                let node = codec::decode(stored.value())
+                let node = borsh::from_slice(stored.value())
                     .with_context(|| format!("decoding the jmt node at {node_key:?}"))?;
                 Ok(Some(node))
             }

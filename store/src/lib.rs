@@ -13,7 +13,6 @@
 //! tree. [`verify_membership`] and [`verify_non_membership`] check those proofs with nothing but
 //! the `ics23` crate, as a light client would.
 
-mod codec;
 mod db;
 mod proof;
 mod store;

@@ -497,17 +497,17 @@ fn empty_change_sets_keep_the_root() {
 }
 
 #[test]
-fn stored_nodes_round_trip_through_the_codec() {
+fn stored_nodes_round_trip_through_borsh() {
     let (_dir, store) = open_temp();
     let prepared = store.prepare(0, generated_change_sets(3, 60)).unwrap();
     let nodes = prepared.batch_nodes_for_test();
     assert!(nodes.len() > 60);
     for (node_key, node) in nodes {
         let key_bytes = crate::db::node_key_bytes(node_key).unwrap();
-        let back: jmt::storage::NodeKey = crate::codec::decode(&key_bytes).unwrap();
+        let back: jmt::storage::NodeKey = borsh::from_slice(&key_bytes).unwrap();
         assert_eq!(&back, node_key);
         let node_bytes = crate::db::node_bytes(node).unwrap();
-        let back: jmt::storage::Node = crate::codec::decode(&node_bytes).unwrap();
+        let back: jmt::storage::Node = borsh::from_slice(&node_bytes).unwrap();
         assert_eq!(&back, node);
     }
 }

@@ -1,5 +1,5 @@
 //! Helpers of the end-to-end tests: a 4-validator localnet of real `gonkad` + `cometbft`
-//! processes on loopback ports, typed RPC calls with bounded waits, an expected-balance
+//! processes on loopback ports (plus any full nodes a test adds), typed RPC calls with bounded waits, an expected-balance
 //! ledger, the `gonkad` CLI as a subprocess and a raw HTTP GET.
 //!
 //! Every wait is bounded and every failure names the node and its log files; when a test
@@ -128,7 +128,23 @@ impl Net {
                 ngnk: START_BALANCE,
             })
             .collect();
-        let (net, dir) = tokio::task::block_in_place(|| start_localnet(label, &accounts));
+        Net::start_with(label, VALIDATORS, move |config| {
+            config.app_state = app_state(&accounts, MIN_FEE);
+        })
+        .await
+    }
+
+    /// Creates and starts a [`VALIDATORS`]-validator network whose configuration `configure`
+    /// completes (typically its genesis `app_state` or `app_state_for_validators`), with free
+    /// ports for `reserve_nodes` nodes (more than [`VALIDATORS`] if the test adds full nodes),
+    /// and waits for its first blocks.
+    pub async fn start_with(
+        label: &str,
+        reserve_nodes: usize,
+        configure: impl Fn(&mut LocalnetConfig),
+    ) -> Net {
+        let (net, dir) =
+            tokio::task::block_in_place(|| start_localnet(label, reserve_nodes, &configure));
         let clients = net
             .nodes()
             .iter()
@@ -166,10 +182,23 @@ impl Net {
             .unwrap_or_else(|e| panic!("killing {}: {e:#}", self.logs_of(i)));
     }
 
-    /// Starts node `i` again and waits for its RPC.
+    /// Starts node `i` (again, or for the first time if it was added by
+    /// [`Net::add_full_node`]) and waits for its RPC.
     pub fn restart(&mut self, i: usize) {
         tokio::task::block_in_place(|| self.net.start_node(i))
             .unwrap_or_else(|e| panic!("restarting {}: {e:#}", self.logs_of(i)));
+    }
+
+    /// Adds a full node (`Localnet::add_full_node`) and an RPC client for it, and returns its
+    /// index. Nothing is started: see [`Net::restart`].
+    pub fn add_full_node(&mut self) -> usize {
+        let i = tokio::task::block_in_place(|| self.net.add_full_node()).unwrap_or_else(|e| {
+            panic!("adding a full node to {}: {e:#}", self.net.dir().display())
+        });
+        let url = &self.net.nodes()[i].rpc_url;
+        self.clients
+            .push(Client::new(url).unwrap_or_else(|e| panic!("{e:#}")));
+        i
     }
 
     /// Node `i`'s latest block height.
@@ -375,7 +404,11 @@ impl Drop for Net {
 
 /// Creates and starts the localnet, retrying on a fresh port block if another process took one
 /// of the ports between the free-port check and the start.
-fn start_localnet(label: &str, accounts: &[GenesisAccount]) -> (Localnet, tempfile::TempDir) {
+fn start_localnet(
+    label: &str,
+    reserve_nodes: usize,
+    configure: &dyn Fn(&mut LocalnetConfig),
+) -> (Localnet, tempfile::TempDir) {
     let cometbft = find_cometbft().unwrap_or_else(|e| {
         panic!("the end-to-end tests run real CometBFT validators and never skip: {e:#}")
     });
@@ -384,7 +417,7 @@ fn start_localnet(label: &str, accounts: &[GenesisAccount]) -> (Localnet, tempfi
     let first = 27_000 + (std::process::id() % 100) as u16 * 40;
     let mut errors = Vec::new();
     for _attempt in 0..3 {
-        let base_port = find_free_base_port(VALIDATORS, first)
+        let base_port = find_free_base_port(reserve_nodes.max(VALIDATORS), first)
             .unwrap_or_else(|e| panic!("finding free ports: {e:#}"));
         let dir = tempfile::Builder::new()
             .prefix(&format!("gonka-e2e-{label}-"))
@@ -399,7 +432,7 @@ fn start_localnet(label: &str, accounts: &[GenesisAccount]) -> (Localnet, tempfi
         config.base_port = base_port;
         config.chain_id = CHAIN_ID.to_string();
         config.timeout_commit = TIMEOUT_COMMIT.to_string();
-        config.app_state = app_state(accounts, MIN_FEE);
+        configure(&mut config);
         config.start_timeout = Duration::from_secs(60);
         let mut net = Localnet::prepare(config)
             .unwrap_or_else(|e| panic!("creating the localnet in {}: {e:#}", dir.path().display()));
