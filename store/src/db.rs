@@ -16,7 +16,6 @@ use jmt::storage::{HasPreimage, LeafNode, Node, NodeKey, TreeReader};
 use jmt::{KeyHash, OwnedValue, Version};
 use redb::{ReadOnlyTable, ReadTransaction, TableDefinition};
 
-
 /// Table of `jmt` nodes.
 pub(crate) const NODES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("jmt_nodes");
 /// Table of versioned values, as the tree sees them.
