@@ -1,6 +1,6 @@
 //! The chain's modules, in the fixed order every hook runs in.
 //!
-//! Order: `auth`, `bank`, `epochs`, `stake`, `rewards`. Genesis, `begin_block`,
+//! Order: `auth`, `bank`, `epochs`, `stake`, `inference`, `rewards`. Genesis, `begin_block`,
 //! `end_block` and `end_epoch` all walk this list front to back; messages and queries go to
 //! the one module that claims them. A new module is added here, at the position its
 //! dependencies require.
@@ -19,6 +19,7 @@ pub fn all() -> Vec<Box<dyn Module>> {
         Box::new(gonka_bank::Bank),
         Box::new(gonka_epochs::Epochs),
         Box::new(gonka_stake::Stake),
+        Box::new(gonka_inference::Inference),
         Box::new(gonka_rewards::Rewards),
     ]
 }
