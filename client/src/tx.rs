@@ -5,6 +5,10 @@ use cosmrs::tx::{Body, Fee, SignDoc, SignerInfo};
 use cosmrs::{Any, Coin, Denom};
 use gonka_proto::auth::SignDocHint;
 use gonka_proto::bank::{Coin as ProtoCoin, MsgSend};
+use gonka_proto::inference::{
+    MsgRegisterNode, MsgRegisterTransferAgent, MsgRemoveNode, MsgSubmitWorkBatch, MsgUpdateNode,
+    WorkRecord,
+};
 use gonka_proto::stake::{MsgStake, MsgUnjail, MsgUnstake};
 use prost::{Message, Name};
 
@@ -109,6 +113,169 @@ pub fn sign(
     raw.to_bytes().map_err(|e| anyhow!("cannot encode tx: {e}"))
 }
 
+/// What an ML node declares in `MsgRegisterNode` / `MsgUpdateNode`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// Globally unique node id: 1 to 64 of `[A-Za-z0-9._-]`.
+    pub node_id: String,
+    /// Model ids served; each must be priced by the chain and fit `vram_mib`.
+    pub models: Vec<String>,
+    /// VRAM in MiB.
+    pub vram_mib: u64,
+    /// Bandwidth in Mbit/s.
+    pub bandwidth_mbps: u64,
+    /// Most requests served at once (at least 1).
+    pub max_concurrency: u64,
+    /// `http://` or `https://` URL transfer agents reach the node at.
+    pub endpoint: String,
+    /// Compressed (33-byte) secp256k1 public key that signs the node's responses.
+    pub pubkey: Vec<u8>,
+}
+
+/// `/gonka.inference.v1.MsgRegisterNode`: `host` (a staked participant) registers a node.
+pub fn msg_register_node(host: &str, node: &NodeSpec) -> Any {
+    any_of(&MsgRegisterNode {
+        host: host.into(),
+        node_id: node.node_id.clone(),
+        models: node.models.clone(),
+        vram_mib: node.vram_mib,
+        bandwidth_mbps: node.bandwidth_mbps,
+        max_concurrency: node.max_concurrency,
+        endpoint: node.endpoint.clone(),
+        pubkey: node.pubkey.clone(),
+    })
+}
+
+/// `/gonka.inference.v1.MsgUpdateNode`: `host` replaces every field of its node.
+pub fn msg_update_node(host: &str, node: &NodeSpec) -> Any {
+    any_of(&MsgUpdateNode {
+        host: host.into(),
+        node_id: node.node_id.clone(),
+        models: node.models.clone(),
+        vram_mib: node.vram_mib,
+        bandwidth_mbps: node.bandwidth_mbps,
+        max_concurrency: node.max_concurrency,
+        endpoint: node.endpoint.clone(),
+        pubkey: node.pubkey.clone(),
+    })
+}
+
+/// `/gonka.inference.v1.MsgRemoveNode`: `host` removes its node `node_id`.
+pub fn msg_remove_node(host: &str, node_id: &str) -> Any {
+    any_of(&MsgRemoveNode {
+        host: host.into(),
+        node_id: node_id.into(),
+    })
+}
+
+/// `/gonka.inference.v1.MsgRegisterTransferAgent`: `address` (a staked participant)
+/// registers, or updates, its public `url` and compressed secp256k1 `pubkey`.
+pub fn msg_register_transfer_agent(address: &str, url: &str, pubkey: &[u8]) -> Any {
+    any_of(&MsgRegisterTransferAgent {
+        address: address.into(),
+        url: url.into(),
+        pubkey: pubkey.to_vec(),
+    })
+}
+
+/// `/gonka.inference.v1.MsgSubmitWorkBatch` of `records` by transfer agent `transfer_agent`.
+pub fn msg_submit_work_batch(transfer_agent: &str, records: Vec<WorkRecord>) -> Any {
+    any_of(&MsgSubmitWorkBatch {
+        transfer_agent: transfer_agent.into(),
+        records,
+    })
+}
+
+/// Domain separator of the executor's signed bytes (as `gonka_inference::EXECUTOR_DOMAIN`).
+pub const EXECUTOR_DOMAIN: &[u8] = b"gonka/executor/v1";
+
+/// What an executor ML node signs, exactly as the chain's
+/// `gonka_inference::executor_sign_bytes`: SHA-256(`"gonka/executor/v1"` ‖ request_hash ‖
+/// response_hash ‖ model ‖ prompt_tokens (u64 BE) ‖ completion_tokens (u64 BE)).
+/// (Repeated here because the client depends on no chain module.)
+pub fn executor_sign_bytes(
+    request_hash: &[u8],
+    response_hash: &[u8],
+    model: &str,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(EXECUTOR_DOMAIN);
+    hasher.update(request_hash);
+    hasher.update(response_hash);
+    hasher.update(model.as_bytes());
+    hasher.update(prompt_tokens.to_be_bytes());
+    hasher.update(completion_tokens.to_be_bytes());
+    hasher.finalize().into()
+}
+
+/// The inference id of a request: the lowercase hex of its `request_hash`.
+pub fn inference_id(request_hash: &[u8]) -> String {
+    request_hash.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The facts of one served inference, before signing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkRecordInput {
+    /// SHA-256 over the request's body hash, timestamp and nonce.
+    pub request_hash: [u8; 32],
+    /// Model id.
+    pub model: String,
+    /// SHA-256 of the prompt.
+    pub prompt_hash: [u8; 32],
+    /// SHA-256 of the response.
+    pub response_hash: [u8; 32],
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Id of the executing ML node.
+    pub executor_node: String,
+    /// Transfer agent commission in ngnk.
+    pub commission: u128,
+}
+
+/// A complete work record: the requester's signature over `request_hash` (by `requester`,
+/// whose compressed public key is included) and the executor node's signature over
+/// [`executor_sign_bytes`] (by `executor`), both SHA-256 prehashed ECDSA in compact form.
+pub fn signed_work_record(
+    requester: &Key,
+    executor: &k256::ecdsa::SigningKey,
+    input: &WorkRecordInput,
+) -> Result<WorkRecord> {
+    use k256::ecdsa::signature::Signer;
+    let requester_signature = requester
+        .signing_key()
+        .sign(&input.request_hash)
+        .map_err(|e| anyhow!("requester signing failed: {e}"))?
+        .to_bytes()
+        .to_vec();
+    let executor_signature: k256::ecdsa::Signature = executor.sign(&executor_sign_bytes(
+        &input.request_hash,
+        &input.response_hash,
+        &input.model,
+        input.prompt_tokens,
+        input.completion_tokens,
+    ));
+    Ok(WorkRecord {
+        inference_id: inference_id(&input.request_hash),
+        requester: requester.address().to_string(),
+        requester_pubkey: requester.public_key().to_bytes(),
+        requester_signature,
+        request_hash: input.request_hash.to_vec(),
+        model: input.model.clone(),
+        prompt_hash: input.prompt_hash.to_vec(),
+        response_hash: input.response_hash.to_vec(),
+        prompt_tokens: input.prompt_tokens,
+        completion_tokens: input.completion_tokens,
+        executor_node: input.executor_node.clone(),
+        commission: input.commission.to_string(),
+        executor_signature: executor_signature.to_bytes().to_vec(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +314,68 @@ mod tests {
         let any = msg_unjail("gonka1op");
         assert_eq!(any.type_url, "/gonka.stake.v1.MsgUnjail");
         assert_eq!(decode::<MsgUnjail>(&any).operator, "gonka1op");
+    }
+
+    #[test]
+    fn inference_messages_and_work_records() {
+        let node = NodeSpec {
+            node_id: "n1".into(),
+            models: vec!["m".into()],
+            vram_mib: 8,
+            bandwidth_mbps: 100,
+            max_concurrency: 2,
+            endpoint: "http://127.0.0.1:9000".into(),
+            pubkey: vec![2; 33],
+        };
+        let registered = decode::<MsgRegisterNode>(&msg_register_node("gonka1h", &node));
+        assert_eq!(
+            (registered.host.as_str(), registered.vram_mib),
+            ("gonka1h", 8)
+        );
+        let updated = decode::<MsgUpdateNode>(&msg_update_node("gonka1h", &node));
+        assert_eq!(updated.endpoint, node.endpoint);
+        assert_eq!(
+            decode::<MsgRemoveNode>(&msg_remove_node("gonka1h", "n1")).node_id,
+            "n1"
+        );
+        let ta = decode::<MsgRegisterTransferAgent>(&msg_register_transfer_agent(
+            "gonka1t",
+            "https://ta",
+            &[3; 33],
+        ));
+        assert_eq!(ta.pubkey, vec![3; 33]);
+
+        let requester = Key::from_mnemonic(&crate::keys::well_known_mnemonic("req")).unwrap();
+        let executor = k256::ecdsa::SigningKey::from_slice(&[7; 32]).unwrap();
+        let input = WorkRecordInput {
+            request_hash: [0xAB; 32],
+            model: "m".into(),
+            prompt_hash: [1; 32],
+            response_hash: [2; 32],
+            prompt_tokens: 3,
+            completion_tokens: 4,
+            executor_node: "n1".into(),
+            commission: 5,
+        };
+        let record = signed_work_record(&requester, &executor, &input).unwrap();
+        assert_eq!(record.inference_id, "ab".repeat(32));
+        assert_eq!(record.requester_pubkey.len(), 33);
+        use k256::ecdsa::signature::Verifier;
+        let requester_key =
+            k256::ecdsa::VerifyingKey::from_sec1_bytes(&record.requester_pubkey).unwrap();
+        let signature = k256::ecdsa::Signature::from_slice(&record.requester_signature).unwrap();
+        requester_key
+            .verify(&input.request_hash, &signature)
+            .unwrap();
+        let signature = k256::ecdsa::Signature::from_slice(&record.executor_signature).unwrap();
+        executor
+            .verifying_key()
+            .verify(
+                &executor_sign_bytes(&[0xAB; 32], &[2; 32], "m", 3, 4),
+                &signature,
+            )
+            .unwrap();
+        let batch = decode::<MsgSubmitWorkBatch>(&msg_submit_work_batch("gonka1t", vec![record]));
+        assert_eq!(batch.records.len(), 1);
     }
 }

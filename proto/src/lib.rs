@@ -34,6 +34,13 @@ pub mod gonka {
             include!(concat!(env!("OUT_DIR"), "/gonka.rewards.v1.rs"));
         }
     }
+    /// `gonka.inference.v1`: ML nodes, transfer agents, models and work records.
+    pub mod inference {
+        /// Version 1 of the inference protocol.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/gonka.inference.v1.rs"));
+        }
+    }
     /// `gonka.bank.v1`: balances, transfers and supply.
     pub mod bank {
         /// Version 1 of the bank protocol.
@@ -44,8 +51,8 @@ pub mod gonka {
 }
 
 pub use gonka::{
-    auth::v1 as auth, bank::v1 as bank, epochs::v1 as epochs, rewards::v1 as rewards,
-    stake::v1 as stake,
+    auth::v1 as auth, bank::v1 as bank, epochs::v1 as epochs, inference::v1 as inference,
+    rewards::v1 as rewards, stake::v1 as stake,
 };
 
 pub use prost::Name;

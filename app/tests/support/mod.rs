@@ -891,3 +891,39 @@ impl Rng {
         &items[self.next() as usize % items.len()]
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Inference tests.
+
+impl World {
+    /// Like [`World::new`], with the genesis `app_state` edited by `edit` first (for example
+    /// to add the `inference` section, which `GenesisConfig` does not build).
+    pub fn with_genesis(setup: Setup, edit: impl FnOnce(&mut serde_json::Value)) -> World {
+        let dir = state_dir();
+        let mut app_state = setup.app_state();
+        edit(&mut app_state);
+        let chain = TestChain::with_modules(
+            &dir.path().join("state.redb"),
+            CHAIN_ID,
+            &app_state,
+            modules(),
+        )
+        .unwrap();
+        let mut world = World {
+            chain,
+            dir,
+            setup,
+            pending: BTreeMap::new(),
+            fees_pending: 0,
+        };
+        let response = world.chain.next_block(vec![]);
+        world.check_balances_and_stake();
+        world.check_power_cap(&response);
+        world
+    }
+
+    /// Every committed `(key, value)` under `prefix`, straight from the store.
+    pub fn raw_prefix(&self, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.chain.app().store().prefix(prefix).unwrap()
+    }
+}

@@ -1,5 +1,52 @@
 //! x/inference: the registry of ML nodes, transfer agents and models, and the work records
-//! transfer agents submit. (Being written.)
+//! transfer agents submit.
+//!
+//! - Models are priced in genesis (`id`, `price_per_token` in ngnk, `min_vram_mib`).
+//! - A staked host (a participant, not jailed, bonded ≥ stake's `min_stake`) registers ML
+//!   nodes (`MsgRegisterNode`, `MsgUpdateNode`, `MsgRemoveNode`): a globally unique id, the
+//!   models served (each priced, each fitting the node's VRAM), capacity, endpoint and the
+//!   node's secp256k1 key, which signs its responses. A staked participant registers as a
+//!   transfer agent (`MsgRegisterTransferAgent`: public URL and key).
+//! - A transfer agent submits `MsgSubmitWorkBatch`: per record the requester pays
+//!   tokens × price to the executor's host and the commission to the transfer agent, the
+//!   host is credited tokens as work units ([`gonka_stake::credit_work`]) and the record is
+//!   stored for validation and disputes. See `msgs/submit_work_batch.rs` for which failures
+//!   refuse one record and which fail the whole transaction.
+//!
+//! ## Signed bytes
+//! secp256k1 ECDSA, 64-byte compact signatures (low S), the message SHA-256 prehashed as
+//! k256's `Signer`/`Verifier` do:
+//! - the requester signs the 32-byte `request_hash` (the transfer agent computes it
+//!   off-chain as SHA-256 over the request's body hash, timestamp and nonce); the
+//!   requester's public key must derive to its address, and `inference_id` must be the
+//!   lowercase hex of `request_hash` ([`request_signature_ok`], [`inference_id`]);
+//! - the executor ML node signs [`executor_sign_bytes`] = SHA-256(`"gonka/executor/v1"` ‖
+//!   request_hash ‖ response_hash ‖ model ‖ prompt_tokens (u64 BE) ‖ completion_tokens
+//!   (u64 BE)) with its registered key ([`executor_signature_ok`]).
+//!
+//! Queries: `/inference/models`, `/inference/nodes`, `/inference/node`,
+//! `/inference/transfer_agents`, `/inference/record`, `/inference/records` (by epoch, or by
+//! executor node within an epoch), `/inference/params`. Error codes: [`InferenceError`].
+
+mod errors;
+mod events;
+mod genesis;
+mod keys;
+mod msgs;
+mod params;
+mod query;
+mod signing;
+mod state;
+
+pub use errors::InferenceError;
+pub use events::Outcome;
+pub use msgs::{validate_model_id, validate_node_id};
+pub use params::{default_params, validate_params};
+pub use signing::{
+    address_of_pubkey, executor_sign_bytes, executor_signature_ok, inference_id, parse_pubkey,
+    request_signature_ok, signature_ok, EXECUTOR_DOMAIN,
+};
+pub use state::{InferenceRead, InferenceWrite};
 
 use gonka_sdk::{Any, HookOutput, Module, Msg, Result, StateRead, StateWrite};
 
@@ -17,17 +64,18 @@ impl Module for Inference {
 
     fn init_genesis(
         &self,
-        _state: &mut dyn StateWrite,
-        _genesis: Option<&serde_json::Value>,
+        state: &mut dyn StateWrite,
+        genesis: Option<&serde_json::Value>,
     ) -> Result<HookOutput> {
+        genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)?;
         Ok(HookOutput::default())
     }
 
-    fn decode_msg(&self, _msg: &Any) -> Option<Result<Box<dyn Msg>>> {
-        None
+    fn decode_msg(&self, msg: &Any) -> Option<Result<Box<dyn Msg>>> {
+        msgs::decode(msg)
     }
 
-    fn query(&self, _path: &str, _data: &[u8], _state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
-        None
+    fn query(&self, path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
+        query::route(path, data, state)
     }
 }

@@ -1,0 +1,723 @@
+//! x/inference through the ABCI harness with ordinary signed txs: the registry (happy paths
+//! and every rejection, which changes nothing), work batches (payment, commission, work
+//! credit, stored and queryable records, events), a requester who cannot pay refused alone,
+//! and transfer-agent misbehaviour failing the whole tx with its code.
+//!
+//! Every block goes through `World::block`, which checks that balances sum to the supply,
+//! that the supply does not change outside epoch ends (so inference moves funds, never mints
+//! or burns them), and stake's invariants.
+
+mod common;
+mod support;
+
+use gonka_client::tx::{
+    msg_register_node, msg_register_transfer_agent, msg_remove_node, msg_submit_work_batch,
+    msg_update_node, signed_work_record, NodeSpec, WorkRecordInput,
+};
+use gonka_proto::inference as pb;
+use gonka_proto::inference::WorkRecord;
+use gonka_sdk::Any;
+use k256::ecdsa::SigningKey;
+use k256::sha2::{Digest, Sha256};
+use serde_json::json;
+use support::*;
+use tendermint_proto::v0_38::abci::ExecTxResult;
+
+use crate::common::key;
+
+const LLAMA: &str = "meta/llama-8b";
+const QWEN: &str = "qwen/72b";
+const LLAMA_PRICE: u128 = 10;
+const QWEN_PRICE: u128 = 50;
+const TA: &str = "p2";
+/// Liquid balance of the poor requester: less than any record below costs.
+const CAROL: u128 = 100;
+
+fn setup() -> Setup {
+    let mut setup = Setup::new(3, 1_000_000);
+    // No epoch ends during these tests, so rewards never move balances.
+    setup.epoch_length = 1_000;
+    setup.accounts.push(("carol".into(), CAROL));
+    setup
+}
+
+fn inference_genesis() -> serde_json::Value {
+    json!({
+        "params": {"max_records_per_batch": 4, "max_tokens_per_record": 100000},
+        "models": [
+            {"id": LLAMA, "price_per_token": LLAMA_PRICE.to_string(), "min_vram_mib": 16000},
+            {"id": QWEN, "price_per_token": QWEN_PRICE.to_string(), "min_vram_mib": 80000},
+        ],
+    })
+}
+
+fn world() -> World {
+    World::with_genesis(setup(), |state| state["inference"] = inference_genesis())
+}
+
+fn node_key(seed: u8) -> SigningKey {
+    SigningKey::from_slice(&[seed; 32]).unwrap()
+}
+
+fn pubkey(key: &SigningKey) -> Vec<u8> {
+    key.verifying_key()
+        .to_encoded_point(true)
+        .as_bytes()
+        .to_vec()
+}
+
+fn spec(id: &str, models: &[&str], vram_mib: u64, seed: u8) -> NodeSpec {
+    NodeSpec {
+        node_id: id.into(),
+        models: models.iter().map(|m| m.to_string()).collect(),
+        vram_mib,
+        bandwidth_mbps: 1_000,
+        max_concurrency: 4,
+        endpoint: format!("http://127.0.0.1:90{seed:02}"),
+        pubkey: pubkey(&node_key(seed)),
+    }
+}
+
+fn register_ta() -> Any {
+    msg_register_transfer_agent(
+        &addr(TA),
+        "https://ta.example:8443",
+        &key(TA).public_key().to_bytes(),
+    )
+}
+
+/// n0 (host p0, key seed 10) serves llama; n1 (host p1, key seed 11) serves both.
+fn registered_world() -> World {
+    let mut world = world();
+    let txs = vec![
+        world.tx(TA, vec![register_ta()]),
+        world.tx(
+            "p0",
+            vec![msg_register_node(
+                &addr("p0"),
+                &spec("n0", &[LLAMA], 24_000, 10),
+            )],
+        ),
+        world.tx(
+            "p1",
+            vec![msg_register_node(
+                &addr("p1"),
+                &spec("n1", &[LLAMA, QWEN], 80_000, 11),
+            )],
+        ),
+    ];
+    let block = world.block(txs);
+    for i in 0..3 {
+        assert_eq!(block.result(i).code, 0, "{}", block.result(i).log);
+    }
+    world
+}
+
+fn request_hash(nonce: &str) -> [u8; 32] {
+    Sha256::digest(nonce.as_bytes()).into()
+}
+
+/// A record by `requester` (nonce `nonce`) executed by `node` with key seed `seed`.
+fn record(
+    requester: &str,
+    nonce: &str,
+    model: &str,
+    node: &str,
+    seed: u8,
+    tokens: (u64, u64),
+    commission: u128,
+) -> WorkRecord {
+    let input = WorkRecordInput {
+        request_hash: request_hash(nonce),
+        model: model.into(),
+        prompt_hash: Sha256::digest(format!("prompt {nonce}")).into(),
+        response_hash: Sha256::digest(format!("response {nonce}")).into(),
+        prompt_tokens: tokens.0,
+        completion_tokens: tokens.1,
+        executor_node: node.into(),
+        commission,
+    };
+    signed_work_record(key(requester), &node_key(seed), &input).unwrap()
+}
+
+fn batch(records: Vec<WorkRecord>) -> Any {
+    msg_submit_work_batch(&addr(TA), records)
+}
+
+fn assert_code(result: &ExecTxResult, code: u32, what: &str) {
+    assert_eq!(
+        (result.codespace.as_str(), result.code),
+        ("inference", code),
+        "{what}: {}",
+        result.log
+    );
+    assert!(!result.log.is_empty(), "{what}: empty log");
+}
+
+fn events(result: &ExecTxResult, kind: &str) -> Vec<std::collections::BTreeMap<String, String>> {
+    result
+        .events
+        .iter()
+        .filter(|e| e.r#type == kind)
+        .map(|e| {
+            e.attributes
+                .iter()
+                .map(|a| (a.key.clone(), a.value.clone()))
+                .collect()
+        })
+        .collect()
+}
+
+fn stored(world: &World, id: &str) -> Option<pb::StoredRecord> {
+    let response = world.chain.query(
+        "/inference/record",
+        prost::Message::encode_to_vec(&pb::QueryRecordRequest {
+            inference_id: id.into(),
+        }),
+    );
+    if response.code != 0 {
+        assert_eq!(
+            (response.codespace.as_str(), response.code),
+            ("inference", 20)
+        );
+        return None;
+    }
+    let decoded: pb::QueryRecordResponse = prost::Message::decode(response.value.as_ref()).unwrap();
+    decoded.record
+}
+
+// ---------------------------------------------------------------------------------------
+// Registry
+
+#[test]
+fn registry_happy_paths_and_queries() {
+    let mut world = registered_world();
+    let models: pb::QueryModelsResponse =
+        world.query("/inference/models", pb::QueryModelsRequest {});
+    assert_eq!(
+        models
+            .models
+            .iter()
+            .map(|m| m.id.as_str())
+            .collect::<Vec<_>>(),
+        [LLAMA, QWEN]
+    );
+    let params: pb::QueryParamsResponse =
+        world.query("/inference/params", pb::QueryParamsRequest {});
+    assert_eq!(params.params.unwrap().max_records_per_batch, 4);
+    let agents: pb::QueryTransferAgentsResponse = world.query(
+        "/inference/transfer_agents",
+        pb::QueryTransferAgentsRequest {},
+    );
+    assert_eq!(agents.transfer_agents.len(), 1);
+    assert_eq!(agents.transfer_agents[0].address, addr(TA));
+    assert_eq!(agents.transfer_agents[0].url, "https://ta.example:8443");
+
+    let node: pb::QueryNodeResponse = world.query(
+        "/inference/node",
+        pb::QueryNodeRequest {
+            node_id: "n1".into(),
+        },
+    );
+    let node = node.node.unwrap();
+    assert_eq!(
+        (node.host.as_str(), node.vram_mib),
+        (addr("p1").as_str(), 80_000)
+    );
+    assert_eq!(node.pubkey, pubkey(&node_key(11)));
+    let of_p0: pb::QueryNodesResponse = world.query(
+        "/inference/nodes",
+        pb::QueryNodesRequest { host: addr("p0") },
+    );
+    assert_eq!(of_p0.nodes.len(), 1);
+
+    // p0 upgrades n0 to serve qwen too; p1 removes n1; the TA updates its URL.
+    let upgrade = world.tx(
+        "p0",
+        vec![msg_update_node(
+            &addr("p0"),
+            &spec("n0", &[QWEN, LLAMA], 96_000, 12),
+        )],
+    );
+    let remove = world.tx("p1", vec![msg_remove_node(&addr("p1"), "n1")]);
+    let ta = world.tx(
+        TA,
+        vec![msg_register_transfer_agent(
+            &addr(TA),
+            "https://ta2.example",
+            &key(TA).public_key().to_bytes(),
+        )],
+    );
+    let block = world.block(vec![upgrade, remove, ta]);
+    for i in 0..3 {
+        assert_eq!(block.result(i).code, 0, "{}", block.result(i).log);
+    }
+    assert_eq!(events(block.result(0), "node_updated").len(), 1);
+    assert_eq!(events(block.result(1), "node_removed")[0]["node_id"], "n1");
+    let all: pb::QueryNodesResponse =
+        world.query("/inference/nodes", pb::QueryNodesRequest::default());
+    assert_eq!(all.nodes.len(), 1);
+    let n0 = &all.nodes[0];
+    assert_eq!(n0.models, [LLAMA, QWEN], "models are stored sorted");
+    assert_eq!(
+        (n0.vram_mib, n0.pubkey.clone()),
+        (96_000, pubkey(&node_key(12)))
+    );
+    let missing = world.chain.query(
+        "/inference/node",
+        prost::Message::encode_to_vec(&pb::QueryNodeRequest {
+            node_id: "n1".into(),
+        }),
+    );
+    assert_eq!((missing.codespace.as_str(), missing.code), ("inference", 8));
+    let agents: pb::QueryTransferAgentsResponse = world.query(
+        "/inference/transfer_agents",
+        pb::QueryTransferAgentsRequest {},
+    );
+    assert_eq!(agents.transfer_agents[0].url, "https://ta2.example");
+}
+
+#[test]
+fn registry_rejections_have_distinct_codes_and_change_nothing() {
+    let mut world = registered_world();
+    // p1 is jailed, so it no longer counts as staked.
+    let jailing = world.tx(ORACLE, vec![jail("p1")]);
+    assert_eq!(world.block(vec![jailing]).result(0).code, 0);
+    let before = world.raw_prefix(b"inference/");
+
+    let cases: Vec<(&str, Any, u32, &str)> = vec![
+        (
+            "bob",
+            msg_register_node(&addr("bob"), &spec("nb", &[LLAMA], 24_000, 20)),
+            4,
+            "is not a participant",
+        ),
+        (
+            "bob",
+            msg_register_transfer_agent(
+                &addr("bob"),
+                "https://bob.ta",
+                &key("bob").public_key().to_bytes(),
+            ),
+            4,
+            "is not a participant",
+        ),
+        (
+            "p1",
+            msg_register_node(&addr("p1"), &spec("nj", &[LLAMA], 24_000, 21)),
+            4,
+            "is jailed",
+        ),
+        (
+            "p0",
+            msg_register_node(&addr("p0"), &spec("n0", &[LLAMA], 24_000, 22)),
+            5,
+            "already registered",
+        ),
+        (
+            "p0",
+            msg_register_node(&addr("p0"), &spec("nu", &["no/such-model"], 24_000, 23)),
+            6,
+            "does not price",
+        ),
+        (
+            "p0",
+            msg_register_node(&addr("p0"), &spec("nv", &[LLAMA, QWEN], 40_000, 24)),
+            7,
+            "needs at least 80000 MiB",
+        ),
+        (
+            "p0",
+            msg_remove_node(&addr("p0"), "nx"),
+            8,
+            "not registered",
+        ),
+        (
+            "p0",
+            msg_update_node(&addr("p0"), &spec("n1", &[LLAMA], 24_000, 25)),
+            9,
+            "is hosted by",
+        ),
+    ];
+    let txs: Vec<Vec<u8>> = cases
+        .iter()
+        .map(|(signer, msg, _, _)| world.tx(signer, vec![msg.clone()]))
+        .collect();
+    // Stateless rejections: refused before the ante step, so they use no sequence.
+    let mut bad_key = spec("nk", &[LLAMA], 24_000, 26);
+    bad_key.pubkey = vec![9; 33];
+    let mut bad_url = spec("nw", &[LLAMA], 24_000, 27);
+    bad_url.endpoint = "ftp://x".into();
+    let stateless: Vec<(Any, u32, &str)> = vec![
+        (
+            msg_register_node(&addr("p0"), &bad_key),
+            10,
+            "not a curve point",
+        ),
+        (msg_register_node(&addr("p0"), &bad_url), 10, "http://"),
+        (
+            msg_register_node(&addr("p0"), &spec("bad/id", &[LLAMA], 24_000, 28)),
+            10,
+            "node_id",
+        ),
+        (
+            msg_register_transfer_agent(&addr("p0"), "https://x.example", &[1, 2]),
+            11,
+            "33-byte",
+        ),
+    ];
+    let mut all = txs;
+    for (msg, _, _) in &stateless {
+        all.push(world.tx_unsequenced("p0", vec![msg.clone()]));
+    }
+    let block = world.block(all);
+    let expected = cases
+        .iter()
+        .map(|(_, _, code, log)| (*code, *log))
+        .chain(stateless.iter().map(|(_, code, log)| (*code, *log)));
+    for (i, (code, log)) in expected.enumerate() {
+        let result = block.result(i);
+        assert_code(result, code, &format!("case {i}"));
+        assert!(
+            result.log.contains(log),
+            "case {i}: {:?} lacks {log:?}",
+            result.log
+        );
+    }
+    assert_eq!(
+        world.raw_prefix(b"inference/"),
+        before,
+        "a rejection changed inference state"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Work batches
+
+#[test]
+fn batch_charges_requesters_pays_hosts_and_ta_credits_work_and_stores_records() {
+    let mut world = registered_world();
+    let supply = world.supply();
+    let balances = |w: &World| -> Vec<u128> {
+        ["alice", "bob", "p0", "p1", TA]
+            .iter()
+            .map(|l| w.balance_of(l))
+            .collect()
+    };
+    let before = balances(&world);
+    let records = vec![
+        record("alice", "a-1", LLAMA, "n0", 10, (100, 50), 7),
+        record("bob", "b-1", QWEN, "n1", 11, (10, 20), 0),
+        record("alice", "a-2", LLAMA, "n1", 11, (1, 1), 3),
+    ];
+    let ids: Vec<String> = records.iter().map(|r| r.inference_id.clone()).collect();
+    let tx = world.tx(TA, vec![batch(records)]);
+    let block = world.block(vec![tx]);
+    let result = block.result(0);
+    assert_eq!(result.code, 0, "{}", result.log);
+
+    let (a1, b1, a2) = (150 * LLAMA_PRICE, 30 * QWEN_PRICE, 2 * LLAMA_PRICE);
+    let after = balances(&world);
+    assert_eq!(after[0], before[0] - a1 - 7 - a2 - 3, "alice");
+    assert_eq!(after[1], before[1] - b1, "bob");
+    assert_eq!(after[2], before[2] + a1, "host p0");
+    assert_eq!(after[3], before[3] + b1 + a2, "host p1");
+    assert_eq!(after[4], before[4] + 7 + 3 - FEE, "transfer agent");
+    assert_eq!(world.supply(), supply, "inference must not mint or burn");
+
+    let work = world.work(0);
+    let expected_work: std::collections::BTreeMap<String, u64> =
+        [(addr("p0"), 150), (addr("p1"), 32)].into_iter().collect();
+    assert_eq!(
+        work.into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>(),
+        expected_work
+    );
+
+    let recorded = events(result, "inference_record");
+    assert_eq!(recorded.len(), 3);
+    assert_eq!(recorded[0]["id"], ids[0]);
+    assert_eq!(recorded[0]["requester"], addr("alice"));
+    assert_eq!(recorded[0]["executor"], "n0");
+    assert_eq!(recorded[0]["model"], LLAMA);
+    assert_eq!(recorded[0]["tokens"], "150");
+    assert_eq!(recorded[0]["cost"], format!("{a1}ngnk"));
+    assert!(recorded.iter().all(|e| e["outcome"] == "stored"));
+    assert_eq!(events(result, "work_batch")[0]["stored"], "3");
+
+    let first = stored(&world, &ids[0]).unwrap();
+    assert_eq!(first.epoch, 0);
+    assert_eq!(first.height, world.chain.height());
+    assert_eq!(first.executor_host, addr("p0"));
+    assert_eq!(first.transfer_agent, addr(TA));
+    assert_eq!(first.cost, a1.to_string());
+    assert_eq!(first.record.unwrap().prompt_tokens, 100);
+    let of_epoch: pb::QueryRecordsResponse = world.query(
+        "/inference/records",
+        pb::QueryRecordsRequest {
+            epoch: 0,
+            executor: String::new(),
+        },
+    );
+    assert_eq!(of_epoch.records.len(), 3);
+    let of_n1: pb::QueryRecordsResponse = world.query(
+        "/inference/records",
+        pb::QueryRecordsRequest {
+            epoch: 0,
+            executor: "n1".into(),
+        },
+    );
+    let mut n1_ids: Vec<String> = of_n1
+        .records
+        .iter()
+        .map(|r| r.record.as_ref().unwrap().inference_id.clone())
+        .collect();
+    n1_ids.sort();
+    let mut expected = vec![ids[1].clone(), ids[2].clone()];
+    expected.sort();
+    assert_eq!(n1_ids, expected);
+    let later: pb::QueryRecordsResponse = world.query(
+        "/inference/records",
+        pb::QueryRecordsRequest {
+            epoch: 1,
+            executor: String::new(),
+        },
+    );
+    assert!(later.records.is_empty());
+}
+
+#[test]
+fn a_requester_who_cannot_pay_is_refused_alone() {
+    let mut world = registered_world();
+    let (alice, carol, p0) = (
+        world.balance_of("alice"),
+        world.balance_of("carol"),
+        world.balance_of("p0"),
+    );
+    // carol holds 100 ngnk; her record costs 10 × 10 + 1 commission = 101.
+    let poor = record("carol", "c-1", LLAMA, "n0", 10, (5, 5), 1);
+    let fine = record("alice", "a-9", LLAMA, "n0", 10, (3, 4), 0);
+    let (poor_id, fine_id) = (poor.inference_id.clone(), fine.inference_id.clone());
+    let tx = world.tx(TA, vec![batch(vec![poor, fine])]);
+    let block = world.block(vec![tx]);
+    let result = block.result(0);
+    assert_eq!(result.code, 0, "{}", result.log);
+
+    assert_eq!(world.balance_of("carol"), carol, "carol was not charged");
+    assert_eq!(world.balance_of("alice"), alice - 7 * LLAMA_PRICE);
+    assert_eq!(world.balance_of("p0"), p0 + 7 * LLAMA_PRICE);
+    assert!(
+        stored(&world, &poor_id).is_none(),
+        "refused record must not be stored"
+    );
+    assert!(stored(&world, &fine_id).is_some());
+    assert_eq!(world.work(0), vec![(addr("p0"), 7)]);
+
+    let outcomes: Vec<(String, String)> = events(result, "inference_record")
+        .into_iter()
+        .map(|e| (e["id"].clone(), e["outcome"].clone()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        vec![
+            (poor_id, "refused_insufficient_funds".to_string()),
+            (fine_id, "stored".to_string())
+        ]
+    );
+    let summary = &events(result, "work_batch")[0];
+    assert_eq!(
+        (summary["stored"].as_str(), summary["refused"].as_str()),
+        ("1", "1")
+    );
+}
+
+#[test]
+fn transfer_agent_misbehaviour_fails_the_whole_batch_with_its_code() {
+    let mut world = registered_world();
+    // One stored record, so a resubmission is a duplicate.
+    let first = record("alice", "dup", LLAMA, "n0", 10, (1, 1), 0);
+    let tx = world.tx(TA, vec![batch(vec![first.clone()])]);
+    assert_eq!(world.block(vec![tx]).result(0).code, 0);
+
+    let good = || record("bob", "good", LLAMA, "n0", 10, (2, 2), 1);
+    let forged_executor = record("alice", "fe", LLAMA, "n0", 99, (1, 1), 0);
+    let mut forged_requester = record("alice", "fr", LLAMA, "n0", 10, (1, 1), 0);
+    forged_requester.requester_signature =
+        record("alice", "other", LLAMA, "n0", 10, (1, 1), 0).requester_signature;
+    let mut stolen_key = record("alice", "sk", LLAMA, "n0", 10, (1, 1), 0);
+    stolen_key.requester_pubkey = key("bob").public_key().to_bytes();
+    let mut wrong_id = record("alice", "wi", LLAMA, "n0", 10, (1, 1), 0);
+    wrong_id.inference_id = hex::encode(request_hash("something else"));
+    let mut malformed_sig = record("alice", "ms", LLAMA, "n0", 10, (1, 1), 0);
+    malformed_sig.executor_signature.truncate(10);
+    let unknown_model = record("alice", "um", "no/model", "n0", 10, (1, 1), 0);
+    let not_served = record("alice", "ns", QWEN, "n0", 10, (1, 1), 0);
+    let unknown_node = record("alice", "un", LLAMA, "zz", 10, (1, 1), 0);
+    let too_many_tokens = record("alice", "tm", LLAMA, "n0", 10, (100_000, 1), 0);
+
+    let balances = |w: &World| -> Vec<u128> {
+        ["alice", "bob", "p0", TA]
+            .iter()
+            .map(|l| w.balance_of(l))
+            .collect()
+    };
+    let before = balances(&world);
+    let state_before = world.raw_prefix(b"inference/");
+    let work_before = world.work(0);
+
+    // (records, code, log fragment, stateless)
+    let cases: Vec<(Vec<WorkRecord>, u32, &str, bool)> = vec![
+        (
+            vec![good(), forged_executor],
+            17,
+            "executor signature",
+            false,
+        ),
+        (vec![good(), malformed_sig], 17, "(10 bytes)", false),
+        (vec![good(), first.clone()], 18, "already recorded", false),
+        (vec![good(), good()], 18, "twice in the batch", true),
+        (
+            vec![good(), forged_requester],
+            16,
+            "requester signature",
+            true,
+        ),
+        (vec![good(), stolen_key], 21, "belongs to", true),
+        (vec![good(), wrong_id], 15, "lowercase hex", true),
+        (vec![good(), unknown_model], 6, "does not price", false),
+        (vec![good(), not_served], 19, "does not serve", false),
+        (vec![good(), unknown_node], 8, "not registered", false),
+        (
+            vec![good(), too_many_tokens],
+            14,
+            "max_tokens_per_record",
+            false,
+        ),
+        (
+            (0..5)
+                .map(|i| record("bob", &format!("many-{i}"), LLAMA, "n0", 10, (1, 1), 0))
+                .collect(),
+            13,
+            "at most 4 records",
+            false,
+        ),
+    ];
+    let mut txs = Vec::new();
+    let mut charged = 0;
+    for (records, _, _, stateless) in &cases {
+        let msg = batch(records.clone());
+        txs.push(if *stateless {
+            world.tx_unsequenced(TA, vec![msg])
+        } else {
+            charged += 1;
+            world.tx(TA, vec![msg])
+        });
+    }
+    // A batch from an account that is not a transfer agent.
+    txs.push(world.tx(
+        "alice",
+        vec![msg_submit_work_batch(&addr("alice"), vec![good()])],
+    ));
+    let block = world.block(txs);
+    for (i, (_, code, log, _)) in cases.iter().enumerate() {
+        let result = block.result(i);
+        assert_code(result, *code, &format!("case {i}"));
+        assert!(
+            result.log.contains(log),
+            "case {i}: {:?} lacks {log:?}",
+            result.log
+        );
+        assert!(events(result, "inference_record").is_empty());
+    }
+    assert_code(block.result(cases.len()), 12, "not a transfer agent");
+
+    let after = balances(&world);
+    assert_eq!(
+        after[0],
+        before[0] - FEE,
+        "alice pays only her failed tx's fee"
+    );
+    assert_eq!(after[1], before[1], "bob");
+    assert_eq!(after[2], before[2], "host");
+    assert_eq!(after[3], before[3] - charged * FEE, "the TA pays only fees");
+    assert_eq!(world.raw_prefix(b"inference/"), state_before);
+    assert_eq!(world.work(0), work_before);
+}
+
+#[test]
+fn client_and_chain_agree_on_signed_bytes() {
+    let (request, response) = (request_hash("x"), request_hash("y"));
+    assert_eq!(
+        gonka_client::tx::executor_sign_bytes(&request, &response, QWEN, 3, 9),
+        gonka_inference::executor_sign_bytes(&request, &response, QWEN, 3, 9)
+    );
+    assert_eq!(
+        gonka_client::tx::EXECUTOR_DOMAIN,
+        gonka_inference::EXECUTOR_DOMAIN
+    );
+    assert_eq!(
+        gonka_client::tx::inference_id(&request),
+        gonka_inference::inference_id(&request)
+    );
+    let r = record("alice", "z", LLAMA, "n0", 10, (4, 5), 0);
+    assert!(gonka_inference::request_signature_ok(
+        &r.requester_pubkey,
+        &r.request_hash,
+        &r.requester_signature
+    ));
+    assert!(gonka_inference::executor_signature_ok(
+        &pubkey(&node_key(10)),
+        &r.request_hash,
+        &r.response_hash,
+        LLAMA,
+        4,
+        5,
+        &r.executor_signature
+    ));
+    assert_eq!(
+        gonka_inference::address_of_pubkey(&r.requester_pubkey),
+        Some(addr("alice"))
+    );
+}
+
+#[test]
+fn invalid_inference_genesis_is_refused() {
+    use gonka_sdk::Module;
+    let dir = state_dir();
+    let store = gonka_store::Store::open(&dir.path().join("state.redb")).unwrap();
+    let cases = [
+        (
+            json!({"params": {"max_records_per_batch": 0, "max_tokens_per_record": 1}}),
+            2,
+            "max_records_per_batch",
+        ),
+        (
+            json!({"models": [{"id": "a", "price_per_token": "1"}, {"id": "a", "price_per_token": "2"}]}),
+            3,
+            "twice",
+        ),
+        (
+            json!({"models": [{"id": "a", "price_per_token": "-1"}]}),
+            3,
+            "price_per_token",
+        ),
+        (
+            json!({"models": [{"id": "has space", "price_per_token": "1"}]}),
+            3,
+            "printable",
+        ),
+    ];
+    for (section, code, fragment) in cases {
+        let mut state = gonka_sdk::Delta::new(&store);
+        let err = gonka_inference::Inference
+            .init_genesis(&mut state, Some(&section))
+            .unwrap_err();
+        assert_eq!(
+            (err.codespace, err.code),
+            ("inference", code),
+            "{}",
+            err.log
+        );
+        assert!(err.log.contains(fragment), "{}", err.log);
+    }
+}

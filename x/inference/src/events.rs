@@ -1,0 +1,80 @@
+//! Inference events. Amounts carry their denom (`123ngnk`), like bank and stake events.
+
+use gonka_proto::inference::{Node, TransferAgent, WorkRecord};
+use gonka_sdk::Event;
+
+/// `node_registered` / `node_updated`.
+pub fn node(kind: &str, node: &Node) -> Event {
+    Event::new(kind)
+        .attr("node_id", &node.id)
+        .attr("host", &node.host)
+        .attr("models", node.models.join(","))
+}
+
+/// `node_removed`.
+pub fn node_removed(host: &str, node_id: &str) -> Event {
+    Event::new("node_removed")
+        .attr("node_id", node_id)
+        .attr("host", host)
+}
+
+/// `transfer_agent_registered`.
+pub fn transfer_agent(agent: &TransferAgent) -> Event {
+    Event::new("transfer_agent_registered")
+        .attr("address", &agent.address)
+        .attr("url", &agent.url)
+}
+
+/// Outcome of one work record of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Charged, credited and stored.
+    Stored,
+    /// The requester could not pay; nothing of this record changed state.
+    RefusedInsufficientFunds,
+}
+
+impl Outcome {
+    /// Attribute value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Stored => "stored",
+            Outcome::RefusedInsufficientFunds => "refused_insufficient_funds",
+        }
+    }
+}
+
+/// `inference_record`: one record of a batch and what became of it.
+pub fn record(
+    record: &WorkRecord,
+    transfer_agent: &str,
+    executor_host: &str,
+    cost: u128,
+    commission: u128,
+    outcome: Outcome,
+) -> Event {
+    Event::new("inference_record")
+        .attr("id", &record.inference_id)
+        .attr("requester", &record.requester)
+        .attr("executor", &record.executor_node)
+        .attr("executor_host", executor_host)
+        .attr("transfer_agent", transfer_agent)
+        .attr("model", &record.model)
+        .attr(
+            "tokens",
+            record
+                .prompt_tokens
+                .saturating_add(record.completion_tokens),
+        )
+        .attr("cost", format!("{cost}ngnk"))
+        .attr("commission", format!("{commission}ngnk"))
+        .attr("outcome", outcome.as_str())
+}
+
+/// `work_batch`: how many records of a batch were stored and refused.
+pub fn batch(transfer_agent: &str, stored: usize, refused: usize) -> Event {
+    Event::new("work_batch")
+        .attr("transfer_agent", transfer_agent)
+        .attr("stored", stored)
+        .attr("refused", refused)
+}

@@ -1,0 +1,199 @@
+//! Inference messages: one file per message, plus the checks they share.
+
+mod register_node;
+mod register_transfer_agent;
+mod remove_node;
+mod submit_work_batch;
+mod update_node;
+
+use gonka_auth::validate_address;
+use gonka_proto::inference::Node;
+use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, SdkError, StateRead};
+use gonka_stake::StakeRead;
+use prost::Message;
+
+use crate::{parse_pubkey, InferenceError, InferenceRead};
+
+/// Decodes an inference message by type URL; `None` if it is not one.
+pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
+    register_node::decode(msg)
+        .or_else(|| update_node::decode(msg))
+        .or_else(|| remove_node::decode(msg))
+        .or_else(|| register_transfer_agent::decode(msg))
+        .or_else(|| submit_work_batch::decode(msg))
+}
+
+/// Decodes `msg` as `M` if its type URL is `M`'s.
+fn decode_as<M: Message + Default + prost::Name>(msg: &Any) -> Option<Result<M>> {
+    (msg.type_url == gonka_sdk::type_url::<M>()).then(|| {
+        M::decode(msg.value.as_slice()).map_err(|e| {
+            SdkError::Decode.err(format!(
+                "{} is not a valid {}: {e}",
+                msg.type_url,
+                M::full_name()
+            ))
+        })
+    })
+}
+
+/// Model ids: 1 to 128 printable ASCII characters without spaces (`/` allowed, as in
+/// `Qwen/Qwen2.5-7B-Instruct`).
+pub fn validate_model_id(field: &str, id: &str) -> Result<()> {
+    let ok = !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err(InferenceError::UnknownModel.err(format!(
+            "{field} {id:?} must be 1 to 128 printable ASCII characters without spaces"
+        )))
+    }
+}
+
+/// Node ids: 1 to 64 of `[A-Za-z0-9._-]`.
+pub fn validate_node_id(field: &str, id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(InferenceError::InvalidNode.err(format!(
+            "{field} {id:?} must be 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '-'"
+        )))
+    }
+}
+
+/// An `http://` or `https://` URL of at most 256 printable characters.
+fn validate_url(field: &str, url: &str) -> Result<(), String> {
+    let scheme = url.starts_with("http://") || url.starts_with("https://");
+    if scheme && url.len() <= 256 && url.bytes().all(|b| b.is_ascii_graphic()) && url.len() > 8 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field} {url:?} must be an http:// or https:// URL of at most 256 printable characters"
+        ))
+    }
+}
+
+/// A 33-byte compressed SEC1 secp256k1 public key.
+fn validate_pubkey(field: &str, key: &[u8]) -> Result<(), String> {
+    if key.len() == 33 && parse_pubkey(key).is_some() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field} must be a 33-byte compressed secp256k1 public key, found {} bytes{}",
+            key.len(),
+            if key.len() == 33 {
+                " that are not a curve point"
+            } else {
+                ""
+            }
+        ))
+    }
+}
+
+/// The fields of `MsgRegisterNode` and `MsgUpdateNode`.
+struct NodeFields {
+    host: String,
+    node_id: String,
+    models: Vec<String>,
+    vram_mib: u64,
+    bandwidth_mbps: u64,
+    max_concurrency: u64,
+    endpoint: String,
+    pubkey: Vec<u8>,
+}
+
+/// Stateless checks of a node's fields; the node as it would be stored.
+fn node_from(fields: NodeFields) -> Result<Node> {
+    validate_address("host", &fields.host)?;
+    validate_node_id("node_id", &fields.node_id)?;
+    if fields.models.is_empty() || fields.models.len() > 64 {
+        return Err(InferenceError::InvalidNode.err(format!(
+            "node {} must serve 1 to 64 models, found {}",
+            fields.node_id,
+            fields.models.len()
+        )));
+    }
+    let mut models = fields.models;
+    for model in &models {
+        validate_model_id("models[]", model)?;
+    }
+    models.sort();
+    if let Some(pair) = models.windows(2).find(|w| w[0] == w[1]) {
+        return Err(InferenceError::InvalidNode.err(format!(
+            "node {} lists model {} more than once",
+            fields.node_id, pair[0]
+        )));
+    }
+    if fields.max_concurrency == 0 {
+        return Err(InferenceError::InvalidNode.err(format!(
+            "node {} must accept at least 1 concurrent request, found max_concurrency 0",
+            fields.node_id
+        )));
+    }
+    validate_url("endpoint", &fields.endpoint)
+        .map_err(|log| InferenceError::InvalidNode.err(log))?;
+    validate_pubkey("pubkey", &fields.pubkey)
+        .map_err(|log| InferenceError::InvalidNode.err(log))?;
+    Ok(Node {
+        id: fields.node_id,
+        host: fields.host,
+        models,
+        vram_mib: fields.vram_mib,
+        bandwidth_mbps: fields.bandwidth_mbps,
+        max_concurrency: fields.max_concurrency,
+        endpoint: fields.endpoint,
+        pubkey: fields.pubkey,
+    })
+}
+
+/// Stateful checks of a node: its host is staked, every model is priced and fits its VRAM.
+fn check_node(state: &dyn StateRead, node: &Node) -> Result<()> {
+    require_staked(state, &node.host, "host of an ML node")?;
+    for id in &node.models {
+        let model = state.model(id)?.ok_or_else(|| {
+            InferenceError::UnknownModel.err(format!(
+                "node {} serves model {id}, which the chain does not price; see /inference/models",
+                node.id
+            ))
+        })?;
+        if node.vram_mib < model.min_vram_mib {
+            return Err(InferenceError::InsufficientVram.err(format!(
+                "model {id} needs at least {} MiB of VRAM but node {} declares {} MiB",
+                model.min_vram_mib, node.id, node.vram_mib
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `address` must be a participant, not jailed, with bonded ≥ `min_stake`.
+fn require_staked(state: &dyn StateRead, address: &str, role: &str) -> Result<()> {
+    let min_stake = parse_amount("min_stake", &state.stake_params()?.min_stake)?;
+    let Some(participant) = state.participant(address)? else {
+        return Err(InferenceError::NotStaked.err(format!(
+            "{address} is not a participant; the {role} must first stake at least {min_stake}ngnk"
+        )));
+    };
+    if participant.jailed {
+        return Err(InferenceError::NotStaked.err(format!(
+            "participant {address} is jailed until epoch {} and cannot act as {role}",
+            participant.jailed_until_epoch
+        )));
+    }
+    let bonded = parse_amount("bonded", &participant.bonded)?;
+    if bonded < min_stake {
+        return Err(InferenceError::NotStaked.err(format!(
+            "participant {address} has {bonded}ngnk bonded but the {role} needs at least {min_stake}ngnk"
+        )));
+    }
+    Ok(())
+}
+
+/// Parses a decimal u128 amount, reporting a malformed one under `code`.
+fn parse_amount_as(code: InferenceError, field: &str, text: &str) -> Result<u128> {
+    parse_amount(field, text).map_err(|e| code.err(e.log))
+}

@@ -1,0 +1,47 @@
+//! `MsgRegisterNode`: a staked host registers an ML node under a new, unique id.
+
+use gonka_proto::inference::{MsgRegisterNode, Node};
+use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
+
+use super::{check_node, decode_as, node_from, NodeFields};
+use crate::{events, InferenceError, InferenceRead, InferenceWrite};
+
+struct RegisterNode(Node);
+
+/// Decodes and statelessly checks a `MsgRegisterNode`.
+pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
+    decode_as::<MsgRegisterNode>(any).map(|msg| {
+        let m = msg?;
+        let node = node_from(NodeFields {
+            host: m.host,
+            node_id: m.node_id,
+            models: m.models,
+            vram_mib: m.vram_mib,
+            bandwidth_mbps: m.bandwidth_mbps,
+            max_concurrency: m.max_concurrency,
+            endpoint: m.endpoint,
+            pubkey: m.pubkey,
+        })?;
+        Ok(Box::new(RegisterNode(node)) as Box<dyn Msg>)
+    })
+}
+
+impl Msg for RegisterNode {
+    fn signer(&self) -> &str {
+        &self.0.host
+    }
+
+    fn execute(&self, _ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
+        let node = &self.0;
+        if let Some(existing) = state.node(&node.id)? {
+            return Err(InferenceError::DuplicateNode.err(format!(
+                "node id {} is already registered by {}; choose another id",
+                node.id, existing.host
+            )));
+        }
+        check_node(state, node)?;
+        state.put_node(node);
+        state.emit(events::node("node_registered", node));
+        Ok(())
+    }
+}

@@ -1,0 +1,53 @@
+//! `MsgUpdateNode`: the host of an ML node replaces its models, capacity, endpoint or key.
+
+use gonka_proto::inference::{MsgUpdateNode, Node};
+use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
+
+use super::{check_node, decode_as, node_from, NodeFields};
+use crate::{events, InferenceError, InferenceRead, InferenceWrite};
+
+struct UpdateNode(Node);
+
+/// Decodes and statelessly checks a `MsgUpdateNode`.
+pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
+    decode_as::<MsgUpdateNode>(any).map(|msg| {
+        let m = msg?;
+        let node = node_from(NodeFields {
+            host: m.host,
+            node_id: m.node_id,
+            models: m.models,
+            vram_mib: m.vram_mib,
+            bandwidth_mbps: m.bandwidth_mbps,
+            max_concurrency: m.max_concurrency,
+            endpoint: m.endpoint,
+            pubkey: m.pubkey,
+        })?;
+        Ok(Box::new(UpdateNode(node)) as Box<dyn Msg>)
+    })
+}
+
+impl Msg for UpdateNode {
+    fn signer(&self) -> &str {
+        &self.0.host
+    }
+
+    fn execute(&self, _ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
+        let node = &self.0;
+        let existing = state.node(&node.id)?.ok_or_else(|| {
+            InferenceError::UnknownNode.err(format!(
+                "node {} is not registered; register it with MsgRegisterNode",
+                node.id
+            ))
+        })?;
+        if existing.host != node.host {
+            return Err(InferenceError::NotNodeHost.err(format!(
+                "node {} is hosted by {}, not by {}",
+                node.id, existing.host, node.host
+            )));
+        }
+        check_node(state, node)?;
+        state.put_node(node);
+        state.emit(events::node("node_updated", node));
+        Ok(())
+    }
+}

@@ -1,0 +1,134 @@
+//! Typed access to inference state; other crates use these traits, never the keys.
+
+use gonka_proto::inference::{Model, Node, Params, StoredRecord, TransferAgent};
+use gonka_sdk::{Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
+
+use crate::{default_params, keys};
+
+/// Reads of inference state.
+pub trait InferenceRead: StateRead {
+    /// Current parameters (the defaults if genesis stored none).
+    fn inference_params(&self) -> Result<Params> {
+        Ok(self
+            .get_proto(&keys::params())?
+            .unwrap_or_else(default_params))
+    }
+
+    /// A priced model.
+    fn model(&self, id: &str) -> Result<Option<Model>> {
+        self.get_proto(&keys::model(id))
+    }
+
+    /// Every model, ascending by id.
+    fn models(&self) -> Result<Vec<Model>> {
+        Ok(self
+            .prefix_proto(&keys::models())?
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect())
+    }
+
+    /// A registered ML node.
+    fn node(&self, id: &str) -> Result<Option<Node>> {
+        self.get_proto(&keys::node(id))
+    }
+
+    /// Every ML node, ascending by id.
+    fn nodes(&self) -> Result<Vec<Node>> {
+        Ok(self
+            .prefix_proto(&keys::nodes())?
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect())
+    }
+
+    /// A registered transfer agent.
+    fn transfer_agent(&self, address: &str) -> Result<Option<TransferAgent>> {
+        self.get_proto(&keys::transfer_agent(address))
+    }
+
+    /// Every transfer agent, ascending by address.
+    fn transfer_agents(&self) -> Result<Vec<TransferAgent>> {
+        Ok(self
+            .prefix_proto(&keys::transfer_agents())?
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect())
+    }
+
+    /// A stored work record.
+    fn record(&self, inference_id: &str) -> Result<Option<StoredRecord>> {
+        self.get_proto(&keys::record(inference_id))
+    }
+
+    /// Records stored in `epoch`, ascending by inference id.
+    fn records_of_epoch(&self, epoch: u64) -> Result<Vec<StoredRecord>> {
+        records_by_index(self, &keys::records_of_epoch(epoch))
+    }
+
+    /// Records executed by node `executor` in `epoch`, ascending by inference id.
+    fn records_of_executor(&self, executor: &str, epoch: u64) -> Result<Vec<StoredRecord>> {
+        records_by_index(self, &keys::records_of_executor(executor, epoch))
+    }
+}
+
+impl<T: StateRead + ?Sized> InferenceRead for T {}
+
+fn records_by_index<S: StateRead + ?Sized>(state: &S, prefix: &[u8]) -> Result<Vec<StoredRecord>> {
+    let mut records = Vec::new();
+    for (_, id) in state.prefix_raw(prefix)? {
+        if let Some(record) = state.record(&String::from_utf8_lossy(&id))? {
+            records.push(record);
+        }
+    }
+    Ok(records)
+}
+
+/// Writes of inference state.
+pub trait InferenceWrite: StateWrite {
+    /// Replaces the parameters.
+    fn put_inference_params(&mut self, params: &Params) {
+        self.put_proto(keys::params(), params);
+    }
+
+    /// Stores a model.
+    fn put_model(&mut self, model: &Model) {
+        self.put_proto(keys::model(&model.id), model);
+    }
+
+    /// Stores an ML node.
+    fn put_node(&mut self, node: &Node) {
+        self.put_proto(keys::node(&node.id), node);
+    }
+
+    /// Removes an ML node.
+    fn delete_node(&mut self, id: &str) {
+        self.delete_raw(keys::node(id));
+    }
+
+    /// Stores a transfer agent.
+    fn put_transfer_agent(&mut self, agent: &TransferAgent) {
+        self.put_proto(keys::transfer_agent(&agent.address), agent);
+    }
+
+    /// Stores a work record and indexes it by epoch and by executor node. `stored.record`
+    /// must be set (every record this module builds carries it); a bare one is a bug.
+    fn put_record(&mut self, stored: &StoredRecord) {
+        let record = stored
+            .record
+            .as_ref()
+            .expect("stored records carry their record");
+        let id = &record.inference_id;
+        self.put_proto(keys::record(id), stored);
+        self.put_raw(
+            keys::record_in_epoch(stored.epoch, id),
+            id.as_bytes().to_vec(),
+        );
+        self.put_raw(
+            keys::record_of_executor(&record.executor_node, stored.epoch, id),
+            id.as_bytes().to_vec(),
+        );
+    }
+}
+
+impl<T: StateWrite + ?Sized> InferenceWrite for T {}
