@@ -1,6 +1,6 @@
 //! Building genesis `app_state`, the JSON CometBFT's genesis.json carries for `InitChain`.
 
-use gonka_proto::{auth, bank, epochs, rewards, stake};
+use gonka_proto::{auth, bank, epochs, inference, rewards, stake};
 
 /// One funded genesis account.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +40,8 @@ pub struct GenesisConfig {
     pub stake_params: Option<stake::Params>,
     /// Rewards parameters (`None`: defaults).
     pub rewards_params: Option<rewards::Params>,
+    /// Models ML nodes may serve, with their prices.
+    pub models: Vec<inference::Model>,
 }
 
 impl GenesisConfig {
@@ -86,12 +88,17 @@ impl GenesisConfig {
         let rewards = rewards::GenesisState {
             params: self.rewards_params.clone(),
         };
+        let inference = inference::GenesisState {
+            params: None,
+            models: self.models.clone(),
+        };
         serde_json::json!({
             gonka_auth::NAME: auth,
             gonka_bank::NAME: bank,
             gonka_epochs::NAME: epochs,
             gonka_stake::NAME: stake,
-            "rewards": rewards,
+            gonka_inference::NAME: inference,
+            gonka_rewards::NAME: rewards,
         })
     }
 }

@@ -46,6 +46,12 @@ fn genesis(
         accounts,
         min_fee: 1000,
         epoch_length: Some(EPOCH_LENGTH),
+        // The sidecar's built-in deterministic model, priced at 1 ngnk per token.
+        models: vec![gonka_proto::inference::Model {
+            id: "gonka/reference-1".into(),
+            price_per_token: "1".into(),
+            min_vram_mib: 0,
+        }],
         rewards_params: Some(gonka_proto::rewards::Params {
             initial_emission: EPOCH_EMISSION_NGNK.to_string(),
             decay_ppb: 474_970,
