@@ -319,6 +319,7 @@ impl Setup {
             epoch_length: Some(self.epoch_length),
             stake_params: Some(self.stake.clone()),
             rewards_params: Some(self.rewards.clone()),
+            models: Vec::new(),
         }
         .app_state()
     }
