@@ -6,3 +6,6 @@
 
 pub mod ml_node;
 pub mod reference;
+/// The transfer agent's scheduling core: node routing with load and failure backoff, and the
+/// commission-ordered wait queue (pure logic, no I/O).
+pub mod transfer_agent;

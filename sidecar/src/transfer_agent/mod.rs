@@ -1,0 +1,52 @@
+//! The transfer agent's (TA's) pure scheduling core: which ML node gets a request, and who waits.
+//!
+//! The TA receives OpenAI requests and forwards each one to an ML node. This module holds only
+//! the decisions, with no HTTP, no chain and no clock: every time-dependent call takes the
+//! current [`Instant`](std::time::Instant) as an argument, so behaviour is deterministic and
+//! testable.
+//!
+//! # Routing policy ([`Router`])
+//!
+//! For a request for model `m` needing at least `v` MiB of VRAM, a node is *eligible* when:
+//!
+//! 1. it serves `m` and has `vram_mib >= v`;
+//! 2. it is not cooling down after a failure (`now >= cooldown_until`);
+//! 3. its load is strictly below its `max_concurrency`, where the load is
+//!    `max(own in-flight, reported in-flight)`: the TA's own accounting of leases it handed out,
+//!    and the last in-flight count the node reported itself (which also covers traffic the TA
+//!    does not see). A node with `max_concurrency == 0` is never eligible. So the TA never
+//!    sends a node more than `max_concurrency` requests at once.
+//!
+//! Among eligible nodes the one with the smallest *relative* load `load / max_concurrency` wins,
+//! compared exactly by integer cross-multiplication (no floats), so 1/4 beats 1/2. Ties go to the
+//! higher `bandwidth_mbps`, then to the smaller node id, so the choice is fully deterministic.
+//! Picking reserves a slot (own in-flight += 1) and returns a [`Lease`], which must be handed back
+//! through [`Router::finish`] with the [`Outcome`].
+//!
+//! A [`Outcome::Failed`] puts the node in cooldown with exponential backoff:
+//! `min(base * 2^(consecutive_failures - 1), cap)` (see [`Backoff`]), so a retry picks another
+//! node. An [`Outcome::Ok`] resets the failure count and clears the cooldown.
+//!
+//! # Waiting policy ([`WaitQueue`])
+//!
+//! When no node is eligible the request waits in a bounded queue ordered by commission (higher
+//! first), then by arrival (first in, first out). A full queue rejects new requests with
+//! [`QueueFull`] (handing the request back); a waiting request can be withdrawn by its
+//! [`Ticket`] on timeout or cancellation.
+//!
+//! [`Router`]: crate::transfer_agent::Router
+//! [`Lease`]: crate::transfer_agent::Lease
+//! [`Router::finish`]: crate::transfer_agent::Router::finish
+//! [`Outcome`]: crate::transfer_agent::Outcome
+//! [`Outcome::Ok`]: crate::transfer_agent::Outcome::Ok
+//! [`Outcome::Failed`]: crate::transfer_agent::Outcome::Failed
+//! [`Backoff`]: crate::transfer_agent::Backoff
+//! [`WaitQueue`]: crate::transfer_agent::WaitQueue
+//! [`QueueFull`]: crate::transfer_agent::QueueFull
+//! [`Ticket`]: crate::transfer_agent::Ticket
+
+pub mod queue;
+pub mod routing;
+
+pub use queue::{QueueFull, Ticket, WaitQueue};
+pub use routing::{Backoff, Lease, NodeInfo, NodeStatus, Outcome, Router};
