@@ -153,11 +153,41 @@ mod tests {
             "gonkad tx stake unjail alice --memo m",
             "gonkad query stake unbonding",
             "gonkad query rewards epoch 3 --output json",
+            "gonkad query inference models",
+            "gonkad query inference nodes",
+            "gonkad query inference nodes --host gonka1h --output json",
+            "gonkad query inference node n1",
+            "gonkad query inference transfer-agents",
+            "gonkad query inference record abcd",
+            "gonkad query inference records --epoch 3 --executor n1",
+            "gonkad query inference params",
+            "gonkad tx inference remove-node alice n1 --fee 2000",
+            "gonkad tx inference register-transfer-agent alice --url https://ta",
         ] {
             let words = line.split(' ');
             assert!(Cli::try_parse_from(words).is_ok(), "{line}");
         }
         let missing_moniker = ["gonkad", "tx", "stake", "create", "alice", "1"];
         assert!(Cli::try_parse_from(missing_moniker).is_err());
+
+        let pubkey = format!("02{}", "ab".repeat(32));
+        let node = format!(
+            "gonkad tx inference register-node alice --id n1 --model m1 --model m2 \
+             --vram-mib 8192 --bandwidth-mbps 100 --max-concurrency 4 \
+             --endpoint http://127.0.0.1:9000 --pubkey {pubkey}"
+        );
+        let words = || node.split_whitespace();
+        assert!(Cli::try_parse_from(words()).is_ok(), "{node}");
+        let update = words().map(|w| w.replace("register-node", "update-node"));
+        assert!(Cli::try_parse_from(update).is_ok());
+        let bad_key = words().map(|w| w.replace(&pubkey, "02ab"));
+        assert!(Cli::try_parse_from(bad_key).is_err());
+        let no_model = words().filter(|w| !w.starts_with("--model") && !w.starts_with('m'));
+        assert!(Cli::try_parse_from(no_model).is_err());
+        let ta = format!(
+            "gonkad tx inference register-transfer-agent bob --url https://ta --pubkey {pubkey}"
+        );
+        assert!(Cli::try_parse_from(ta.split(' ')).is_ok());
+        assert!(Cli::try_parse_from("gonkad query inference records".split(' ')).is_err());
     }
 }

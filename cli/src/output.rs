@@ -28,23 +28,43 @@ impl Output {
 /// numbers), the form CometBFT's key files and `--consensus-key` use.
 const BASE64_FIELDS: &[&str] = &["consensus_pubkey"];
 
+/// Byte fields of the inference module: lowercase hex in JSON, the form `--pubkey` takes
+/// and inference ids (the hex of `request_hash`) use.
+const HEX_FIELDS: &[&str] = &[
+    "pubkey",
+    "requester_pubkey",
+    "requester_signature",
+    "request_hash",
+    "prompt_hash",
+    "response_hash",
+    "executor_signature",
+];
+
 /// A protobuf message as JSON with its .proto field names; the byte fields of
-/// `BASE64_FIELDS` become base64 strings.
+/// `BASE64_FIELDS` become base64 strings and those of `HEX_FIELDS` hex strings.
 pub fn to_json<T: serde::Serialize>(message: &T) -> Value {
     fn fix(value: &mut Value) {
         match value {
             Value::Object(map) => {
                 for (name, field) in map.iter_mut() {
-                    let bytes: Option<Vec<u8>> = match field {
-                        Value::Array(items) if BASE64_FIELDS.contains(&name.as_str()) => items
+                    let encode: Option<fn(&[u8]) -> String> =
+                        if BASE64_FIELDS.contains(&name.as_str()) {
+                            Some(crate::b64::encode)
+                        } else if HEX_FIELDS.contains(&name.as_str()) {
+                            Some(|bytes| hex::encode(bytes))
+                        } else {
+                            None
+                        };
+                    let bytes: Option<Vec<u8>> = match (field as &Value, encode) {
+                        (Value::Array(items), Some(_)) => items
                             .iter()
                             .map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
                             .collect(),
                         _ => None,
                     };
-                    match bytes {
-                        Some(bytes) => *field = Value::String(crate::b64::encode(&bytes)),
-                        None => fix(field),
+                    match (bytes, encode) {
+                        (Some(bytes), Some(encode)) => *field = Value::String(encode(&bytes)),
+                        _ => fix(field),
                     }
                 }
             }
@@ -118,6 +138,49 @@ mod tests {
         );
         assert_eq!(json["participants"][0]["bonded"], "5");
         assert_eq!(json["participants"][1]["consensus_pubkey"], "");
+    }
+
+    #[test]
+    fn json_shows_inference_bytes_as_hex() {
+        use gonka_proto::inference::{
+            Node, QueryNodesResponse, QueryRecordResponse, StoredRecord, WorkRecord,
+        };
+        let json = to_json(&QueryNodesResponse {
+            nodes: vec![Node {
+                id: "n1".into(),
+                models: vec!["m".into()],
+                pubkey: vec![2, 0xab, 0xff],
+                ..Default::default()
+            }],
+        });
+        assert_eq!(json["nodes"][0]["pubkey"], "02abff");
+        assert_eq!(json["nodes"][0]["models"][0], "m");
+        let record = WorkRecord {
+            request_hash: vec![0xab; 32],
+            requester_pubkey: vec![3; 33],
+            requester_signature: vec![1; 64],
+            prompt_hash: vec![0; 32],
+            response_hash: vec![0x10; 32],
+            executor_signature: vec![],
+            prompt_tokens: 7,
+            ..Default::default()
+        };
+        let json = to_json(&QueryRecordResponse {
+            record: Some(StoredRecord {
+                record: Some(record),
+                epoch: 4,
+                ..Default::default()
+            }),
+        });
+        let r = &json["record"]["record"];
+        assert_eq!(r["request_hash"], "ab".repeat(32));
+        assert_eq!(r["requester_pubkey"], "03".repeat(33));
+        assert_eq!(r["requester_signature"], "01".repeat(64));
+        assert_eq!(r["prompt_hash"], "00".repeat(32));
+        assert_eq!(r["response_hash"], "10".repeat(32));
+        assert_eq!(r["executor_signature"], "");
+        assert_eq!(r["prompt_tokens"], 7);
+        assert_eq!(json["record"]["epoch"], 4);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `gonkad query`: read chain state over CometBFT RPC (`abci_query`, `tx`).
 
 mod epochs;
+mod inference;
 mod rewards;
 mod stake;
 
@@ -29,6 +30,9 @@ pub enum Command {
     /// Settled epoch rewards, a participant's earnings and reward parameters.
     #[command(subcommand)]
     Rewards(rewards::Query),
+    /// ML nodes, transfer agents, models, work records and inference parameters.
+    #[command(subcommand)]
+    Inference(inference::Query),
     /// A transaction by hash, with its block height and result.
     Tx {
         /// Transaction hash (hex).
@@ -72,6 +76,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         Command::Epochs(query) => return epochs::run(global, query).await,
         Command::Stake(query) => return stake::run(global, query).await,
         Command::Rewards(query) => return rewards::run(global, query).await,
+        Command::Inference(query) => return inference::run(global, query).await,
         Command::Bank(BankQuery::Balance { address, denom }) => {
             let amount = client.balance(&address, &denom).await?;
             out.print(

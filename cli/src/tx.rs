@@ -1,6 +1,7 @@
 //! `gonkad tx`: sign with a keyring key, broadcast with `broadcast_tx_sync`, wait for the
 //! block that includes the tx.
 
+mod inference;
 mod stake;
 
 use std::time::Duration;
@@ -20,6 +21,9 @@ pub enum Command {
     /// Stake transactions: become a participant, bond, unbond, unjail.
     #[command(subcommand)]
     Stake(stake::Command),
+    /// Inference transactions: register, update and remove ML nodes and transfer agents.
+    #[command(subcommand)]
+    Inference(inference::Command),
 }
 
 /// `gonkad tx bank` subcommands.
@@ -61,6 +65,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
     match command {
         Command::Bank(BankCommand::Send(args)) => send(global, args).await,
         Command::Stake(command) => stake::run(global, command).await,
+        Command::Inference(command) => inference::run(global, command).await,
     }
 }
 

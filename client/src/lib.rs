@@ -10,7 +10,10 @@ pub mod tx;
 
 pub use keys::Key;
 pub use rpc::{Client, Included};
-pub use tx::{msg_send, msg_stake, msg_unjail, msg_unstake, sign, SignerData};
+pub use tx::{
+    msg_register_node, msg_register_transfer_agent, msg_remove_node, msg_send, msg_stake,
+    msg_unjail, msg_unstake, msg_update_node, sign, NodeSpec, SignerData,
+};
 
 /// A message packed with its type URL, as [`sign`] takes it.
 pub use cosmrs::Any;

@@ -1,0 +1,190 @@
+//! `gonkad query inference`: `/inference/models`, `/inference/nodes`, `/inference/node`,
+//! `/inference/transfer_agents`, `/inference/record`, `/inference/records`,
+//! `/inference/params`.
+
+use anyhow::Result;
+use gonka_proto::inference as pb;
+
+use super::show;
+use crate::amount::show_ngnk;
+use crate::output::{fields, list};
+use crate::Global;
+
+/// `gonkad query inference` subcommands.
+#[derive(clap::Subcommand)]
+pub enum Query {
+    /// Models the chain prices, with their price per token and least VRAM.
+    Models,
+    /// Registered ML nodes, all or of one host.
+    Nodes {
+        /// Only the nodes of this host (operator address, gonka1...); all when omitted.
+        #[arg(long)]
+        host: Option<String>,
+    },
+    /// One registered ML node.
+    Node {
+        /// Node id.
+        id: String,
+    },
+    /// Registered transfer agents.
+    TransferAgents,
+    /// One stored work record.
+    Record {
+        /// Inference id: the lowercase hex of the request hash.
+        id: String,
+    },
+    /// Work records of one epoch, all or of one executor node.
+    Records {
+        /// Epoch number.
+        #[arg(long)]
+        epoch: u64,
+        /// Only the records executed by this node id; all when omitted.
+        #[arg(long)]
+        executor: Option<String>,
+    },
+    /// Inference module parameters.
+    Params,
+}
+
+/// Runs a `gonkad query inference` subcommand.
+pub async fn run(global: &Global, query: Query) -> Result<()> {
+    match query {
+        Query::Models => {
+            show(
+                global,
+                "/inference/models",
+                pb::QueryModelsRequest {},
+                |r: &pb::QueryModelsResponse| list(&r.models, "no models", model_text),
+            )
+            .await
+        }
+        Query::Nodes { host } => {
+            let request = pb::QueryNodesRequest {
+                host: host.unwrap_or_default(),
+            };
+            show(
+                global,
+                "/inference/nodes",
+                request,
+                |r: &pb::QueryNodesResponse| list(&r.nodes, "no nodes", node_text),
+            )
+            .await
+        }
+        Query::Node { id } => {
+            show(
+                global,
+                "/inference/node",
+                pb::QueryNodeRequest { node_id: id },
+                |r: &pb::QueryNodeResponse| {
+                    r.node
+                        .as_ref()
+                        .map_or("no node in the answer".into(), node_text)
+                },
+            )
+            .await
+        }
+        Query::TransferAgents => {
+            show(
+                global,
+                "/inference/transfer_agents",
+                pb::QueryTransferAgentsRequest {},
+                |r: &pb::QueryTransferAgentsResponse| {
+                    list(&r.transfer_agents, "no transfer agents", |t| {
+                        fields(&[
+                            ("address", t.address.clone()),
+                            ("url", t.url.clone()),
+                            ("pubkey", hex::encode(&t.pubkey)),
+                        ])
+                    })
+                },
+            )
+            .await
+        }
+        Query::Record { id } => {
+            show(
+                global,
+                "/inference/record",
+                pb::QueryRecordRequest { inference_id: id },
+                |r: &pb::QueryRecordResponse| {
+                    r.record
+                        .as_ref()
+                        .map_or("no record in the answer".into(), record_text)
+                },
+            )
+            .await
+        }
+        Query::Records { epoch, executor } => {
+            let request = pb::QueryRecordsRequest {
+                epoch,
+                executor: executor.unwrap_or_default(),
+            };
+            show(
+                global,
+                "/inference/records",
+                request,
+                |r: &pb::QueryRecordsResponse| {
+                    let empty = format!("no work records in epoch {epoch}");
+                    list(&r.records, &empty, record_text)
+                },
+            )
+            .await
+        }
+        Query::Params => {
+            show(
+                global,
+                "/inference/params",
+                pb::QueryParamsRequest {},
+                |r: &pb::QueryParamsResponse| {
+                    let p = r.params.unwrap_or_default();
+                    fields(&[
+                        ("max_records_per_batch", p.max_records_per_batch.to_string()),
+                        ("max_tokens_per_record", p.max_tokens_per_record.to_string()),
+                    ])
+                },
+            )
+            .await
+        }
+    }
+}
+
+fn model_text(m: &pb::Model) -> String {
+    fields(&[
+        ("id", m.id.clone()),
+        ("price_per_token", show_ngnk(&m.price_per_token)),
+        ("min_vram_mib", m.min_vram_mib.to_string()),
+    ])
+}
+
+fn node_text(n: &pb::Node) -> String {
+    fields(&[
+        ("id", n.id.clone()),
+        ("host", n.host.clone()),
+        ("models", n.models.join(", ")),
+        ("vram_mib", n.vram_mib.to_string()),
+        ("bandwidth_mbps", n.bandwidth_mbps.to_string()),
+        ("max_concurrency", n.max_concurrency.to_string()),
+        ("endpoint", n.endpoint.clone()),
+        ("pubkey", hex::encode(&n.pubkey)),
+    ])
+}
+
+fn record_text(s: &pb::StoredRecord) -> String {
+    let w = s.record.clone().unwrap_or_default();
+    fields(&[
+        ("inference_id", w.inference_id),
+        ("epoch", s.epoch.to_string()),
+        ("height", s.height.to_string()),
+        ("model", w.model),
+        ("prompt_tokens", w.prompt_tokens.to_string()),
+        ("completion_tokens", w.completion_tokens.to_string()),
+        ("cost", show_ngnk(&s.cost)),
+        ("commission", show_ngnk(&w.commission)),
+        ("requester", w.requester),
+        ("executor_node", w.executor_node),
+        ("executor_host", s.executor_host.clone()),
+        ("transfer_agent", s.transfer_agent.clone()),
+        ("request_hash", hex::encode(&w.request_hash)),
+        ("prompt_hash", hex::encode(&w.prompt_hash)),
+        ("response_hash", hex::encode(&w.response_hash)),
+    ])
+}
