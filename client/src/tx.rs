@@ -186,35 +186,7 @@ pub fn msg_submit_work_batch(transfer_agent: &str, records: Vec<WorkRecord>) -> 
     })
 }
 
-/// Domain separator of the executor's signed bytes (as `gonka_inference::EXECUTOR_DOMAIN`).
-pub const EXECUTOR_DOMAIN: &[u8] = b"gonka/executor/v1";
-
-/// What an executor ML node signs, exactly as the chain's
-/// `gonka_inference::executor_sign_bytes`: SHA-256(`"gonka/executor/v1"` ‖ request_hash ‖
-/// response_hash ‖ model ‖ prompt_tokens (u64 BE) ‖ completion_tokens (u64 BE)).
-/// (Repeated here because the client depends on no chain module.)
-pub fn executor_sign_bytes(
-    request_hash: &[u8],
-    response_hash: &[u8],
-    model: &str,
-    prompt_tokens: u64,
-    completion_tokens: u64,
-) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    let mut hasher = Sha256::new();
-    hasher.update(EXECUTOR_DOMAIN);
-    hasher.update(request_hash);
-    hasher.update(response_hash);
-    hasher.update(model.as_bytes());
-    hasher.update(prompt_tokens.to_be_bytes());
-    hasher.update(completion_tokens.to_be_bytes());
-    hasher.finalize().into()
-}
-
-/// The inference id of a request: the lowercase hex of its `request_hash`.
-pub fn inference_id(request_hash: &[u8]) -> String {
-    request_hash.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use gonka_proto::signing::{executor_sign_bytes, inference_id, EXECUTOR_DOMAIN};
 
 /// The facts of one served inference, before signing.
 #[derive(Debug, Clone, PartialEq, Eq)]

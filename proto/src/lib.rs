@@ -56,3 +56,5 @@ pub use gonka::{
 };
 
 pub use prost::Name;
+
+pub mod signing;

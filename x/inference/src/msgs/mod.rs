@@ -106,6 +106,30 @@ struct NodeFields {
     pubkey: Vec<u8>,
 }
 
+/// `MsgRegisterNode` and `MsgUpdateNode` carry the same node fields.
+macro_rules! node_fields_from {
+    ($($msg:ty),*) => {$(
+        impl From<$msg> for NodeFields {
+            fn from(m: $msg) -> Self {
+                NodeFields {
+                    host: m.host,
+                    node_id: m.node_id,
+                    models: m.models,
+                    vram_mib: m.vram_mib,
+                    bandwidth_mbps: m.bandwidth_mbps,
+                    max_concurrency: m.max_concurrency,
+                    endpoint: m.endpoint,
+                    pubkey: m.pubkey,
+                }
+            }
+        }
+    )*};
+}
+node_fields_from!(
+    gonka_proto::inference::MsgRegisterNode,
+    gonka_proto::inference::MsgUpdateNode
+);
+
 /// Stateless checks of a node's fields; the node as it would be stored.
 fn node_from(fields: NodeFields) -> Result<Node> {
     validate_address("host", &fields.host)?;

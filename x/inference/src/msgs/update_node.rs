@@ -11,17 +11,7 @@ struct UpdateNode(Node);
 /// Decodes and statelessly checks a `MsgUpdateNode`.
 pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
     decode_as::<MsgUpdateNode>(any).map(|msg| {
-        let m = msg?;
-        let node = node_from(NodeFields {
-            host: m.host,
-            node_id: m.node_id,
-            models: m.models,
-            vram_mib: m.vram_mib,
-            bandwidth_mbps: m.bandwidth_mbps,
-            max_concurrency: m.max_concurrency,
-            endpoint: m.endpoint,
-            pubkey: m.pubkey,
-        })?;
+        let node = node_from(NodeFields::from(msg?))?;
         Ok(Box::new(UpdateNode(node)) as Box<dyn Msg>)
     })
 }
