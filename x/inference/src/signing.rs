@@ -67,6 +67,7 @@ mod tests {
     use super::*;
     use k256::ecdsa::signature::Signer;
     use k256::ecdsa::SigningKey;
+    use sha2::{Digest, Sha256};
 
     fn key(seed: u8) -> SigningKey {
         SigningKey::from_slice(&[seed; 32]).unwrap()
