@@ -1,7 +1,10 @@
-//! The transfer agent's (TA's) pure scheduling core: which ML node gets a request, and who waits.
+//! The transfer agent (TA): its pure scheduling core ([`Router`], [`WaitQueue`]: which ML node
+//! gets a request, and who waits) and, on top of it, the HTTP front: request authentication
+//! ([`auth`]), the OpenAI-compatible server ([`server`]) and a minimal HTTP client for the ML
+//! nodes ([`upstream`]).
 //!
-//! The TA receives OpenAI requests and forwards each one to an ML node. This module holds only
-//! the decisions, with no HTTP, no chain and no clock: every time-dependent call takes the
+//! The TA receives OpenAI requests and forwards each one to an ML node. `routing` and `queue` hold
+//! only the decisions, with no HTTP, no chain and no clock: every time-dependent call takes the
 //! current [`Instant`](std::time::Instant) as an argument, so behaviour is deterministic and
 //! testable.
 //!
@@ -45,8 +48,12 @@
 //! [`QueueFull`]: crate::transfer_agent::QueueFull
 //! [`Ticket`]: crate::transfer_agent::Ticket
 
+pub mod auth;
 pub mod queue;
 pub mod routing;
+pub mod server;
+pub mod upstream;
 
 pub use queue::{QueueFull, Ticket, WaitQueue};
 pub use routing::{Backoff, Lease, NodeInfo, NodeStatus, Outcome, Router};
+pub use server::{CompletedRecord, Identity, TaConfig, TaNodeConfig, TransferAgent};
