@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use gonka_sidecar::ml_node::{self, MlNodeConfig, DEFAULT_MODEL_ID};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
+
+mod common;
+use common::*;
 
 /// Starts an ML node on a free port and returns its address. It runs until the test ends.
 async fn start(config: MlNodeConfig) -> SocketAddr {
@@ -27,85 +29,9 @@ fn config() -> MlNodeConfig {
     }
 }
 
-/// A response as read off the wire.
-#[derive(Debug)]
-struct HttpResponse {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl HttpResponse {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.body))
-    }
-}
-
-/// Sends one request with `Connection: close` and reads the whole response, de-chunking a
-/// chunked body.
+/// Sends one request without extra headers.
 async fn http(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> HttpResponse {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(body).await.unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("response has a header block");
-    let head = String::from_utf8(raw[..split].to_vec()).unwrap();
-    let mut payload = raw[split + 4..].to_vec();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-    if chunked {
-        payload = dechunk(&payload);
-    }
-    HttpResponse {
-        status,
-        headers,
-        body: String::from_utf8(payload).unwrap(),
-    }
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = data.windows(2).position(|w| w == b"\r\n").unwrap();
-        let size_text = std::str::from_utf8(&data[..line_end]).unwrap();
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
-        data = &data[line_end + 2..];
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&data[..size]);
-        data = &data[size + 2..];
-    }
+    http_request(addr, method, path, &[], body).await
 }
 
 async fn chat(addr: SocketAddr, body: Value) -> HttpResponse {
@@ -145,20 +71,6 @@ fn sse_data(body: &str) -> Vec<String> {
                 .to_string()
         })
         .collect()
-}
-
-fn assert_error(resp: &HttpResponse, status: u16, code: &str) {
-    assert_eq!(resp.status, status, "body: {}", resp.body);
-    assert!(resp
-        .header("content-type")
-        .unwrap()
-        .starts_with("application/json"));
-    let body = resp.json();
-    let error = &body["error"];
-    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()));
-    assert!(error["type"].as_str().is_some());
-    assert_eq!(error["code"], code, "body: {}", resp.body);
-    assert_eq!(body.as_object().unwrap().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

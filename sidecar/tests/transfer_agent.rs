@@ -15,6 +15,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
+mod common;
+use common::*;
+
 const ADDRESS: &str = "gonka1qqqsyqcyq5rqwzqfpg9scrgwpugpzysnzs23v";
 
 fn key() -> SigningKey {
@@ -64,94 +67,6 @@ async fn start_ta(config: TaConfig) -> (SocketAddr, Arc<TransferAgent>) {
     (addr, ta)
 }
 
-#[derive(Debug)]
-struct HttpResponse {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl HttpResponse {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.body))
-    }
-}
-
-async fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, String)],
-    body: &[u8],
-) -> HttpResponse {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(body).await.unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("response has a header block");
-    let head = String::from_utf8(raw[..split].to_vec()).unwrap();
-    let mut payload = raw[split + 4..].to_vec();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    if headers
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"))
-    {
-        payload = dechunk(&payload);
-    }
-    HttpResponse {
-        status,
-        headers,
-        body: String::from_utf8(payload).unwrap(),
-    }
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = data.windows(2).position(|w| w == b"\r\n").unwrap();
-        let size_text = std::str::from_utf8(&data[..line_end]).unwrap();
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
-        data = &data[line_end + 2..];
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&data[..size]);
-        data = &data[size + 2..];
-    }
-}
-
 fn request(content: &str, max_tokens: u32, stream: bool) -> Value {
     json!({
         "model": DEFAULT_MODEL_ID,
@@ -174,17 +89,7 @@ fn fresh_nonce() -> String {
 async fn signed_chat(addr: SocketAddr, body: &Value) -> HttpResponse {
     let bytes = body.to_string().into_bytes();
     let headers = sign_request(&key(), ADDRESS, &bytes, now(), &fresh_nonce());
-    http(addr, "POST", "/v1/chat/completions", &headers, &bytes).await
-}
-
-fn assert_error(resp: &HttpResponse, status: u16, code: &str) {
-    assert_eq!(resp.status, status, "body: {}", resp.body);
-    let body = resp.json();
-    assert!(body["error"]["message"]
-        .as_str()
-        .is_some_and(|m| !m.is_empty()));
-    assert!(body["error"]["type"].as_str().is_some());
-    assert_eq!(body["error"]["code"], code, "body: {}", resp.body);
+    http_request(addr, "POST", "/v1/chat/completions", &headers, &bytes).await
 }
 
 fn sse_content(body: &str) -> String {
@@ -230,12 +135,14 @@ async fn signed_requests_are_forwarded_and_recorded() {
     let nodes = three_nodes(2, 0).await;
     let (ta_addr, ta) = start_ta(ta_config(&nodes, 2)).await;
 
-    let models = http(ta_addr, "GET", "/v1/models", &[], b"").await;
+    let models = http_request(ta_addr, "GET", "/v1/models", &[], b"").await;
     assert_eq!(models.status, 200);
     let models = models.json();
     assert_eq!(models["data"].as_array().unwrap().len(), 1);
     assert_eq!(models["data"][0]["id"], DEFAULT_MODEL_ID);
-    let id = http(ta_addr, "GET", "/v1/identity", &[], b"").await.json();
+    let id = http_request(ta_addr, "GET", "/v1/identity", &[], b"")
+        .await
+        .json();
     assert_eq!(
         id,
         json!({"address": "gonka1ta", "pubkey": "02ab", "url": "http://ta.example"})
@@ -294,7 +201,7 @@ async fn authentication_failures_are_401_and_unknown_model_404() {
     let (ta_addr, ta) = start_ta(ta_config(&nodes, 2)).await;
     let body = request("hi", 4, false).to_string().into_bytes();
     let post = |headers: Vec<(&'static str, String)>, body: Vec<u8>| async move {
-        http(ta_addr, "POST", "/v1/chat/completions", &headers, &body).await
+        http_request(ta_addr, "POST", "/v1/chat/completions", &headers, &body).await
     };
 
     // Missing headers.
@@ -372,7 +279,9 @@ async fn concurrent_requests_spread_without_exceeding_concurrency() {
                     *e = (*e).max(n);
                 }
                 for addr in &node_addrs {
-                    let load = http(*addr, "GET", "/v1/load", &[], b"").await.json();
+                    let load = http_request(*addr, "GET", "/v1/load", &[], b"")
+                        .await
+                        .json();
                     assert!(load["in_flight"].as_u64().unwrap() <= 2);
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
