@@ -43,8 +43,10 @@ pub trait Module: Send + Sync {
     ) -> Result<HookOutput>;
 
     /// Decodes and statelessly validates `msg` if its type URL belongs to this module;
-    /// `None` if it does not.
-    fn decode_msg(&self, msg: &Any) -> Option<Result<Box<dyn Msg>>>;
+    /// `None` if it does not (the default, for modules without messages).
+    fn decode_msg(&self, _msg: &Any) -> Option<Result<Box<dyn Msg>>> {
+        None
+    }
 
     /// Runs before the block's transactions.
     fn begin_block(&self, _ctx: &BlockContext, _state: &mut dyn StateWrite) -> Result<()> {

@@ -19,7 +19,7 @@ pub use params::{default_params, validate_params};
 pub use state::{AuthRead, AuthWrite};
 
 use gonka_proto::auth::GenesisState;
-use gonka_sdk::{Any, HookOutput, Module, Msg, Result, StateRead, StateWrite};
+use gonka_sdk::{HookOutput, Module, Result, StateRead, StateWrite};
 
 /// The auth module.
 #[derive(Debug, Default, Clone, Copy)]
@@ -41,11 +41,6 @@ impl Module for Auth {
         let genesis: GenesisState = gonka_sdk::parse_genesis(NAME, genesis)?;
         genesis::init(state, genesis)?;
         Ok(HookOutput::default())
-    }
-
-    fn decode_msg(&self, _msg: &Any) -> Option<Result<Box<dyn Msg>>> {
-        // Accounts change only as a side effect of transactions; auth has no messages.
-        None
     }
 
     fn query(&self, path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {

@@ -21,7 +21,7 @@ pub use hooks::{advance, ends_at};
 pub use params::{default_params, validate_params};
 pub use state::{current, EpochsRead};
 
-use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
+use gonka_sdk::{BlockContext, HookOutput, Module, Result, StateRead, StateWrite};
 
 /// Module name: key namespace, codespace and genesis section.
 pub const NAME: &str = "epochs";
@@ -42,10 +42,6 @@ impl Module for Epochs {
     ) -> Result<HookOutput> {
         genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)?;
         Ok(HookOutput::default())
-    }
-
-    fn decode_msg(&self, _msg: &Any) -> Option<Result<Box<dyn Msg>>> {
-        None
     }
 
     fn begin_block(&self, ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {

@@ -31,7 +31,7 @@ pub use state::{
     participant_rewards, rewards_pool_address, validation_pool_address,
 };
 
-use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
+use gonka_sdk::{BlockContext, HookOutput, Module, Result, StateRead, StateWrite};
 
 /// Module name: key namespace, codespace, query prefix and genesis section.
 pub const NAME: &str = "rewards";
@@ -61,11 +61,6 @@ impl Module for Rewards {
     ) -> Result<HookOutput> {
         genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)?;
         Ok(HookOutput::default())
-    }
-
-    fn decode_msg(&self, _msg: &Any) -> Option<Result<Box<dyn Msg>>> {
-        // Rewards move only at epoch boundaries; there is nothing to send.
-        None
     }
 
     fn end_epoch(
