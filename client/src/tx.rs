@@ -7,7 +7,7 @@ use gonka_proto::auth::SignDocHint;
 use gonka_proto::bank::{Coin as ProtoCoin, MsgSend};
 use gonka_proto::inference::{
     MsgRegisterNode, MsgRegisterTransferAgent, MsgRemoveNode, MsgSubmitWorkBatch, MsgUpdateNode,
-    WorkRecord,
+    Node, WorkRecord,
 };
 use gonka_proto::stake::{MsgStake, MsgUnjail, MsgUnstake};
 use prost::{Message, Name};
@@ -132,31 +132,31 @@ pub struct NodeSpec {
     pub pubkey: Vec<u8>,
 }
 
+/// The node `host` declares in `MsgRegisterNode` / `MsgUpdateNode`.
+fn node_of(host: &str, spec: &NodeSpec) -> Node {
+    Node {
+        id: spec.node_id.clone(),
+        host: host.into(),
+        models: spec.models.clone(),
+        vram_mib: spec.vram_mib,
+        bandwidth_mbps: spec.bandwidth_mbps,
+        max_concurrency: spec.max_concurrency,
+        endpoint: spec.endpoint.clone(),
+        pubkey: spec.pubkey.clone(),
+    }
+}
+
 /// `/gonka.inference.v1.MsgRegisterNode`: `host` (a staked participant) registers a node.
 pub fn msg_register_node(host: &str, node: &NodeSpec) -> Any {
     any_of(&MsgRegisterNode {
-        host: host.into(),
-        node_id: node.node_id.clone(),
-        models: node.models.clone(),
-        vram_mib: node.vram_mib,
-        bandwidth_mbps: node.bandwidth_mbps,
-        max_concurrency: node.max_concurrency,
-        endpoint: node.endpoint.clone(),
-        pubkey: node.pubkey.clone(),
+        node: Some(node_of(host, node)),
     })
 }
 
 /// `/gonka.inference.v1.MsgUpdateNode`: `host` replaces every field of its node.
 pub fn msg_update_node(host: &str, node: &NodeSpec) -> Any {
     any_of(&MsgUpdateNode {
-        host: host.into(),
-        node_id: node.node_id.clone(),
-        models: node.models.clone(),
-        vram_mib: node.vram_mib,
-        bandwidth_mbps: node.bandwidth_mbps,
-        max_concurrency: node.max_concurrency,
-        endpoint: node.endpoint.clone(),
-        pubkey: node.pubkey.clone(),
+        node: Some(node_of(host, node)),
     })
 }
 
@@ -299,12 +299,16 @@ mod tests {
             endpoint: "http://127.0.0.1:9000".into(),
             pubkey: vec![2; 33],
         };
-        let registered = decode::<MsgRegisterNode>(&msg_register_node("gonka1h", &node));
+        let registered = decode::<MsgRegisterNode>(&msg_register_node("gonka1h", &node))
+            .node
+            .unwrap();
         assert_eq!(
             (registered.host.as_str(), registered.vram_mib),
             ("gonka1h", 8)
         );
-        let updated = decode::<MsgUpdateNode>(&msg_update_node("gonka1h", &node));
+        let updated = decode::<MsgUpdateNode>(&msg_update_node("gonka1h", &node))
+            .node
+            .unwrap();
         assert_eq!(updated.endpoint, node.endpoint);
         assert_eq!(
             decode::<MsgRemoveNode>(&msg_remove_node("gonka1h", "n1")).node_id,

@@ -94,50 +94,18 @@ fn validate_pubkey(field: &str, key: &[u8]) -> Result<(), String> {
     }
 }
 
-/// The fields of `MsgRegisterNode` and `MsgUpdateNode`.
-struct NodeFields {
-    host: String,
-    node_id: String,
-    models: Vec<String>,
-    vram_mib: u64,
-    bandwidth_mbps: u64,
-    max_concurrency: u64,
-    endpoint: String,
-    pubkey: Vec<u8>,
-}
-
-/// `MsgRegisterNode` and `MsgUpdateNode` carry the same node fields.
-macro_rules! node_fields_from {
-    ($($msg:ty),*) => {$(
-        impl From<$msg> for NodeFields {
-            fn from(m: $msg) -> Self {
-                NodeFields {
-                    host: m.host,
-                    node_id: m.node_id,
-                    models: m.models,
-                    vram_mib: m.vram_mib,
-                    bandwidth_mbps: m.bandwidth_mbps,
-                    max_concurrency: m.max_concurrency,
-                    endpoint: m.endpoint,
-                    pubkey: m.pubkey,
-                }
-            }
-        }
-    )*};
-}
-node_fields_from!(
-    gonka_proto::inference::MsgRegisterNode,
-    gonka_proto::inference::MsgUpdateNode
-);
-
-/// Stateless checks of a node's fields; the node as it would be stored.
-fn node_from(fields: NodeFields) -> Result<Node> {
+/// Stateless checks of the node a `MsgRegisterNode` / `MsgUpdateNode` carries; the node as
+/// it would be stored (models sorted).
+fn node_from(node: Option<Node>) -> Result<Node> {
+    let fields = node.ok_or_else(|| {
+        InferenceError::InvalidNode.err("the message carries no node; set its `node` field")
+    })?;
     validate_address("host", &fields.host)?;
-    validate_node_id("node_id", &fields.node_id)?;
+    validate_node_id("node_id", &fields.id)?;
     if fields.models.is_empty() || fields.models.len() > 64 {
         return Err(InferenceError::InvalidNode.err(format!(
             "node {} must serve 1 to 64 models, found {}",
-            fields.node_id,
+            fields.id,
             fields.models.len()
         )));
     }
@@ -149,29 +117,20 @@ fn node_from(fields: NodeFields) -> Result<Node> {
     if let Some(pair) = models.windows(2).find(|w| w[0] == w[1]) {
         return Err(InferenceError::InvalidNode.err(format!(
             "node {} lists model {} more than once",
-            fields.node_id, pair[0]
+            fields.id, pair[0]
         )));
     }
     if fields.max_concurrency == 0 {
         return Err(InferenceError::InvalidNode.err(format!(
             "node {} must accept at least 1 concurrent request, found max_concurrency 0",
-            fields.node_id
+            fields.id
         )));
     }
     validate_url("endpoint", &fields.endpoint)
         .map_err(|log| InferenceError::InvalidNode.err(log))?;
     validate_pubkey("pubkey", &fields.pubkey)
         .map_err(|log| InferenceError::InvalidNode.err(log))?;
-    Ok(Node {
-        id: fields.node_id,
-        host: fields.host,
-        models,
-        vram_mib: fields.vram_mib,
-        bandwidth_mbps: fields.bandwidth_mbps,
-        max_concurrency: fields.max_concurrency,
-        endpoint: fields.endpoint,
-        pubkey: fields.pubkey,
-    })
+    Ok(Node { models, ..fields })
 }
 
 /// Stateful checks of a node: its host is staked, every model is priced and fits its VRAM.

@@ -3,7 +3,7 @@
 use gonka_proto::inference::{MsgRegisterNode, Node};
 use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{check_node, decode_as, node_from, NodeFields};
+use super::{check_node, decode_as, node_from};
 use crate::{events, InferenceError, InferenceRead, InferenceWrite};
 
 struct RegisterNode(Node);
@@ -11,7 +11,7 @@ struct RegisterNode(Node);
 /// Decodes and statelessly checks a `MsgRegisterNode`.
 pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
     decode_as::<MsgRegisterNode>(any).map(|msg| {
-        let node = node_from(NodeFields::from(msg?))?;
+        let node = node_from(msg?.node)?;
         Ok(Box::new(RegisterNode(node)) as Box<dyn Msg>)
     })
 }

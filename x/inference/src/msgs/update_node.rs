@@ -3,7 +3,7 @@
 use gonka_proto::inference::{MsgUpdateNode, Node};
 use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{check_node, decode_as, node_from, NodeFields};
+use super::{check_node, decode_as, node_from};
 use crate::{events, InferenceError, InferenceRead, InferenceWrite};
 
 struct UpdateNode(Node);
@@ -11,7 +11,7 @@ struct UpdateNode(Node);
 /// Decodes and statelessly checks a `MsgUpdateNode`.
 pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
     decode_as::<MsgUpdateNode>(any).map(|msg| {
-        let node = node_from(NodeFields::from(msg?))?;
+        let node = node_from(msg?.node)?;
         Ok(Box::new(UpdateNode(node)) as Box<dyn Msg>)
     })
 }
