@@ -113,8 +113,9 @@ fn registered_world() -> World {
     world
 }
 
-fn request_hash(nonce: &str) -> [u8; 32] {
-    Sha256::digest(nonce.as_bytes()).into()
+/// Some 32 bytes that depend on `s`.
+fn digest(s: &str) -> [u8; 32] {
+    Sha256::digest(s.as_bytes()).into()
 }
 
 /// A record by `requester` (nonce `nonce`) executed by `node` with key seed `seed`.
@@ -128,9 +129,10 @@ fn record(
     commission: u128,
 ) -> WorkRecord {
     let input = WorkRecordInput {
-        request_hash: request_hash(nonce),
         model: model.into(),
-        prompt_hash: Sha256::digest(format!("prompt {nonce}")).into(),
+        prompt_hash: digest(&format!("prompt {nonce}")),
+        timestamp: 1_700_000_000,
+        nonce: nonce.into(),
         response_hash: Sha256::digest(format!("response {nonce}")).into(),
         prompt_tokens: tokens.0,
         completion_tokens: tokens.1,
@@ -547,7 +549,11 @@ fn transfer_agent_misbehaviour_fails_the_whole_batch_with_its_code() {
     let mut stolen_key = record("alice", "sk", LLAMA, "n0", 10, (1, 1), 0);
     stolen_key.requester_pubkey = key("bob").public_key().to_bytes();
     let mut wrong_id = record("alice", "wi", LLAMA, "n0", 10, (1, 1), 0);
-    wrong_id.inference_id = hex::encode(request_hash("something else"));
+    wrong_id.inference_id = hex::encode(digest("something else"));
+    let mut raised_commission = record("alice", "rc", LLAMA, "n0", 10, (1, 1), 1);
+    raised_commission.commission = "1000".into();
+    let mut bad_nonce = record("alice", "bn", LLAMA, "n0", 10, (1, 1), 0);
+    bad_nonce.nonce = "has space".into();
     let mut malformed_sig = record("alice", "ms", LLAMA, "n0", 10, (1, 1), 0);
     malformed_sig.executor_signature.truncate(10);
     let unknown_model = record("alice", "um", "no/model", "n0", 10, (1, 1), 0);
@@ -584,6 +590,13 @@ fn transfer_agent_misbehaviour_fails_the_whole_batch_with_its_code() {
         ),
         (vec![good(), stolen_key], 21, "belongs to", true),
         (vec![good(), wrong_id], 15, "lowercase hex", true),
+        (
+            vec![good(), raised_commission],
+            22,
+            "commission 1000ngnk",
+            true,
+        ),
+        (vec![good(), bad_nonce], 14, "printable ASCII", true),
         (vec![good(), unknown_model], 6, "does not price", false),
         (vec![good(), not_served], 19, "does not serve", false),
         (vec![good(), unknown_node], 8, "not registered", false),
@@ -646,7 +659,7 @@ fn transfer_agent_misbehaviour_fails_the_whole_batch_with_its_code() {
 
 #[test]
 fn client_and_chain_agree_on_signed_bytes() {
-    let (request, response) = (request_hash("x"), request_hash("y"));
+    let (request, response) = (digest("x"), digest("y"));
     assert_eq!(
         gonka_client::tx::executor_sign_bytes(&request, &response, QWEN, 3, 9),
         gonka_inference::executor_sign_bytes(&request, &response, QWEN, 3, 9)

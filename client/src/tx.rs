@@ -191,12 +191,14 @@ pub use gonka_proto::signing::{executor_sign_bytes, inference_id, EXECUTOR_DOMAI
 /// The facts of one served inference, before signing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkRecordInput {
-    /// SHA-256 over the request's body hash, timestamp and nonce.
-    pub request_hash: [u8; 32],
     /// Model id.
     pub model: String,
-    /// SHA-256 of the prompt.
+    /// SHA-256 of the request body ([`gonka_proto::signing::body_hash`]).
     pub prompt_hash: [u8; 32],
+    /// Unix seconds the requester signed.
+    pub timestamp: u64,
+    /// Nonce the requester signed.
+    pub nonce: String,
     /// SHA-256 of the response.
     pub response_hash: [u8; 32],
     /// Prompt tokens.
@@ -218,25 +220,31 @@ pub fn signed_work_record(
     input: &WorkRecordInput,
 ) -> Result<WorkRecord> {
     use k256::ecdsa::signature::Signer;
+    let request_hash = gonka_proto::signing::request_hash(
+        &input.prompt_hash,
+        input.timestamp,
+        input.commission,
+        &input.nonce,
+    );
     let requester_signature = requester
         .signing_key()
-        .sign(&input.request_hash)
+        .sign(&request_hash)
         .map_err(|e| anyhow!("requester signing failed: {e}"))?
         .to_bytes()
         .to_vec();
     let executor_signature: k256::ecdsa::Signature = executor.sign(&executor_sign_bytes(
-        &input.request_hash,
+        &request_hash,
         &input.response_hash,
         &input.model,
         input.prompt_tokens,
         input.completion_tokens,
     ));
     Ok(WorkRecord {
-        inference_id: inference_id(&input.request_hash),
+        inference_id: inference_id(&request_hash),
         requester: requester.address().to_string(),
         requester_pubkey: requester.public_key().to_bytes(),
         requester_signature,
-        request_hash: input.request_hash.to_vec(),
+        request_hash: request_hash.to_vec(),
         model: input.model.clone(),
         prompt_hash: input.prompt_hash.to_vec(),
         response_hash: input.response_hash.to_vec(),
@@ -245,6 +253,8 @@ pub fn signed_work_record(
         executor_node: input.executor_node.clone(),
         commission: input.commission.to_string(),
         executor_signature: executor_signature.to_bytes().to_vec(),
+        timestamp: input.timestamp,
+        nonce: input.nonce.clone(),
     })
 }
 
@@ -324,9 +334,10 @@ mod tests {
         let requester = Key::from_mnemonic(&crate::keys::well_known_mnemonic("req")).unwrap();
         let executor = k256::ecdsa::SigningKey::from_slice(&[7; 32]).unwrap();
         let input = WorkRecordInput {
-            request_hash: [0xAB; 32],
             model: "m".into(),
             prompt_hash: [1; 32],
+            timestamp: 9,
+            nonce: "n".into(),
             response_hash: [2; 32],
             prompt_tokens: 3,
             completion_tokens: 4,
@@ -334,20 +345,20 @@ mod tests {
             commission: 5,
         };
         let record = signed_work_record(&requester, &executor, &input).unwrap();
-        assert_eq!(record.inference_id, "ab".repeat(32));
+        let request_hash = gonka_proto::signing::request_hash(&[1; 32], 9, 5, "n");
+        assert_eq!(record.inference_id, inference_id(&request_hash));
+        assert_eq!(record.request_hash, request_hash);
         assert_eq!(record.requester_pubkey.len(), 33);
         use k256::ecdsa::signature::Verifier;
         let requester_key =
             k256::ecdsa::VerifyingKey::from_sec1_bytes(&record.requester_pubkey).unwrap();
         let signature = k256::ecdsa::Signature::from_slice(&record.requester_signature).unwrap();
-        requester_key
-            .verify(&input.request_hash, &signature)
-            .unwrap();
+        requester_key.verify(&request_hash, &signature).unwrap();
         let signature = k256::ecdsa::Signature::from_slice(&record.executor_signature).unwrap();
         executor
             .verifying_key()
             .verify(
-                &executor_sign_bytes(&[0xAB; 32], &[2; 32], "m", 3, 4),
+                &executor_sign_bytes(&request_hash, &[2; 32], "m", 3, 4),
                 &signature,
             )
             .unwrap();

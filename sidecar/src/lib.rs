@@ -7,6 +7,7 @@
 //! `gonka-sidecar transfer-agent ...`).
 
 pub mod ml_node;
+pub mod receipt;
 pub mod reference;
 /// The transfer agent: signed-request authentication, routing with load and failure backoff,
 /// the commission-ordered wait queue, and the OpenAI-compatible HTTP front.

@@ -6,10 +6,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use gonka_client::keys::well_known_mnemonic;
+use gonka_client::request::{self as auth, body_hash, request_hash};
+use gonka_client::Key;
 use gonka_sidecar::ml_node::{self, MlNodeConfig, DEFAULT_MODEL_ID};
-use gonka_sidecar::transfer_agent::auth::{self, request_hash, sign_request};
 use gonka_sidecar::transfer_agent::{server, TaConfig, TaNodeConfig, TransferAgent};
-use k256::ecdsa::SigningKey;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -18,10 +19,22 @@ use tokio::task::JoinHandle;
 mod common;
 use common::*;
 
-const ADDRESS: &str = "gonka1qqqsyqcyq5rqwzqfpg9scrgwpugpzysnzs23v";
+fn key() -> Key {
+    account("requester")
+}
 
-fn key() -> SigningKey {
-    SigningKey::from_slice(&[42u8; 32]).unwrap()
+fn account(label: &str) -> Key {
+    Key::from_mnemonic(&well_known_mnemonic(label)).unwrap()
+}
+
+/// The signed headers of `body` by `key` (commission 0).
+fn sign_request(
+    key: &Key,
+    body: &[u8],
+    timestamp: u64,
+    nonce: &str,
+) -> Vec<(&'static str, String)> {
+    auth::sign_request(key, body, timestamp, nonce, 0).unwrap()
 }
 
 fn now() -> u64 {
@@ -88,7 +101,7 @@ fn fresh_nonce() -> String {
 /// Posts a chat request signed now with a fresh nonce.
 async fn signed_chat(addr: SocketAddr, body: &Value) -> HttpResponse {
     let bytes = body.to_string().into_bytes();
-    let headers = sign_request(&key(), ADDRESS, &bytes, now(), &fresh_nonce());
+    let headers = sign_request(&key(), &bytes, now(), &fresh_nonce());
     http_request(addr, "POST", "/v1/chat/completions", &headers, &bytes).await
 }
 
@@ -167,13 +180,14 @@ async fn signed_requests_are_forwarded_and_recorded() {
     let records = ta.completed_records();
     assert_eq!(records.len(), 2);
     let r = &records[0];
-    assert_eq!(r.requester, ADDRESS);
+    assert_eq!(r.requester, key().address());
     assert_eq!(r.inference_id, hex::encode(r.request_hash));
     assert_eq!(
         r.request_hash,
         request_hash(
-            request("Hello there", 24, false).to_string().as_bytes(),
+            &body_hash(request("Hello there", 24, false).to_string().as_bytes()),
             r.timestamp,
+            0,
             &r.nonce
         )
     );
@@ -210,7 +224,7 @@ async fn authentication_failures_are_401_and_unknown_model_404() {
         401,
         "missing_auth_header",
     );
-    let mut partial = sign_request(&key(), ADDRESS, &body, now(), "a1");
+    let mut partial = sign_request(&key(), &body, now(), "a1");
     partial.retain(|(k, _)| *k != auth::HEADER_SIGNATURE);
     assert_error(
         &post(partial, body.clone()).await,
@@ -218,7 +232,7 @@ async fn authentication_failures_are_401_and_unknown_model_404() {
         "missing_auth_header",
     );
     // Malformed header.
-    let mut bad_pk = sign_request(&key(), ADDRESS, &body, now(), "a2");
+    let mut bad_pk = sign_request(&key(), &body, now(), "a2");
     bad_pk[1].1 = "zz".to_string();
     assert_error(
         &post(bad_pk, body.clone()).await,
@@ -227,26 +241,20 @@ async fn authentication_failures_are_401_and_unknown_model_404() {
     );
     // Bad signature: signed for another body.
     let other = request("hi!", 4, false).to_string().into_bytes();
-    let wrong = sign_request(&key(), ADDRESS, &other, now(), "a3");
+    let wrong = sign_request(&key(), &other, now(), "a3");
     assert_error(&post(wrong, body.clone()).await, 401, "invalid_signature");
     // Bad signature: another key's signature with this pubkey.
-    let mut swapped = sign_request(&key(), ADDRESS, &body, now(), "a4");
-    let foreign = sign_request(
-        &SigningKey::from_slice(&[9u8; 32]).unwrap(),
-        ADDRESS,
-        &body,
-        now(),
-        "a4",
-    );
-    swapped[4].1 = foreign[4].1.clone();
+    let mut swapped = sign_request(&key(), &body, now(), "a4");
+    let foreign = sign_request(&account("other"), &body, now(), "a4");
+    swapped[5].1 = foreign[5].1.clone();
     assert_error(&post(swapped, body.clone()).await, 401, "invalid_signature");
     // Stale and future timestamps.
-    let stale = sign_request(&key(), ADDRESS, &body, now() - 600, "a5");
+    let stale = sign_request(&key(), &body, now() - 600, "a5");
     assert_error(&post(stale, body.clone()).await, 401, "stale_timestamp");
-    let future = sign_request(&key(), ADDRESS, &body, now() + 600, "a6");
+    let future = sign_request(&key(), &body, now() + 600, "a6");
     assert_error(&post(future, body.clone()).await, 401, "stale_timestamp");
     // Replayed nonce: the first use succeeds, the second is refused.
-    let once = sign_request(&key(), ADDRESS, &body, now(), "a7");
+    let once = sign_request(&key(), &body, now(), "a7");
     let first = post(once.clone(), body.clone()).await;
     assert_eq!(first.status, 200, "body: {}", first.body);
     assert_error(&post(once, body.clone()).await, 401, "replayed_nonce");

@@ -7,6 +7,7 @@
 //! (see [`ApiError`]).
 
 pub mod api;
+pub mod cli;
 pub mod error;
 
 use std::convert::Infallible;

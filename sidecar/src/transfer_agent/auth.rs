@@ -1,86 +1,30 @@
 //! Request authentication for the transfer agent.
 //!
-//! Every chat request carries five headers:
+//! The headers and the signed bytes are defined once in [`gonka_client::request`] (the
+//! requester side) and [`gonka_proto::signing::request_hash`] (what the chain recomputes).
 //!
-//! | header              | format                                                        |
-//! |---------------------|---------------------------------------------------------------|
-//! | `x-gonka-address`   | the requester's bech32 account address (`gonka1…`)            |
-//! | `x-gonka-pubkey`    | hex of the 33-byte compressed secp256k1 public key            |
-//! | `x-gonka-timestamp` | unix seconds (decimal)                                        |
-//! | `x-gonka-nonce`     | 1–64 printable ASCII characters, unique per request           |
-//! | `x-gonka-signature` | hex of the 64-byte ECDSA signature `r ‖ s`                    |
-//!
-//! The signed message is the 32-byte [`request_hash`]:
-//! `SHA-256("gonka/request/v1" ‖ SHA-256(body) ‖ timestamp as u64 big-endian ‖ nonce bytes)`,
-//! and the signature is ECDSA/secp256k1 over SHA-256 of those 32 bytes (k256's `Signer` /
-//! `Verifier`), as the chain verifies work records. The inference id is `hex(request_hash)`.
-//!
-//! The TA checks: headers present and well-formed, signature valid for the given pubkey,
-//! timestamp within ±`max_skew` of its clock, and nonce not seen before within the skew window.
-//!
-//! **Address binding is deferred to the chain**: the TA does not check that the pubkey derives
-//! to `x-gonka-address` (that needs RIPEMD-160 + bech32, which this crate does not carry). The
-//! chain checks that `requester_pubkey` derives to `requester` when the work record lands, so a
-//! request with a mismatched address can be served but never settles.
+//! The TA checks: headers present and well-formed, the public key derives to the claimed
+//! address, the signature is valid over `request_hash(SHA-256(body), timestamp, commission,
+//! nonce)`, the timestamp is within ±`max_skew` of its clock, and the nonce was not seen before
+//! within the skew window. Whether the account can pay is checked by the server against the
+//! chain (402), not here.
 
 use std::collections::BTreeSet;
 
 use axum::http::{HeaderMap, StatusCode};
-use k256::ecdsa::signature::{Signer, Verifier};
-use k256::ecdsa::{Signature, SigningKey, VerifyingKey};
-use sha2::{Digest, Sha256};
+use gonka_client::request::{
+    address_of_pubkey, body_hash, request_hash, HEADER_ADDRESS, HEADER_COMMISSION, HEADER_NONCE,
+    HEADER_PUBKEY, HEADER_SIGNATURE, HEADER_TIMESTAMP, MAX_NONCE_LEN,
+};
+use k256::ecdsa::signature::Verifier;
+use k256::ecdsa::{Signature, VerifyingKey};
 
 use crate::ml_node::ApiError;
-
-/// Header carrying the requester's bech32 address.
-pub const HEADER_ADDRESS: &str = "x-gonka-address";
-/// Header carrying the hex compressed public key.
-pub const HEADER_PUBKEY: &str = "x-gonka-pubkey";
-/// Header carrying the unix timestamp in seconds.
-pub const HEADER_TIMESTAMP: &str = "x-gonka-timestamp";
-/// Header carrying the nonce.
-pub const HEADER_NONCE: &str = "x-gonka-nonce";
-/// Header carrying the hex signature `r ‖ s`.
-pub const HEADER_SIGNATURE: &str = "x-gonka-signature";
-/// Domain separator of the request hash.
-pub const REQUEST_DOMAIN: &[u8] = b"gonka/request/v1";
-/// Longest nonce accepted, in bytes.
-pub const MAX_NONCE_LEN: usize = 64;
-
-/// `SHA-256("gonka/request/v1" ‖ SHA-256(body) ‖ timestamp_be ‖ nonce)`.
-pub fn request_hash(body: &[u8], timestamp: u64, nonce: &str) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(REQUEST_DOMAIN);
-    h.update(Sha256::digest(body));
-    h.update(timestamp.to_be_bytes());
-    h.update(nonce.as_bytes());
-    h.finalize().into()
-}
-
-/// The five authentication headers for a request, signed with `key` (for clients and tests).
-pub fn sign_request(
-    key: &SigningKey,
-    address: &str,
-    body: &[u8],
-    timestamp: u64,
-    nonce: &str,
-) -> Vec<(&'static str, String)> {
-    let hash = request_hash(body, timestamp, nonce);
-    let signature: Signature = key.sign(&hash);
-    let pubkey = key.verifying_key().to_encoded_point(true);
-    vec![
-        (HEADER_ADDRESS, address.to_string()),
-        (HEADER_PUBKEY, hex::encode(pubkey.as_bytes())),
-        (HEADER_TIMESTAMP, timestamp.to_string()),
-        (HEADER_NONCE, nonce.to_string()),
-        (HEADER_SIGNATURE, hex::encode(signature.to_bytes())),
-    ]
-}
 
 /// A request that passed authentication.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Authenticated {
-    /// The claimed requester address (binding to the pubkey is checked on chain).
+    /// The requester's address (derived from `pubkey`).
     pub address: String,
     /// The 33-byte compressed public key.
     pub pubkey: Vec<u8>,
@@ -92,6 +36,10 @@ pub struct Authenticated {
     pub timestamp: u64,
     /// The signed nonce.
     pub nonce: String,
+    /// The signed commission in ngnk the requester pays the TA.
+    pub commission: u128,
+    /// SHA-256 of the body (the work record's `prompt_hash`).
+    pub body_hash: [u8; 32],
 }
 
 impl Authenticated {
@@ -193,6 +141,18 @@ pub fn authenticate(
             format!("the `{HEADER_PUBKEY}` header is not a valid compressed secp256k1 key"),
         )
     })?;
+    match address_of_pubkey(&pubkey) {
+        Some(derived) if derived == address => {}
+        derived => {
+            return Err(unauthorized(
+                "address_mismatch",
+                format!(
+                    "the `{HEADER_PUBKEY}` key belongs to {}, not to `{address}` named in `{HEADER_ADDRESS}`",
+                    derived.unwrap_or_default()
+                ),
+            ))
+        }
+    }
     let ts_text = header(headers, HEADER_TIMESTAMP)?;
     let timestamp: u64 = ts_text.parse().map_err(|_| {
         unauthorized(
@@ -210,6 +170,18 @@ pub fn authenticate(
             format!("the `{HEADER_NONCE}` header must be 1 to {MAX_NONCE_LEN} printable ASCII characters"),
         ));
     }
+    let commission = match headers.get(HEADER_COMMISSION) {
+        None => 0,
+        Some(_) => {
+            let text = header(headers, HEADER_COMMISSION)?;
+            text.parse::<u128>().map_err(|_| {
+                unauthorized(
+                    "invalid_auth_header",
+                    format!("the `{HEADER_COMMISSION}` header must be a decimal amount of ngnk but is `{text}`"),
+                )
+            })?
+        }
+    };
     let sig_bytes = hex_header(headers, HEADER_SIGNATURE, 64)?;
     let signature = Signature::from_slice(&sig_bytes).map_err(|_| {
         unauthorized(
@@ -217,12 +189,13 @@ pub fn authenticate(
             format!("the `{HEADER_SIGNATURE}` header is not a valid r ‖ s signature"),
         )
     })?;
-    let hash = request_hash(body, timestamp, nonce);
+    let body_hash = body_hash(body);
+    let hash = request_hash(&body_hash, timestamp, commission, nonce);
     verifying_key.verify(&hash, &signature).map_err(|_| {
         unauthorized(
             "invalid_signature",
             "the signature does not verify for the given public key over the request hash \
-             SHA-256(\"gonka/request/v1\" ‖ SHA-256(body) ‖ timestamp_be ‖ nonce)"
+             SHA-256(\"gonka/request/v1\" ‖ SHA-256(body) ‖ timestamp u64 BE ‖ commission u128 BE ‖ nonce)"
                 .to_string(),
         )
     })?;
@@ -246,6 +219,8 @@ pub fn authenticate(
         signature: sig_bytes,
         timestamp,
         nonce: nonce.to_string(),
+        commission,
+        body_hash,
     })
 }
 
@@ -253,30 +228,36 @@ pub fn authenticate(
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+    use gonka_client::keys::well_known_mnemonic;
+    use gonka_client::request::sign_request;
+    use gonka_client::Key;
 
-    fn key() -> SigningKey {
-        SigningKey::from_slice(&[7u8; 32]).unwrap()
+    fn key(label: &str) -> Key {
+        Key::from_mnemonic(&well_known_mnemonic(label)).unwrap()
     }
 
-    fn headers(pairs: &[(&'static str, String)]) -> HeaderMap {
+    fn signed(body: &[u8], timestamp: u64, nonce: &str, commission: u128) -> HeaderMap {
+        let pairs = sign_request(&key("alice"), body, timestamp, nonce, commission).unwrap();
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.insert(*k, HeaderValue::from_str(v).unwrap());
+            h.insert(k, HeaderValue::from_str(&v).unwrap());
         }
         h
     }
 
-    const ADDR: &str = "gonka1qqqsyqcyq5rqwzqfpg9scrgwpugpzysnzs23v";
-
     #[test]
     fn round_trip_and_replay() {
         let body = br#"{"model":"m"}"#;
-        let h = headers(&sign_request(&key(), ADDR, body, 1000, "n1"));
+        let h = signed(body, 1000, "n1", 7);
         let mut cache = ReplayCache::default();
         let a = authenticate(&h, body, 1010, 60, &mut cache).unwrap();
         assert_eq!(
             a.inference_id(),
-            hex::encode(request_hash(body, 1000, "n1"))
+            hex::encode(request_hash(&body_hash(body), 1000, 7, "n1"))
+        );
+        assert_eq!(
+            (a.commission, a.address.as_str()),
+            (7, key("alice").address())
         );
         let e = authenticate(&h, body, 1010, 60, &mut cache).unwrap_err();
         assert_eq!(
@@ -284,7 +265,7 @@ mod tests {
             (StatusCode::UNAUTHORIZED, "replayed_nonce")
         );
         // Entries older than the window are pruned.
-        let h2 = headers(&sign_request(&key(), ADDR, body, 2000, "n1"));
+        let h2 = signed(body, 2000, "n1", 7);
         authenticate(&h2, body, 2000, 60, &mut cache).unwrap();
         assert_eq!(cache.len(), 1);
     }
@@ -293,9 +274,13 @@ mod tests {
     fn rejects_tampering_and_skew() {
         let body = b"{}";
         let mut cache = ReplayCache::default();
-        let h = headers(&sign_request(&key(), ADDR, body, 1000, "n"));
+        let h = signed(body, 1000, "n", 0);
         let e = authenticate(&h, b"{ }", 1000, 60, &mut cache).unwrap_err();
         assert_eq!(e.code, "invalid_signature");
+        let mut raised = h.clone();
+        raised.insert(HEADER_COMMISSION, HeaderValue::from_static("5"));
+        let e = authenticate(&raised, body, 1000, 60, &mut cache).unwrap_err();
+        assert_eq!(e.code, "invalid_signature", "the commission is signed");
         let e = authenticate(&h, body, 1061, 60, &mut cache).unwrap_err();
         assert_eq!(e.code, "stale_timestamp");
         let e = authenticate(&h, body, 939, 60, &mut cache).unwrap_err();
@@ -308,15 +293,13 @@ mod tests {
         bad.insert(HEADER_PUBKEY, HeaderValue::from_static("abcd"));
         let e = authenticate(&bad, body, 1000, 60, &mut cache).unwrap_err();
         assert_eq!(e.code, "invalid_auth_header");
+        let mut other_address = h.clone();
+        other_address.insert(
+            HEADER_ADDRESS,
+            HeaderValue::from_str(key("bob").address()).unwrap(),
+        );
+        let e = authenticate(&other_address, body, 1000, 60, &mut cache).unwrap_err();
+        assert_eq!(e.code, "address_mismatch");
         authenticate(&h, body, 1000, 60, &mut cache).unwrap();
-    }
-
-    #[test]
-    fn signature_matches_chain_convention() {
-        // ECDSA over SHA-256 of the 32-byte hash, as k256's Verifier checks it.
-        let hash = request_hash(b"x", 1, "n");
-        let h = sign_request(&key(), ADDR, b"x", 1, "n");
-        let sig = Signature::from_slice(&hex::decode(&h[4].1).unwrap()).unwrap();
-        key().verifying_key().verify(&hash, &sig).unwrap();
     }
 }

@@ -49,6 +49,7 @@
 //! [`Ticket`]: crate::transfer_agent::Ticket
 
 pub mod auth;
+pub mod cli;
 pub mod queue;
 pub mod routing;
 pub mod server;

@@ -29,9 +29,6 @@ use super::upstream;
 use super::{Backoff, Lease, NodeInfo, NodeStatus, Outcome, Router, WaitQueue};
 use crate::ml_node::{ApiError, ModelCard, ModelList};
 
-/// Header a client may set to bid a commission (decimal u64, default 0) for queue priority.
-pub const HEADER_COMMISSION: &str = "x-gonka-commission";
-
 /// An ML node the TA forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaNodeConfig {
@@ -490,19 +487,8 @@ async fn handle_chat(
     if !ta.serves(&routing.model) {
         return Err(model_unknown(&routing.model));
     }
-    let commission = match headers.get(HEADER_COMMISSION) {
-        None => 0,
-        Some(v) => v
-            .to_str()
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .ok_or_else(|| {
-                ApiError::invalid_value(
-                    "invalid_commission",
-                    format!("the `{HEADER_COMMISSION}` header must be a decimal u64"),
-                )
-            })?,
-    };
+    // The queue orders by the signed commission; bids beyond u64 ngnk all rank first.
+    let commission = u64::try_from(auth.commission).unwrap_or(u64::MAX);
 
     let mut last_error = String::new();
     for attempt in 1..=ta.config.max_attempts.max(1) {

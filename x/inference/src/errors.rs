@@ -46,6 +46,9 @@ pub enum InferenceError {
     UnknownRecord = 20,
     /// `requester_pubkey` is malformed or does not derive to `requester`.
     RequesterKeyMismatch = 21,
+    /// `request_hash` is not the hash of the record's `prompt_hash`, `timestamp`,
+    /// `commission` and `nonce` (e.g. a transfer agent charging more than was signed).
+    RequestHashMismatch = 22,
 }
 
 impl ErrorCode for InferenceError {

@@ -10,7 +10,10 @@
 use k256::ecdsa::signature::Verifier;
 use k256::ecdsa::{Signature, VerifyingKey};
 
-pub use gonka_proto::signing::{executor_sign_bytes, inference_id, EXECUTOR_DOMAIN};
+pub use gonka_proto::signing::{
+    body_hash, executor_sign_bytes, inference_id, request_hash, EXECUTOR_DOMAIN, MAX_NONCE_LEN,
+    REQUEST_DOMAIN,
+};
 
 /// A SEC1-encoded secp256k1 public key, if it is one.
 pub fn parse_pubkey(bytes: &[u8]) -> Option<VerifyingKey> {

@@ -19,8 +19,8 @@ use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, StateWrite, TxContext
 use super::{decode_as, parse_amount_as, validate_model_id, validate_node_id};
 use crate::events::{self, Outcome};
 use crate::{
-    address_of_pubkey, executor_signature_ok, inference_id, request_signature_ok, InferenceError,
-    InferenceRead, InferenceWrite,
+    address_of_pubkey, executor_signature_ok, inference_id, request_hash, request_signature_ok,
+    InferenceError, InferenceRead, InferenceWrite, MAX_NONCE_LEN,
 };
 
 /// A record that passed its stateless checks.
@@ -108,6 +108,29 @@ fn check_record(index: usize, record: WorkRecord) -> Result<Checked> {
         &format!("records[{index}].commission"),
         &record.commission,
     )?;
+    if record.nonce.is_empty()
+        || record.nonce.len() > MAX_NONCE_LEN
+        || !record.nonce.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(InferenceError::InvalidRecord.err(format!(
+            "records[{index}].nonce must be 1 to {MAX_NONCE_LEN} printable ASCII characters, found {:?}",
+            record.nonce
+        )));
+    }
+    let signed = request_hash(
+        &record.prompt_hash,
+        record.timestamp,
+        commission,
+        &record.nonce,
+    );
+    if record.request_hash != signed {
+        return Err(InferenceError::RequestHashMismatch.err(format!(
+            "records[{index}].request_hash does not match its prompt_hash, timestamp {}, commission {commission}ngnk and nonce {:?} (expected {}); the requester signed different terms",
+            record.timestamp,
+            record.nonce,
+            inference_id(&signed)
+        )));
+    }
     match address_of_pubkey(&record.requester_pubkey) {
         Some(derived) if derived == record.requester => {}
         Some(derived) => {
