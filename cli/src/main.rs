@@ -3,6 +3,7 @@
 
 mod amount;
 mod b64;
+mod chat;
 mod consensus_key;
 mod init;
 mod keys;
@@ -86,6 +87,8 @@ enum Command {
     Status,
     /// Run a local multi-validator network (apps + CometBFT) on 127.0.0.1.
     Localnet(localnet::Args),
+    /// Ask a model through a transfer agent: a signed OpenAI chat request, streamed back.
+    Chat(chat::Args),
 }
 
 fn init_tracing(default: &str) {
@@ -123,6 +126,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Tx(command) => tx::run(&global, command).await,
                     Command::Query(command) => query::run(&global, command).await,
                     Command::Status => status::run(&global).await,
+                    Command::Chat(args) => chat::run(&global, args).await,
                     Command::Start(_) | Command::Localnet(_) => unreachable!("handled above"),
                 }
             })
@@ -163,6 +167,9 @@ mod tests {
             "gonkad query inference params",
             "gonkad tx inference remove-node alice n1 --fee 2000",
             "gonkad tx inference register-transfer-agent alice --url https://ta",
+            "gonkad chat --from alice Hello there",
+            "gonkad chat --from alice --ta http://a --ta b:8080 --model m --max-tokens 8 \
+             --commission 1.5gnk --system Be-brief --no-stream --timeout-secs 3 --output json Hi",
         ] {
             let words = line.split(' ');
             assert!(Cli::try_parse_from(words).is_ok(), "{line}");
@@ -189,5 +196,7 @@ mod tests {
         );
         assert!(Cli::try_parse_from(ta.split(' ')).is_ok());
         assert!(Cli::try_parse_from("gonkad query inference records".split(' ')).is_err());
+        assert!(Cli::try_parse_from("gonkad chat --from alice".split(' ')).is_err());
+        assert!(Cli::try_parse_from("gonkad chat --from a --commission x Hi".split(' ')).is_err());
     }
 }

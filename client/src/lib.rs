@@ -4,13 +4,14 @@
 //! Used by the `gonkad` CLI, the end-to-end tests and the sidecar. It never touches the
 //! app's internals: everything goes through signed txs and `abci_query`.
 
+pub mod chat;
 pub mod keys;
 pub mod request;
 pub mod rpc;
 pub mod tx;
 
 pub use keys::Key;
-pub use rpc::{Client, Included};
+pub use rpc::{Client, Included, TxRejected};
 pub use tx::{
     msg_register_node, msg_register_transfer_agent, msg_remove_node, msg_send, msg_stake,
     msg_unjail, msg_unstake, msg_update_node, sign, NodeSpec, SignerData,

@@ -57,6 +57,37 @@ impl std::fmt::Display for QueryError {
 
 impl std::error::Error for QueryError {}
 
+/// A transaction the node's `CheckTx` refused (nothing was included, no fee was paid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxRejected {
+    /// Module codespace.
+    pub codespace: String,
+    /// Error code.
+    pub code: u32,
+    /// What went wrong.
+    pub log: String,
+}
+
+impl TxRejected {
+    /// Whether the rejection is a sequence mismatch (auth 7 or 8): re-read the account's
+    /// sequence and sign again.
+    pub fn is_sequence_mismatch(&self) -> bool {
+        self.codespace == "auth" && matches!(self.code, 7 | 8)
+    }
+}
+
+impl std::fmt::Display for TxRejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tx rejected by the node ({} {}): {}",
+            self.codespace, self.code, self.log
+        )
+    }
+}
+
+impl std::error::Error for TxRejected {}
+
 impl Client {
     /// Connects to the node RPC at `url` (e.g. `http://127.0.0.1:26657`).
     pub fn new(url: &str) -> Result<Client> {
@@ -188,7 +219,7 @@ impl Client {
         })
     }
 
-    /// Broadcasts `tx` with `broadcast_tx_sync`; fails with the node's log if `CheckTx`
+    /// Broadcasts `tx` with `broadcast_tx_sync`; fails with [`TxRejected`] if `CheckTx`
     /// rejects it. Returns the tx hash.
     pub async fn broadcast(&self, tx: Vec<u8>) -> Result<Hash> {
         let response = self
@@ -197,12 +228,12 @@ impl Client {
             .await
             .map_err(|e| self.unreachable(e))?;
         if response.code.is_err() {
-            bail!(
-                "tx rejected by the node ({} {}): {}",
-                response.codespace,
-                response.code.value(),
-                response.log
-            );
+            return Err(TxRejected {
+                codespace: response.codespace,
+                code: response.code.value(),
+                log: response.log,
+            }
+            .into());
         }
         Ok(response.hash)
     }

@@ -6,6 +6,7 @@
 //! ML nodes. The binary `gonka-sidecar` runs one role per process (`gonka-sidecar ml-node ...`,
 //! `gonka-sidecar transfer-agent ...`).
 
+pub mod chain;
 pub mod ml_node;
 pub mod receipt;
 pub mod reference;

@@ -4,8 +4,15 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use gonka_proto::signing::executor_sign_bytes;
+use gonka_sidecar::ml_node::forward::Upstream;
 use gonka_sidecar::ml_node::{self, MlNodeConfig, DEFAULT_MODEL_ID};
+use gonka_sidecar::receipt::{Receipt, HEADER_RECEIPT, HEADER_REQUEST_HASH};
+use k256::ecdsa::signature::Verifier;
+use k256::ecdsa::{Signature, SigningKey};
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 mod common;
@@ -57,14 +64,14 @@ fn request(content: &str, max_tokens: u32, stream: bool) -> Value {
     })
 }
 
-/// The JSON payloads of a server-sent event stream, in order.
+/// The JSON payloads of a server-sent event stream, in order (comment events skipped).
 fn sse_data(body: &str) -> Vec<String> {
     assert!(
         body.ends_with("\n\n"),
         "event stream ends with a blank line"
     );
     body.split("\n\n")
-        .filter(|e| !e.is_empty())
+        .filter(|e| !e.is_empty() && !e.starts_with(':'))
         .map(|e| {
             e.strip_prefix("data: ")
                 .unwrap_or_else(|| panic!("event is not a data line: {e:?}"))
@@ -172,6 +179,12 @@ async fn concurrency_limit_gives_503_while_saturated() {
         ..config()
     })
     .await;
+    assert_saturation_refuses(addr).await;
+}
+
+/// Holds the only slot of the node at `addr` with a slow request and checks that plain and
+/// streaming requests get 503 meanwhile, and are served again afterwards.
+async fn assert_saturation_refuses(addr: SocketAddr) {
     let slow = tokio::spawn(chat(addr, request("Keep me busy.", 300, false)));
     // Wait until the slow request holds the only slot; /v1/load answers meanwhile, so the
     // server stays responsive during generation.
@@ -299,5 +312,414 @@ async fn models_and_load_endpoints() {
         &chat(addr, request("hi", 4, false)).await,
         404,
         "model_not_found",
+    );
+}
+
+/// The request hash every receipt test names.
+const REQUEST_HASH: [u8; 32] = [0xab; 32];
+
+fn response_key(byte: u8) -> SigningKey {
+    SigningKey::from_slice(&[byte; 32]).unwrap()
+}
+
+fn pubkey(key: &SigningKey) -> Vec<u8> {
+    key.verifying_key()
+        .to_encoded_point(true)
+        .as_bytes()
+        .to_vec()
+}
+
+/// A chat request asking for a receipt of [`REQUEST_HASH`].
+async fn chat_with_receipt(addr: SocketAddr, body: Value) -> HttpResponse {
+    let headers = [(HEADER_REQUEST_HASH, hex::encode(REQUEST_HASH))];
+    http_request(
+        addr,
+        "POST",
+        "/v1/chat/completions",
+        &headers,
+        body.to_string().as_bytes(),
+    )
+    .await
+}
+
+/// The concatenated `delta.content` of the chunks of a stream.
+fn streamed_text(body: &str) -> String {
+    sse_data(body)
+        .iter()
+        .filter(|e| *e != "[DONE]")
+        .map(|e| serde_json::from_str::<Value>(e).unwrap())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// Checks `receipt` for `model` with `key` both through [`Receipt::verify`] and by hand over
+/// the chain's executor sign bytes; returns its response hash.
+fn assert_receipt_verifies(receipt: &Receipt, key: &SigningKey, model: &str) -> [u8; 32] {
+    let (response_hash, signature) = receipt.verify(&pubkey(key), &REQUEST_HASH, model).unwrap();
+    let signed = executor_sign_bytes(
+        &REQUEST_HASH,
+        &response_hash,
+        model,
+        receipt.prompt_tokens,
+        receipt.completion_tokens,
+    );
+    key.verifying_key()
+        .verify(&signed, &Signature::from_slice(&signature).unwrap())
+        .unwrap();
+    response_hash
+}
+
+/// A stream's receipt, which must sit immediately before `data: [DONE]`.
+fn stream_receipt(body: &str) -> Receipt {
+    let receipt = Receipt::find_in_sse(body.as_bytes())
+        .unwrap_or_else(|| panic!("the stream carries no receipt: {body}"));
+    assert!(
+        body.ends_with(&format!("{}data: [DONE]\n\n", receipt.sse_comment())),
+        "the receipt comment comes right before [DONE]: {body}"
+    );
+    receipt
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_of_plain_and_streamed_answers_verify_and_agree() {
+    let key = response_key(7);
+    let addr = start(MlNodeConfig {
+        node_id: "node-a".into(),
+        response_key: Some(key.clone()),
+        ..config()
+    })
+    .await;
+
+    let plain = chat_with_receipt(addr, request("Sign this answer.", 32, false)).await;
+    assert_eq!(plain.status, 200, "body: {}", plain.body);
+    let receipt = Receipt::from_header(plain.header(HEADER_RECEIPT).unwrap()).unwrap();
+    let v = plain.json();
+    let content = v["choices"][0]["message"]["content"].as_str().unwrap();
+    assert_eq!(receipt.node_id, "node-a");
+    assert_eq!(receipt.prompt_tokens, v["usage"]["prompt_tokens"]);
+    assert_eq!(receipt.completion_tokens, v["usage"]["completion_tokens"]);
+    let response_hash = assert_receipt_verifies(&receipt, &key, DEFAULT_MODEL_ID);
+    assert_eq!(response_hash, <[u8; 32]>::from(Sha256::digest(content)));
+    // Another request hash or model does not verify.
+    assert!(receipt
+        .verify(&pubkey(&key), &[0xcd; 32], DEFAULT_MODEL_ID)
+        .is_err());
+
+    let streamed = chat_with_receipt(addr, request("Sign this answer.", 32, true)).await;
+    assert_eq!(streamed.status, 200);
+    assert_eq!(streamed_text(&streamed.body), content);
+    let stream_receipt = stream_receipt(&streamed.body);
+    assert_receipt_verifies(&stream_receipt, &key, DEFAULT_MODEL_ID);
+    // Same completion, same counts, same hash (and, ECDSA being deterministic, same signature).
+    assert_eq!(stream_receipt, receipt);
+
+    // Direct use without the header: no receipt.
+    let direct = chat(addr, request("Sign this answer.", 32, false)).await;
+    assert_eq!(direct.status, 200);
+    assert_eq!(direct.header(HEADER_RECEIPT), None);
+    let direct = chat(addr, request("Sign this answer.", 32, true)).await;
+    assert!(Receipt::find_in_sse(direct.body.as_bytes()).is_none());
+    assert!(direct.body.ends_with("}\n\ndata: [DONE]\n\n"));
+
+    // A node without a response key answers without a receipt.
+    let keyless = start(config()).await;
+    let resp = chat_with_receipt(keyless, request("Sign this answer.", 32, false)).await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header(HEADER_RECEIPT), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_request_hash_gets_400() {
+    let signing = start(MlNodeConfig {
+        response_key: Some(response_key(7)),
+        ..config()
+    })
+    .await;
+    let keyless = start(config()).await;
+    for addr in [signing, keyless] {
+        for bad in [
+            "abcd".to_string(),
+            "zz".repeat(32),
+            "ab".repeat(33),
+            String::new(),
+        ] {
+            let resp = http_request(
+                addr,
+                "POST",
+                "/v1/chat/completions",
+                &[(HEADER_REQUEST_HASH, bad)],
+                request("hi", 4, false).to_string().as_bytes(),
+            )
+            .await;
+            assert_error(&resp, 400, "invalid_request_hash");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_names_the_node_its_key_models_and_capacity() {
+    let key = response_key(5);
+    let addr = start(MlNodeConfig {
+        node_id: "gpu-7".into(),
+        model_id: "gonka/custom".into(),
+        response_key: Some(key.clone()),
+        max_concurrency: 3,
+        ..config()
+    })
+    .await;
+    let resp = http(addr, "GET", "/v1/identity", b"").await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(
+        resp.json(),
+        json!({
+            "node_id": "gpu-7",
+            "pubkey": hex::encode(pubkey(&key)),
+            "models": ["gonka/custom"],
+            "max_concurrency": 3
+        })
+    );
+    let keyless = start(config()).await;
+    assert_eq!(
+        http(keyless, "GET", "/v1/identity", b"").await.json()["pubkey"],
+        Value::Null
+    );
+}
+
+/// The model name the "upstream OpenAI server" (a reference ML node) serves.
+const UPSTREAM_MODEL: &str = "upstream/reference";
+
+/// Starts a reference ML node serving [`UPSTREAM_MODEL`] as the upstream, and an ML node
+/// with response key `key` forwarding [`DEFAULT_MODEL_ID`] to it; returns both addresses.
+async fn start_forwarding(key: &SigningKey, upstream: MlNodeConfig) -> (SocketAddr, SocketAddr) {
+    let upstream = start(MlNodeConfig {
+        model_id: UPSTREAM_MODEL.into(),
+        ..upstream
+    })
+    .await;
+    let forwarder = start(MlNodeConfig {
+        node_id: "forwarder".into(),
+        response_key: Some(key.clone()),
+        upstream: Some(forward_to(upstream, None)),
+        ..config()
+    })
+    .await;
+    (upstream, forwarder)
+}
+
+fn forward_to(addr: SocketAddr, api_key: Option<&str>) -> Upstream {
+    Upstream::new(
+        &format!("http://{addr}"),
+        Some(UPSTREAM_MODEL.into()),
+        api_key.map(str::to_string),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarding_node_relays_the_upstream_and_signs_with_its_own_key() {
+    let key = response_key(9);
+    let (upstream, forwarder) = start_forwarding(&key, config()).await;
+    let prompt = "Forward me, please.";
+    let mut direct_request = request(prompt, 40, false);
+    direct_request["model"] = json!(UPSTREAM_MODEL);
+    let direct = chat(upstream, direct_request).await.json();
+    let expected = direct["choices"][0]["message"]["content"].as_str().unwrap();
+
+    // Plain: the upstream's content and usage, the served model id, the forwarder's receipt.
+    let plain = chat_with_receipt(forwarder, request(prompt, 40, false)).await;
+    assert_eq!(plain.status, 200, "body: {}", plain.body);
+    let v = plain.json();
+    assert_eq!(v["model"], DEFAULT_MODEL_ID);
+    assert_eq!(v["choices"][0]["message"]["content"], expected);
+    assert_eq!(v["usage"], direct["usage"]);
+    let receipt = Receipt::from_header(plain.header(HEADER_RECEIPT).unwrap()).unwrap();
+    assert_eq!(receipt.node_id, "forwarder");
+    assert_eq!(
+        receipt.completion_tokens,
+        direct["usage"]["completion_tokens"]
+    );
+    let response_hash = assert_receipt_verifies(&receipt, &key, DEFAULT_MODEL_ID);
+    assert_eq!(response_hash, <[u8; 32]>::from(Sha256::digest(expected)));
+
+    // Stream with usage: relayed chunks under the served id, the usage chunk, the receipt.
+    let mut body = request(prompt, 40, true);
+    body["stream_options"] = json!({"include_usage": true});
+    let streamed = chat_with_receipt(forwarder, body).await;
+    assert_eq!(streamed.status, 200);
+    assert!(streamed
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    assert_eq!(streamed_text(&streamed.body), expected);
+    let events = sse_data(&streamed.body);
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    assert!(chunks.iter().all(|c| c["model"] == DEFAULT_MODEL_ID));
+    assert_eq!(chunks.last().unwrap()["usage"], direct["usage"]);
+    assert_eq!(stream_receipt(&streamed.body), receipt);
+
+    // Stream without usage: the forced usage chunk is not relayed, the receipt still is.
+    let streamed = chat_with_receipt(forwarder, request(prompt, 40, true)).await;
+    assert!(!streamed.body.contains("\"usage\""));
+    assert_eq!(stream_receipt(&streamed.body), receipt);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarding_respects_the_concurrency_limit() {
+    let key = response_key(9);
+    let upstream = MlNodeConfig {
+        testing_delay_per_token: Duration::from_millis(10),
+        ..config()
+    };
+    let upstream = start(MlNodeConfig {
+        model_id: UPSTREAM_MODEL.into(),
+        ..upstream
+    })
+    .await;
+    let forwarder = start(MlNodeConfig {
+        response_key: Some(key),
+        upstream: Some(forward_to(upstream, None)),
+        max_concurrency: 1,
+        ..config()
+    })
+    .await;
+    assert_saturation_refuses(forwarder).await;
+}
+
+/// A one-request fake OpenAI server: answers with `status` and `body` (close-delimited, no
+/// `Content-Length`) and hands back the request head and body it received.
+async fn fake_upstream(
+    status: u16,
+    body: &'static str,
+) -> (SocketAddr, tokio::task::JoinHandle<(String, Value)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut raw = Vec::new();
+        let (head, length) = loop {
+            let mut chunk = [0u8; 4096];
+            let n = socket.read(&mut chunk).await.unwrap();
+            raw.extend_from_slice(&chunk[..n]);
+            if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8(raw[..end].to_vec()).unwrap();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Content-Length: "))
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                raw.drain(..end + 4);
+                break (head, length);
+            }
+        };
+        while raw.len() < length {
+            let mut chunk = [0u8; 4096];
+            let n = socket.read(&mut chunk).await.unwrap();
+            raw.extend_from_slice(&chunk[..n]);
+        }
+        let answer = format!(
+            "HTTP/1.1 {status} Whatever\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{body}"
+        );
+        socket.write_all(answer.as_bytes()).await.unwrap();
+        socket.shutdown().await.unwrap();
+        (head, serde_json::from_slice(&raw).unwrap())
+    });
+    (addr, served)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarding_names_the_upstream_model_and_sends_the_api_key() {
+    let (addr, served) = fake_upstream(
+        200,
+        r#"{"id":"x","object":"chat.completion","model":"upstream/reference","choices":[{"index":0,"message":{"role":"assistant","content":"Paris."},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":2,"total_tokens":13}}"#,
+    )
+    .await;
+    let forwarder = start(MlNodeConfig {
+        upstream: Some(forward_to(addr, Some("sk-test"))),
+        ..config()
+    })
+    .await;
+    let mut body = request("Capital of France?", 8, false);
+    body.as_object_mut().unwrap().remove("max_tokens");
+    let resp = chat(forwarder, body).await;
+    assert_eq!(resp.status, 200, "body: {}", resp.body);
+    let v = resp.json();
+    assert_eq!(v["model"], DEFAULT_MODEL_ID);
+    assert_eq!(v["choices"][0]["message"]["content"], "Paris.");
+    assert_eq!(v["usage"]["total_tokens"], 13);
+
+    let (head, sent) = served.await.unwrap();
+    assert!(head.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"));
+    assert!(head.contains("\r\nAuthorization: Bearer sk-test"));
+    assert_eq!(sent["model"], UPSTREAM_MODEL);
+    assert_eq!(
+        sent["max_tokens"], 256,
+        "the default max_tokens is resolved"
+    );
+    assert_eq!(sent["stream"], false);
+    assert_eq!(sent["temperature"], 0.7, "other fields pass through");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_failures_give_502_with_an_openai_error_body() {
+    // Nothing listens: connection refused.
+    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gone = closed.local_addr().unwrap();
+    drop(closed);
+    let forwarder = start(MlNodeConfig {
+        upstream: Some(forward_to(gone, None)),
+        ..config()
+    })
+    .await;
+    for stream in [false, true] {
+        let resp = chat(forwarder, request("hi", 4, stream)).await;
+        assert_error(&resp, 502, "upstream_error");
+    }
+    // The slot is given back after a failure.
+    assert_eq!(
+        http(forwarder, "GET", "/v1/load", b"").await.json()["in_flight"],
+        0
+    );
+
+    // The upstream refuses: its message is quoted.
+    let (addr, _served) = fake_upstream(
+        400,
+        r#"{"error":{"message":"context too long for this model","type":"invalid_request_error"}}"#,
+    )
+    .await;
+    let forwarder = start(MlNodeConfig {
+        upstream: Some(forward_to(addr, None)),
+        ..config()
+    })
+    .await;
+    let resp = chat(forwarder, request("hi", 4, false)).await;
+    assert_error(&resp, 502, "upstream_error");
+    let message = resp.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("400") && message.contains("context too long"),
+        "{message}"
+    );
+
+    // The upstream answers something that is not a completion.
+    let (addr, _served) = fake_upstream(200, "<html>proxy error</html>").await;
+    let forwarder = start(MlNodeConfig {
+        upstream: Some(forward_to(addr, None)),
+        ..config()
+    })
+    .await;
+    assert_error(
+        &chat(forwarder, request("hi", 4, false)).await,
+        502,
+        "upstream_error",
     );
 }

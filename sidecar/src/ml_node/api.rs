@@ -201,3 +201,17 @@ pub struct Load {
     /// Generations allowed at once; more get 503.
     pub max_concurrency: usize,
 }
+
+/// `GET /v1/identity` response: who this ML node is, as it registers itself on chain.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Identity {
+    /// The node id its receipts name.
+    pub node_id: String,
+    /// Hex of the compressed SEC1 public key that signs its receipts; null without a
+    /// response key.
+    pub pubkey: Option<String>,
+    /// Model ids served.
+    pub models: Vec<String>,
+    /// Generations allowed at once; more get 503.
+    pub max_concurrency: usize,
+}

@@ -66,7 +66,9 @@ impl ApiError {
             StatusCode::NOT_FOUND,
             "invalid_request_error",
             "not_found",
-            format!("no route for `{path}`; expected /v1/chat/completions, /v1/models or /v1/load"),
+            format!(
+                "no route for `{path}`; expected /v1/chat/completions, /v1/models, /v1/load or /v1/identity"
+            ),
         )
     }
 
@@ -90,6 +92,17 @@ impl ApiError {
         );
         e.retry_after_secs = Some(1);
         e
+    }
+
+    /// 502: the OpenAI-compatible server this ML node forwards to failed or answered
+    /// something unusable.
+    pub fn upstream(message: String) -> Self {
+        Self::new(
+            StatusCode::BAD_GATEWAY,
+            "server_error",
+            "upstream_error",
+            message,
+        )
     }
 
     /// 500: generation failed inside the server.

@@ -1,14 +1,32 @@
-//! The ML node: an OpenAI-compatible HTTP server in front of the reference model.
+//! The ML node: an OpenAI-compatible HTTP server in front of a model backend.
+//!
+//! The backend is the built-in deterministic reference model (the default), or an
+//! OpenAI-compatible server (vLLM, llama.cpp) the node forwards to ([`forward`]).
 //!
 //! Routes: `POST /v1/chat/completions` (plain or `stream: true` server-sent events),
-//! `GET /v1/models`, and `GET /v1/load`. At most [`MlNodeConfig::max_concurrency`] generations
-//! run at once, each on a blocking thread so the server keeps answering; requests beyond the
-//! limit get 503 with `Retry-After`. Every error body is `{"error": {"message", "type", "code"}}`
-//! (see [`ApiError`]).
+//! `GET /v1/models`, `GET /v1/load` and `GET /v1/identity`. At most
+//! [`MlNodeConfig::max_concurrency`] requests are served at once, whatever the backend;
+//! requests beyond the limit get 503 with `Retry-After`. Every error body is
+//! `{"error": {"message", "type", "code"}}` (see [`ApiError`]).
+//!
+//! # Execution receipts
+//! A request carrying the header [`HEADER_REQUEST_HASH`] (64 hex digits; anything else is
+//! refused with 400 `invalid_request_hash`) is answered, when the node has a response key,
+//! with a signed [`Receipt`] over the content the client receives and the token counts of
+//! `usage`: in the [`HEADER_RECEIPT`] header of a plain answer, or as the SSE comment
+//! [`Receipt::sse_comment`] just before `data: [DONE]` of a stream. Without the header (direct
+//! use) there is no receipt.
+//!
+//! # Registration
+//! With a chain, the node registers (or updates) itself there after it starts listening; see
+//! [`register`].
 
 pub mod api;
+mod builtin;
 pub mod cli;
 pub mod error;
+pub mod forward;
+pub mod register;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -16,20 +34,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::Uri;
-use axum::response::sse::{Event, Sse};
+use axum::http::{header, HeaderMap, HeaderValue, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::Stream;
+use k256::ecdsa::SigningKey;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
+use crate::receipt::{Receipt, HEADER_RECEIPT, HEADER_REQUEST_HASH};
 use crate::reference::{self, ChatTurn, ReferenceModel};
 pub use api::*;
 pub use error::ApiError;
+use forward::Upstream;
 
 /// Settings of an ML node.
 #[derive(Debug, Clone)]
@@ -38,15 +57,23 @@ pub struct MlNodeConfig {
     pub listen: SocketAddr,
     /// The model id clients must name, e.g. `gonka/reference-1`.
     pub model_id: String,
+    /// The id the node is registered under on chain and names in its receipts.
+    pub node_id: String,
+    /// The key that signs execution receipts (its public key is registered on chain);
+    /// without one the node answers without receipts.
+    pub response_key: Option<SigningKey>,
+    /// The OpenAI-compatible server to forward to; `None` runs the built-in reference model.
+    pub upstream: Option<Upstream>,
     /// Seed of the reference model's weights.
     pub seed: u64,
-    /// Generations allowed at once.
+    /// Requests served at once.
     pub max_concurrency: usize,
     /// Largest `max_tokens` accepted.
     pub max_tokens_cap: u32,
     /// `max_tokens` used when a request names none (capped by `max_tokens_cap`).
     pub default_max_tokens: u32,
-    /// Largest chat-formatted prompt accepted, in bytes (= prompt tokens).
+    /// Largest chat-formatted prompt accepted, in bytes (= prompt tokens of the reference
+    /// model).
     pub max_prompt_bytes: usize,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
@@ -60,6 +87,9 @@ impl Default for MlNodeConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             model_id: DEFAULT_MODEL_ID.to_string(),
+            node_id: DEFAULT_NODE_ID.to_string(),
+            response_key: None,
+            upstream: None,
             seed: reference::DEFAULT_SEED,
             max_concurrency: 4,
             max_tokens_cap: 4096,
@@ -71,24 +101,61 @@ impl Default for MlNodeConfig {
     }
 }
 
+impl MlNodeConfig {
+    /// What `GET /v1/identity` answers, and what the node registers on chain.
+    pub fn identity(&self) -> Identity {
+        Identity {
+            node_id: self.node_id.clone(),
+            pubkey: self
+                .response_key
+                .as_ref()
+                .map(|key| hex::encode(key.verifying_key().to_encoded_point(true).as_bytes())),
+            models: vec![self.model_id.clone()],
+            max_concurrency: self.max_concurrency,
+        }
+    }
+}
+
 /// The model id the localnet and the tests use.
 pub const DEFAULT_MODEL_ID: &str = "gonka/reference-1";
+
+/// The node id used when none is configured.
+pub const DEFAULT_NODE_ID: &str = "ml-node-1";
+
+/// What computes the completions.
+enum Backend {
+    /// The built-in deterministic reference model, run on blocking threads.
+    Reference(Arc<ReferenceModel>),
+    /// An OpenAI-compatible server the requests are forwarded to.
+    Forward(Upstream),
+}
 
 /// Shared state of the handlers.
 struct Node {
     config: MlNodeConfig,
-    model: Arc<ReferenceModel>,
+    backend: Backend,
     slots: Arc<Semaphore>,
     started: u64,
     next_request: AtomicU64,
 }
 
+impl Node {
+    /// A fresh `chatcmpl-...` id.
+    fn completion_id(&self) -> String {
+        let n = self.next_request.fetch_add(1, Ordering::Relaxed);
+        format!("chatcmpl-{:x}{:06x}", self.started, n)
+    }
+}
+
 /// The ML node's routes, ready to serve.
 pub fn router(config: MlNodeConfig) -> Router {
-    let slots = Arc::new(Semaphore::new(config.max_concurrency));
+    let backend = match &config.upstream {
+        Some(upstream) => Backend::Forward(upstream.clone()),
+        None => Backend::Reference(Arc::new(ReferenceModel::new(config.seed))),
+    };
     let node = Arc::new(Node {
-        model: Arc::new(ReferenceModel::new(config.seed)),
-        slots,
+        backend,
+        slots: Arc::new(Semaphore::new(config.max_concurrency)),
         started: unix_now(),
         next_request: AtomicU64::new(0),
         config,
@@ -97,6 +164,7 @@ pub fn router(config: MlNodeConfig) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
         .route("/v1/load", get(load))
+        .route("/v1/identity", get(identity))
         .fallback(|uri: Uri| async move { ApiError::route_not_found(uri.path()) })
         .with_state(node)
 }
@@ -140,12 +208,20 @@ async fn load(State(node): State<Arc<Node>>) -> Json<Load> {
     })
 }
 
+async fn identity(State(node): State<Arc<Node>>) -> Json<Identity> {
+    Json(node.config.identity())
+}
+
 /// A request that passed validation and holds a generation slot.
 struct Admitted {
+    /// The request body as received (the forwarding backend re-sends it).
+    body: Bytes,
+    /// The chat-formatted prompt as reference-model tokens.
     prompt_tokens: Vec<u32>,
     max_tokens: usize,
     stream: bool,
     include_usage: bool,
+    /// The generation slot, held until the answer is complete.
     permit: OwnedSemaphorePermit,
 }
 
@@ -213,6 +289,7 @@ async fn admit(node: &Node, body: Body) -> Result<Admitted, ApiError> {
         .try_acquire_owned()
         .map_err(|_| ApiError::overloaded(cfg.max_concurrency))?;
     Ok(Admitted {
+        body: bytes,
         prompt_tokens,
         // max_tokens is in 1..=u32::MAX here, so it fits usize on every supported target.
         max_tokens: max_tokens as usize,
@@ -222,231 +299,204 @@ async fn admit(node: &Node, body: Body) -> Result<Admitted, ApiError> {
     })
 }
 
-/// What the blocking generation thread reports to a streaming response.
-enum Produced {
-    Token(u32),
-    Finished { ended_by_end_token: bool },
+/// A complete plain answer of a backend, before its receipt.
+struct Answer {
+    /// The `chat.completion` body, `model` already the served id.
+    body: serde_json::Value,
+    /// `choices[0].message.content`: the text the receipt hashes.
+    content: String,
+    /// The token counts of `body.usage`.
+    usage: Usage,
 }
 
-fn finish_reason(ended_by_end_token: bool) -> &'static str {
-    if ended_by_end_token {
-        "stop"
-    } else {
-        "length"
+/// What a backend's streaming task hands the response, in order.
+enum StreamItem {
+    /// One `chat.completion.chunk` to send as a `data:` event (compact JSON, no newline),
+    /// with the text its delta adds.
+    Chunk { data: String, content: String },
+    /// The completion is over; `usage` holds its token counts if the backend reported them.
+    End { usage: Option<Usage> },
+}
+
+impl Backend {
+    async fn complete(&self, node: &Node, admitted: Admitted) -> Result<Answer, ApiError> {
+        match self {
+            Backend::Reference(model) => builtin::complete(node, model, admitted).await,
+            Backend::Forward(upstream) => upstream.complete(&node.config.model_id, admitted).await,
+        }
+    }
+
+    async fn stream(
+        &self,
+        node: &Node,
+        admitted: Admitted,
+    ) -> Result<mpsc::Receiver<StreamItem>, ApiError> {
+        match self {
+            Backend::Reference(model) => Ok(builtin::stream(node, model, admitted)),
+            Backend::Forward(upstream) => upstream.stream(&node.config.model_id, admitted).await,
+        }
     }
 }
 
-async fn chat_completions(State(node): State<Arc<Node>>, body: Body) -> Response {
-    let admitted = match admit(&node, body).await {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::info!(status = e.status.as_u16(), code = e.code, "request refused");
-            return e.into_response();
-        }
-    };
-    let n = node.next_request.fetch_add(1, Ordering::Relaxed);
-    let created = unix_now();
-    let id = format!("chatcmpl-{:x}{:06x}", node.started, n);
-    if admitted.stream {
-        stream_completion(&node, admitted, id, created).into_response()
-    } else {
-        match complete(&node, admitted, id, created).await {
-            Ok(c) => Json(c).into_response(),
-            Err(e) => e.into_response(),
-        }
-    }
+/// A receipt the caller asked for and this node can sign.
+struct ReceiptOrder {
+    key: SigningKey,
+    node_id: String,
+    model: String,
+    request_hash: [u8; 32],
 }
 
-async fn complete(
-    node: &Node,
-    admitted: Admitted,
-    id: String,
-    created: u64,
-) -> Result<ChatCompletion, ApiError> {
-    let model = node.model.clone();
-    let delay = node.config.testing_delay_per_token;
-    let Admitted {
-        prompt_tokens,
-        max_tokens,
-        permit,
-        ..
-    } = admitted;
-    let prompt_len = prompt_tokens.len() as u64;
-    let (tokens, ended) = tokio::task::spawn_blocking(move || {
-        let _permit = permit; // the slot is busy until generation ends
-        let mut generation = model.stream(&prompt_tokens, max_tokens);
-        let mut tokens = Vec::new();
-        for token in generation.by_ref() {
-            tokens.push(token);
-            if !delay.is_zero() {
-                std::thread::sleep(delay);
-            }
-        }
-        (tokens, generation.ended_by_end_token())
-    })
-    .await
-    .map_err(|e| ApiError::internal(format!("generation thread failed: {e}")))?;
-    let usage = Usage {
-        prompt_tokens: prompt_len,
-        completion_tokens: tokens.len() as u64,
-        total_tokens: prompt_len + tokens.len() as u64,
-    };
-    tracing::info!(%id, prompt_tokens = usage.prompt_tokens, completion_tokens = usage.completion_tokens, "completion served");
-    Ok(ChatCompletion {
-        id,
-        object: "chat.completion",
-        created,
-        model: node.config.model_id.clone(),
-        choices: vec![Choice {
-            index: 0,
-            message: AssistantMessage {
-                role: "assistant",
-                content: reference::decode(&tokens),
-            },
-            logprobs: None,
-            finish_reason: finish_reason(ended),
-        }],
-        usage,
-    })
-}
-
-fn stream_completion(
-    node: &Node,
-    admitted: Admitted,
-    id: String,
-    created: u64,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let model = node.model.clone();
-    let delay = node.config.testing_delay_per_token;
-    let Admitted {
-        prompt_tokens,
-        max_tokens,
-        include_usage,
-        permit,
-        ..
-    } = admitted;
-    let prompt_len = prompt_tokens.len() as u64;
-    let (tx, rx) = mpsc::channel::<Produced>(64);
-    tokio::task::spawn_blocking(move || {
-        let _permit = permit; // the slot is busy until generation ends or the client leaves
-        let mut generation = model.stream(&prompt_tokens, max_tokens);
-        for token in generation.by_ref() {
-            if tx.blocking_send(Produced::Token(token)).is_err() {
-                return; // the client went away: stop generating
-            }
-            if !delay.is_zero() {
-                std::thread::sleep(delay);
-            }
-        }
-        let _ = tx.blocking_send(Produced::Finished {
-            ended_by_end_token: generation.ended_by_end_token(),
-        });
-    });
-
-    let chunk = {
-        let id = id.clone();
-        let model_id = node.config.model_id.clone();
-        move |delta: Option<Delta>, finish: Option<&'static str>, usage: Option<Usage>| {
-            let c = ChatCompletionChunk {
-                id: id.clone(),
-                object: "chat.completion.chunk",
-                created,
-                model: model_id.clone(),
-                choices: delta
-                    .map(|delta| ChunkChoice {
-                        index: 0,
-                        delta,
-                        logprobs: None,
-                        finish_reason: finish,
-                    })
-                    .into_iter()
-                    .collect(),
-                usage,
-            };
-            // Serialising plain structs of strings and integers cannot fail.
-            Event::default().data(serde_json::to_string(&c).unwrap_or_default())
-        }
-    };
-
-    // Stream state: the receiver, tokens sent so far, and what is left to send after it closes.
-    struct St<F> {
-        rx: mpsc::Receiver<Produced>,
-        chunk: F,
-        sent: u64,
-        phase: u8, // 0: role chunk next, 1: tokens, 2: usage chunk next, 3: [DONE] next, 4: over
-        include_usage: bool,
-        prompt_len: u64,
-        id: String,
-    }
-    let st = St {
-        rx,
-        chunk,
-        sent: 0,
-        phase: 0,
-        include_usage,
-        prompt_len,
-        id,
-    };
-    let events = futures_util::stream::unfold(st, |mut st| async move {
-        let event = match st.phase {
-            0 => {
-                st.phase = 1;
-                (st.chunk)(
-                    Some(Delta {
-                        role: Some("assistant"),
-                        content: Some(String::new()),
-                    }),
-                    None,
-                    None,
-                )
-            }
-            1 => match st.rx.recv().await {
-                Some(Produced::Token(t)) => {
-                    st.sent += 1;
-                    (st.chunk)(
-                        Some(Delta {
-                            role: None,
-                            content: Some(reference::decode(&[t])),
-                        }),
-                        None,
-                        None,
-                    )
-                }
-                Some(Produced::Finished { ended_by_end_token }) => {
-                    st.phase = if st.include_usage { 2 } else { 3 };
-                    tracing::info!(id = %st.id, prompt_tokens = st.prompt_len, completion_tokens = st.sent, "streamed completion served");
-                    (st.chunk)(
-                        Some(Delta::default()),
-                        Some(finish_reason(ended_by_end_token)),
-                        None,
-                    )
-                }
-                None => {
-                    // The generation thread died without finishing: end the stream without
-                    // [DONE], so the client sees an incomplete answer rather than a wrong one.
-                    tracing::warn!(id = %st.id, "generation ended without a finish");
-                    return None;
-                }
-            },
-            2 => {
-                st.phase = 3;
-                (st.chunk)(
-                    None,
-                    None,
-                    Some(Usage {
-                        prompt_tokens: st.prompt_len,
-                        completion_tokens: st.sent,
-                        total_tokens: st.prompt_len + st.sent,
-                    }),
-                )
-            }
-            3 => {
-                st.phase = 4;
-                Event::default().data("[DONE]")
-            }
-            _ => return None,
+impl ReceiptOrder {
+    /// The receipt a request asks for through [`HEADER_REQUEST_HASH`]: `None` without the
+    /// header or without a response key; 400 `invalid_request_hash` for a malformed header.
+    fn from_headers(config: &MlNodeConfig, headers: &HeaderMap) -> Result<Option<Self>, ApiError> {
+        let Some(value) = headers.get(HEADER_REQUEST_HASH) else {
+            return Ok(None);
         };
-        Some((Ok(event), st))
+        let request_hash = value
+            .to_str()
+            .ok()
+            .filter(|text| text.len() == 64)
+            .and_then(|text| hex::decode(text).ok())
+            .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+            .ok_or_else(|| {
+                ApiError::invalid_value(
+                    "invalid_request_hash",
+                    format!(
+                        "header {HEADER_REQUEST_HASH} must be 64 hex digits (a 32-byte request hash) but is {:?}",
+                        String::from_utf8_lossy(value.as_bytes())
+                    ),
+                )
+            })?;
+        let Some(key) = &config.response_key else {
+            tracing::debug!("a receipt was asked for but this ML node has no response key");
+            return Ok(None);
+        };
+        Ok(Some(Self {
+            key: key.clone(),
+            node_id: config.node_id.clone(),
+            model: config.model_id.clone(),
+            request_hash,
+        }))
+    }
+
+    fn sign(&self, text: &str, usage: &Usage) -> Receipt {
+        Receipt::sign(
+            &self.key,
+            &self.node_id,
+            &self.request_hash,
+            &self.model,
+            text,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+        )
+    }
+}
+
+async fn chat_completions(
+    State(node): State<Arc<Node>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let served = async {
+        let order = ReceiptOrder::from_headers(&node.config, &headers)?;
+        let admitted = admit(&node, body).await?;
+        if admitted.stream {
+            let items = node.backend.stream(&node, admitted).await?;
+            Ok(stream_response(items, order))
+        } else {
+            let answer = node.backend.complete(&node, admitted).await?;
+            plain_response(answer, order.as_ref())
+        }
+    }
+    .await;
+    served.unwrap_or_else(|e| {
+        if e.status.is_server_error() {
+            tracing::warn!(status = e.status.as_u16(), code = e.code, message = %e.message, "request failed");
+        } else {
+            tracing::info!(status = e.status.as_u16(), code = e.code, "request refused");
+        }
+        e.into_response()
+    })
+}
+
+/// A plain answer as JSON, with its receipt in [`HEADER_RECEIPT`] when one was ordered.
+fn plain_response(answer: Answer, order: Option<&ReceiptOrder>) -> Result<Response, ApiError> {
+    tracing::info!(
+        prompt_tokens = answer.usage.prompt_tokens,
+        completion_tokens = answer.usage.completion_tokens,
+        receipt = order.is_some(),
+        "completion served"
+    );
+    let mut response = Json(&answer.body).into_response();
+    if let Some(order) = order {
+        let receipt = order.sign(&answer.content, &answer.usage);
+        let value = HeaderValue::try_from(receipt.to_header()).map_err(|e| {
+            ApiError::internal(format!("the receipt is not a valid header value: {e}"))
+        })?;
+        response.headers_mut().insert(HEADER_RECEIPT, value);
+    }
+    Ok(response)
+}
+
+/// A server-sent event stream of the backend's chunks; at the end, the receipt comment (when
+/// one was ordered) and `data: [DONE]`. If the backend stops without finishing, the stream
+/// ends without `[DONE]`, so the client sees an incomplete answer rather than a wrong one.
+fn stream_response(items: mpsc::Receiver<StreamItem>, order: Option<ReceiptOrder>) -> Response {
+    struct Relay {
+        items: mpsc::Receiver<StreamItem>,
+        order: Option<ReceiptOrder>,
+        text: String,
+        over: bool,
+    }
+    let relay = Relay {
+        items,
+        order,
+        text: String::new(),
+        over: false,
+    };
+    let events = futures_util::stream::unfold(relay, |mut st| async move {
+        if st.over {
+            return None;
+        }
+        let event = match st.items.recv().await {
+            Some(StreamItem::Chunk { data, content }) => {
+                st.text.push_str(&content);
+                format!("data: {data}\n\n")
+            }
+            Some(StreamItem::End { usage }) => {
+                st.over = true;
+                tracing::info!(
+                    prompt_tokens = usage.map(|u| u.prompt_tokens),
+                    completion_tokens = usage.map(|u| u.completion_tokens),
+                    receipt = st.order.is_some(),
+                    "streamed completion served"
+                );
+                let receipt = match (&st.order, usage) {
+                    (Some(order), Some(usage)) => order.sign(&st.text, &usage).sse_comment(),
+                    (Some(_), None) => {
+                        tracing::warn!(
+                            "the backend reported no usage: the stream ends without a receipt"
+                        );
+                        String::new()
+                    }
+                    (None, _) => String::new(),
+                };
+                format!("{receipt}data: [DONE]\n\n")
+            }
+            None => {
+                tracing::warn!("the backend ended the stream without finishing the completion");
+                return None;
+            }
+        };
+        Some((Ok::<_, Infallible>(event), st))
     });
-    Sse::new(events)
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(events),
+    )
+        .into_response()
 }

@@ -49,12 +49,16 @@
 //! [`Ticket`]: crate::transfer_agent::Ticket
 
 pub mod auth;
+pub mod background;
 pub mod cli;
 pub mod queue;
+pub mod registry;
 pub mod routing;
 pub mod server;
+pub mod settle;
 pub mod upstream;
 
 pub use queue::{QueueFull, Ticket, WaitQueue};
+pub use registry::Registry;
 pub use routing::{Backoff, Lease, NodeInfo, NodeStatus, Outcome, Router};
-pub use server::{CompletedRecord, Identity, TaConfig, TaNodeConfig, TransferAgent};
+pub use server::{Identity, PeerTa, TaConfig, TaNodeConfig, TransferAgent};

@@ -1,16 +1,24 @@
-//! The transfer agent's HTTP front: authenticates OpenAI chat requests, routes each to an ML
-//! node via [`Router`], waits in the [`WaitQueue`] when every node is busy, relays the answer
-//! (whole body or server-sent events as they arrive), and records completed requests for the
-//! batcher that will later put them on chain.
+//! The transfer agent's HTTP front: authenticates OpenAI chat requests, checks that the
+//! requester can pay, routes each to an ML node via [`Router`], waits in the [`WaitQueue`] when
+//! every node is busy, relays the answer (whole body or server-sent events as they arrive), and
+//! turns each completed request into a signed work record (see [`settle`](super::settle)).
 //!
-//! Routes: `POST /v1/chat/completions`, `GET /v1/models` (union of the nodes' configured
-//! models), `GET /v1/identity` (this TA's address, pubkey and public URL).
+//! Routes: `POST /v1/chat/completions`, `GET /v1/models` (the chain's model table, or the
+//! nodes' models without a chain), `GET /v1/identity` (this TA's address, key, chain id, URL
+//! and the other registered transfer agents).
+//!
+//! Every request is forwarded with the [`HEADER_REQUEST_HASH`] header; with a chain, the ML
+//! node's [`Receipt`] must verify with the node's registered key, otherwise the answer is
+//! treated as a node failure (the work could never settle) and the request is retried on
+//! another node.
 //!
 //! Status codes beyond the ML node's: 401 authentication failed (see [`auth`](super::auth)),
-//! 404 no configured node serves the model, 429 (+ `Retry-After`) the wait queue is full or
-//! the wait timed out, 502 every attempt on a node failed.
+//! 402 the requester's balance, less what it owes for unsettled requests, does not cover the
+//! request's worst-case cost, 404 no node serves the model, 429 (+ `Retry-After`) the wait
+//! queue is full or the wait timed out, 502 every attempt on a node failed, 503 the chain
+//! cannot be reached to check the balance.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
@@ -24,10 +32,16 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+use gonka_proto::inference::{TransferAgent as RegisteredTa, WorkRecord};
+
 use super::auth::{self, Authenticated, ReplayCache};
+use super::registry::Registry;
+use super::settle::Outbox;
 use super::upstream;
-use super::{Backoff, Lease, NodeInfo, NodeStatus, Outcome, Router, WaitQueue};
+use super::{Backoff, Lease, NodeStatus, Outcome, Router, WaitQueue};
+use crate::chain::Chain;
 use crate::ml_node::{ApiError, ModelCard, ModelList};
+use crate::receipt::{Receipt, HEADER_RECEIPT, HEADER_REQUEST_HASH};
 
 /// An ML node the TA forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +85,8 @@ pub struct TaConfig {
     pub connect_timeout: Duration,
     /// Cooldown of a node after failures.
     pub backoff: Backoff,
+    /// `max_tokens` assumed for the payment check when a request names none.
+    pub default_max_tokens: u64,
 }
 
 impl Default for TaConfig {
@@ -87,35 +103,9 @@ impl Default for TaConfig {
             max_body_bytes: 1024 * 1024,
             connect_timeout: Duration::from_secs(2),
             backoff: Backoff::default(),
+            default_max_tokens: 256,
         }
     }
-}
-
-/// A completed request, as a later batcher will turn it into a work record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CompletedRecord {
-    /// Lowercase hex of `request_hash`.
-    pub inference_id: String,
-    /// The signed request hash.
-    pub request_hash: [u8; 32],
-    /// Claimed requester address.
-    pub requester: String,
-    /// Requester's compressed public key.
-    pub requester_pubkey: Vec<u8>,
-    /// Requester's 64-byte signature over `request_hash`.
-    pub signature: Vec<u8>,
-    /// Signed timestamp.
-    pub timestamp: u64,
-    /// Signed nonce.
-    pub nonce: String,
-    /// Requested model.
-    pub model: String,
-    /// Id of the ML node that served it.
-    pub executor: String,
-    /// Prompt tokens from the response usage (0 if a stream carried no usage).
-    pub prompt_tokens: u64,
-    /// Completion tokens from the response usage (for streams without usage: content chunks).
-    pub completion_tokens: u64,
 }
 
 /// Wall-clock source in unix seconds (replaceable in tests).
@@ -127,12 +117,23 @@ struct Sched {
     replay: ReplayCache,
 }
 
+/// Where completed work records go.
+enum Sink {
+    /// Kept in memory (no chain: tests and benches).
+    Memory(Mutex<Vec<WorkRecord>>),
+    /// Written to the durable outbox for settlement on `chain`.
+    Chain {
+        chain: Arc<Chain>,
+        outbox: Arc<Outbox>,
+    },
+}
+
 /// Shared state of a running transfer agent.
 pub struct TransferAgent {
     config: TaConfig,
-    authorities: Vec<(String, String)>,
+    registry: RwLock<Registry>,
     sched: Mutex<Sched>,
-    records: Mutex<Vec<CompletedRecord>>,
+    sink: Sink,
     clock: Clock,
 }
 
@@ -156,46 +157,107 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl TransferAgent {
-    /// A TA using the wall clock. Fails on a malformed node URL.
+    /// A chain-less TA over the configured nodes, using the wall clock; records stay in
+    /// memory. Fails on a malformed node URL.
     pub fn new(config: TaConfig) -> Result<Arc<Self>, String> {
         Self::with_clock(config, Arc::new(unix_now))
     }
 
-    /// A TA with a custom clock (unix seconds).
+    /// A chain-less TA with a custom clock (unix seconds).
     pub fn with_clock(config: TaConfig, clock: Clock) -> Result<Arc<Self>, String> {
-        let mut router = Router::new(config.backoff);
-        let mut authorities = Vec::new();
-        for n in &config.nodes {
-            authorities.push((n.id.clone(), upstream::authority(&n.url)?));
-            router.upsert_node(NodeInfo {
-                id: n.id.clone(),
-                models: n.models.clone(),
-                vram_mib: n.vram_mib,
-                bandwidth_mbps: n.bandwidth_mbps,
-                max_concurrency: n.max_concurrency,
-            });
-        }
-        Ok(Arc::new(Self {
+        let registry = Registry::from_config(&config.nodes)?;
+        Ok(Self::build(
+            config,
+            registry,
+            Sink::Memory(Mutex::new(Vec::new())),
+            clock,
+        ))
+    }
+
+    /// A TA that routes on the chain's `registry`, checks balances on `chain` and writes
+    /// completed work records to `outbox` for settlement.
+    pub fn with_chain(
+        config: TaConfig,
+        registry: Registry,
+        chain: Arc<Chain>,
+        outbox: Arc<Outbox>,
+    ) -> Arc<Self> {
+        Self::build(
+            config,
+            registry,
+            Sink::Chain { chain, outbox },
+            Arc::new(unix_now),
+        )
+    }
+
+    fn build(config: TaConfig, registry: Registry, sink: Sink, clock: Clock) -> Arc<Self> {
+        let ta = Arc::new(Self {
             sched: Mutex::new(Sched {
-                router,
+                router: Router::new(config.backoff),
                 queue: WaitQueue::new(config.queue_capacity),
                 replay: ReplayCache::default(),
             }),
-            authorities,
-            records: Mutex::new(Vec::new()),
+            registry: RwLock::new(Registry::default()),
+            sink,
             clock,
             config,
-        }))
+        });
+        ta.set_registry(registry);
+        ta
     }
 
-    /// Completed requests recorded so far (the batcher's input).
-    pub fn completed_records(&self) -> Vec<CompletedRecord> {
-        lock(&self.records).clone()
+    /// Replaces the registry: new and changed nodes are (re)declared to the router, nodes no
+    /// longer registered are dropped (requests in flight there finish normally).
+    pub fn set_registry(&self, registry: Registry) {
+        {
+            let mut s = lock(&self.sched);
+            let gone: Vec<String> = s
+                .router
+                .nodes()
+                .map(|n| n.info.id.clone())
+                .filter(|id| !registry.nodes.contains_key(id))
+                .collect();
+            for id in gone {
+                s.router.remove_node(&id);
+            }
+            for node in registry.nodes.values() {
+                if s.router.node(&node.info.id).map(|n| &n.info) != Some(&node.info) {
+                    s.router.upsert_node(node.info.clone());
+                }
+            }
+        }
+        *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;
     }
 
-    /// Takes the recorded requests, leaving none.
-    pub fn drain_records(&self) -> Vec<CompletedRecord> {
-        std::mem::take(&mut *lock(&self.records))
+    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `(node id, host:port)` of every node in the registry.
+    pub fn node_authorities(&self) -> Vec<(String, String)> {
+        self.registry()
+            .nodes
+            .values()
+            .map(|n| (n.info.id.clone(), n.authority.clone()))
+            .collect()
+    }
+
+    /// The chain's `max_records_per_batch` as last read (0 without a chain).
+    pub fn max_records_per_batch(&self) -> usize {
+        self.registry().max_records_per_batch
+    }
+
+    /// Records an ML node's own report of its in-flight requests.
+    pub fn report_load(&self, node_id: &str, in_flight: u32) {
+        lock(&self.sched).router.report_load(node_id, in_flight);
+    }
+
+    /// Work records completed by a chain-less TA so far (with a chain they are in the outbox).
+    pub fn completed_records(&self) -> Vec<WorkRecord> {
+        match &self.sink {
+            Sink::Memory(records) => lock(records).clone(),
+            Sink::Chain { .. } => Vec::new(),
+        }
     }
 
     /// Requests currently waiting for a node.
@@ -217,18 +279,12 @@ impl TransferAgent {
         lock(&self.sched).router.nodes().cloned().collect()
     }
 
-    fn authority(&self, node_id: &str) -> Option<&str> {
-        self.authorities
-            .iter()
-            .find(|(id, _)| id == node_id)
-            .map(|(_, a)| a.as_str())
-    }
-
-    fn serves(&self, model: &str) -> bool {
-        self.config
+    /// The node's address and registered key.
+    fn endpoint(&self, node_id: &str) -> Option<(String, Vec<u8>)> {
+        self.registry()
             .nodes
-            .iter()
-            .any(|n| n.models.iter().any(|m| m == model))
+            .get(node_id)
+            .map(|n| (n.authority.clone(), n.pubkey.clone()))
     }
 
     /// Releases a lease and wakes the best waiter.
@@ -241,7 +297,12 @@ impl TransferAgent {
     }
 
     /// A lease on a node serving `model`, waiting in the queue if needed.
-    async fn acquire(&self, model: &str, commission: u64) -> Result<Lease, ApiError> {
+    async fn acquire(
+        &self,
+        model: &str,
+        min_vram_mib: u64,
+        commission: u64,
+    ) -> Result<Lease, ApiError> {
         let deadline = Instant::now() + self.config.queue_timeout;
         let notify = Arc::new(Notify::new());
         let mut ticket = None;
@@ -253,7 +314,7 @@ impl TransferAgent {
                         ticket = None; // popped by a finishing request: we were woken
                     }
                 }
-                if let Some(lease) = s.router.pick(model, 0, Instant::now()) {
+                if let Some(lease) = s.router.pick(model, min_vram_mib, Instant::now()) {
                     if let Some(t) = ticket {
                         s.queue.remove(t);
                     }
@@ -366,6 +427,15 @@ pub async fn serve(
         .await
 }
 
+/// Another transfer agent, as `/v1/identity` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PeerTa {
+    /// Account address.
+    pub address: String,
+    /// Public URL.
+    pub url: String,
+}
+
 /// The TA's identity as served at `/v1/identity`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Identity {
@@ -375,26 +445,54 @@ pub struct Identity {
     pub pubkey: String,
     /// Public URL.
     pub url: String,
+    /// Chain id (empty without a chain).
+    #[serde(default)]
+    pub chain_id: String,
+    /// Every transfer agent registered on chain (this one included), so clients can fail over.
+    #[serde(default)]
+    pub transfer_agents: Vec<PeerTa>,
 }
 
 async fn identity(State(ta): State<Arc<TransferAgent>>) -> Json<Identity> {
+    let (address, pubkey, chain_id) = match &ta.sink {
+        Sink::Chain { chain, .. } => (
+            chain.address().to_string(),
+            hex::encode(chain.pubkey()),
+            chain.chain_id().to_string(),
+        ),
+        Sink::Memory(_) => (
+            ta.config.address.clone(),
+            ta.config.pubkey.clone(),
+            String::new(),
+        ),
+    };
+    let transfer_agents = ta
+        .registry()
+        .transfer_agents
+        .iter()
+        .map(|t: &RegisteredTa| PeerTa {
+            address: t.address.clone(),
+            url: t.url.clone(),
+        })
+        .collect();
     Json(Identity {
-        address: ta.config.address.clone(),
-        pubkey: ta.config.pubkey.clone(),
+        address,
+        pubkey,
         url: ta.config.public_url.clone(),
+        chain_id,
+        transfer_agents,
     })
 }
 
 async fn models(State(ta): State<Arc<TransferAgent>>) -> Json<ModelList> {
-    let mut ids: Vec<&String> = ta.config.nodes.iter().flat_map(|n| &n.models).collect();
-    ids.sort();
-    ids.dedup();
     Json(ModelList {
         object: "list",
-        data: ids
+        data: ta
+            .registry()
+            .model_ids()
             .into_iter()
             .map(|id| ModelCard {
-                id: id.clone(),
+                id,
                 object: "model",
                 created: 0,
                 owned_by: "gonka",
@@ -403,12 +501,16 @@ async fn models(State(ta): State<Arc<TransferAgent>>) -> Json<ModelList> {
     })
 }
 
-/// Just the fields the TA routes on.
+/// Just the fields the TA routes and prices on.
 #[derive(Deserialize)]
 struct Routing {
     model: String,
     #[serde(default)]
     stream: bool,
+    #[serde(default)]
+    max_tokens: Option<i64>,
+    #[serde(default)]
+    max_completion_tokens: Option<i64>,
 }
 
 /// `usage` of a completion or of a stream's usage chunk.
@@ -440,20 +542,133 @@ async fn chat_completions(
     }
 }
 
-fn record(ta: &TransferAgent, auth: &Authenticated, model: &str, node: &str, t: TokenCounts) {
-    lock(&ta.records).push(CompletedRecord {
+/// What the ML node proved about one answer.
+struct Served {
+    response_hash: Vec<u8>,
+    executor_signature: Vec<u8>,
+    tokens: TokenCounts,
+}
+
+/// Checks a node's receipt. With a chain it is required and must verify with the node's
+/// registered key (the chain would refuse the record otherwise); a chain-less TA takes a
+/// receipt as given when there is one and the reported usage otherwise.
+fn served(
+    ta: &TransferAgent,
+    node: &str,
+    pubkey: &[u8],
+    auth: &Authenticated,
+    model: &str,
+    receipt: Option<Receipt>,
+    usage: TokenCounts,
+) -> Result<Served, String> {
+    let Some(receipt) = receipt else {
+        return match ta.sink {
+            Sink::Chain { .. } => Err(format!("node `{node}` sent no execution receipt")),
+            Sink::Memory(_) => Ok(Served {
+                response_hash: Vec::new(),
+                executor_signature: Vec::new(),
+                tokens: usage,
+            }),
+        };
+    };
+    if receipt.node_id != node {
+        return Err(format!(
+            "node `{node}` sent a receipt of node `{}`",
+            receipt.node_id
+        ));
+    }
+    let tokens = TokenCounts {
+        prompt_tokens: receipt.prompt_tokens,
+        completion_tokens: receipt.completion_tokens,
+    };
+    let (response_hash, executor_signature) = match ta.sink {
+        Sink::Chain { .. } => {
+            let (hash, signature) = receipt.verify(pubkey, &auth.request_hash, model)?;
+            (hash.to_vec(), signature)
+        }
+        Sink::Memory(_) => (
+            hex::decode(&receipt.response_hash).unwrap_or_default(),
+            hex::decode(&receipt.signature).unwrap_or_default(),
+        ),
+    };
+    Ok(Served {
+        response_hash,
+        executor_signature,
+        tokens,
+    })
+}
+
+/// Turns a served request into a work record and hands it to the sink (with a chain: the
+/// durable outbox, charging the requester tokens × price + commission).
+fn record(ta: &TransferAgent, auth: &Authenticated, model: &str, node: &str, served: Served) {
+    let record = WorkRecord {
         inference_id: auth.inference_id(),
-        request_hash: auth.request_hash,
         requester: auth.address.clone(),
         requester_pubkey: auth.pubkey.clone(),
-        signature: auth.signature.clone(),
+        requester_signature: auth.signature.clone(),
+        request_hash: auth.request_hash.to_vec(),
+        model: model.to_string(),
+        prompt_hash: auth.body_hash.to_vec(),
+        response_hash: served.response_hash,
+        prompt_tokens: served.tokens.prompt_tokens,
+        completion_tokens: served.tokens.completion_tokens,
+        executor_node: node.to_string(),
+        commission: auth.commission.to_string(),
+        executor_signature: served.executor_signature,
         timestamp: auth.timestamp,
         nonce: auth.nonce.clone(),
-        model: model.to_string(),
-        executor: node.to_string(),
-        prompt_tokens: t.prompt_tokens,
-        completion_tokens: t.completion_tokens,
-    });
+    };
+    match &ta.sink {
+        Sink::Memory(records) => lock(records).push(record),
+        Sink::Chain { outbox, .. } => {
+            let tokens = u128::from(record.prompt_tokens) + u128::from(record.completion_tokens);
+            let cost = tokens
+                .saturating_mul(ta.registry().terms(model).price_per_token)
+                .saturating_add(auth.commission);
+            if let Err(e) = outbox.put(&record, cost) {
+                tracing::error!(inference = %record.inference_id, error = %e, "cannot write the work record to the outbox; it will not be settled");
+            }
+        }
+    }
+}
+
+/// 402 unless the requester's balance, less what it owes for unsettled records, covers the
+/// request's worst case: (body bytes + max_tokens) × price + commission. Body bytes bound the
+/// prompt tokens of byte-level tokenizers such as the reference model's (real tokenizers
+/// produce fewer tokens than bytes).
+async fn check_funds(
+    chain: &Chain,
+    outbox: &Outbox,
+    auth: &Authenticated,
+    body_len: usize,
+    max_tokens: u64,
+    price_per_token: u128,
+) -> Result<(), ApiError> {
+    let bound = (body_len as u128)
+        .saturating_add(u128::from(max_tokens))
+        .saturating_mul(price_per_token)
+        .saturating_add(auth.commission);
+    let balance = chain.balance(&auth.address).await.map_err(|e| ApiError {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        message: format!("cannot check the requester's balance on chain: {e:#}"),
+        kind: "server_error",
+        code: "chain_unavailable",
+        retry_after_secs: Some(2),
+    })?;
+    let owed = outbox.owed_by(&auth.address);
+    if balance.saturating_sub(owed) < bound {
+        return Err(ApiError {
+            status: StatusCode::PAYMENT_REQUIRED,
+            message: format!(
+                "account {} holds {balance} ngnk and owes {owed} ngnk for unsettled requests, but this request may cost up to {bound} ngnk ((prompt bytes + max_tokens) x price + commission); fund the account (e.g. `gonkad tx bank send`) or lower max_tokens",
+                auth.address
+            ),
+            kind: "invalid_request_error",
+            code: "insufficient_funds",
+            retry_after_secs: None,
+        });
+    }
+    Ok(())
 }
 
 async fn handle_chat(
@@ -484,24 +699,67 @@ async fn handle_chat(
             "expected a JSON chat completion request {{model, messages, ...}}: {e}"
         ))
     })?;
-    if !ta.serves(&routing.model) {
+    let (serves, terms, token_limit) = {
+        let registry = ta.registry();
+        (
+            registry.serves(&routing.model),
+            registry.terms(&routing.model),
+            registry.max_tokens_per_record,
+        )
+    };
+    if !serves {
         return Err(model_unknown(&routing.model));
+    }
+    let max_tokens = match routing.max_tokens.or(routing.max_completion_tokens) {
+        None => ta.config.default_max_tokens,
+        Some(n) if n >= 1 && (token_limit == 0 || n.unsigned_abs() <= token_limit) => {
+            n.unsigned_abs()
+        }
+        Some(n) => {
+            return Err(ApiError::invalid_value(
+                "invalid_max_tokens",
+                format!(
+                    "`max_tokens` must be between 1 and {} but is {n}",
+                    if token_limit == 0 {
+                        i64::MAX as u64
+                    } else {
+                        token_limit
+                    }
+                ),
+            ))
+        }
+    };
+    if let Sink::Chain { chain, outbox } = &ta.sink {
+        check_funds(
+            chain,
+            outbox,
+            &auth,
+            bytes.len(),
+            max_tokens,
+            terms.price_per_token,
+        )
+        .await?;
     }
     // The queue orders by the signed commission; bids beyond u64 ngnk all rank first.
     let commission = u64::try_from(auth.commission).unwrap_or(u64::MAX);
+    let request_hash = hex::encode(auth.request_hash);
 
     let mut last_error = String::new();
     for attempt in 1..=ta.config.max_attempts.max(1) {
-        let lease = ta.acquire(&routing.model, commission).await?;
+        let lease = ta
+            .acquire(&routing.model, terms.min_vram_mib, commission)
+            .await?;
         let mut guard = LeaseGuard {
             ta: ta.clone(),
             lease: Some(lease),
         };
         let node = guard.node_id();
-        let authority = ta.authority(&node).unwrap_or_default().to_string();
-        let resp = match upstream::post_json(
+        let (authority, pubkey) = ta.endpoint(&node).unwrap_or_default();
+        let resp = match upstream::request_with_headers(
             &authority,
+            "POST",
             "/v1/chat/completions",
+            &[(HEADER_REQUEST_HASH, &request_hash)],
             &bytes,
             ta.config.connect_timeout,
         )
@@ -528,17 +786,18 @@ async fn handle_chat(
         let retry_after = resp
             .header("retry-after")
             .and_then(|v| HeaderValue::from_str(v).ok());
+        let receipt = resp.header(HEADER_RECEIPT).and_then(Receipt::from_header);
         let is_sse = resp
             .header("content-type")
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let ok = status.is_success();
         let body = if routing.stream && is_sse {
-            stream_body(
-                ta.clone(),
-                guard,
-                resp,
-                ok.then(|| (auth.clone(), routing.model.clone())),
-            )
+            let settle = ok.then(|| Settle {
+                auth: auth.clone(),
+                model: routing.model.clone(),
+                pubkey: pubkey.clone(),
+            });
+            stream_body(ta.clone(), guard, resp, settle)
         } else {
             let full = match resp.read_body().await {
                 Ok(b) => b,
@@ -548,14 +807,22 @@ async fn handle_chat(
                     continue;
                 }
             };
-            guard.finish(Outcome::Ok);
             if ok {
                 let usage = serde_json::from_slice::<UsageOnly>(&full)
                     .ok()
                     .and_then(|u| u.usage)
                     .unwrap_or_default();
-                record(&ta, &auth, &routing.model, &node, usage);
+                match served(&ta, &node, &pubkey, &auth, &routing.model, receipt, usage) {
+                    Ok(served) => record(&ta, &auth, &routing.model, &node, served),
+                    Err(e) => {
+                        tracing::warn!(%node, attempt, error = %e, "answer cannot settle; retrying elsewhere");
+                        last_error = e;
+                        guard.finish(Outcome::Failed);
+                        continue;
+                    }
+                }
             }
+            guard.finish(Outcome::Ok);
             Body::from(full)
         };
         let mut response = Response::new(body);
@@ -568,7 +835,7 @@ async fn handle_chat(
         }
         response.headers_mut().insert(
             "x-gonka-inference-id",
-            HeaderValue::from_str(&auth.inference_id()).expect("hex is a valid header value"),
+            HeaderValue::from_str(&request_hash).expect("hex is a valid header value"),
         );
         response.headers_mut().insert(
             "x-gonka-executor",
@@ -580,6 +847,13 @@ async fn handle_chat(
         "no ML node could serve the request after {} attempts; last error: {last_error}",
         ta.config.max_attempts.max(1)
     )))
+}
+
+/// What a successful stream needs to become a work record at its end.
+struct Settle {
+    auth: Authenticated,
+    model: String,
+    pubkey: Vec<u8>,
 }
 
 /// Tokens of a finished event stream: the usage chunk if any, else the content chunks.
@@ -616,7 +890,7 @@ fn stream_body(
     ta: Arc<TransferAgent>,
     guard: LeaseGuard,
     resp: upstream::UpstreamResponse,
-    record_as: Option<(Authenticated, String)>,
+    settle: Option<Settle>,
 ) -> Body {
     struct St {
         ta: Arc<TransferAgent>,
@@ -625,7 +899,7 @@ fn stream_body(
         stream: tokio::net::TcpStream,
         first: Option<Vec<u8>>,
         seen: Vec<u8>,
-        record_as: Option<(Authenticated, String)>,
+        settle: Option<Settle>,
         done: bool,
     }
     let node = guard.node_id();
@@ -636,7 +910,7 @@ fn stream_body(
         stream: resp.stream,
         first: Some(resp.leftover).filter(|b| !b.is_empty()),
         seen: Vec::new(),
-        record_as,
+        settle,
         done: false,
     };
     let events = futures_util::stream::unfold(st, |mut st| async move {
@@ -652,10 +926,21 @@ fn stream_body(
             Ok(0) => {
                 let complete = st.seen.ends_with(b"data: [DONE]\n\n");
                 if complete {
-                    if let Some((auth, model)) = st.record_as.take() {
-                        record(&st.ta, &auth, &model, &st.node, stream_usage(&st.seen));
+                    let mut outcome = Outcome::Ok;
+                    if let Some(s) = st.settle.take() {
+                        let receipt = Receipt::find_in_sse(&st.seen);
+                        let usage = stream_usage(&st.seen);
+                        match served(
+                            &st.ta, &st.node, &s.pubkey, &s.auth, &s.model, receipt, usage,
+                        ) {
+                            Ok(served) => record(&st.ta, &s.auth, &s.model, &st.node, served),
+                            Err(e) => {
+                                tracing::warn!(node = %st.node, error = %e, "streamed answer cannot settle");
+                                outcome = Outcome::Failed;
+                            }
+                        }
                     }
-                    st.guard.finish(Outcome::Ok);
+                    st.guard.finish(outcome);
                 } else {
                     tracing::warn!(node = %st.node, "ML node ended the stream early");
                     st.guard.finish(Outcome::Failed);

@@ -75,11 +75,28 @@ pub async fn request(
     body: &[u8],
     connect_timeout: Duration,
 ) -> io::Result<UpstreamResponse> {
+    request_with_headers(authority, method, path, &[], body, connect_timeout).await
+}
+
+/// Sends one request with extra headers (`name`, `value`; both must be header-safe ASCII)
+/// and reads the response header block.
+pub async fn request_with_headers(
+    authority: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    connect_timeout: Duration,
+) -> io::Result<UpstreamResponse> {
     let mut stream = tokio::time::timeout(connect_timeout, TcpStream::connect(authority))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     let head = format!(
-        "{method} {path} HTTP/1.0\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.0\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
         body.len()
     );
     let mut message = head.into_bytes();
