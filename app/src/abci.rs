@@ -161,8 +161,17 @@ impl Application for App {
 
     fn finalize_block(&self, request: RequestFinalizeBlock) -> ResponseFinalizeBlock {
         let height = u64::try_from(request.height).unwrap_or(0);
+        let block_hash: [u8; 32] = request.hash.as_ref().try_into().unwrap_or_else(|_| {
+            fatal(
+                "FinalizeBlock",
+                anyhow::anyhow!(
+                    "block hash must be 32 bytes, found {} (height {height})",
+                    request.hash.len()
+                ),
+            )
+        });
         let finalized = self
-            .finalize_block(height, block_time(request.time), &request.txs)
+            .finalize_block(height, block_time(request.time), block_hash, &request.txs)
             .unwrap_or_else(|e| fatal("FinalizeBlock", e));
         ResponseFinalizeBlock {
             events: to_abci_events(finalized.events),

@@ -106,6 +106,7 @@ impl App {
             height: store.latest_version()?.unwrap_or(0) + 1,
             time_seconds: 0,
             time_nanos: 0,
+            block_hash: [0; 32],
         };
         Ok(App {
             inner: Arc::new(Inner {
@@ -199,6 +200,7 @@ impl App {
             height: 1,
             time_seconds: 0,
             time_nanos: 0,
+            block_hash: [0; 32],
         };
         consensus.genesis = Some(writes);
         consensus.pending = None;
@@ -223,12 +225,14 @@ impl App {
         outcome
     }
 
-    /// Executes a decided block: begin hooks, every tx in its own fork, end hooks; computes
-    /// the app hash. Persists nothing: `commit` does.
+    /// Executes a decided block (`block_hash` is the header hash CometBFT sends): begin
+    /// hooks, every tx in its own fork, end hooks; computes the app hash. Persists nothing:
+    /// `commit` does.
     pub(crate) fn finalize_block(
         &self,
         height: u64,
         (time_seconds, time_nanos): (i64, u32),
+        block_hash: [u8; 32],
         txs: &[impl AsRef<[u8]>],
     ) -> anyhow::Result<FinalizedBlock> {
         let mut consensus = lock(&self.inner.consensus);
@@ -251,6 +255,7 @@ impl App {
             height,
             time_seconds,
             time_nanos,
+            block_hash,
         };
 
         for module in self.modules() {
@@ -315,6 +320,7 @@ impl App {
         check.writes.clear();
         check.block = BlockContext {
             height: height + 1,
+            block_hash: [0; 32],
             ..block
         };
         tracing::info!(height, "committed");

@@ -2,6 +2,11 @@
 
 use gonka_proto::{auth, bank, epochs, inference, rewards, stake};
 
+/// Share of each epoch's rewards a chain built from [`GenesisConfig`] sends to the
+/// validation pool when no rewards parameters are given: 5%, which pays the re-execution of
+/// the 1% to 10% of work records the disputes module samples, at the records' own price.
+pub const DEFAULT_VALIDATION_SHARE_PPM: u64 = 50_000;
+
 /// One funded genesis account.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GenesisAccount {
@@ -38,7 +43,8 @@ pub struct GenesisConfig {
     pub epoch_length: Option<u64>,
     /// Stake parameters (`None`: defaults).
     pub stake_params: Option<stake::Params>,
-    /// Rewards parameters (`None`: defaults).
+    /// Rewards parameters (`None`: the rewards defaults with a validation share of
+    /// [`DEFAULT_VALIDATION_SHARE_PPM`], so validations are paid).
     pub rewards_params: Option<rewards::Params>,
     /// Models ML nodes may serve, with their prices.
     pub models: Vec<inference::Model>,
@@ -86,7 +92,14 @@ impl GenesisConfig {
                 .collect(),
         };
         let rewards = rewards::GenesisState {
-            params: self.rewards_params.clone(),
+            params: Some(
+                self.rewards_params
+                    .clone()
+                    .unwrap_or_else(|| rewards::Params {
+                        validation_share_ppm: DEFAULT_VALIDATION_SHARE_PPM,
+                        ..gonka_rewards::default_params()
+                    }),
+            ),
         };
         let inference = inference::GenesisState {
             params: None,

@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use sha2::{Digest, Sha256};
+
 use tendermint_abci::Application;
 use tendermint_proto::google::protobuf::Timestamp;
 use tendermint_proto::v0_38::abci::{
@@ -73,6 +75,19 @@ impl TestChain {
         self.height
     }
 
+    /// The pseudo header hash the harness gives block `height`: SHA-256(height (u64
+    /// big-endian) ‖ last committed app hash (absent before the first block)). Deterministic,
+    /// so two chains fed the same blocks see the same hashes, and it changes with the state,
+    /// as a real header hash (which commits to the previous app hash) does.
+    pub fn block_hash(&self, height: u64) -> [u8; 32] {
+        let mut hasher = Sha256::new();
+        hasher.update(height.to_be_bytes());
+        if let Some(app_hash) = self.app.last_commit().expect("store readable").1 {
+            hasher.update(app_hash);
+        }
+        hasher.finalize().into()
+    }
+
     /// Finalizes the next block with `txs` without committing it (a crash test's "before
     /// Commit" point).
     pub fn finalize(&mut self, txs: Vec<Vec<u8>>) -> ResponseFinalizeBlock {
@@ -81,6 +96,7 @@ impl TestChain {
             &self.app,
             RequestFinalizeBlock {
                 txs: txs.into_iter().map(Into::into).collect(),
+                hash: self.block_hash(height).to_vec().into(),
                 height: height as i64,
                 time: Some(timestamp(height)),
                 ..Default::default()

@@ -1,9 +1,16 @@
 //! The chain's modules, in the fixed order every hook runs in.
 //!
-//! Order: `auth`, `bank`, `epochs`, `stake`, `inference`, `rewards`. Genesis, `begin_block`,
-//! `end_block` and `end_epoch` all walk this list front to back; messages and queries go to
-//! the one module that claims them. A new module is added here, at the position its
-//! dependencies require.
+//! Order: `auth`, `bank`, `epochs`, `stake`, `inference`, `disputes`, `rewards`. Genesis,
+//! `begin_block`, `end_block` and `end_epoch` all walk this list front to back; messages and
+//! queries go to the one module that claims them. A new module is added here, at the
+//! position its dependencies require.
+//!
+//! `disputes` comes after `inference`, whose stored work records it samples, and before
+//! `rewards`, so that in an epoch's last block the work it voided and the validators it
+//! jailed (in `begin_block` or by a transaction) are already in the ledger when rewards
+//! settle the epoch. Its `begin_block` runs after `epochs`' (the epoch is current) and its
+//! jailings are queued before `stake`'s `end_block`, which removes their power in the same
+//! block.
 //!
 //! In the last block of an epoch the app runs, after every `end_block`: `end_epoch` of every
 //! module in this order (stake pays matured unbonding and sets the next powers from the
@@ -20,6 +27,7 @@ pub fn all() -> Vec<Box<dyn Module>> {
         Box::new(gonka_epochs::Epochs),
         Box::new(gonka_stake::Stake),
         Box::new(gonka_inference::Inference),
+        Box::new(gonka_disputes::Disputes),
         Box::new(gonka_rewards::Rewards),
     ]
 }

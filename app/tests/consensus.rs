@@ -55,11 +55,12 @@ fn golden_app_hash() {
     // Recorded from this script. A change here means the state layout, encoding or
     // execution changed: update it deliberately, with a note on why.
     // History: foundation (auth, bank); + epochs, stake, rewards genesis state;
-    // + inference genesis (its parameters are stored even when genesis has no section).
+    // + inference genesis (its parameters are stored even when genesis has no section);
+    // + disputes genesis (its parameters likewise).
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "c18b5c6fffcd8595d40062a5632c2699de9454a629dacfedb8a313742bb29782";
+const GOLDEN: &str = "bea43b46fed631a775bf5be6e45e11b7db20dc73f7bd9c7dd390980218df6dbb";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

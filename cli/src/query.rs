@@ -1,5 +1,6 @@
 //! `gonkad query`: read chain state over CometBFT RPC (`abci_query`, `tx`).
 
+mod disputes;
 mod epochs;
 mod inference;
 mod rewards;
@@ -33,6 +34,9 @@ pub enum Command {
     /// ML nodes, transfer agents, models, work records and inference parameters.
     #[command(subcommand)]
     Inference(inference::Query),
+    /// Validations, disputes, executor statistics and disputes parameters.
+    #[command(subcommand)]
+    Disputes(disputes::Query),
     /// A transaction by hash, with its block height and result.
     Tx {
         /// Transaction hash (hex).
@@ -77,6 +81,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         Command::Stake(query) => return stake::run(global, query).await,
         Command::Rewards(query) => return rewards::run(global, query).await,
         Command::Inference(query) => return inference::run(global, query).await,
+        Command::Disputes(query) => return disputes::run(global, query).await,
         Command::Bank(BankQuery::Balance { address, denom }) => {
             let amount = client.balance(&address, &denom).await?;
             out.print(

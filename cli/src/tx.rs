@@ -1,6 +1,7 @@
 //! `gonkad tx`: sign with a keyring key, broadcast with `broadcast_tx_sync`, wait for the
 //! block that includes the tx.
 
+mod disputes;
 mod inference;
 mod stake;
 
@@ -24,6 +25,9 @@ pub enum Command {
     /// Inference transactions: register, update and remove ML nodes and transfer agents.
     #[command(subcommand)]
     Inference(inference::Command),
+    /// Disputes transactions: submit a validation, open a dispute, vote on one.
+    #[command(subcommand)]
+    Disputes(disputes::Command),
 }
 
 /// `gonkad tx bank` subcommands.
@@ -66,6 +70,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         Command::Bank(BankCommand::Send(args)) => send(global, args).await,
         Command::Stake(command) => stake::run(global, command).await,
         Command::Inference(command) => inference::run(global, command).await,
+        Command::Disputes(command) => disputes::run(global, command).await,
     }
 }
 

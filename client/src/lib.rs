@@ -5,6 +5,7 @@
 //! app's internals: everything goes through signed txs and `abci_query`.
 
 pub mod chat;
+pub mod disputes;
 pub mod keys;
 pub mod request;
 pub mod rpc;

@@ -41,6 +41,13 @@ pub mod gonka {
             include!(concat!(env!("OUT_DIR"), "/gonka.inference.v1.rs"));
         }
     }
+    /// `gonka.disputes.v1`: validation of work records, disputes and slashing.
+    pub mod disputes {
+        /// Version 1 of the disputes protocol.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/gonka.disputes.v1.rs"));
+        }
+    }
     /// `gonka.bank.v1`: balances, transfers and supply.
     pub mod bank {
         /// Version 1 of the bank protocol.
@@ -51,8 +58,8 @@ pub mod gonka {
 }
 
 pub use gonka::{
-    auth::v1 as auth, bank::v1 as bank, epochs::v1 as epochs, inference::v1 as inference,
-    rewards::v1 as rewards, stake::v1 as stake,
+    auth::v1 as auth, bank::v1 as bank, disputes::v1 as disputes, epochs::v1 as epochs,
+    inference::v1 as inference, rewards::v1 as rewards, stake::v1 as stake,
 };
 
 pub use prost::Name;

@@ -11,6 +11,11 @@ pub struct BlockContext {
     pub time_seconds: i64,
     /// Nanoseconds part of the block time.
     pub time_nanos: u32,
+    /// Hash of this block's header (FinalizeBlock's `hash`): unknown to anyone before the
+    /// block is proposed, identical on every node, so it seeds choices that must be both
+    /// unpredictable and reproducible (e.g. which work records are validated). All zeros
+    /// in `CheckTx`, whose block is not decided yet.
+    pub block_hash: [u8; 32],
 }
 
 /// The transaction a message runs in.

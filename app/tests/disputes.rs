@@ -1,0 +1,1244 @@
+//! x/disputes through the ABCI harness with ordinary signed txs: sampling of work records
+//! (the rate rule, its adaptive decay, reproducibility), validations that match, cheating
+//! executors and false accusers slashed 20% with the slash landing on the honest side, user
+//! disputes won and lost, missed deadlines (reputation, then jail), and every bad input
+//! refused with its own code and no state change.
+//!
+//! Every block goes through `World::block`, which checks after each block that bank
+//! balances sum to the supply, that the supply does not change outside epoch ends (so
+//! slashes, refunds and rewards only move money) and stake's invariants (the pools equal
+//! the bonds and unbonding entries, also after a slash).
+
+mod common;
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gonka_client::disputes::{msg_open_dispute, msg_submit_validation, msg_vote_dispute};
+use gonka_client::tx::{
+    msg_register_node, msg_register_transfer_agent, msg_submit_work_batch, signed_work_record,
+    NodeSpec, WorkRecordInput,
+};
+use gonka_proto::disputes as pb;
+use gonka_proto::inference::WorkRecord;
+use gonka_sdk::Any;
+use k256::ecdsa::SigningKey;
+use k256::sha2::{Digest, Sha256};
+use serde_json::json;
+use support::*;
+use tendermint_proto::v0_38::abci::ExecTxResult;
+
+use crate::common::key;
+
+const MODEL: &str = "meta/llama-8b";
+const PRICE: u128 = 10;
+/// The transfer agent (also a validator).
+const TA: &str = "p4";
+/// Bond of every participant.
+const BOND: u128 = 1_000_000;
+/// Tokens of a scenario record (100 prompt + 50 completion) and its cost.
+const TOKENS: u64 = 150;
+const COST: u128 = 150 * PRICE;
+/// What alice puts into the validation pool at the start.
+const POOL_FUNDS: u128 = 1_000_000;
+const MIN_DEPOSIT: u128 = 10_000;
+/// 20% of one bond.
+const SLASH: u128 = BOND / 5;
+const LABELS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "alice", "bob"];
+
+// ---------------------------------------------------------------------------------------
+// Fixture
+
+/// Scenario parameters: every record sampled, short deadlines, committees of 3, 20% slash.
+fn scenario_params() -> pb::Params {
+    pb::Params {
+        min_sample_ppm: 1_000_000,
+        max_sample_ppm: 1_000_000,
+        decay_validations: 20,
+        validation_deadline_blocks: 4,
+        dispute_deadline_blocks: 20,
+        committee_size: 3,
+        slash_fraction_ppm: 200_000,
+        min_deposit: MIN_DEPOSIT.to_string(),
+        validation_reward_ppm: 1_000_000,
+        jail_after_misses: 100,
+        miss_penalty_ppm: 100_000,
+    }
+}
+
+/// Scenario parameters with nothing sampled (for user disputes).
+fn unsampled_params() -> pb::Params {
+    pb::Params {
+        min_sample_ppm: 0,
+        max_sample_ppm: 0,
+        ..scenario_params()
+    }
+}
+
+/// Five participants p0..p4 bonding `BOND` each (equal power); 1,000-block epochs, so no
+/// epoch ends and rewards never move balances; node n0 of host p0; TA p4; the validation
+/// pool funded with `POOL_FUNDS` by alice.
+fn world(params: pb::Params) -> World {
+    let mut setup = Setup::new(5, BOND);
+    setup.epoch_length = 1_000;
+    let mut world = World::with_genesis(setup, |state| {
+        state["inference"] = json!({
+            "params": {"max_records_per_batch": 100, "max_tokens_per_record": 100000},
+            "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
+        });
+        state["disputes"] = json!({ "params": params });
+    });
+    let txs = vec![
+        world.tx(
+            TA,
+            vec![msg_register_transfer_agent(
+                &addr(TA),
+                "https://ta.example",
+                &key(TA).public_key().to_bytes(),
+            )],
+        ),
+        world.tx("p0", vec![msg_register_node(&addr("p0"), &spec(0))]),
+        world.tx(
+            "alice",
+            vec![gonka_client::msg_send(
+                &addr("alice"),
+                &gonka_rewards::validation_pool_address(),
+                POOL_FUNDS,
+            )],
+        ),
+    ];
+    let block = world.block(txs);
+    for i in 0..3 {
+        assert_eq!(block.result(i).code, 0, "{}", block.result(i).log);
+    }
+    world
+}
+
+/// The key of ML node `n{index}`.
+fn node_key(index: u8) -> SigningKey {
+    SigningKey::from_slice(&[10 + index; 32]).unwrap()
+}
+
+/// ML node `n{index}` serving the model.
+fn spec(index: u8) -> NodeSpec {
+    NodeSpec {
+        node_id: format!("n{index}"),
+        models: vec![MODEL.into()],
+        vram_mib: 24_000,
+        bandwidth_mbps: 1_000,
+        max_concurrency: 4,
+        endpoint: "http://127.0.0.1:9010".into(),
+        pubkey: node_key(index)
+            .verifying_key()
+            .to_encoded_point(true)
+            .as_bytes()
+            .to_vec(),
+    }
+}
+
+/// The true result of request `nonce`: what every honest re-execution yields.
+fn truth(nonce: &str) -> Vec<u8> {
+    Sha256::digest(format!("response {nonce}")).to_vec()
+}
+
+/// Some other 32 bytes: a faked or falsely claimed result.
+fn lie(nonce: &str) -> Vec<u8> {
+    Sha256::digest(format!("fake {nonce}")).to_vec()
+}
+
+/// A record by alice executed on node `n{node}` with `tokens`; `honest` records claim the
+/// truth.
+fn record_on(node: u8, nonce: &str, honest: bool, tokens: (u64, u64)) -> WorkRecord {
+    let response = if honest { truth(nonce) } else { lie(nonce) };
+    let input = WorkRecordInput {
+        model: MODEL.into(),
+        prompt_hash: Sha256::digest(format!("prompt {nonce}")).into(),
+        timestamp: 1_700_000_000,
+        nonce: nonce.into(),
+        response_hash: response.try_into().unwrap(),
+        prompt_tokens: tokens.0,
+        completion_tokens: tokens.1,
+        executor_node: format!("n{node}"),
+        commission: 0,
+    };
+    signed_work_record(key("alice"), &node_key(node), &input).unwrap()
+}
+
+/// A scenario record of `TOKENS` tokens on n0 (host p0).
+fn record(nonce: &str, honest: bool) -> WorkRecord {
+    record_on(0, nonce, honest, (100, 50))
+}
+
+/// Submits `records` in one batch, then commits the next (empty) block, which samples them.
+/// Returns that sampling block.
+fn submit(world: &mut World, records: Vec<WorkRecord>) -> Block {
+    let tx = world.tx(TA, vec![msg_submit_work_batch(&addr(TA), records)]);
+    let block = world.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    world.block(vec![])
+}
+
+fn label_of(address: &str) -> &'static str {
+    LABELS
+        .into_iter()
+        .find(|label| addr(label) == address)
+        .unwrap_or_else(|| panic!("{address} is not a test account"))
+}
+
+fn validation(world: &World, id: &str) -> pb::Validation {
+    world
+        .query::<pb::QueryValidationResponse>(
+            "/disputes/validation",
+            pb::QueryValidationRequest {
+                inference_id: id.into(),
+            },
+        )
+        .validation
+        .unwrap()
+}
+
+fn dispute(world: &World, id: u64) -> pb::Dispute {
+    world
+        .query::<pb::QueryDisputeResponse>("/disputes/dispute", pb::QueryDisputeRequest { id })
+        .dispute
+        .unwrap()
+}
+
+fn stats(world: &World, label: &str) -> pb::QueryStatsResponse {
+    world.query(
+        "/disputes/stats",
+        pb::QueryStatsRequest {
+            address: addr(label),
+        },
+    )
+}
+
+fn pending(world: &World, address: &str) -> Vec<pb::PendingWork> {
+    world
+        .query::<pb::QueryPendingResponse>(
+            "/disputes/pending",
+            pb::QueryPendingRequest {
+                validator: address.into(),
+            },
+        )
+        .work
+}
+
+fn balances(world: &World) -> BTreeMap<&'static str, u128> {
+    LABELS
+        .into_iter()
+        .map(|label| (label, world.balance_of(label)))
+        .collect()
+}
+
+fn pool(world: &World) -> u128 {
+    world.balance(&gonka_rewards::validation_pool_address())
+}
+
+fn community(world: &World) -> u128 {
+    world.balance(&gonka_rewards::community_pool_address())
+}
+
+fn escrow(world: &World) -> u128 {
+    world.balance(&gonka_disputes::escrow_address())
+}
+
+fn tx_events(result: &ExecTxResult, kind: &str) -> Vec<BTreeMap<String, String>> {
+    result
+        .events
+        .iter()
+        .filter(|e| e.r#type == kind)
+        .map(|e| {
+            e.attributes
+                .iter()
+                .map(|a| (a.key.clone(), a.value.clone()))
+                .collect()
+        })
+        .collect()
+}
+
+fn assert_ok(block: &Block, index: usize) {
+    let result = block.result(index);
+    assert_eq!(result.code, 0, "tx {index}: {}", result.log);
+}
+
+fn assert_err(result: &ExecTxResult, code: u32, fragment: &str, what: &str) {
+    assert_eq!(
+        (result.codespace.as_str(), result.code),
+        ("disputes", code),
+        "{what}: {}",
+        result.log
+    );
+    assert!(
+        result.log.contains(fragment),
+        "{what}: {:?} lacks {fragment:?}",
+        result.log
+    );
+}
+
+fn payouts(d: &pb::Dispute) -> Vec<(String, u128, String)> {
+    d.payouts
+        .iter()
+        .map(|p| (p.to.clone(), p.amount.parse().unwrap(), p.reason.clone()))
+        .collect()
+}
+
+fn work_of(world: &World, label: &str) -> u64 {
+    world
+        .work(0)
+        .into_iter()
+        .find(|(operator, _)| *operator == addr(label))
+        .map(|(_, units)| units)
+        .unwrap_or(0)
+}
+
+/// Submits a record and has its assigned validator answer `result`; returns the record id,
+/// the validator's label and the answering block.
+fn validate(world: &mut World, rec: WorkRecord, result: &[u8]) -> (String, &'static str, Block) {
+    let id = rec.inference_id.clone();
+    let sampling = submit(world, vec![rec]);
+    let sampled = sampling.events("validation_sampled");
+    assert_eq!(sampled.len(), 1);
+    assert_eq!(sampled[0]["inference_id"], id);
+    let v = validation(world, &id);
+    assert_ne!(v.validator, addr("p0"), "never the executor's own host");
+    let label = label_of(&v.validator);
+    let tx = world.tx(
+        label,
+        vec![msg_submit_validation(&v.validator, &id, result)],
+    );
+    let block = world.block(vec![tx]);
+    assert_ok(&block, 0);
+    (id, label, block)
+}
+
+// ---------------------------------------------------------------------------------------
+// Validations and disputes
+
+#[test]
+fn honest_executor_validation_matches_and_both_are_paid() {
+    let mut w = world(scenario_params());
+    let rec = record("honest", true);
+    let id = rec.inference_id.clone();
+    let p0_before = w.balance_of("p0");
+    let sampling = submit(&mut w, vec![rec]);
+    assert_eq!(w.balance_of("p0"), p0_before + COST, "the executor is paid");
+    let event = &sampling.events("validation_sampled")[0];
+    assert_eq!(event["executor_host"], addr("p0"));
+    assert_eq!(event["executor_node"], "n0");
+    assert_eq!(event["rate_ppm"], "1000000");
+
+    // The sidecar's view: the assigned validator's pending work.
+    let v = validation(&w, &id);
+    assert_eq!(v.sampled_height, w.chain.height());
+    assert_eq!(v.deadline_height, w.chain.height() + 4);
+    assert_eq!(
+        pending(&w, &v.validator),
+        vec![pb::PendingWork {
+            kind: "validation".into(),
+            inference_id: id.clone(),
+            dispute_id: 0,
+            model: MODEL.into(),
+            executor_node: "n0".into(),
+            executor_host: addr("p0"),
+            transfer_agent: addr(TA),
+            deadline_height: v.deadline_height,
+        }]
+    );
+    let label = label_of(&v.validator);
+    let before = balances(&w);
+    let pool_before = pool(&w);
+
+    let tx = w.tx(
+        label,
+        vec![msg_submit_validation(&v.validator, &id, &truth("honest"))],
+    );
+    let block = w.block(vec![tx]);
+    assert_ok(&block, 0);
+    let submitted = &tx_events(block.result(0), "validation_submitted")[0];
+    assert_eq!(submitted["outcome"], "match");
+    assert_eq!(submitted["reward"], format!("{COST}ngnk"));
+
+    // The validator earns the record's cost from the pool; the executor keeps everything.
+    assert_eq!(w.balance_of(label), before[label] + COST - FEE);
+    assert_eq!(pool(&w), pool_before - COST);
+    assert_eq!(w.balance_of("p0"), before["p0"]);
+    assert_eq!(work_of(&w, "p0"), TOKENS);
+    let v = validation(&w, &id);
+    assert_eq!((v.status.as_str(), v.reward.as_str()), ("matched", "1500"));
+    assert!(pending(&w, &v.validator).is_empty());
+    let s = stats(&w, "p0");
+    let executor = s.executor.unwrap();
+    assert_eq!(
+        (
+            executor.records,
+            executor.sampled,
+            executor.passed,
+            executor.faults,
+            executor.clean_streak
+        ),
+        (1, 1, 1, 0, 1)
+    );
+    let reputation = stats(&w, label).reputation.unwrap();
+    assert_eq!((reputation.answered, reputation.score_ppm), (1, 1_000_000));
+    assert!(w
+        .query::<pb::QueryDisputesResponse>("/disputes/list", pb::QueryDisputesRequest::default())
+        .disputes
+        .is_empty());
+}
+
+#[test]
+fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
+    let mut w = world(scenario_params());
+    // p0 starts unbonding 100,000 first: the slash takes 20% of that too.
+    let tx = w.tx("p0", vec![unstake_msg("p0", 100_000)]);
+    assert_ok(&w.block(vec![tx]), 0);
+    let alice_paid = w.balance_of("alice");
+    let (id, accuser, block) = validate(&mut w, record("cheat", false), &truth("cheat"));
+    assert_eq!(w.balance_of("alice"), alice_paid - COST);
+    let submitted = &tx_events(block.result(0), "validation_submitted")[0];
+    assert_eq!(submitted["outcome"], "mismatch");
+    let opened = &tx_events(block.result(0), "dispute_opened")[0];
+    assert_eq!(opened["kind"], "validation");
+    assert_eq!(opened["accuser"], addr(accuser));
+
+    let d = dispute(&w, 0);
+    assert_eq!(
+        (d.inference_id.as_str(), d.status.as_str()),
+        (id.as_str(), "open")
+    );
+    assert_eq!(d.claimed_hash, lie("cheat"));
+    assert_eq!(d.accuser_hash, truth("cheat"));
+    // Five participants minus the executor's host and the accuser leave exactly three.
+    let committee: BTreeSet<&str> = d.committee.iter().map(|m| label_of(m)).collect();
+    let expected: BTreeSet<&str> = ["p1", "p2", "p3", "p4"]
+        .into_iter()
+        .filter(|l| *l != accuser)
+        .collect();
+    assert_eq!(committee, expected);
+    let (m1, m2, m3) = (
+        label_of(&d.committee[0]),
+        label_of(&d.committee[1]),
+        label_of(&d.committee[2]),
+    );
+    // Every member sees the vote in its pending work.
+    for member in &d.committee {
+        let work = pending(&w, member);
+        assert!(
+            work.iter()
+                .any(|p| p.kind == "dispute" && p.dispute_id == 0),
+            "{work:?}"
+        );
+    }
+
+    let before = balances(&w);
+    let (pool_before, community_before) = (pool(&w), community(&w));
+    let votes = vec![
+        w.tx(m1, vec![msg_vote_dispute(&addr(m1), 0, &truth("cheat"))]),
+        w.tx(m2, vec![msg_vote_dispute(&addr(m2), 0, &truth("cheat"))]),
+    ];
+    let block = w.block(votes);
+    assert_ok(&block, 0);
+    assert_ok(&block, 1);
+    // The second vote is a majority of three: the dispute is decided at once.
+    let resolved = &tx_events(block.result(1), "dispute_resolved")[0];
+    assert_eq!(resolved["outcome"], "executor_faulted");
+    assert_eq!(resolved["slashed"], addr("p0"));
+    assert_eq!(resolved["slashed_amount"], format!("{SLASH}ngnk"));
+    let slashed = &tx_events(block.result(1), "dispute_slashed")[0];
+    assert_eq!(slashed["fraction_ppm"], "200000");
+
+    // 20% of bonded 900,000 (180,000) and of unbonding 100,000 (20,000).
+    assert_eq!(w.bonded("p0"), 720_000);
+    assert_eq!(w.unbonding("p0")[0].amount, "80000");
+    // The requester is refunded from the host's balance; the slash (200,000) is split
+    // over the accuser and the two majority voters: 66,666 each, dust 2 to the community
+    // pool. Each honest re-execution also earns the record's cost from the pool.
+    let share = SLASH / 3;
+    assert_eq!(share, 66_666);
+    assert_eq!(w.balance_of("alice"), before["alice"] + COST);
+    assert_eq!(w.balance_of("p0"), before["p0"] - COST);
+    assert_eq!(w.balance_of(accuser), before[accuser] + share + COST);
+    assert_eq!(w.balance_of(m1), before[m1] + share + COST - FEE);
+    assert_eq!(w.balance_of(m2), before[m2] + share + COST - FEE);
+    assert_eq!(w.balance_of(m3), before[m3], "the member who did not vote");
+    assert_eq!(community(&w), community_before + 2);
+    assert_eq!(pool(&w), pool_before - 3 * COST);
+    assert_eq!(escrow(&w), 0);
+    assert_eq!(work_of(&w, "p0"), 0, "the faked work is voided");
+
+    let d = dispute(&w, 0);
+    assert_eq!(d.status, "executor_faulted");
+    assert_eq!(d.resolved_height, w.chain.height());
+    let expected: Vec<(String, u128, String)> = vec![
+        (addr("alice"), COST, "refund".into()),
+        (addr(accuser), share, "slash_share".into()),
+        (addr(m1), share, "slash_share".into()),
+        (addr(m2), share, "slash_share".into()),
+        (gonka_rewards::community_pool_address(), 2, "dust".into()),
+        (addr(accuser), COST, "validation_reward".into()),
+        (addr(m1), COST, "validation_reward".into()),
+        (addr(m2), COST, "validation_reward".into()),
+    ];
+    assert_eq!(payouts(&d), expected);
+    // The executor's record is back at the start: it is checked at the maximum again.
+    let s = stats(&w, "p0");
+    let executor = s.executor.unwrap();
+    assert_eq!((executor.faults, executor.clean_streak), (1, 0));
+    assert_eq!(s.current_rate_ppm, 1_000_000);
+    let listed = w.query::<pb::QueryDisputesResponse>(
+        "/disputes/list",
+        pb::QueryDisputesRequest {
+            status: "executor_faulted".into(),
+        },
+    );
+    assert_eq!(listed.disputes.len(), 1);
+    for label in ["p0", accuser, m1, m2, m3] {
+        let of = w.query::<pb::QueryParticipantDisputesResponse>(
+            "/disputes/participant",
+            pb::QueryParticipantDisputesRequest {
+                address: addr(label),
+            },
+        );
+        assert_eq!(of.disputes.len(), 1, "{label}");
+    }
+    assert!(
+        pending(&w, &addr(m3)).is_empty(),
+        "a decided dispute is owed no more"
+    );
+}
+
+#[test]
+fn false_accusation_is_punished() {
+    let mut w = world(scenario_params());
+    let (_, accuser, block) = validate(&mut w, record("fine", true), &lie("fine"));
+    assert_eq!(
+        tx_events(block.result(0), "validation_submitted")[0]["outcome"],
+        "mismatch"
+    );
+    let d = dispute(&w, 0);
+    let (m1, m2) = (label_of(&d.committee[0]), label_of(&d.committee[1]));
+    let before = balances(&w);
+    let (pool_before, community_before) = (pool(&w), community(&w));
+    let votes = vec![
+        w.tx(m1, vec![msg_vote_dispute(&addr(m1), 0, &truth("fine"))]),
+        w.tx(m2, vec![msg_vote_dispute(&addr(m2), 0, &truth("fine"))]),
+    ];
+    let block = w.block(votes);
+    assert_ok(&block, 1);
+    assert_eq!(
+        tx_events(block.result(1), "dispute_resolved")[0]["outcome"],
+        "executor_upheld"
+    );
+    // The accuser loses 20% of its bond, split over the executor's host and the majority.
+    assert_eq!(w.bonded(accuser), BOND - SLASH);
+    let share = SLASH / 3;
+    assert_eq!(w.balance_of(accuser), before[accuser]);
+    assert_eq!(w.balance_of("p0"), before["p0"] + share);
+    assert_eq!(w.balance_of(m1), before[m1] + share + COST - FEE);
+    assert_eq!(w.balance_of(m2), before[m2] + share + COST - FEE);
+    assert_eq!(w.balance_of("alice"), before["alice"], "no refund");
+    assert_eq!(community(&w), community_before + 2);
+    assert_eq!(pool(&w), pool_before - 2 * COST);
+    assert_eq!(work_of(&w, "p0"), TOKENS, "honest work stays credited");
+    let d = dispute(&w, 0);
+    assert_eq!(
+        (d.status.as_str(), d.slashed.as_str()),
+        ("executor_upheld", addr(accuser).as_str())
+    );
+    let reputation = stats(&w, accuser).reputation.unwrap();
+    assert_eq!(reputation.false_accusations, 1);
+    let executor = stats(&w, "p0").executor.unwrap();
+    assert_eq!((executor.passed, executor.clean_streak), (1, 1));
+}
+
+#[test]
+fn user_dispute_won_refunds_returns_the_deposit_and_pays_a_share() {
+    let mut w = world(unsampled_params());
+    let rec = record("user-won", false);
+    let id = rec.inference_id.clone();
+    let sampling = submit(&mut w, vec![rec]);
+    assert!(sampling.events("validation_sampled").is_empty());
+    let before_open = balances(&w);
+    let tx = w.tx(
+        "alice",
+        vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT)],
+    );
+    let block = w.block(vec![tx]);
+    assert_ok(&block, 0);
+    assert_eq!(escrow(&w), MIN_DEPOSIT);
+    let d = dispute(&w, 0);
+    assert_eq!((d.kind.as_str(), d.deposit.as_str()), ("user", "10000"));
+    // alice is not a participant: four candidates besides the executor's host, three seats.
+    assert_eq!(d.committee.len(), 3);
+    assert!(!d.committee.contains(&addr("p0")));
+    let (m1, m2) = (label_of(&d.committee[0]), label_of(&d.committee[1]));
+    let before = balances(&w);
+    let votes = vec![
+        w.tx(m1, vec![msg_vote_dispute(&addr(m1), 0, &truth("user-won"))]),
+        w.tx(m2, vec![msg_vote_dispute(&addr(m2), 0, &truth("user-won"))]),
+    ];
+    let block = w.block(votes);
+    assert_ok(&block, 1);
+    let share = SLASH / 3;
+    assert_eq!(w.bonded("p0"), BOND - SLASH);
+    assert_eq!(
+        w.balance_of("alice"),
+        before_open["alice"] - FEE + COST + share,
+        "deposit back, cost refunded, a third of the slash"
+    );
+    assert_eq!(w.balance_of("p0"), before["p0"] - COST);
+    assert_eq!(w.balance_of(m1), before[m1] + share + COST - FEE);
+    assert_eq!(escrow(&w), 0);
+    assert_eq!(work_of(&w, "p0"), 0);
+    let d = dispute(&w, 0);
+    let expected: Vec<(String, u128, String)> = vec![
+        (addr("alice"), COST, "refund".into()),
+        (addr("alice"), MIN_DEPOSIT, "deposit_return".into()),
+        (addr("alice"), share, "slash_share".into()),
+        (addr(m1), share, "slash_share".into()),
+        (addr(m2), share, "slash_share".into()),
+        (gonka_rewards::community_pool_address(), 2, "dust".into()),
+        (addr(m1), COST, "validation_reward".into()),
+        (addr(m2), COST, "validation_reward".into()),
+    ];
+    assert_eq!(payouts(&d), expected);
+}
+
+#[test]
+fn the_refund_comes_from_the_slash_when_the_host_cannot_pay() {
+    let mut w = world(unsampled_params());
+    let rec = record("poor", false);
+    let id = rec.inference_id.clone();
+    submit(&mut w, vec![rec]);
+    // p0 keeps only 500 ngnk of liquid balance.
+    let keep = 500;
+    let away = w.balance_of("p0") - keep - FEE;
+    let tx = w.tx(
+        "p0",
+        vec![gonka_client::msg_send(&addr("p0"), &addr("bob"), away)],
+    );
+    assert_ok(&w.block(vec![tx]), 0);
+    let tx = w.tx(
+        "alice",
+        vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT)],
+    );
+    assert_ok(&w.block(vec![tx]), 0);
+    let d = dispute(&w, 0);
+    let (m1, m2) = (label_of(&d.committee[0]), label_of(&d.committee[1]));
+    let alice = w.balance_of("alice");
+    let votes = vec![
+        w.tx(m1, vec![msg_vote_dispute(&addr(m1), 0, &truth("poor"))]),
+        w.tx(m2, vec![msg_vote_dispute(&addr(m2), 0, &truth("poor"))]),
+    ];
+    assert_ok(&w.block(votes), 1);
+    // 500 from the host, the other 1,000 from the 200,000 slashed; 199,000 shared by three
+    // (66,333 each), dust 1.
+    let share = (SLASH - (COST - keep)) / 3;
+    assert_eq!(share, 66_333);
+    let d = dispute(&w, 0);
+    assert_eq!(
+        payouts(&d)[..6].to_vec(),
+        vec![
+            (addr("alice"), keep, "refund".to_string()),
+            (addr("alice"), COST - keep, "refund".into()),
+            (addr("alice"), MIN_DEPOSIT, "deposit_return".into()),
+            (addr("alice"), share, "slash_share".into()),
+            (addr(m1), share, "slash_share".into()),
+            (addr(m2), share, "slash_share".into()),
+        ]
+    );
+    assert_eq!(payouts(&d)[6].1, 1, "dust");
+    assert_eq!(w.balance_of("p0"), 0);
+    assert_eq!(w.balance_of("alice"), alice + COST + MIN_DEPOSIT + share);
+    assert_eq!(escrow(&w), 0);
+}
+
+#[test]
+fn a_committee_larger_than_the_candidates_shrinks_to_an_odd_size() {
+    let mut w = world(pb::Params {
+        committee_size: 5,
+        ..unsampled_params()
+    });
+    let rec = record("few", true);
+    let id = rec.inference_id.clone();
+    submit(&mut w, vec![rec]);
+    let tx = w.tx(
+        "alice",
+        vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT)],
+    );
+    assert_ok(&w.block(vec![tx]), 0);
+    // Four candidates (p1..p4) for five seats: all four drawn, the last one dropped.
+    let d = dispute(&w, 0);
+    assert_eq!(d.committee.len(), 3);
+    let distinct: BTreeSet<&String> = d.committee.iter().collect();
+    assert_eq!(distinct.len(), 3);
+    assert!(!d.committee.contains(&addr("p0")));
+}
+
+#[test]
+fn user_dispute_lost_forfeits_the_deposit_to_the_executor() {
+    let mut w = world(unsampled_params());
+    let rec = record("user-lost", true);
+    let id = rec.inference_id.clone();
+    submit(&mut w, vec![rec]);
+    let before_open = balances(&w);
+    let tx = w.tx(
+        "alice",
+        vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT + 5)],
+    );
+    assert_ok(&w.block(vec![tx]), 0);
+    let d = dispute(&w, 0);
+    let (m1, m2) = (label_of(&d.committee[0]), label_of(&d.committee[1]));
+    let before = balances(&w);
+    let pool_before = pool(&w);
+    let votes = vec![
+        w.tx(
+            m1,
+            vec![msg_vote_dispute(&addr(m1), 0, &truth("user-lost"))],
+        ),
+        w.tx(
+            m2,
+            vec![msg_vote_dispute(&addr(m2), 0, &truth("user-lost"))],
+        ),
+    ];
+    let block = w.block(votes);
+    assert_ok(&block, 1);
+    assert_eq!(dispute(&w, 0).status, "executor_upheld");
+    assert_eq!(
+        w.balance_of("alice"),
+        before_open["alice"] - FEE - MIN_DEPOSIT - 5
+    );
+    assert_eq!(w.balance_of("p0"), before["p0"] + MIN_DEPOSIT + 5);
+    assert_eq!(w.bonded("p0"), BOND, "nobody is slashed");
+    assert_eq!(w.balance_of(m1), before[m1] + COST - FEE);
+    assert_eq!(pool(&w), pool_before - 2 * COST);
+    assert_eq!(escrow(&w), 0);
+    assert_eq!(work_of(&w, "p0"), TOKENS);
+}
+
+#[test]
+fn a_dispute_nobody_votes_on_is_undecided_and_its_members_lose_reputation() {
+    let mut w = world(unsampled_params());
+    let rec = record("silent", false);
+    let id = rec.inference_id.clone();
+    submit(&mut w, vec![rec]);
+    let alice = w.balance_of("alice");
+    let tx = w.tx(
+        "alice",
+        vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT)],
+    );
+    assert_ok(&w.block(vec![tx]), 0);
+    let d = dispute(&w, 0);
+    while w.chain.height() <= d.deadline_height {
+        assert_eq!(dispute(&w, 0).status, "open");
+        w.block(vec![]);
+    }
+    let d = dispute(&w, 0);
+    assert_eq!(
+        (d.status.as_str(), d.resolved_height),
+        ("undecided", d.deadline_height + 1)
+    );
+    assert_eq!(
+        w.balance_of("alice"),
+        alice - FEE,
+        "the deposit is returned"
+    );
+    assert_eq!(w.bonded("p0"), BOND);
+    for member in &d.committee {
+        let reputation = stats(&w, label_of(member)).reputation.unwrap();
+        assert_eq!(
+            (
+                reputation.missed,
+                reputation.missed_in_row,
+                reputation.score_ppm
+            ),
+            (1, 1, 900_000)
+        );
+    }
+}
+
+#[test]
+fn missed_validations_cost_reputation_then_jail() {
+    let mut w = world(pb::Params {
+        validation_deadline_blocks: 2,
+        jail_after_misses: 2,
+        ..scenario_params()
+    });
+    let records: Vec<WorkRecord> = (0..6).map(|i| record(&format!("m{i}"), true)).collect();
+    let ids: Vec<String> = records.iter().map(|r| r.inference_id.clone()).collect();
+    submit(&mut w, records);
+    let mut assigned: BTreeMap<&str, u64> = BTreeMap::new();
+    for id in &ids {
+        *assigned
+            .entry(label_of(&validation(&w, id).validator))
+            .or_default() += 1;
+    }
+    // Six validations over four validators: someone has at least two.
+    assert!(assigned.values().any(|n| *n >= 2), "{assigned:?}");
+    let deadline = validation(&w, &ids[0]).deadline_height;
+    while w.chain.height() <= deadline {
+        w.block(vec![]);
+    }
+    for id in &ids {
+        assert_eq!(validation(&w, id).status, "missed");
+    }
+    for validator in ["p1", "p2", "p3", "p4"] {
+        let misses = assigned.get(validator).copied().unwrap_or(0);
+        let reputation = stats(&w, validator).reputation.unwrap();
+        assert_eq!(
+            (
+                reputation.missed,
+                reputation.missed_in_row,
+                reputation.score_ppm
+            ),
+            (misses, misses % 2, 1_000_000 - 100_000 * misses),
+            "{validator}"
+        );
+        let participant = w.participant(validator);
+        assert_eq!(participant.jailed, misses >= 2, "{validator}");
+        if misses >= 2 {
+            assert_eq!(participant.power, 0, "{validator} left the validator set");
+        }
+    }
+    // Jailed validators are assigned nothing more.
+    let jailed: BTreeSet<String> = ["p1", "p2", "p3", "p4"]
+        .into_iter()
+        .filter(|l| w.participant(l).jailed)
+        .map(addr)
+        .collect();
+    let more: Vec<WorkRecord> = (0..8).map(|i| record(&format!("n{i}"), true)).collect();
+    let more_ids: Vec<String> = more.iter().map(|r| r.inference_id.clone()).collect();
+    submit(&mut w, more);
+    for id in &more_ids {
+        let validator = validation(&w, id).validator;
+        assert!(!jailed.contains(&validator));
+    }
+}
+
+#[test]
+fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
+    let mut w = world(scenario_params());
+    // A: validated (match). B: its deadline passes.
+    let (a, a_validator, _) = validate(&mut w, record("a", true), &truth("a"));
+    let b_rec = record("b", true);
+    let b = b_rec.inference_id.clone();
+    submit(&mut w, vec![b_rec]);
+    let b_validation = validation(&w, &b);
+    while validation(&w, &b).status != "missed" {
+        w.block(vec![]);
+    }
+    // C: mismatch, dispute 0, one vote. E: mismatch, dispute 1, decided. F: pending.
+    let (c, e, f) = (record("c", false), record("e", false), record("f", true));
+    let (c_id, e_id, f_id) = (
+        c.inference_id.clone(),
+        e.inference_id.clone(),
+        f.inference_id.clone(),
+    );
+    submit(&mut w, vec![c, e, f]);
+    let (vc, ve) = (validation(&w, &c_id), validation(&w, &e_id));
+    let mismatches = vec![
+        w.tx(
+            label_of(&vc.validator),
+            vec![msg_submit_validation(&vc.validator, &c_id, &truth("c"))],
+        ),
+        w.tx(
+            label_of(&ve.validator),
+            vec![msg_submit_validation(&ve.validator, &e_id, &truth("e"))],
+        ),
+    ];
+    let block = w.block(mismatches);
+    assert_ok(&block, 0);
+    assert_ok(&block, 1);
+    let (d0, d1) = (dispute(&w, 0), dispute(&w, 1));
+    assert_eq!(d0.inference_id, c_id);
+    let voted = label_of(&d0.committee[0]);
+    let e_voters = (label_of(&d1.committee[0]), label_of(&d1.committee[1]));
+    let votes = vec![
+        w.tx(voted, vec![msg_vote_dispute(&addr(voted), 0, &truth("c"))]),
+        w.tx(
+            e_voters.0,
+            vec![msg_vote_dispute(&addr(e_voters.0), 1, &truth("e"))],
+        ),
+        w.tx(
+            e_voters.1,
+            vec![msg_vote_dispute(&addr(e_voters.1), 1, &truth("e"))],
+        ),
+    ];
+    let block = w.block(votes);
+    for i in 0..3 {
+        assert_ok(&block, i);
+    }
+    assert_eq!(dispute(&w, 1).status, "executor_faulted");
+    let vf = validation(&w, &f_id);
+    assert!(
+        w.chain.height() < vf.deadline_height,
+        "F must still be pending"
+    );
+    let intruder = ["p1", "p2", "p3", "p4"]
+        .into_iter()
+        .find(|l| addr(l) != vf.validator)
+        .unwrap();
+    let outsider = "p0";
+    let closed_member = label_of(&d1.committee[0]);
+
+    let snapshot = |w: &World| {
+        (
+            w.raw_prefix(b"disputes/"),
+            w.raw_prefix(b"stake/"),
+            w.raw_prefix(b"inference/"),
+        )
+    };
+    let state_before = snapshot(&w);
+    let before = balances(&w);
+    let unknown = hex::encode(Sha256::digest("no such record"));
+    let b_label = label_of(&b_validation.validator);
+    // (signer, message, code, log fragment)
+    let cases: Vec<(&str, Any, u32, &str)> = vec![
+        (
+            intruder,
+            msg_submit_validation(&addr(intruder), &f_id, &truth("f")),
+            5,
+            "is assigned to",
+        ),
+        (
+            b_label,
+            msg_submit_validation(&b_validation.validator, &b, &truth("b")),
+            6,
+            "was due by height",
+        ),
+        (
+            a_validator,
+            msg_submit_validation(&addr(a_validator), &a, &truth("a")),
+            7,
+            "already submitted",
+        ),
+        (
+            "p1",
+            msg_submit_validation(&addr("p1"), &unknown, &truth("x")),
+            8,
+            "no work record",
+        ),
+        (
+            "alice",
+            msg_open_dispute(&addr("alice"), &unknown, MIN_DEPOSIT),
+            8,
+            "no work record",
+        ),
+        (
+            "alice",
+            msg_open_dispute(&addr("alice"), &e_id, MIN_DEPOSIT),
+            9,
+            "already has dispute 1 (executor_faulted)",
+        ),
+        (
+            "alice",
+            msg_open_dispute(&addr("alice"), &c_id, MIN_DEPOSIT),
+            9,
+            "already has dispute 0 (open)",
+        ),
+        (
+            "alice",
+            msg_open_dispute(&addr("alice"), &f_id, MIN_DEPOSIT - 1),
+            10,
+            "at least 10000ngnk, found 9999ngnk",
+        ),
+        (
+            "bob",
+            msg_open_dispute(&addr("bob"), &f_id, MIN_DEPOSIT),
+            11,
+            "only the requester",
+        ),
+        (
+            "p1",
+            msg_vote_dispute(&addr("p1"), 99, &truth("x")),
+            12,
+            "no dispute with id 99",
+        ),
+        (
+            outsider,
+            msg_vote_dispute(&addr(outsider), 0, &truth("c")),
+            13,
+            "is not on the committee of dispute 0",
+        ),
+        (
+            voted,
+            msg_vote_dispute(&addr(voted), 0, &truth("c")),
+            14,
+            "already voted on dispute 0",
+        ),
+        (
+            closed_member,
+            msg_vote_dispute(&addr(closed_member), 1, &truth("e")),
+            15,
+            "was resolved (executor_faulted)",
+        ),
+    ];
+    let mut txs: Vec<Vec<u8>> = cases
+        .iter()
+        .map(|(signer, msg, _, _)| w.tx(signer, vec![msg.clone()]))
+        .collect();
+    // Stateless: refused before the ante step, so no fee and no sequence.
+    txs.push(w.tx_unsequenced("p1", vec![msg_vote_dispute(&addr("p1"), 0, &[1; 31])]));
+    txs.push(w.tx_unsequenced(
+        "alice",
+        vec![msg_open_dispute(&addr("alice"), "ABC", MIN_DEPOSIT)],
+    ));
+    let block = w.block(txs);
+    for (i, (_, _, code, fragment)) in cases.iter().enumerate() {
+        assert_err(block.result(i), *code, fragment, &format!("case {i}"));
+        let kinds: Vec<&str> = block
+            .result(i)
+            .events
+            .iter()
+            .map(|e| e.r#type.as_str())
+            .collect();
+        assert!(
+            !kinds
+                .iter()
+                .any(|k| k.starts_with("dispute") || k.starts_with("validation")),
+            "case {i} emitted {kinds:?}"
+        );
+    }
+    assert_err(block.result(cases.len()), 3, "32-byte", "short hash");
+    assert_err(
+        block.result(cases.len() + 1),
+        3,
+        "64 lowercase hex",
+        "bad id",
+    );
+
+    assert!(snapshot(&w) == state_before, "a rejection changed state");
+    let mut fees: BTreeMap<&str, u128> = BTreeMap::new();
+    for (signer, _, _, _) in &cases {
+        *fees.entry(signer).or_default() += FEE;
+    }
+    for (label, balance) in before {
+        let fee = fees.get(label).copied().unwrap_or(0);
+        assert_eq!(
+            w.balance_of(label),
+            balance - fee,
+            "{label} paid more than fees"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Sampling
+
+/// The sampling rule, re-derived from the crate docs: `max − ⌊(max − min)·min(c, D)/D⌋`.
+fn rule(params: &pb::Params, clean: u64) -> u64 {
+    let span = params.max_sample_ppm - params.min_sample_ppm;
+    params.max_sample_ppm - span * clean.min(params.decay_validations) / params.decay_validations
+}
+
+/// Whether record `id` stored in the block before one with hash `block_hash` is sampled
+/// at `rate`, per the crate docs.
+fn expected_sampled(block_hash: &[u8; 32], id: &str, rate: u64) -> bool {
+    let seed = Sha256::new()
+        .chain_update(block_hash)
+        .chain_update(id.as_bytes())
+        .finalize();
+    u64::from_be_bytes(seed[..8].try_into().unwrap()) % 1_000_000 < rate
+}
+
+/// Blocks of txs fed to a chain, with the app hash each produced.
+type Log = Vec<(Vec<Vec<u8>>, Vec<u8>)>;
+
+/// Commits a block of `txs` and logs it.
+fn logged(w: &mut World, log: &mut Log, txs: Vec<Vec<u8>>) -> Block {
+    let block = w.block(txs.clone());
+    log.push((txs, block.response.app_hash.to_vec()));
+    block
+}
+
+/// Submits `count` cheap records on each node of `plan` (`(node, count, expected rate)`),
+/// 500 per block in batches of 100, checks each following block's sampling against the rule
+/// (the exact set of ids, recomputed here from the block hash, at the node's expected
+/// rate), and returns the sampled ids per node.
+fn phase(
+    w: &mut World,
+    log: &mut Log,
+    tag: &str,
+    plan: &[(u8, usize, u64)],
+) -> BTreeMap<u8, Vec<String>> {
+    let mut records = Vec::new();
+    let mut rate_of: BTreeMap<String, (u8, u64)> = BTreeMap::new();
+    for (node, count, rate) in plan {
+        for i in 0..*count {
+            let record = record_on(*node, &format!("{tag}-n{node}-{i}"), true, (1, 1));
+            rate_of.insert(record.inference_id.clone(), (*node, *rate));
+            records.push(record);
+        }
+    }
+    let mut sampled: BTreeMap<u8, Vec<String>> =
+        plan.iter().map(|(n, _, _)| (*n, Vec::new())).collect();
+    for (part, in_block) in records.chunks(500).enumerate() {
+        let txs: Vec<Vec<u8>> = in_block
+            .chunks(100)
+            .map(|batch| w.tx(TA, vec![msg_submit_work_batch(&addr(TA), batch.to_vec())]))
+            .collect();
+        let stored = logged(w, log, txs);
+        let ids: Vec<String> = stored
+            .response
+            .tx_results
+            .iter()
+            .flat_map(|r| tx_events(r, "inference_record"))
+            .map(|e| e["id"].clone())
+            .collect();
+        assert_eq!(ids.len(), in_block.len());
+        let next_hash = w.chain.block_hash(w.chain.height() + 1);
+        let sampling = logged(w, log, vec![]);
+        let events = sampling.events("validation_sampled");
+        for event in &events {
+            let (_, rate) = rate_of[&event["inference_id"]];
+            assert_eq!(event["rate_ppm"], rate.to_string());
+        }
+        let got: BTreeSet<String> = events.iter().map(|e| e["inference_id"].clone()).collect();
+        let want: BTreeSet<String> = ids
+            .iter()
+            .filter(|id| expected_sampled(&next_hash, id, rate_of[*id].1))
+            .cloned()
+            .collect();
+        assert_eq!(got, want, "sampled records of {tag} block {part}");
+        for id in got {
+            sampled.get_mut(&rate_of[&id].0).unwrap().push(id);
+        }
+    }
+    sampled
+}
+
+/// Runs the sampling scenario on `w`, logging every block; returns the sampled ids of
+/// phase 1 (p0 new), and of phase 2 for p0 (after a clean record) and p1 (new).
+fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let params = sampling_params();
+    // Phase 1: a new executor is checked at the maximum, 10%.
+    let first = phase(w, log, "new", &[(0, 1_000, params.max_sample_ppm)])
+        .remove(&0)
+        .unwrap();
+    assert_eq!(stats(w, "p0").current_rate_ppm, params.max_sample_ppm);
+    let truths: BTreeMap<String, Vec<u8>> = w
+        .query::<gonka_proto::inference::QueryRecordsResponse>(
+            "/inference/records",
+            gonka_proto::inference::QueryRecordsRequest {
+                epoch: 0,
+                executor: "n0".into(),
+            },
+        )
+        .records
+        .into_iter()
+        .map(|r| {
+            let r = r.record.unwrap();
+            (r.inference_id, r.response_hash)
+        })
+        .collect();
+    // A record that was not sampled cannot be validated.
+    let unsampled = truths
+        .keys()
+        .find(|id| !first.contains(id))
+        .unwrap()
+        .clone();
+    let tx = w.tx(
+        "p1",
+        vec![msg_submit_validation(&addr("p1"), &unsampled, &[0; 32])],
+    );
+    let refused = logged(w, log, vec![tx]);
+    assert_err(refused.result(0), 4, "was not sampled", "unsampled record");
+
+    // Answer every validation honestly, five per block: the rate decays by the rule.
+    let mut answered = 0;
+    for chunk in first.chunks(5) {
+        let txs: Vec<Vec<u8>> = chunk
+            .iter()
+            .map(|id| {
+                let v = validation(w, id);
+                w.tx(
+                    label_of(&v.validator),
+                    vec![msg_submit_validation(&v.validator, id, &truths[id])],
+                )
+            })
+            .collect();
+        let answers = logged(w, log, txs);
+        for i in 0..chunk.len() {
+            assert_ok(&answers, i);
+        }
+        answered += chunk.len() as u64;
+        let s = stats(w, "p0");
+        assert_eq!(s.executor.unwrap().clean_streak, answered);
+        assert_eq!(
+            s.current_rate_ppm,
+            rule(&params, answered),
+            "after {answered}"
+        );
+    }
+    assert!(answered >= params.decay_validations);
+
+    // Phase 2: the clean executor is checked at the minimum, 1%, while a new one (p1, on
+    // n1) is checked at the maximum in the same blocks.
+    let mut second = phase(
+        w,
+        log,
+        "clean",
+        &[
+            (0, 1_000, params.min_sample_ppm),
+            (1, 500, params.max_sample_ppm),
+        ],
+    );
+    (
+        first,
+        second.remove(&0).unwrap(),
+        second.remove(&1).unwrap(),
+    )
+}
+
+fn sampling_params() -> pb::Params {
+    pb::Params {
+        validation_deadline_blocks: 1_000,
+        jail_after_misses: 1_000,
+        ..gonka_disputes::default_params()
+    }
+}
+
+/// The scenario world plus node n1 of host p1.
+fn sampling_world() -> World {
+    let mut w = world(sampling_params());
+    let tx = w.tx("p1", vec![msg_register_node(&addr("p1"), &spec(1))]);
+    assert_ok(&w.block(vec![tx]), 0);
+    w
+}
+
+#[test]
+fn sampling_follows_the_adaptive_rule_and_two_chains_agree() {
+    let mut log = Vec::new();
+    let mut a = sampling_world();
+    let (first, second, new) = sampling_scenario(&mut a, &mut log);
+    // Binomial tolerances (4σ): 1,000 records at 10% → 100 ± 38; at 1% → 10 ± 13;
+    // 500 at 10% → 50 ± 27.
+    assert!((62..=138).contains(&first.len()), "p0 new: {}", first.len());
+    assert!(second.len() <= 23, "p0 clean: {}", second.len());
+    assert!((23..=77).contains(&new.len()), "p1 new: {}", new.len());
+    eprintln!(
+        "sampled: p0 new {}/1000, p0 clean {}/1000, p1 new {}/500",
+        first.len(),
+        second.len(),
+        new.len()
+    );
+    let stats_a = stats(&a, "p0").executor.unwrap();
+    assert_eq!(stats_a.records, 2_000);
+    assert_eq!(stats_a.sampled, (first.len() + second.len()) as u64);
+    let p1 = stats(&a, "p1");
+    assert_eq!(p1.executor.unwrap().records, 500);
+    assert_eq!(p1.current_rate_ppm, sampling_params().max_sample_ppm);
+
+    // A second chain fed the same blocks makes the same choices, block by block.
+    let mut b = sampling_world();
+    for (i, (txs, app_hash)) in log.into_iter().enumerate() {
+        let block = b.block(txs);
+        assert_eq!(
+            block.response.app_hash.to_vec(),
+            app_hash,
+            "block {i} differs"
+        );
+    }
+    assert_eq!(stats(&b, "p0").executor.unwrap(), stats_a);
+}

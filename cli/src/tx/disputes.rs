@@ -1,0 +1,136 @@
+//! `gonkad tx disputes`: submit a validation, open a user dispute, vote on a dispute.
+
+use anyhow::{bail, Result};
+use gonka_client::disputes::{msg_open_dispute, msg_submit_validation, msg_vote_dispute};
+
+use super::{sign_broadcast_print, TxOptions};
+use crate::{amount::parse_ngnk, keys::load_key, Global};
+
+/// `gonkad tx disputes` subcommands.
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// As the assigned validator, report your result hash of a sampled work record.
+    Validate(ValidateArgs),
+    /// As the requester of a work record, dispute it with a deposit.
+    Open(OpenArgs),
+    /// As a committee member, vote your result hash on a dispute.
+    Vote(VoteArgs),
+}
+
+/// Arguments of `gonkad tx disputes validate`.
+#[derive(clap::Args)]
+pub struct ValidateArgs {
+    /// Name of the validator's operator key in the keyring.
+    from: String,
+    /// Inference id of the sampled record (64 lowercase hex digits).
+    inference_id: String,
+    /// Hex of the SHA-256 of your own response (64 hex digits).
+    #[arg(value_parser = parse_hash_arg)]
+    result_hash: Hash,
+    #[command(flatten)]
+    tx: TxOptions,
+}
+
+/// Arguments of `gonkad tx disputes open`.
+#[derive(clap::Args)]
+pub struct OpenArgs {
+    /// Name of the requester's key in the keyring.
+    from: String,
+    /// Inference id of the disputed record.
+    inference_id: String,
+    /// Deposit (at least the chain's min_deposit): 1500ngnk, 2.5gnk or a bare number of ngnk.
+    deposit: String,
+    #[command(flatten)]
+    tx: TxOptions,
+}
+
+/// Arguments of `gonkad tx disputes vote`.
+#[derive(clap::Args)]
+pub struct VoteArgs {
+    /// Name of the committee member's operator key in the keyring.
+    from: String,
+    /// Dispute id.
+    dispute_id: u64,
+    /// Hex of the SHA-256 of your own response (64 hex digits).
+    #[arg(value_parser = parse_hash_arg)]
+    result_hash: Hash,
+    #[command(flatten)]
+    tx: TxOptions,
+}
+
+/// A parsed 32-byte hash argument (a newtype so clap does not take `Vec<u8>` as a list).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hash(Vec<u8>);
+
+fn parse_hash_arg(text: &str) -> Result<Hash> {
+    parse_hash_hex(text).map(Hash)
+}
+
+/// Parses the hex (optionally `0x`-prefixed) of a 32-byte SHA-256 hash.
+pub fn parse_hash_hex(text: &str) -> Result<Vec<u8>> {
+    let trimmed = text.trim();
+    let digits = trimmed
+        .strip_prefix("0x")
+        .or_else(|| trimmed.strip_prefix("0X"))
+        .unwrap_or(trimmed);
+    let bytes = hex::decode(digits).map_err(|e| {
+        anyhow::anyhow!("{text:?} is not hex ({e}); pass the 64 hex digits of a SHA-256 hash")
+    })?;
+    if bytes.len() != 32 {
+        bail!(
+            "result hash is {} bytes; a SHA-256 hash is 32 bytes (64 hex digits)",
+            bytes.len()
+        );
+    }
+    Ok(bytes)
+}
+
+/// Runs a `gonkad tx disputes` subcommand.
+pub async fn run(global: &Global, command: Command) -> Result<()> {
+    let home = global.home();
+    let (key, msg, tx) = match command {
+        Command::Validate(args) => {
+            let key = load_key(&home, &args.from)?;
+            let msg = msg_submit_validation(key.address(), &args.inference_id, &args.result_hash.0);
+            (key, msg, args.tx)
+        }
+        Command::Open(args) => {
+            let key = load_key(&home, &args.from)?;
+            let msg = msg_open_dispute(
+                key.address(),
+                &args.inference_id,
+                parse_ngnk(&args.deposit)?,
+            );
+            (key, msg, args.tx)
+        }
+        Command::Vote(args) => {
+            let key = load_key(&home, &args.from)?;
+            let msg = msg_vote_dispute(key.address(), args.dispute_id, &args.result_hash.0);
+            (key, msg, args.tx)
+        }
+    };
+    sign_broadcast_print(global, &key, vec![msg], &tx).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_32_byte_hash_hex() {
+        let hash = parse_hash_hex(&"ab".repeat(32)).unwrap();
+        assert_eq!(hash, vec![0xab; 32]);
+        assert_eq!(
+            parse_hash_hex(&format!("0x{}", "AB".repeat(32))).unwrap(),
+            hash
+        );
+        assert!(parse_hash_hex("abcd")
+            .unwrap_err()
+            .to_string()
+            .contains("2 bytes"));
+        assert!(parse_hash_hex("zz")
+            .unwrap_err()
+            .to_string()
+            .contains("not hex"));
+    }
+}

@@ -1,0 +1,44 @@
+//! Stable error codes of codespace `disputes`.
+
+use gonka_sdk::ErrorCode;
+
+/// Codes of the disputes codespace. Never renumber: clients match on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum DisputesError {
+    /// A parameter is out of range.
+    InvalidParams = 2,
+    /// A malformed message field (address, inference id, hash length, amount).
+    InvalidMsg = 3,
+    /// A validation for a record that was not sampled.
+    NotSampled = 4,
+    /// A validation from a validator other than the assigned one.
+    NotAssigned = 5,
+    /// A validation after its deadline.
+    DeadlinePassed = 6,
+    /// A second validation of the same record.
+    AlreadyValidated = 7,
+    /// An inference id that is not stored.
+    UnknownRecord = 8,
+    /// A dispute on a record that already has one (open or resolved).
+    AlreadyDisputed = 9,
+    /// A user dispute deposit below `min_deposit`.
+    DepositTooLow = 10,
+    /// A user dispute opened by someone other than the record's requester.
+    NotRequester = 11,
+    /// A dispute id that does not exist.
+    UnknownDispute = 12,
+    /// A vote from an account that is not on the dispute's committee.
+    NotCommitteeMember = 13,
+    /// A second vote of the same member.
+    AlreadyVoted = 14,
+    /// A vote on a dispute that is already resolved.
+    DisputeClosed = 15,
+}
+
+impl ErrorCode for DisputesError {
+    const CODESPACE: &'static str = "disputes";
+    fn code(self) -> u32 {
+        self as u32
+    }
+}

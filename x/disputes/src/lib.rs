@@ -1,0 +1,189 @@
+//! x/disputes: cross-validation of work records, disputes decided by committees of
+//! validators, and 20% slashing of whoever lied — the executor's host who faked work, or
+//! the validator (or requester) who falsely accused it.
+//!
+//! ## Sampling (in `begin_block`)
+//! A record stored at height `H` is noticed in `end_block` of `H` and sampled in
+//! `begin_block` of `H + 1` with the seed `SHA-256(block_hash(H + 1) ‖ inference_id)`:
+//! nobody knows the hash of a later block when the record is submitted, and every node
+//! computes the same seed. The record is sampled when the seed's first 8 bytes (u64 BE)
+//! modulo 10^6 are below the executor's rate. The executor is the record's
+//! `executor_host` (the participant paid and credited for it); its rate, in ppm, is
+//!
+//! `rate = max − ⌊(max − min) · min(c, D) / D⌋`
+//!
+//! with `min`/`max` = `min_sample_ppm`/`max_sample_ppm` (1% / 10%), `D` =
+//! `decay_validations` (20) and `c` its clean streak: the validations (and disputes) that
+//! found its work correct since its last fault. A new executor (`c = 0`) and one that just
+//! lost a dispute (`c` resets to 0) are checked at the maximum; each passed validation
+//! lowers the rate linearly until, after `D` of them, it stays at the minimum. Flooring the
+//! decrease rounds the rate up.
+//!
+//! ## Assignment
+//! A sampled record goes to one validator: a participant with power > 0, not jailed, other
+//! than the executor's host, drawn with probability proportional to power by the seed's
+//! bytes 8..16 (u64 BE) modulo the total power over the candidates in address order. With
+//! no candidate the record is not sampled. The validator has
+//! `validation_deadline_blocks` (20) blocks: it answers with `MsgSubmitValidation` (its own
+//! result hash) in blocks up to and including the deadline.
+//!
+//! ## Validation
+//! - **Match** (result hash = the record's `response_hash`): the validator earns the
+//!   *validation reward*, the executor keeps its payment and work credit and its clean
+//!   streak grows.
+//! - **Mismatch**: a validation dispute opens, the validator being the accuser (unless the
+//!   record already has a dispute, which then decides alone).
+//!
+//! The validation reward, paid to every re-execution that agrees with the final decision
+//! (a matching validator, a vindicated accusing validator, committee members in the
+//! majority), is `⌊cost · validation_reward_ppm / 10^6⌋` (default: the record's whole cost,
+//! what the executor earned for the same compute), taken from the rewards module's
+//! validation pool ([`gonka_rewards::VALIDATION_POOL`], fed by `validation_share_ppm` of
+//! every epoch) and capped by what the pool holds: an empty pool pays nothing and never
+//! mints.
+//!
+//! ## Disputes
+//! Opened by a mismatching validator (`kind = validation`) or by the record's requester
+//! with `MsgOpenDispute` and a deposit ≥ `min_deposit` held in this module's escrow
+//! account (`kind = user`). A record is disputed at most once. A committee of
+//! `committee_size` (3) is drawn by power without replacement from the same candidates as
+//! validators, excluding the executor's host and the accuser, with seed
+//! `SHA-256("gonka/dispute-committee/v1" ‖ block_hash ‖ id ‖ inference_id)`. With fewer
+//! candidates than seats every candidate sits, minus one if that is even (so 2 candidates
+//! make a committee of 1); with none, the dispute is resolved at once as `undecided`.
+//! Members vote their result hash with `MsgVoteDispute` by `dispute_deadline_blocks` (30);
+//! a vote supports the executor when it equals the executor's `response_hash`. The dispute
+//! is decided as soon as one side has `⌊n/2⌋ + 1` votes; otherwise, in the first block
+//! after the deadline, by the majority of the votes cast, a tie (or no vote) being
+//! `undecided`.
+//!
+//! ## Settlement
+//! - **Executor faulted**: its host is slashed `slash_fraction_ppm` (20%) of bonded and
+//!   unbonding stake ([`gonka_stake::slash`]) into escrow, the record's work units are
+//!   voided ([`gonka_stake::void_work`], at most what is still credited), and the requester
+//!   is refunded the record's cost (not the transfer agent's commission: that service was
+//!   given) from the host's liquid balance first, the rest from the slashed amount (if
+//!   both fall short, the refund is what they cover). A user's deposit is returned. The
+//!   rest of the slashed amount is split equally over the honest parties — the accuser,
+//!   then the majority voters in committee order — each share rounded down, the dust to
+//!   the community pool. The executor's clean streak resets to 0.
+//! - **Executor upheld**: a validation accuser is slashed the same way and its slash is
+//!   split equally over the executor's host and the majority voters (dust to the community
+//!   pool); a user's deposit goes to the executor's host. The executor's clean streak
+//!   grows.
+//! - **Undecided**: nobody is slashed; a user's deposit is returned.
+//!
+//! Money only moves between accounts (the slash moves stake out of stake's pools), so the
+//! supply and stake's invariants hold.
+//!
+//! ## Deadlines and reputation
+//! An assigned validator that does not answer by its deadline, and a committee member that
+//! has not voted when a dispute is decided at its deadline, miss a deadline: its
+//! reputation (out of 10^6) drops by `miss_penalty_ppm` and, at `jail_after_misses` (3)
+//! misses in a row, it is jailed ([`gonka_stake::jail`]). Every answer in time clears the
+//! run and restores a tenth of a penalty.
+//!
+//! Queries: `/disputes/dispute`, `/disputes/list`, `/disputes/participant`,
+//! `/disputes/pending`, `/disputes/validation`, `/disputes/stats`, `/disputes/params`.
+//! Error codes: [`DisputesError`].
+
+mod errors;
+mod events;
+mod genesis;
+mod hooks;
+mod keys;
+mod msgs;
+mod params;
+mod query;
+pub mod sampling;
+mod settle;
+mod state;
+
+pub use errors::DisputesError;
+pub use params::{default_params, min_deposit, validate_params, PPM};
+pub use settle::reason;
+pub use state::{escrow_address, DisputesRead, DisputesWrite};
+
+use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
+
+/// Module name: key namespace, codespace, query prefix and genesis section.
+pub const NAME: &str = "disputes";
+
+/// Name of the module account holding deposits and slashed stake of disputes.
+pub const ESCROW: &str = "disputes_escrow";
+
+/// Statuses of validations and disputes, as stored and queried.
+pub mod status {
+    /// A validation awaiting its validator.
+    pub const PENDING: &str = "pending";
+    /// The validator's result matched.
+    pub const MATCHED: &str = "matched";
+    /// The validator's result differed (a dispute decides).
+    pub const MISMATCHED: &str = "mismatched";
+    /// The validator did not answer in time.
+    pub const MISSED: &str = "missed";
+    /// A dispute awaiting its committee.
+    pub const OPEN: &str = "open";
+    /// The committee found the executor's result wrong.
+    pub const EXECUTOR_FAULTED: &str = "executor_faulted";
+    /// The committee found the executor's result right.
+    pub const EXECUTOR_UPHELD: &str = "executor_upheld";
+    /// No majority (or no committee).
+    pub const UNDECIDED: &str = "undecided";
+    /// Every dispute status.
+    pub const DISPUTE_ALL: [&str; 4] = [OPEN, EXECUTOR_FAULTED, EXECUTOR_UPHELD, UNDECIDED];
+}
+
+/// Kinds of disputes.
+pub mod kind {
+    /// Opened by a validator whose result differed.
+    pub const VALIDATION: &str = "validation";
+    /// Opened by the record's requester with a deposit.
+    pub const USER: &str = "user";
+}
+
+/// The disputes module.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Disputes;
+
+impl Module for Disputes {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn init_genesis(
+        &self,
+        state: &mut dyn StateWrite,
+        genesis: Option<&serde_json::Value>,
+    ) -> Result<HookOutput> {
+        genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)?;
+        Ok(HookOutput::default())
+    }
+
+    fn decode_msg(&self, msg: &Any) -> Option<Result<Box<dyn Msg>>> {
+        msgs::decode(msg)
+    }
+
+    fn begin_block(&self, ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
+        hooks::begin_block(ctx, state)
+    }
+
+    fn end_block(&self, _ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<HookOutput> {
+        hooks::end_block(state)?;
+        Ok(HookOutput::default())
+    }
+
+    fn end_epoch(
+        &self,
+        _ctx: &BlockContext,
+        epoch: u64,
+        state: &mut dyn StateWrite,
+    ) -> Result<HookOutput> {
+        hooks::end_epoch(epoch, state)?;
+        Ok(HookOutput::default())
+    }
+
+    fn query(&self, path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
+        query::route(path, data, state)
+    }
+}

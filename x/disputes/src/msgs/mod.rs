@@ -1,0 +1,59 @@
+//! Disputes messages: one file per message, plus the checks they share.
+
+mod open_dispute;
+mod submit_validation;
+mod vote_dispute;
+
+use gonka_sdk::{Any, ErrorCode, Msg, Result, SdkError};
+use prost::Message;
+
+use crate::DisputesError;
+
+/// Decodes a disputes message by type URL; `None` if it is not one.
+pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
+    submit_validation::decode(msg)
+        .or_else(|| open_dispute::decode(msg))
+        .or_else(|| vote_dispute::decode(msg))
+}
+
+/// Decodes `msg` as `M` if its type URL is `M`'s.
+fn decode_as<M: Message + Default + prost::Name>(msg: &Any) -> Option<Result<M>> {
+    (msg.type_url == gonka_sdk::type_url::<M>()).then(|| {
+        M::decode(msg.value.as_slice()).map_err(|e| {
+            SdkError::Decode.err(format!(
+                "{} is not a valid {}: {e}",
+                msg.type_url,
+                M::full_name()
+            ))
+        })
+    })
+}
+
+/// An address field, reported under the disputes codespace.
+fn check_address(field: &str, address: &str) -> Result<()> {
+    gonka_auth::validate_address(field, address).map_err(|e| DisputesError::InvalidMsg.err(e.log))
+}
+
+/// An inference id: 64 lowercase hex characters.
+fn check_inference_id(id: &str) -> Result<()> {
+    let ok = id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if ok {
+        Ok(())
+    } else {
+        Err(DisputesError::InvalidMsg.err(format!(
+            "inference_id must be 64 lowercase hex characters, found {id:?}"
+        )))
+    }
+}
+
+/// A result hash: 32 bytes.
+fn check_result_hash(hash: &[u8]) -> Result<()> {
+    if hash.len() == 32 {
+        Ok(())
+    } else {
+        Err(DisputesError::InvalidMsg.err(format!(
+            "result_hash must be the 32-byte SHA-256 of the response, found {} bytes",
+            hash.len()
+        )))
+    }
+}

@@ -1,0 +1,62 @@
+//! `MsgVoteDispute`: a committee member reports its own result hash of the disputed
+//! record; it supports the executor when it equals the executor's response hash.
+
+use gonka_proto::disputes::{MsgVoteDispute, Vote};
+use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
+
+use super::{check_address, check_result_hash, decode_as};
+use crate::settle::{add_vote, note_answer};
+use crate::{status, DisputesError, DisputesRead};
+
+struct VoteDispute(MsgVoteDispute);
+
+/// Decodes and statelessly checks a `MsgVoteDispute`.
+pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
+    decode_as::<MsgVoteDispute>(any).map(|msg| {
+        let msg = msg?;
+        check_address("voter", &msg.voter)?;
+        check_result_hash(&msg.result_hash)?;
+        Ok(Box::new(VoteDispute(msg)) as Box<dyn Msg>)
+    })
+}
+
+impl Msg for VoteDispute {
+    fn signer(&self) -> &str {
+        &self.0.voter
+    }
+
+    fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
+        let msg = &self.0;
+        let id = msg.dispute_id;
+        let mut dispute = state
+            .dispute(id)?
+            .ok_or_else(|| DisputesError::UnknownDispute.err(format!("no dispute with id {id}")))?;
+        if dispute.status != status::OPEN {
+            return Err(DisputesError::DisputeClosed.err(format!(
+                "dispute {id} was resolved ({}) at height {}; expected an open dispute",
+                dispute.status, dispute.resolved_height
+            )));
+        }
+        if !dispute.committee.contains(&msg.voter) {
+            return Err(DisputesError::NotCommitteeMember.err(format!(
+                "{} is not on the committee of dispute {id}; its members are {}",
+                msg.voter,
+                dispute.committee.join(", ")
+            )));
+        }
+        if let Some(earlier) = dispute.votes.iter().find(|v| v.voter == msg.voter) {
+            return Err(DisputesError::AlreadyVoted.err(format!(
+                "{} already voted on dispute {id} at height {}",
+                msg.voter, earlier.height
+            )));
+        }
+        note_answer(state, &msg.voter)?;
+        let vote = Vote {
+            voter: msg.voter.clone(),
+            result_hash: msg.result_hash.clone(),
+            supports_executor: msg.result_hash == dispute.claimed_hash,
+            height: ctx.block.height,
+        };
+        add_vote(state, ctx.block.height, &mut dispute, vote)
+    }
+}

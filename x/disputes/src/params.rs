@@ -1,0 +1,144 @@
+//! Disputes parameters and their validation.
+
+use gonka_proto::disputes::Params;
+use gonka_sdk::{parse_amount, ErrorCode, Result};
+
+use crate::DisputesError;
+
+/// Parts per million in one whole.
+pub const PPM: u64 = 1_000_000;
+
+/// Defaults: sampling between 1% and 10%, reaching 1% after 20 clean validations;
+/// 20 blocks to validate, 30 to vote; committees of 3; 20% slashed; 1 GNK least deposit;
+/// a validation earns the record's cost; jailed after 3 missed deadlines in a row, each
+/// costing 10% reputation.
+pub fn default_params() -> Params {
+    Params {
+        min_sample_ppm: 10_000,
+        max_sample_ppm: 100_000,
+        decay_validations: 20,
+        validation_deadline_blocks: 20,
+        dispute_deadline_blocks: 30,
+        committee_size: 3,
+        slash_fraction_ppm: 200_000,
+        min_deposit: "1000000000".into(),
+        validation_reward_ppm: PPM,
+        jail_after_misses: 3,
+        miss_penalty_ppm: 100_000,
+    }
+}
+
+fn invalid(log: String) -> gonka_sdk::Error {
+    DisputesError::InvalidParams.err(log)
+}
+
+/// The least deposit of a user dispute, in ngnk.
+pub fn min_deposit(params: &Params) -> Result<u128> {
+    parse_amount("app_state.disputes.params.min_deposit", &params.min_deposit)
+        .map_err(|e| invalid(e.log))
+}
+
+/// Checks every parameter is in range, naming the offending one.
+pub fn validate_params(params: &Params) -> Result<()> {
+    let field = |name: &str| format!("app_state.disputes.params.{name}");
+    if params.max_sample_ppm > PPM || params.min_sample_ppm > params.max_sample_ppm {
+        return Err(invalid(format!(
+            "{} and {} must satisfy min ≤ max ≤ {PPM}, found {} and {}",
+            field("min_sample_ppm"),
+            field("max_sample_ppm"),
+            params.min_sample_ppm,
+            params.max_sample_ppm
+        )));
+    }
+    let positive = [
+        ("decay_validations", params.decay_validations),
+        (
+            "validation_deadline_blocks",
+            params.validation_deadline_blocks,
+        ),
+        ("dispute_deadline_blocks", params.dispute_deadline_blocks),
+        ("jail_after_misses", params.jail_after_misses),
+    ];
+    for (name, value) in positive {
+        if value == 0 {
+            return Err(invalid(format!(
+                "{} must be positive, found 0",
+                field(name)
+            )));
+        }
+    }
+    if params.committee_size % 2 == 0 {
+        return Err(invalid(format!(
+            "{} must be odd (so a majority always exists), found {}",
+            field("committee_size"),
+            params.committee_size
+        )));
+    }
+    let fractions = [
+        ("slash_fraction_ppm", params.slash_fraction_ppm),
+        ("validation_reward_ppm", params.validation_reward_ppm),
+        ("miss_penalty_ppm", params.miss_penalty_ppm),
+    ];
+    for (name, value) in fractions {
+        if value > PPM {
+            return Err(invalid(format!(
+                "{} must be at most {PPM}, found {value}",
+                field(name)
+            )));
+        }
+    }
+    min_deposit(params)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_are_named() {
+        validate_params(&default_params()).unwrap();
+        let cases = [
+            (
+                Params {
+                    committee_size: 4,
+                    ..default_params()
+                },
+                "committee_size must be odd",
+            ),
+            (
+                Params {
+                    min_sample_ppm: 200_000,
+                    ..default_params()
+                },
+                "min ≤ max",
+            ),
+            (
+                Params {
+                    decay_validations: 0,
+                    ..default_params()
+                },
+                "decay_validations must be positive",
+            ),
+            (
+                Params {
+                    slash_fraction_ppm: PPM + 1,
+                    ..default_params()
+                },
+                "slash_fraction_ppm must be at most",
+            ),
+            (
+                Params {
+                    min_deposit: "x".into(),
+                    ..default_params()
+                },
+                "min_deposit",
+            ),
+        ];
+        for (params, fragment) in cases {
+            let err = validate_params(&params).unwrap_err();
+            assert_eq!((err.codespace, err.code), ("disputes", 2));
+            assert!(err.log.contains(fragment), "{}", err.log);
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! Opening, voting on and settling disputes; validation rewards; reputation. Shared by the
+//! messages and the block hooks.
+
+use gonka_bank::{transfer, BankRead, Coin, NATIVE_DENOM};
+use gonka_inference::InferenceRead;
+use gonka_proto::disputes::{Dispute, Payout, Vote};
+use gonka_proto::inference::StoredRecord;
+use gonka_sdk::{parse_amount, ErrorCode, Result, SdkError, StateWrite};
+use gonka_stake::StakeRead;
+
+use crate::params::PPM;
+use crate::sampling::{committee, committee_seed};
+use crate::state::escrow_address;
+use crate::{events, kind, status, DisputesRead, DisputesWrite};
+
+/// Payout reasons, as recorded in [`Payout::reason`] and `dispute_payout` events.
+pub mod reason {
+    /// The requester gets the record's cost back.
+    pub const REFUND: &str = "refund";
+    /// A user's deposit goes back to them.
+    pub const DEPOSIT_RETURN: &str = "deposit_return";
+    /// An honest party's equal share of the slashed stake.
+    pub const SLASH_SHARE: &str = "slash_share";
+    /// Rounding dust of the shares, to the community pool.
+    pub const DUST: &str = "dust";
+    /// A losing user's deposit, to the executor host.
+    pub const DEPOSIT_FORFEIT: &str = "deposit_forfeit";
+    /// A re-execution that agreed with the decision, from the validation pool.
+    pub const VALIDATION_REWARD: &str = "validation_reward";
+}
+
+fn ngnk(amount: u128) -> Coin {
+    Coin::new(NATIVE_DENOM, amount)
+}
+
+/// Validators that can be assigned work: participants with power > 0, not jailed, other
+/// than `excluded`; `(operator, power)` ascending by operator.
+pub fn active_validators(
+    state: &(impl StakeRead + ?Sized),
+    excluded: &[&str],
+) -> Result<Vec<(String, u64)>> {
+    Ok(state
+        .participants()?
+        .into_iter()
+        .filter(|p| p.power > 0 && !p.jailed && !excluded.contains(&p.operator.as_str()))
+        .map(|p| (p.operator, p.power as u64))
+        .collect())
+}
+
+/// Tokens of a stored record (its work units).
+pub fn record_tokens(stored: &StoredRecord) -> u64 {
+    stored
+        .record
+        .as_ref()
+        .map(|r| r.prompt_tokens.saturating_add(r.completion_tokens))
+        .unwrap_or(0)
+}
+
+/// Cost the requester paid the host for a stored record.
+pub fn record_cost(stored: &StoredRecord) -> Result<u128> {
+    parse_amount("record cost", &stored.cost)
+}
+
+/// Pays `to` the validation reward of a record costing `cost`:
+/// `⌊cost·validation_reward_ppm/10^6⌋`, capped by what the validation pool holds (so it
+/// never fails and never mints). Returns the amount paid.
+pub fn pay_validation_reward(state: &mut dyn StateWrite, to: &str, cost: u128) -> Result<u128> {
+    let params = state.disputes_params()?;
+    // Floor: a reward never exceeds its share of the cost.
+    let due = cost
+        .checked_mul(u128::from(params.validation_reward_ppm))
+        .map(|v| v / u128::from(PPM))
+        .unwrap_or(u128::MAX);
+    let pool = gonka_rewards::validation_pool_address();
+    let amount = due.min(state.balance(&pool, NATIVE_DENOM)?);
+    if amount > 0 {
+        transfer(state, &pool, to, &ngnk(amount))?;
+    }
+    Ok(amount)
+}
+
+/// A validator answered in time: counts it, clears its run of misses and restores a tenth
+/// of a miss penalty of reputation (capped at 10^6).
+pub fn note_answer(state: &mut dyn StateWrite, validator: &str) -> Result<()> {
+    let params = state.disputes_params()?;
+    let mut reputation = state.reputation(validator)?;
+    reputation.answered += 1;
+    reputation.missed_in_row = 0;
+    // Floor of a tenth: restoring is slower than losing.
+    reputation.score_ppm = (reputation.score_ppm + params.miss_penalty_ppm / 10).min(PPM);
+    state.put_reputation(&reputation);
+    Ok(())
+}
+
+/// A validator missed a deadline: loses `miss_penalty_ppm` of reputation (saturating at 0)
+/// and, at `jail_after_misses` misses in a row, is jailed (its run then starts over).
+pub fn note_miss(state: &mut dyn StateWrite, validator: &str) -> Result<()> {
+    let params = state.disputes_params()?;
+    let mut reputation = state.reputation(validator)?;
+    reputation.missed += 1;
+    reputation.missed_in_row += 1;
+    reputation.score_ppm = reputation.score_ppm.saturating_sub(params.miss_penalty_ppm);
+    let mut jailed = false;
+    if reputation.missed_in_row >= params.jail_after_misses {
+        reputation.missed_in_row = 0;
+        if state.participant(validator)?.is_some_and(|p| !p.jailed) {
+            gonka_stake::jail(state, validator)?;
+            jailed = true;
+        }
+    }
+    state.put_reputation(&reputation);
+    state.emit(events::deadline_missed(&reputation, jailed));
+    Ok(())
+}
+
+/// What opening a dispute needs to know besides the record.
+pub struct Opening<'a> {
+    /// `kind::VALIDATION` or `kind::USER`.
+    pub kind: &'a str,
+    /// The mismatching validator or the requester.
+    pub accuser: &'a str,
+    /// The validator's result hash (empty for user disputes).
+    pub accuser_hash: Vec<u8>,
+    /// User disputes: the deposit, already moved to escrow.
+    pub deposit: u128,
+}
+
+/// Opens a dispute on `stored` at `height`, drawing its committee with `block_hash`. With
+/// no eligible committee member at all it is resolved at once as undecided.
+pub fn open(
+    state: &mut dyn StateWrite,
+    height: u64,
+    block_hash: &[u8; 32],
+    stored: &StoredRecord,
+    opening: Opening<'_>,
+) -> Result<Dispute> {
+    let params = state.disputes_params()?;
+    let record = stored.record.clone().unwrap_or_default();
+    let id = state.next_dispute_id()?;
+    let candidates = active_validators(state, &[&stored.executor_host, opening.accuser])?;
+    let seed = committee_seed(block_hash, id, &record.inference_id);
+    let mut dispute = Dispute {
+        id,
+        inference_id: record.inference_id.clone(),
+        kind: opening.kind.into(),
+        accuser: opening.accuser.into(),
+        executor_host: stored.executor_host.clone(),
+        executor_node: record.executor_node.clone(),
+        model: record.model.clone(),
+        transfer_agent: stored.transfer_agent.clone(),
+        claimed_hash: record.response_hash.clone(),
+        accuser_hash: opening.accuser_hash,
+        committee: committee(&seed, candidates, params.committee_size),
+        votes: Vec::new(),
+        opened_height: height,
+        deadline_height: height.saturating_add(params.dispute_deadline_blocks),
+        deposit: opening.deposit.to_string(),
+        status: status::OPEN.into(),
+        resolved_height: 0,
+        slashed: String::new(),
+        slashed_amount: "0".into(),
+        payouts: Vec::new(),
+    };
+    state.insert_dispute(&dispute);
+    state.emit(events::opened(&dispute));
+    if dispute.committee.is_empty() {
+        settle(state, height, &mut dispute, status::UNDECIDED)?;
+    }
+    Ok(dispute)
+}
+
+/// Votes for and against the executor so far.
+fn tally(dispute: &Dispute) -> (usize, usize) {
+    let upholding = dispute.votes.iter().filter(|v| v.supports_executor).count();
+    (upholding, dispute.votes.len() - upholding)
+}
+
+/// Records `vote` and settles the dispute as soon as one side has a majority of the whole
+/// committee (`⌊n/2⌋ + 1`).
+pub fn add_vote(
+    state: &mut dyn StateWrite,
+    height: u64,
+    dispute: &mut Dispute,
+    vote: Vote,
+) -> Result<()> {
+    state.emit(events::vote(
+        dispute.id,
+        &vote.voter,
+        vote.supports_executor,
+    ));
+    dispute.votes.push(vote);
+    let majority = dispute.committee.len() / 2 + 1;
+    let (upholding, faulting) = tally(dispute);
+    if upholding >= majority {
+        settle(state, height, dispute, status::EXECUTOR_UPHELD)
+    } else if faulting >= majority {
+        settle(state, height, dispute, status::EXECUTOR_FAULTED)
+    } else {
+        state.update_dispute(dispute, status::OPEN);
+        Ok(())
+    }
+}
+
+/// Settles an open dispute whose deadline has passed: members who did not vote miss a
+/// deadline; the majority of the votes cast decides, and a tie (or no vote) is undecided.
+pub fn settle_at_deadline(
+    state: &mut dyn StateWrite,
+    height: u64,
+    dispute: &mut Dispute,
+) -> Result<()> {
+    for member in dispute.committee.clone() {
+        if !dispute.votes.iter().any(|v| v.voter == member) {
+            note_miss(state, &member)?;
+        }
+    }
+    let (upholding, faulting) = tally(dispute);
+    let outcome = match upholding.cmp(&faulting) {
+        std::cmp::Ordering::Greater => status::EXECUTOR_UPHELD,
+        std::cmp::Ordering::Less => status::EXECUTOR_FAULTED,
+        std::cmp::Ordering::Equal => status::UNDECIDED,
+    };
+    settle(state, height, dispute, outcome)
+}
+
+/// Moves `amount` from `from` to `to` (nothing if zero) and records it on the dispute.
+fn pay(
+    state: &mut dyn StateWrite,
+    dispute: &mut Dispute,
+    from: &str,
+    to: &str,
+    amount: u128,
+    why: &str,
+) -> Result<()> {
+    if amount == 0 {
+        return Ok(());
+    }
+    transfer(state, from, to, &ngnk(amount))?;
+    dispute.payouts.push(Payout {
+        to: to.into(),
+        amount: amount.to_string(),
+        reason: why.into(),
+    });
+    state.emit(events::payout(dispute.id, to, amount, why));
+    Ok(())
+}
+
+/// Slashes `loser` (if it is a participant) by `slash_fraction_ppm` into escrow.
+fn slash_into_escrow(
+    state: &mut dyn StateWrite,
+    dispute: &mut Dispute,
+    loser: &str,
+) -> Result<u128> {
+    if state.participant(loser)?.is_none() {
+        return Ok(0);
+    }
+    let fraction = state.disputes_params()?.slash_fraction_ppm;
+    let taken = gonka_stake::slash(state, loser, fraction, &escrow_address())?;
+    dispute.slashed = loser.into();
+    dispute.slashed_amount = taken.to_string();
+    state.emit(events::slashed(dispute.id, loser, fraction, taken));
+    Ok(taken)
+}
+
+/// Splits `pool` (held in escrow) equally over `honest`, each share rounded down; the dust
+/// goes to the community pool.
+fn share_out(
+    state: &mut dyn StateWrite,
+    dispute: &mut Dispute,
+    pool: u128,
+    honest: &[String],
+) -> Result<()> {
+    let escrow = escrow_address();
+    let community = gonka_rewards::community_pool_address();
+    if honest.is_empty() {
+        return pay(state, dispute, &escrow, &community, pool, reason::DUST);
+    }
+    // Floor: the shares never exceed the pool; the remainder is the dust.
+    let share = pool / honest.len() as u128;
+    for party in honest {
+        pay(state, dispute, &escrow, party, share, reason::SLASH_SHARE)?;
+    }
+    let dust = pool - share * honest.len() as u128;
+    pay(state, dispute, &escrow, &community, dust, reason::DUST)
+}
+
+/// Settles `dispute` with `outcome` (see the crate docs, "Settlement"), records it and
+/// emits `dispute_resolved`.
+pub fn settle(
+    state: &mut dyn StateWrite,
+    height: u64,
+    dispute: &mut Dispute,
+    outcome: &str,
+) -> Result<()> {
+    let old_status = dispute.status.clone();
+    let stored = state.record(&dispute.inference_id)?.ok_or_else(|| {
+        SdkError::Internal.err(format!(
+            "dispute {} names record {}, which is no longer stored",
+            dispute.id, dispute.inference_id
+        ))
+    })?;
+    let requester = stored
+        .record
+        .as_ref()
+        .map(|r| r.requester.clone())
+        .unwrap_or_default();
+    let cost = record_cost(&stored)?;
+    let deposit = parse_amount("deposit", &dispute.deposit)?;
+    let escrow = escrow_address();
+    let host = dispute.executor_host.clone();
+    let is_user = dispute.kind == kind::USER;
+    let upheld = outcome == status::EXECUTOR_UPHELD;
+    // Members who voted with the decision, in committee order.
+    let majority: Vec<String> = dispute
+        .committee
+        .iter()
+        .filter(|m| {
+            dispute
+                .votes
+                .iter()
+                .any(|v| &v.voter == *m && v.supports_executor == upheld)
+        })
+        .cloned()
+        .collect();
+    let mut stats = state.executor_stats(&host)?;
+
+    match outcome {
+        status::EXECUTOR_FAULTED => {
+            let slashed = slash_into_escrow(state, dispute, &host)?;
+            let units =
+                record_tokens(&stored).min(gonka_stake::work_of(state, stored.epoch, &host)?);
+            if units > 0 {
+                gonka_stake::void_work(state, &host, stored.epoch, units)?;
+            }
+            // The refund: from the host's liquid balance first, the rest from the slash.
+            let from_host = cost.min(state.balance(&host, NATIVE_DENOM)?);
+            pay(state, dispute, &host, &requester, from_host, reason::REFUND)?;
+            let from_slash = (cost - from_host).min(slashed);
+            pay(
+                state,
+                dispute,
+                &escrow,
+                &requester,
+                from_slash,
+                reason::REFUND,
+            )?;
+            if is_user {
+                pay(
+                    state,
+                    dispute,
+                    &escrow,
+                    &requester,
+                    deposit,
+                    reason::DEPOSIT_RETURN,
+                )?;
+            }
+            let mut honest = vec![dispute.accuser.clone()];
+            honest.extend(majority.iter().filter(|m| **m != dispute.accuser).cloned());
+            share_out(state, dispute, slashed - from_slash, &honest)?;
+            if !is_user {
+                let accuser = dispute.accuser.clone();
+                let reward = pay_validation_reward(state, &accuser, cost)?;
+                record_reward(state, dispute, &accuser, reward);
+            }
+            stats.faults += 1;
+            stats.clean_streak = 0;
+        }
+        status::EXECUTOR_UPHELD => {
+            if is_user {
+                pay(
+                    state,
+                    dispute,
+                    &escrow,
+                    &host,
+                    deposit,
+                    reason::DEPOSIT_FORFEIT,
+                )?;
+            } else {
+                let accuser = dispute.accuser.clone();
+                let slashed = slash_into_escrow(state, dispute, &accuser)?;
+                let mut honest = vec![host.clone()];
+                honest.extend(majority.iter().filter(|m| **m != host).cloned());
+                share_out(state, dispute, slashed, &honest)?;
+                let mut reputation = state.reputation(&accuser)?;
+                reputation.false_accusations += 1;
+                state.put_reputation(&reputation);
+            }
+            stats.passed += 1;
+            stats.clean_streak += 1;
+        }
+        _ => {
+            if is_user {
+                pay(
+                    state,
+                    dispute,
+                    &escrow,
+                    &requester,
+                    deposit,
+                    reason::DEPOSIT_RETURN,
+                )?;
+            }
+        }
+    }
+    if outcome != status::UNDECIDED {
+        for member in &majority {
+            let reward = pay_validation_reward(state, member, cost)?;
+            record_reward(state, dispute, member, reward);
+        }
+    }
+    state.put_executor_stats(&stats);
+    dispute.status = outcome.into();
+    dispute.resolved_height = height;
+    state.update_dispute(dispute, &old_status);
+    state.emit(events::resolved(dispute));
+    Ok(())
+}
+
+/// Records a validation reward already paid from the pool.
+fn record_reward(state: &mut dyn StateWrite, dispute: &mut Dispute, to: &str, amount: u128) {
+    if amount == 0 {
+        return;
+    }
+    dispute.payouts.push(Payout {
+        to: to.into(),
+        amount: amount.to_string(),
+        reason: reason::VALIDATION_REWARD.into(),
+    });
+    state.emit(events::payout(
+        dispute.id,
+        to,
+        amount,
+        reason::VALIDATION_REWARD,
+    ));
+}
