@@ -6,4 +6,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/ensure-cometbft.sh
 source scripts/ensure-cometbft.sh
+# The end-to-end tests start the sidecar binary next to gonkad; build it even when the
+# arguments select only some packages.
+cargo build -p gonka-sidecar --bin gonka-sidecar
 exec cargo test --workspace "$@"

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
-use gonka_localnet::{find_cometbft, AppStateFn, GenesisValidatorKey, Localnet, LocalnetConfig};
+use gonka_localnet::{
+    find_cometbft, AppStateFn, GenesisValidatorKey, Localnet, LocalnetConfig, SidecarConfig,
+};
 
 use crate::Global;
 
@@ -55,7 +57,7 @@ fn genesis(
         rewards_params: Some(gonka_proto::rewards::Params {
             initial_emission: EPOCH_EMISSION_NGNK.to_string(),
             decay_ppb: 474_970,
-            validation_share_ppm: 0,
+            validation_share_ppm: gonka_app::genesis::DEFAULT_VALIDATION_SHARE_PPM,
         }),
         ..Default::default()
     };
@@ -99,6 +101,32 @@ pub struct Args {
     /// Do not import the test accounts into the keyring under --home.
     #[arg(long)]
     no_import_keys: bool,
+    /// Run the chain alone: no ML nodes, transfer agents or validator workers.
+    #[arg(long)]
+    no_sidecars: bool,
+    /// Validators 0..N also run a transfer agent.
+    #[arg(long, default_value_t = 2)]
+    transfer_agents: usize,
+    /// The `gonka-sidecar` binary (default: next to this gonkad).
+    #[arg(long)]
+    sidecar_bin: Option<PathBuf>,
+}
+
+/// The `gonka-sidecar` binary: `explicit`, or the one built next to this `gonkad`.
+fn sidecar_binary(explicit: Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(path) = explicit {
+        return Ok(path);
+    }
+    let beside = std::env::current_exe()
+        .context("cannot locate the gonkad binary")?
+        .with_file_name("gonka-sidecar");
+    if !beside.exists() {
+        anyhow::bail!(
+            "{} is missing: build it with `cargo build -p gonka-sidecar` (scripts/localnet.sh does), pass --sidecar-bin, or run with --no-sidecars",
+            beside.display()
+        );
+    }
+    Ok(beside)
 }
 
 /// Runs the localnet in the foreground until Ctrl-C.
@@ -133,6 +161,15 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
     config.app_state_for_validators = Some(AppStateFn(Arc::new(move |keys| {
         genesis(genesis_accounts.clone(), keys).expect("well-known keys derive")
     })));
+    if !args.no_sidecars {
+        let mnemonics = (0..args.validators)
+            .map(|i| well_known_mnemonic(&format!("validator{i}")))
+            .collect();
+        let mut sidecar = SidecarConfig::new(sidecar_binary(args.sidecar_bin)?, mnemonics);
+        sidecar.transfer_agents = args.transfer_agents;
+        sidecar.validator_role = false;
+        config.sidecar = Some(sidecar);
+    }
     let mut net = Localnet::prepare(config)?;
 
     if !args.no_import_keys {
@@ -166,6 +203,24 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
             node.cometbft_log.display()
         );
     }
+    if !args.no_sidecars {
+        println!("\nML nodes (reference model, registered on chain by each validator):");
+        for node in net.nodes() {
+            println!(
+                "  node{}: {}   (log: {})",
+                node.index,
+                net.ml_node_url(node.index)?,
+                node.home.join("ml-node.log").display()
+            );
+        }
+        println!("\nOpenAI base URLs (transfer agents; requests must be signed, see README):");
+        for (i, url) in net.transfer_agent_urls().iter().enumerate() {
+            println!(
+                "  {url}   (log: {})",
+                net.nodes()[i].home.join("transfer-agent.log").display()
+            );
+        }
+    }
     println!("\nfunded test accounts (1,000,000 GNK each; public mnemonics, localnet only):");
     for (name, mnemonic, key) in &accounts {
         println!("  {name}: {}\n    {mnemonic}", key.address());
@@ -179,7 +234,7 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
     }
     let first = &net.nodes()[0].rpc_url;
     println!(
-        "\ntry:\n  gonkad --node {first} tx bank send alice {} 5gnk\n  gonkad --node {first} query bank balance {}\n\nCtrl-C stops every node; run again to resume, --reset to start over.",
+        "\ntry:\n  gonkad --node {first} tx bank send alice {} 5gnk\n  gonkad --node {first} query bank balance {}\n  gonkad --node {first} chat --from alice \"Hello, gonka\"\n\nCtrl-C stops every node; run again to resume, --reset to start over.",
         accounts[1].2.address(),
         accounts[1].2.address()
     );

@@ -76,8 +76,12 @@ pub struct LocalnetConfig {
     pub vote_extensions_enable_height: Option<u64>,
     /// Extra arguments appended to every `gonkad start ...` command line.
     pub app_args: Vec<OsString>,
-    /// Upper bound on one `start` or `start_node` call (apps listening, nodes answering RPC).
+    /// Upper bound on one `start` or `start_node` call (apps listening, nodes answering RPC,
+    /// sidecars answering HTTP).
     pub start_timeout: Duration,
+    /// Sidecars (ML nodes, transfer agents, validator role) beside the genesis validators;
+    /// `None` runs the chain alone.
+    pub sidecar: Option<crate::sidecar::SidecarConfig>,
 }
 
 impl LocalnetConfig {
@@ -102,6 +106,7 @@ impl LocalnetConfig {
             vote_extensions_enable_height: None,
             app_args: Vec::new(),
             start_timeout: DEFAULT_START_TIMEOUT,
+            sidecar: None,
         }
     }
 

@@ -31,6 +31,7 @@ mod localnet;
 pub mod ports;
 mod process;
 pub mod rpc;
+pub mod sidecar;
 
 pub use cometbft::{
     cometbft_version, find_cometbft, COMETBFT_INSTALL, COMETBFT_SERIES, COMETBFT_VERSION,
@@ -42,3 +43,4 @@ pub use layout::{
 };
 pub use localnet::{Localnet, Stopper, STOP_GRACE};
 pub use ports::{find_free_base_port, NodePorts, DEFAULT_BASE_PORT};
+pub use sidecar::SidecarConfig;

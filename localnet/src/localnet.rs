@@ -14,6 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use crate::layout::{self, LocalnetConfig, NodeInfo};
 use crate::process::{self, log_tail, Proc, Role};
 use crate::rpc;
+use crate::sidecar;
 
 /// How long `stop` waits after SIGTERM (per phase: CometBFT, then apps) before SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -27,6 +28,17 @@ const TAIL_LINES: usize = 15;
 struct NodeProcs {
     app: Option<Proc>,
     cometbft: Option<Proc>,
+    sidecars: Vec<Proc>,
+}
+
+impl NodeProcs {
+    /// Every process of the node.
+    fn all(&mut self) -> impl Iterator<Item = &mut Proc> {
+        self.app
+            .iter_mut()
+            .chain(self.cometbft.iter_mut())
+            .chain(self.sidecars.iter_mut())
+    }
 }
 
 /// State shared between a [`Localnet`] and its [`Stopper`]s.
@@ -51,12 +63,18 @@ impl Shared {
         Ok(())
     }
 
-    /// SIGTERM every CometBFT node, wait, SIGKILL stragglers; then the same for the apps.
+    /// SIGTERM every sidecar, then every CometBFT node, then the apps; each phase waits and
+    /// SIGKILLs stragglers.
     fn stop_all(&self) -> Result<()> {
         let mut table = self.lock();
+        let mut sidecars: Vec<Proc> = table
+            .iter_mut()
+            .flat_map(|n| std::mem::take(&mut n.sidecars))
+            .collect();
+        let killed_sidecars = process::terminate(&mut sidecars, STOP_GRACE)?;
         let mut cometbfts: Vec<Proc> = table.iter_mut().filter_map(|n| n.cometbft.take()).collect();
         let mut apps: Vec<Proc> = table.iter_mut().filter_map(|n| n.app.take()).collect();
-        if cometbfts.is_empty() && apps.is_empty() {
+        if cometbfts.is_empty() && apps.is_empty() && sidecars.is_empty() {
             return Ok(());
         }
         tracing::info!(
@@ -67,7 +85,7 @@ impl Shared {
         // CometBFT first, so no node sees its app vanish in the middle of a block.
         let killed_cometbft = process::terminate(&mut cometbfts, STOP_GRACE);
         let killed_apps = process::terminate(&mut apps, STOP_GRACE);
-        let killed = killed_cometbft? + killed_apps?;
+        let killed = killed_sidecars + killed_cometbft? + killed_apps?;
         tracing::info!(killed, "localnet processes stopped");
         Ok(())
     }
@@ -229,7 +247,10 @@ impl Localnet {
         let deadline = Instant::now() + self.config.start_timeout;
         let result = (0..self.nodes.len())
             .try_for_each(|i| self.spawn_node(i, deadline))
-            .and_then(|()| (0..self.nodes.len()).try_for_each(|i| self.wait_for_rpc(i, deadline)));
+            .and_then(|()| (0..self.nodes.len()).try_for_each(|i| self.wait_for_rpc(i, deadline)))
+            .and_then(|()| {
+                (0..self.nodes.len()).try_for_each(|i| self.spawn_sidecars(i, deadline))
+            });
         if let Err(e) = result {
             if let Err(stop_err) = self.shared.stop_all() {
                 tracing::warn!(error = %stop_err, "stopping after a failed start");
@@ -254,7 +275,8 @@ impl Localnet {
         let deadline = Instant::now() + self.config.start_timeout;
         let result = self
             .spawn_node(i, deadline)
-            .and_then(|()| self.wait_for_rpc(i, deadline));
+            .and_then(|()| self.wait_for_rpc(i, deadline))
+            .and_then(|()| self.spawn_sidecars(i, deadline));
         if let Err(e) = result {
             self.kill_procs(i);
             return Err(e);
@@ -263,8 +285,45 @@ impl Localnet {
         Ok(())
     }
 
-    /// SIGKILLs node `i`'s CometBFT node and app (simulating a crash) and reaps them.
-    /// Fails if neither was running.
+    /// The OpenAI base URL (`http://127.0.0.1:<port>/v1`) of node `i`'s ML node.
+    pub fn ml_node_url(&self, i: usize) -> Result<String> {
+        Ok(format!(
+            "http://{}/v1",
+            sidecar::ml_node_addr(self.node(i)?)
+        ))
+    }
+
+    /// The OpenAI base URLs (`http://127.0.0.1:<port>/v1`) of the transfer agents, by node.
+    pub fn transfer_agent_urls(&self) -> Vec<String> {
+        let count = self.config.sidecar.as_ref().map_or(0, |s| {
+            s.transfer_agents
+                .min(s.operator_mnemonics.len())
+                .min(self.config.validators)
+        });
+        self.nodes[..count]
+            .iter()
+            .map(|n| format!("http://{}/v1", sidecar::transfer_agent_addr(n)))
+            .collect()
+    }
+
+    /// SIGKILLs node `i`'s sidecar `role` (`ml-node`, `transfer-agent`, `validator`) and reaps
+    /// it. Fails if it was not running.
+    pub fn kill_sidecar(&mut self, i: usize, role: &str) -> Result<()> {
+        self.node(i)?;
+        let mut table = self.shared.lock();
+        let sidecars = &mut table[i].sidecars;
+        let at = sidecars
+            .iter()
+            .position(|p| p.role.to_string() == role)
+            .ok_or_else(|| anyhow!("node {i} runs no {role}"))?;
+        let mut p = sidecars.remove(at);
+        p.kill_and_reap()?;
+        tracing::info!(node = i, role, "sidecar killed");
+        Ok(())
+    }
+
+    /// SIGKILLs node `i`'s processes — sidecars, CometBFT node and app (simulating a crash) —
+    /// and reaps them. Fails if none was running.
     pub fn kill_node(&mut self, i: usize) -> Result<()> {
         self.node(i)?;
         if !self.kill_procs(i) {
@@ -287,12 +346,8 @@ impl Localnet {
         let Some(node) = table.get_mut(i) else {
             return false;
         };
-        for p in [&mut node.app, &mut node.cometbft].into_iter().flatten() {
-            if matches!(p.exited(), Ok(None)) {
-                return true;
-            }
-        }
-        false
+        let running = node.all().any(|p| matches!(p.exited(), Ok(None)));
+        running
     }
 
     /// Node `i`'s latest block height, `sync_info.latest_block_height` of its RPC `/status`.
@@ -339,7 +394,7 @@ impl Localnet {
             {
                 let mut table = self.shared.lock();
                 for node in table.iter_mut() {
-                    for p in [&mut node.app, &mut node.cometbft].into_iter().flatten() {
+                    for p in node.all() {
                         if let Some(status) = p.exited()? {
                             if self.shared.shutdown.load(Ordering::SeqCst) {
                                 return Ok(());
@@ -378,6 +433,16 @@ impl Localnet {
                 }
             }
         }
+        for p in &mut node.sidecars {
+            if p.exited()?.is_none() {
+                bail!(
+                    "node {i} {} is already running (pid {}); stop or kill it first",
+                    p.role,
+                    p.child.id()
+                );
+            }
+        }
+        node.sidecars.clear();
         Ok(())
     }
 
@@ -386,22 +451,68 @@ impl Localnet {
         let mut table = self.shared.lock();
         let node = &mut table[i];
         let mut any = false;
-        for slot in [&mut node.cometbft, &mut node.app] {
-            if let Some(mut p) = slot.take() {
-                any = true;
-                if let Err(e) = p.kill_and_reap() {
-                    tracing::warn!(node = i, role = %p.role, error = %e, "killing");
-                }
+        let sidecars = std::mem::take(&mut node.sidecars);
+        for mut p in sidecars
+            .into_iter()
+            .chain(node.cometbft.take())
+            .chain(node.app.take())
+        {
+            any = true;
+            if let Err(e) = p.kill_and_reap() {
+                tracing::warn!(node = i, role = %p.role, error = %e, "killing");
             }
         }
         any
+    }
+
+    /// Starts node `i`'s sidecars (if the localnet has any) and waits until those with an HTTP
+    /// API answer. Called once the node's RPC answers, since sidecars connect to it.
+    fn spawn_sidecars(&self, i: usize, deadline: Instant) -> Result<()> {
+        let Some(config) = &self.config.sidecar else {
+            return Ok(());
+        };
+        let specs = sidecar::specs(config, &self.nodes[i])?;
+        for spec in &specs {
+            self.shared.check_not_shut_down()?;
+            let proc = process::spawn(
+                &config.binary,
+                &spec.args,
+                Role::Sidecar(spec.role),
+                i,
+                &spec.log,
+            )?;
+            self.shared.lock()[i].sidecars.push(proc);
+            tracing::info!(node = i, role = spec.role, log = %spec.log.display(), "sidecar started");
+        }
+        for spec in &specs {
+            let Some((addr, path)) = spec.ready_url else {
+                continue;
+            };
+            loop {
+                self.check_alive(i)?;
+                if rpc::answers_ok(addr, path, RPC_TIMEOUT) {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    bail!(
+                        "node {i} {} at http://{addr} did not answer {path} within {:?}; see {}\n{}",
+                        spec.role,
+                        self.config.start_timeout,
+                        spec.log.display(),
+                        log_tail(&spec.log, TAIL_LINES)
+                    );
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(())
     }
 
     /// Starts node `i`'s app, waits for its ABCI listener, then starts its CometBFT node.
     fn spawn_node(&self, i: usize, deadline: Instant) -> Result<()> {
         self.shared.check_not_shut_down()?;
         let node = &self.nodes[i];
-        check_ports_free(node)?;
+        check_ports_free(node, self.config.sidecar.is_some())?;
 
         let mut app_args: Vec<OsString> = vec![
             "start".into(),
@@ -438,8 +549,7 @@ impl Localnet {
     fn check_alive(&self, i: usize) -> Result<()> {
         self.shared.check_not_shut_down()?;
         let mut table = self.shared.lock();
-        let node = &mut table[i];
-        for p in [&mut node.app, &mut node.cometbft].into_iter().flatten() {
+        for p in table[i].all() {
             if let Some(status) = p.exited()? {
                 bail!(
                     "node {i} {} exited during startup ({status}); see {}\n{}",
@@ -514,13 +624,17 @@ impl Localnet {
 
 /// Fails with a clear message if another process holds one of `node`'s ports (for example a
 /// localnet left running by a crashed launcher).
-fn check_ports_free(node: &NodeInfo) -> Result<()> {
-    let named = [
+fn check_ports_free(node: &NodeInfo, with_sidecars: bool) -> Result<()> {
+    let mut named = vec![
         ("P2P", node.ports.p2p),
         ("RPC", node.ports.rpc),
         ("ABCI", node.ports.abci),
         ("Prometheus", node.ports.prometheus),
     ];
+    if with_sidecars {
+        named.push(("ML node", sidecar::ml_node_addr(node).port()));
+        named.push(("transfer agent", sidecar::transfer_agent_addr(node).port()));
+    }
     for (what, port) in named {
         let addr = SocketAddr::new(node.abci_addr.ip(), port);
         if let Err(e) = TcpListener::bind(addr) {

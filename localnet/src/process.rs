@@ -24,13 +24,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
 
-/// Which of a node's two processes.
+/// Which of a node's processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {
     /// The ABCI application (`gonkad start`).
     App,
     /// The CometBFT node (`cometbft start`).
     Cometbft,
+    /// A `gonka-sidecar` role (`ml-node`, `transfer-agent`, `validator`).
+    Sidecar(&'static str),
 }
 
 impl fmt::Display for Role {
@@ -38,6 +40,7 @@ impl fmt::Display for Role {
         f.write_str(match self {
             Role::App => "app",
             Role::Cometbft => "cometbft",
+            Role::Sidecar(role) => role,
         })
     }
 }

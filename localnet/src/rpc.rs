@@ -14,6 +14,19 @@ const MAX_RESPONSE: u64 = 16 << 20;
 /// GETs `path` (for example `/status` or `/block?height=3`) from the CometBFT RPC server at
 /// `addr` and returns the JSON-RPC `result`. `timeout` bounds the connect and each read and write.
 pub fn get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<Value> {
+    let raw = fetch(addr, path, timeout)?;
+    parse_response(&raw).with_context(|| format!("GET http://{addr}{path}"))
+}
+
+/// Whether `GET path` from the HTTP server at `addr` answers 200 (any body): a readiness probe
+/// for the sidecars.
+pub fn answers_ok(addr: SocketAddr, path: &str, timeout: Duration) -> bool {
+    fetch(addr, path, timeout)
+        .is_ok_and(|raw| raw.starts_with(b"HTTP/1.0 200") || raw.starts_with(b"HTTP/1.1 200"))
+}
+
+/// The raw response to one HTTP/1.0 GET.
+fn fetch(addr: SocketAddr, path: &str, timeout: Duration) -> Result<Vec<u8>> {
     let mut stream = TcpStream::connect_timeout(&addr, timeout)
         .with_context(|| format!("connecting to CometBFT RPC at {addr}"))?;
     stream.set_read_timeout(Some(timeout))?;
@@ -29,7 +42,7 @@ pub fn get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<Value> {
         .take(MAX_RESPONSE)
         .read_to_end(&mut raw)
         .with_context(|| format!("reading the answer to GET {path} from {addr}"))?;
-    parse_response(&raw).with_context(|| format!("GET http://{addr}{path}"))
+    Ok(raw)
 }
 
 /// Splits an HTTP/1.x response, checks for status 200 and returns the JSON-RPC `result`.

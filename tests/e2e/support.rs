@@ -388,7 +388,12 @@ impl Drop for Net {
         }
         eprintln!("\n===== e2e failure: last lines of every node's logs =====");
         for n in self.net.nodes() {
-            for log in [&n.app_log, &n.cometbft_log] {
+            let sidecars = ["ml-node.log", "transfer-agent.log", "validator.log"]
+                .map(|name| n.home.join(name));
+            for log in [&n.app_log, &n.cometbft_log]
+                .into_iter()
+                .chain(sidecars.iter().filter(|p| p.exists()))
+            {
                 eprintln!("----- {} -----\n{}", log.display(), tail(log, TAIL_LINES));
             }
         }

@@ -1,0 +1,287 @@
+//! The inference network end to end: 4 validators, each running an ML node (the reference
+//! model) that registers itself on chain, two of them also running a transfer agent. A signed
+//! chat request through a TA is served, settles as a work record in a `MsgSubmitWorkBatch`, the
+//! requester pays exactly tokens × price + commission, the executor's host receives exactly the
+//! price and is credited the tokens in the work ledger; with one TA killed, `gonkad chat` fails
+//! over to the other and its request settles through it.
+//!
+//! Epochs are long enough that no epoch ends during the test, so no rewards move balances, and
+//! the validator role is off (no validation txs with fees): the only balance changes of the
+//! requester and of the executor's host are the ones under test. ML nodes 0 and 1 are killed
+//! before the first request, so the executor is node 2's or node 3's, whose hosts send no
+//! transactions after registering (validators 0 and 1 pay fees for the TAs' batches).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
+use gonka_client::chat::{ChatClient, ChatRequest, Message};
+use gonka_client::keys::well_known_mnemonic;
+use gonka_client::Key;
+use gonka_localnet::{AppStateFn, GenesisValidatorKey, SidecarConfig};
+use gonka_proto::inference::{
+    Model, QueryNodesRequest, QueryNodesResponse, QueryRecordRequest, QueryRecordResponse,
+    QueryTransferAgentsRequest, QueryTransferAgentsResponse, StoredRecord,
+};
+use gonka_proto::stake::{QueryWorkRequest, QueryWorkResponse};
+
+use crate::support::{addr, gonkad, Net, MIN_FEE, START_BALANCE, VALIDATORS};
+
+/// ngnk per GNK.
+const GNK: u128 = 1_000_000_000;
+/// The model every ML node serves.
+const MODEL: &str = "gonka/reference-1";
+/// Its price per token in ngnk.
+const PRICE: u128 = 3;
+/// Commission the requester signs for the TA.
+const COMMISSION: u128 = 7;
+/// Bound on every wait.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Genesis: alice funded, the validators staked (as `gonkad localnet` does), the reference
+/// model priced, epochs too long to end during the test.
+pub fn genesis(keys: &[GenesisValidatorKey], epoch_length: u64) -> serde_json::Value {
+    let mut config = GenesisConfig {
+        accounts: vec![GenesisAccount {
+            address: addr("alice"),
+            ngnk: START_BALANCE,
+        }],
+        min_fee: MIN_FEE,
+        epoch_length: Some(epoch_length),
+        models: vec![Model {
+            id: MODEL.into(),
+            price_per_token: PRICE.to_string(),
+            min_vram_mib: 0,
+        }],
+        ..Default::default()
+    };
+    for key in keys {
+        let operator = addr(&format!("validator{}", key.index));
+        config.accounts.push(GenesisAccount {
+            address: operator.clone(),
+            ngnk: 1_000 * GNK,
+        });
+        config.validators.push(GenesisValidator {
+            operator,
+            moniker: format!("node{}", key.index),
+            consensus_pubkey: key.ed25519_pub_key,
+            stake_ngnk: 10_000 * GNK,
+        });
+    }
+    config.app_state()
+}
+
+/// Sidecars for the 4 validators, run as their operator accounts.
+pub fn sidecars() -> SidecarConfig {
+    let binary = Path::new(env!("CARGO_BIN_EXE_gonkad")).with_file_name("gonka-sidecar");
+    assert!(
+        binary.exists(),
+        "{} is missing: build it with `cargo build -p gonka-sidecar` (scripts/test.sh does)",
+        binary.display()
+    );
+    let mnemonics = (0..VALIDATORS)
+        .map(|i| well_known_mnemonic(&format!("validator{i}")))
+        .collect();
+    SidecarConfig::new(binary, mnemonics)
+}
+
+/// Polls `check` until it returns `Some`, failing after [`WAIT`] with `what`.
+pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    mut check: impl FnMut() -> F,
+) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until the 4 ML nodes and 2 transfer agents are registered on chain.
+pub async fn wait_for_registry(net: &Net) {
+    eventually("4 ML nodes and 2 transfer agents on chain", || async {
+        let nodes = net.clients[0]
+            .query_msg::<_, QueryNodesResponse>("/inference/nodes", &QueryNodesRequest::default())
+            .await
+            .ok()?
+            .nodes;
+        let tas = net.clients[0]
+            .query_msg::<_, QueryTransferAgentsResponse>(
+                "/inference/transfer_agents",
+                &QueryTransferAgentsRequest {},
+            )
+            .await
+            .ok()?
+            .transfer_agents;
+        (nodes.len() == VALIDATORS && tas.len() == 2).then_some(())
+    })
+    .await;
+}
+
+/// The stored work record of `inference_id`, once it is on chain.
+pub async fn settled(net: &Net, inference_id: &str) -> StoredRecord {
+    eventually(&format!("work record {inference_id} on chain"), || async {
+        let request = QueryRecordRequest {
+            inference_id: inference_id.to_string(),
+        };
+        net.clients[1]
+            .query_msg::<_, QueryRecordResponse>("/inference/record", &request)
+            .await
+            .ok()?
+            .record
+    })
+    .await
+}
+
+async fn work_units(net: &Net, epoch: u64, operator: &str) -> u64 {
+    net.clients[2]
+        .query_msg::<_, QueryWorkResponse>("/stake/work", &QueryWorkRequest { epoch })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
+        .records
+        .iter()
+        .filter(|w| w.operator == operator)
+        .map(|w| w.units)
+        .sum()
+}
+
+#[test]
+fn a_signed_chat_request_settles_on_chain_and_clients_fail_over_between_transfer_agents() {
+    crate::support::run(async {
+        let mut net = Net::start_with("inference", VALIDATORS, |config| {
+            config.app_state_for_validators =
+                Some(AppStateFn(Arc::new(|keys| genesis(keys, 100_000))));
+            config.sidecar = Some(sidecars());
+        })
+        .await;
+        wait_for_registry(&net).await;
+        for i in [0, 1] {
+            tokio::task::block_in_place(|| net.net.kill_sidecar(i, "ml-node"))
+                .unwrap_or_else(|e| panic!("{e:#}"));
+        }
+        let tas = net.net.transfer_agent_urls();
+        assert_eq!(tas.len(), 2);
+
+        let hosts: Vec<String> = (0..VALIDATORS)
+            .map(|i| addr(&format!("validator{i}")))
+            .collect();
+        let alice_before = net.balance(0, &addr("alice")).await;
+        let mut hosts_before = Vec::new();
+        for host in &hosts {
+            hosts_before.push(net.balance(0, host).await);
+        }
+
+        // A signed, non-streamed request through TA 0: ML nodes 0 and 1 are down, so the TA
+        // retries and node 2's or node 3's ML node serves it.
+        let alice = Key::from_mnemonic(&well_known_mnemonic("alice")).unwrap();
+        let client = ChatClient::new(alice, &tas).unwrap();
+        let mut request = ChatRequest::new(MODEL, vec![Message::user("Hello, gonka")]);
+        request.max_tokens = Some(16);
+        request.stream = false;
+        request.commission = COMMISSION;
+        let answer = client
+            .chat(&request, |_| {})
+            .await
+            .unwrap_or_else(|e| panic!("chat through {tas:?}: {e}"));
+        assert!(!answer.content.is_empty());
+        assert_eq!(answer.transfer_agent, tas[0].trim_end_matches("/v1"));
+        let executor = answer.executor.clone().expect("the TA names the executor");
+        let host_index = match executor.as_str() {
+            "node2-ml" => 2,
+            "node3-ml" => 3,
+            other => panic!("ML nodes 0 and 1 are down, yet {other} served the request"),
+        };
+        let usage = answer.usage.expect("a plain answer carries usage");
+        let inference_id = answer.inference_id.clone().expect("inference id header");
+
+        let stored = settled(&net, &inference_id).await;
+        let record = stored.record.clone().unwrap();
+        let tokens = u128::from(usage.prompt_tokens + usage.completion_tokens);
+        let cost = tokens * PRICE;
+        assert_eq!(record.requester, addr("alice"));
+        assert_eq!(record.executor_node, executor);
+        assert_eq!(
+            (record.prompt_tokens, record.completion_tokens),
+            (usage.prompt_tokens, usage.completion_tokens)
+        );
+        assert_eq!(record.commission, COMMISSION.to_string());
+        assert_eq!(stored.transfer_agent, hosts[0]);
+        assert_eq!(stored.executor_host, hosts[host_index]);
+        assert_eq!(stored.cost, cost.to_string());
+
+        // Exact balance moves (no epoch ends, alice and the executor's host send no txs).
+        assert_eq!(
+            net.balance(0, &addr("alice")).await,
+            alice_before - cost - COMMISSION,
+            "the requester pays tokens x price + commission"
+        );
+        assert_eq!(
+            net.balance(1, &hosts[host_index]).await,
+            hosts_before[host_index] + cost,
+            "the executor's host receives exactly the price"
+        );
+        assert_eq!(
+            work_units(&net, stored.epoch, &hosts[host_index]).await,
+            tokens as u64,
+            "the work ledger credits the tokens"
+        );
+
+        // TA 0 dies: `gonkad chat`, given both TAs, fails over to TA 1 and streams the answer.
+        tokio::task::block_in_place(|| net.net.kill_sidecar(0, "transfer-agent"))
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path().to_str().unwrap();
+        let mnemonic = well_known_mnemonic("alice");
+        let import = gonkad(&[
+            "--home",
+            home,
+            "keys",
+            "import",
+            "alice",
+            "--mnemonic",
+            &mnemonic,
+        ]);
+        assert!(import.status.success(), "{import:?}");
+        let out = gonkad(&[
+            "--home",
+            home,
+            "--node",
+            &net.node(0).rpc_url,
+            "chat",
+            "--from",
+            "alice",
+            "--ta",
+            &tas[0],
+            "--ta",
+            &tas[1],
+            "--max-tokens",
+            "8",
+            "--timeout-secs",
+            "10",
+            "Fail over, please",
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "gonkad chat failed:\n{stdout}\n{stderr}"
+        );
+        assert!(!stdout.trim().is_empty(), "streamed content: {stderr}");
+        assert!(stderr.contains("skipped TA"), "{stderr}");
+        let id = stderr
+            .split("inference ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .unwrap_or_else(|| panic!("no inference id in {stderr}"))
+            .to_string();
+        let stored = settled(&net, &id).await;
+        assert_eq!(
+            stored.transfer_agent, hosts[1],
+            "settled by the surviving TA"
+        );
+    });
+}
