@@ -38,10 +38,14 @@ pub enum Command {
         #[arg(long)]
         mnemonic: Option<String>,
     },
-    /// Print a key's mnemonic.
+    /// Print a key's mnemonic (or its raw secp256k1 private key, for signing libraries that
+    /// take one, e.g. the Python example in the README).
     Export {
         /// Name of the key.
         name: String,
+        /// Print the hex of the 32-byte private key instead of the mnemonic.
+        #[arg(long)]
+        private_key: bool,
     },
 }
 
@@ -183,7 +187,7 @@ pub fn run(global: &Global, command: Command) -> Result<()> {
                 format!("imported {} as {}", key.address, key.name)
             });
         }
-        Command::Export { name } => {
+        Command::Export { name, private_key } => {
             let keyring = load(&home)?;
             let key = keyring
                 .keys
@@ -191,12 +195,21 @@ pub fn run(global: &Global, command: Command) -> Result<()> {
                 .find(|k| k.name == name)
                 .with_context(|| format!("no key named {name:?}; see `gonkad keys list`"))?;
             eprintln!(
-                "warning: anyone who sees this mnemonic controls {}",
+                "warning: anyone who sees this secret controls {}",
                 key.address
             );
-            out.print(json!({"name": key.name, "mnemonic": key.mnemonic}), || {
-                key.mnemonic.clone()
-            });
+            if private_key {
+                let secret = Key::from_mnemonic(&key.mnemonic)?.secret_bytes();
+                let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+                out.print(
+                    json!({"name": key.name, "address": key.address, "private_key": hex}),
+                    || hex.clone(),
+                );
+            } else {
+                out.print(json!({"name": key.name, "mnemonic": key.mnemonic}), || {
+                    key.mnemonic.clone()
+                });
+            }
         }
     }
     Ok(())

@@ -15,6 +15,7 @@ pub const ADDRESS_PREFIX: &str = "gonka";
 /// An account key.
 pub struct Key {
     signing_key: SigningKey,
+    secret: [u8; 32],
     address: String,
 }
 
@@ -27,7 +28,8 @@ impl Key {
         let path: DerivationPath = HD_PATH.parse().expect("constant path parses");
         let xprv = XPrv::derive_from_path(seed, &path)
             .map_err(|e| anyhow!("key derivation failed: {e}"))?;
-        let signing_key = SigningKey::from_slice(&xprv.private_key().to_bytes())
+        let secret: [u8; 32] = xprv.private_key().to_bytes().into();
+        let signing_key = SigningKey::from_slice(&secret)
             .map_err(|e| anyhow!("derived key is not a valid secp256k1 key: {e}"))?;
         let address = signing_key
             .public_key()
@@ -36,6 +38,7 @@ impl Key {
             .to_string();
         Ok(Key {
             signing_key,
+            secret,
             address,
         })
     }
@@ -53,6 +56,11 @@ impl Key {
     /// The signing key, for building transactions.
     pub fn signing_key(&self) -> &SigningKey {
         &self.signing_key
+    }
+
+    /// The raw 32-byte secp256k1 private key (for `gonkad keys export --private-key`).
+    pub fn secret_bytes(&self) -> [u8; 32] {
+        self.secret
     }
 }
 
