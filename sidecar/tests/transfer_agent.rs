@@ -454,3 +454,74 @@ async fn saturated_nodes_queue_then_429() {
     release.notify_one();
     assert_eq!(hold.await.unwrap().status, 200);
 }
+
+/// Posts a chat request signed now with a fresh nonce and `commission` ngnk.
+async fn signed_chat_with_commission(
+    addr: SocketAddr,
+    body: &Value,
+    commission: u128,
+) -> HttpResponse {
+    let bytes = body.to_string().into_bytes();
+    let headers = auth::sign_request(&key(), &bytes, now(), &fresh_nonce(), commission).unwrap();
+    http_request(addr, "POST", "/v1/chat/completions", &headers, &bytes).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn saturated_nodes_serve_queued_requests_in_commission_order() {
+    // Three ML nodes, one slot each, all held busy; only node 0 is ever released, one request
+    // at a time, so the order in which requests complete there is the order the TA dequeued.
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        nodes.push(stuck_node().await);
+    }
+    let config = TaConfig {
+        nodes: nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (addr, _))| node(&format!("node-{i}"), *addr, 1))
+            .collect(),
+        queue_capacity: 16,
+        queue_timeout: Duration::from_secs(20),
+        ..TaConfig::default()
+    };
+    let (ta_addr, ta) = start_ta(config).await;
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        tasks.push(tokio::spawn(async move {
+            signed_chat_with_commission(ta_addr, &request(&format!("blocker {i}"), 2, false), 0)
+                .await
+        }));
+        wait_until(|| ta.in_flight().iter().map(|(_, n)| n).sum::<u32>() == i + 1).await;
+    }
+    // Arrival order 2, 9, 4, 7, 1, 9: ties keep arrival order.
+    let bids: [u128; 6] = [2, 9, 4, 7, 1, 9];
+    for (i, bid) in bids.iter().copied().enumerate() {
+        tasks.push(tokio::spawn(async move {
+            signed_chat_with_commission(ta_addr, &request(&format!("bid {i}"), 2, false), bid).await
+        }));
+        wait_until(|| ta.queued() == i + 1).await;
+    }
+    let release = nodes[0].1.clone();
+    for done in 1..=bids.len() + 1 {
+        release.notify_one();
+        wait_until(|| ta.completed_records().len() == done).await;
+    }
+    let served: Vec<(String, String)> = ta
+        .completed_records()
+        .iter()
+        .map(|r| (r.commission.clone(), r.nonce.clone()))
+        .collect();
+    let commissions: Vec<&str> = served.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(commissions, ["0", "9", "9", "7", "4", "2", "1"]);
+    let arrival = |nonce: &str| nonce.trim_start_matches("n-").parse::<u64>().unwrap();
+    assert!(
+        arrival(&served[1].1) < arrival(&served[2].1),
+        "equal bids are served in arrival order: {served:?}"
+    );
+    for (_, release) in &nodes[1..] {
+        release.notify_one();
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap().status, 200);
+    }
+}
