@@ -167,7 +167,7 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
             .collect();
         let mut sidecar = SidecarConfig::new(sidecar_binary(args.sidecar_bin)?, mnemonics);
         sidecar.transfer_agents = args.transfer_agents;
-        sidecar.validator_role = false;
+        sidecar.validator_role = true;
         config.sidecar = Some(sidecar);
     }
     let mut net = Localnet::prepare(config)?;

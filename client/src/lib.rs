@@ -7,6 +7,7 @@
 pub mod chat;
 pub mod disputes;
 pub mod keys;
+pub mod payload_auth;
 pub mod request;
 pub mod rpc;
 pub mod tx;

@@ -3,7 +3,8 @@
 use clap::{Parser, Subcommand};
 use gonka_sidecar::ml_node::cli::MlNodeArgs;
 use gonka_sidecar::transfer_agent::cli::TransferAgentArgs;
-use gonka_sidecar::{ml_node, transfer_agent};
+use gonka_sidecar::validator::cli::ValidatorArgs;
+use gonka_sidecar::{ml_node, transfer_agent, validator};
 
 /// Off-chain processes beside a gonka node.
 #[derive(Debug, Parser)]
@@ -20,6 +21,9 @@ enum Role {
     MlNode(MlNodeArgs),
     /// Authenticate signed OpenAI requests, route them to ML nodes and settle them on chain.
     TransferAgent(TransferAgentArgs),
+    /// Re-execute the work records the chain assigns to this participant and submit
+    /// validations and dispute votes.
+    Validator(ValidatorArgs),
 }
 
 #[tokio::main]
@@ -33,5 +37,6 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().role {
         Role::MlNode(args) => ml_node::cli::run(args).await,
         Role::TransferAgent(args) => transfer_agent::cli::run(args).await,
+        Role::Validator(args) => validator::cli::run(args).await,
     }
 }

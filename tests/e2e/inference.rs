@@ -15,8 +15,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
-use gonka_client::chat::{ChatClient, ChatRequest, Message};
+use gonka_app::genesis::{GenesisAccount, GenesisConfig};
+use gonka_client::chat::{ChatClient, ChatError, ChatRequest, Message};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
 use gonka_localnet::{AppStateFn, GenesisValidatorKey, SidecarConfig};
@@ -26,7 +26,7 @@ use gonka_proto::inference::{
 };
 use gonka_proto::stake::{QueryWorkRequest, QueryWorkResponse};
 
-use crate::support::{addr, gonkad, Net, MIN_FEE, START_BALANCE, VALIDATORS};
+use crate::support::{addr, gonkad, stake_validators, Net, MIN_FEE, START_BALANCE, VALIDATORS};
 
 /// ngnk per GNK.
 const GNK: u128 = 1_000_000_000;
@@ -56,19 +56,7 @@ pub fn genesis(keys: &[GenesisValidatorKey], epoch_length: u64) -> serde_json::V
         }],
         ..Default::default()
     };
-    for key in keys {
-        let operator = addr(&format!("validator{}", key.index));
-        config.accounts.push(GenesisAccount {
-            address: operator.clone(),
-            ngnk: 1_000 * GNK,
-        });
-        config.validators.push(GenesisValidator {
-            operator,
-            moniker: format!("node{}", key.index),
-            consensus_pubkey: key.ed25519_pub_key,
-            stake_ngnk: 10_000 * GNK,
-        });
-    }
+    stake_validators(&mut config, keys, 10_000 * GNK);
     config.app_state()
 }
 
@@ -101,7 +89,8 @@ pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
     }
 }
 
-/// Waits until the 4 ML nodes and 2 transfer agents are registered on chain.
+/// Waits until the 4 ML nodes and 2 transfer agents are registered on chain and the TAs know
+/// them.
 pub async fn wait_for_registry(net: &Net) {
     eventually("4 ML nodes and 2 transfer agents on chain", || async {
         let nodes = net.clients[0]
@@ -120,6 +109,8 @@ pub async fn wait_for_registry(net: &Net) {
         (nodes.len() == VALIDATORS && tas.len() == 2).then_some(())
     })
     .await;
+    // The TAs re-read the registry every 2 s (`--registry-refresh-ms`): give them two rounds.
+    tokio::time::sleep(Duration::from_secs(5)).await;
 }
 
 /// The stored work record of `inference_id`, once it is on chain.
@@ -188,7 +179,12 @@ fn a_signed_chat_request_settles_on_chain_and_clients_fail_over_between_transfer
             .await
             .unwrap_or_else(|e| panic!("chat through {tas:?}: {e}"));
         assert!(!answer.content.is_empty());
-        assert_eq!(answer.transfer_agent, tas[0].trim_end_matches("/v1"));
+        assert_eq!(
+            answer.transfer_agent,
+            tas[0].trim_end_matches("/v1"),
+            "TA 0 serves it (failed over: {:?})",
+            answer.failed_over
+        );
         let executor = answer.executor.clone().expect("the TA names the executor");
         let host_index = match executor.as_str() {
             "node2-ml" => 2,
@@ -228,6 +224,25 @@ fn a_signed_chat_request_settles_on_chain_and_clients_fail_over_between_transfer
             work_units(&net, stored.epoch, &hosts[host_index]).await,
             tokens as u64,
             "the work ledger credits the tokens"
+        );
+
+        // Bad input through the TA: an account that cannot pay gets 402, an absurd max_tokens
+        // 400; neither reaches an ML node or the chain.
+        let broke = Key::from_mnemonic(&well_known_mnemonic("e2e-unfunded")).unwrap();
+        let refused = |result: Result<_, ChatError>| match result {
+            Err(ChatError::Refused { status, code, .. }) => (status, code.unwrap_or_default()),
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        let broke_client = ChatClient::new(broke, &tas).unwrap();
+        assert_eq!(
+            refused(broke_client.chat(&request, |_| {}).await),
+            (402, "insufficient_funds".to_string())
+        );
+        let mut absurd = request.clone();
+        absurd.max_tokens = Some(u32::MAX);
+        assert_eq!(
+            refused(client.chat(&absurd, |_| {}).await),
+            (400, "invalid_max_tokens".to_string())
         );
 
         // TA 0 dies: `gonkad chat`, given both TAs, fails over to TA 1 and streams the answer.

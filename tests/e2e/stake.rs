@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
+use gonka_app::genesis::{GenesisAccount, GenesisConfig};
 use gonka_client::{msg_stake, msg_unstake, sign};
 use gonka_localnet::{read_consensus_key, AppStateFn, GenesisValidatorKey};
 use gonka_proto::bank::{QueryBalanceRequest, QueryBalanceResponse};
@@ -31,7 +31,7 @@ use tendermint::block::{CommitSig, Height};
 use tendermint::{account, PublicKey};
 use tendermint_rpc::{Client as _, Paging};
 
-use crate::support::{addr, key, Net, MIN_FEE, START_BALANCE, VALIDATORS};
+use crate::support::{addr, key, stake_validators, Net, MIN_FEE, START_BALANCE, VALIDATORS};
 
 /// ngnk per GNK.
 const GNK: u128 = 1_000_000_000;
@@ -103,19 +103,7 @@ fn genesis(keys: &[GenesisValidatorKey]) -> serde_json::Value {
         stake_params: Some(stake_params()),
         ..Default::default()
     };
-    for key in keys {
-        let operator = addr(&format!("validator{}", key.index));
-        config.accounts.push(GenesisAccount {
-            address: operator.clone(),
-            ngnk: 1_000 * GNK,
-        });
-        config.validators.push(GenesisValidator {
-            operator,
-            moniker: format!("node{}", key.index),
-            consensus_pubkey: key.ed25519_pub_key,
-            stake_ngnk: GENESIS_BOND,
-        });
-    }
+    stake_validators(&mut config, keys, GENESIS_BOND);
     config.app_state()
 }
 

@@ -35,6 +35,31 @@ const TIMEOUT_COMMIT: &str = "300ms";
 /// Log lines printed per file when a test fails.
 const TAIL_LINES: usize = 25;
 
+/// Adds every genesis validator of `keys` to `config` as a stake participant: its operator
+/// account (`validator{i}`, funded with 1,000 GNK for fees) bonds `bond` ngnk with the node's
+/// consensus key, as `gonkad localnet` does.
+pub fn stake_validators(
+    config: &mut gonka_app::genesis::GenesisConfig,
+    keys: &[gonka_localnet::GenesisValidatorKey],
+    bond: u128,
+) {
+    for key in keys {
+        let operator = addr(&format!("validator{}", key.index));
+        config.accounts.push(GenesisAccount {
+            address: operator.clone(),
+            ngnk: 1_000 * 1_000_000_000,
+        });
+        config
+            .validators
+            .push(gonka_app::genesis::GenesisValidator {
+                operator,
+                moniker: format!("node{}", key.index),
+                consensus_pubkey: key.ed25519_pub_key,
+                stake_ngnk: bond,
+            });
+    }
+}
+
 /// Runs one end-to-end test body on a multi-thread tokio runtime.
 ///
 /// Tests hold a process-wide lock while they run: one 4-validator network is 8 processes, and

@@ -93,6 +93,26 @@ pub struct MlNodeArgs {
     /// Fee of the registration tx in ngnk.
     #[arg(long, default_value_t = 1000)]
     fee_ngnk: u128,
+    /// FOR TESTS AND THE SIMULATION ONLY: answer this fraction (0.0 to 1.0) of the requests
+    /// a transfer agent sends with a wrong completion, signed as if it were right, so
+    /// validators catch it and the host is slashed. Built-in reference model only.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_parser = parse_fraction,
+        conflicts_with = "upstream_url"
+    )]
+    testing_cheat_fraction: f64,
+}
+
+/// A fraction between 0.0 and 1.0.
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "expected a fraction between 0.0 and 1.0, found {text:?}"
+        )),
+    }
 }
 
 /// Node ids as the chain accepts them: 1 to 64 of `[A-Za-z0-9._-]`.
@@ -203,7 +223,15 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
         max_prompt_bytes: args.max_prompt_bytes,
         max_body_bytes: args.max_body_bytes,
         testing_delay_per_token: Duration::ZERO,
+        testing_cheat_fraction: args.testing_cheat_fraction,
     };
+    if config.testing_cheat_fraction > 0.0 {
+        tracing::warn!(
+            role = "ml-node",
+            fraction = config.testing_cheat_fraction,
+            "TESTING: this ML node CHEATS: it answers this fraction of receipted requests with a wrong completion and signs it; never run this outside tests and simulations"
+        );
+    }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding the ML node to {}", config.listen))?;
@@ -346,6 +374,15 @@ mod tests {
         assert!(parse(&["--mnemonic-file=/m"]).is_err());
         assert!(parse(&["--upstream-model=x"]).is_err());
         assert!(parse(&["--node-id=bad id"]).is_err());
+        assert_eq!(plain.testing_cheat_fraction, 0.0);
+        let cheat = parse(&["--testing-cheat-fraction=0.25"]).unwrap();
+        assert_eq!(cheat.testing_cheat_fraction, 0.25);
+        assert!(parse(&["--testing-cheat-fraction=1.5"]).is_err());
+        assert!(parse(&[
+            "--testing-cheat-fraction=0.5",
+            "--upstream-url=http://127.0.0.1:8000"
+        ])
+        .is_err());
     }
 
     #[test]

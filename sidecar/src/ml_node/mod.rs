@@ -17,12 +17,17 @@
 //! [`Receipt::sse_comment`] just before `data: [DONE]` of a stream. Without the header (direct
 //! use) there is no receipt.
 //!
+//! # Cheating (tests and the simulation only)
+//! With [`MlNodeConfig::testing_cheat_fraction`] above 0 the built-in backend answers a
+//! deterministic fraction of receipted requests wrongly and signs them anyway; see [`cheat`].
+//!
 //! # Registration
 //! With a chain, the node registers (or updates) itself there after it starts listening; see
 //! [`register`].
 
 pub mod api;
 mod builtin;
+pub mod cheat;
 pub mod cli;
 pub mod error;
 pub mod forward;
@@ -80,6 +85,10 @@ pub struct MlNodeConfig {
     /// FOR TESTS ONLY: sleep this long after each generated token, to hold generation slots
     /// busy long enough to observe the concurrency limit. Zero in production.
     pub testing_delay_per_token: Duration,
+    /// FOR TESTS AND THE SIMULATION ONLY: the fraction (0.0 to 1.0) of requests carrying a
+    /// request hash that the built-in backend answers wrongly, still signing a receipt (see
+    /// [`cheat`]). Zero in production; ignored by the forwarding backend.
+    pub testing_cheat_fraction: f64,
 }
 
 impl Default for MlNodeConfig {
@@ -97,6 +106,7 @@ impl Default for MlNodeConfig {
             max_prompt_bytes: 64 * 1024,
             max_body_bytes: 1024 * 1024,
             testing_delay_per_token: Duration::ZERO,
+            testing_cheat_fraction: 0.0,
         }
     }
 }
@@ -124,8 +134,12 @@ pub const DEFAULT_NODE_ID: &str = "ml-node-1";
 
 /// What computes the completions.
 enum Backend {
-    /// The built-in deterministic reference model, run on blocking threads.
-    Reference(Arc<ReferenceModel>),
+    /// The built-in deterministic reference model, run on blocking threads, and the wrong
+    /// model a cheating node answers selected requests with.
+    Reference {
+        honest: Arc<ReferenceModel>,
+        cheat: Option<Arc<ReferenceModel>>,
+    },
     /// An OpenAI-compatible server the requests are forwarded to.
     Forward(Upstream),
 }
@@ -151,7 +165,11 @@ impl Node {
 pub fn router(config: MlNodeConfig) -> Router {
     let backend = match &config.upstream {
         Some(upstream) => Backend::Forward(upstream.clone()),
-        None => Backend::Reference(Arc::new(ReferenceModel::new(config.seed))),
+        None => Backend::Reference {
+            honest: Arc::new(ReferenceModel::new(config.seed)),
+            cheat: (config.testing_cheat_fraction > 0.0)
+                .then(|| Arc::new(ReferenceModel::new(cheat::cheat_seed(config.seed)))),
+        },
     };
     let node = Arc::new(Node {
         backend,
@@ -221,13 +239,16 @@ struct Admitted {
     max_tokens: usize,
     stream: bool,
     include_usage: bool,
+    /// Whether a cheating node answers this request wrongly.
+    cheat: bool,
     /// The generation slot, held until the answer is complete.
     permit: OwnedSemaphorePermit,
 }
 
 /// Checks a request in the order a client would fix it: body size, JSON shape, model,
-/// messages, max_tokens, prompt size; then takes a generation slot.
-async fn admit(node: &Node, body: Body) -> Result<Admitted, ApiError> {
+/// messages, max_tokens, prompt size; then takes a generation slot. `cheat` marks a request
+/// a cheating node answers wrongly.
+async fn admit(node: &Node, body: Body, cheat: bool) -> Result<Admitted, ApiError> {
     let cfg = &node.config;
     let bytes = axum::body::to_bytes(body, cfg.max_body_bytes)
         .await
@@ -295,6 +316,7 @@ async fn admit(node: &Node, body: Body) -> Result<Admitted, ApiError> {
         max_tokens: max_tokens as usize,
         stream: req.stream,
         include_usage: req.stream_options.is_some_and(|o| o.include_usage),
+        cheat,
         permit,
     })
 }
@@ -321,7 +343,10 @@ enum StreamItem {
 impl Backend {
     async fn complete(&self, node: &Node, admitted: Admitted) -> Result<Answer, ApiError> {
         match self {
-            Backend::Reference(model) => builtin::complete(node, model, admitted).await,
+            Backend::Reference { honest, cheat } => {
+                let model = pick(honest, cheat, admitted.cheat);
+                builtin::complete(node, model, admitted).await
+            }
             Backend::Forward(upstream) => upstream.complete(&node.config.model_id, admitted).await,
         }
     }
@@ -332,10 +357,52 @@ impl Backend {
         admitted: Admitted,
     ) -> Result<mpsc::Receiver<StreamItem>, ApiError> {
         match self {
-            Backend::Reference(model) => Ok(builtin::stream(node, model, admitted)),
+            Backend::Reference { honest, cheat } => {
+                let model = pick(honest, cheat, admitted.cheat);
+                Ok(builtin::stream(node, model, admitted))
+            }
             Backend::Forward(upstream) => upstream.stream(&node.config.model_id, admitted).await,
         }
     }
+}
+
+/// The model that answers: the cheating one for a selected request of a cheating node.
+fn pick<'a>(
+    honest: &'a Arc<ReferenceModel>,
+    cheat: &'a Option<Arc<ReferenceModel>>,
+    selected: bool,
+) -> &'a Arc<ReferenceModel> {
+    match cheat {
+        Some(wrong) if selected => {
+            tracing::info!("TESTING: answering this request with the cheating model");
+            wrong
+        }
+        _ => honest,
+    }
+}
+
+/// The request hash a caller sent in [`HEADER_REQUEST_HASH`]: `None` without the header; 400
+/// `invalid_request_hash` for a malformed one.
+fn request_hash_header(headers: &HeaderMap) -> Result<Option<[u8; 32]>, ApiError> {
+    let Some(value) = headers.get(HEADER_REQUEST_HASH) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .filter(|text| text.len() == 64)
+        .and_then(|text| hex::decode(text).ok())
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::invalid_value(
+                "invalid_request_hash",
+                format!(
+                    "header {HEADER_REQUEST_HASH} must be 64 hex digits (a 32-byte request hash) but is {:?}",
+                    String::from_utf8_lossy(value.as_bytes())
+                ),
+            )
+        })
 }
 
 /// A receipt the caller asked for and this node can sign.
@@ -347,37 +414,20 @@ struct ReceiptOrder {
 }
 
 impl ReceiptOrder {
-    /// The receipt a request asks for through [`HEADER_REQUEST_HASH`]: `None` without the
-    /// header or without a response key; 400 `invalid_request_hash` for a malformed header.
-    fn from_headers(config: &MlNodeConfig, headers: &HeaderMap) -> Result<Option<Self>, ApiError> {
-        let Some(value) = headers.get(HEADER_REQUEST_HASH) else {
-            return Ok(None);
-        };
-        let request_hash = value
-            .to_str()
-            .ok()
-            .filter(|text| text.len() == 64)
-            .and_then(|text| hex::decode(text).ok())
-            .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
-            .ok_or_else(|| {
-                ApiError::invalid_value(
-                    "invalid_request_hash",
-                    format!(
-                        "header {HEADER_REQUEST_HASH} must be 64 hex digits (a 32-byte request hash) but is {:?}",
-                        String::from_utf8_lossy(value.as_bytes())
-                    ),
-                )
-            })?;
+    /// The receipt a request with `request_hash` (from [`HEADER_REQUEST_HASH`]) asks for:
+    /// `None` without a request hash or without a response key.
+    fn for_request(config: &MlNodeConfig, request_hash: Option<[u8; 32]>) -> Option<Self> {
+        let request_hash = request_hash?;
         let Some(key) = &config.response_key else {
             tracing::debug!("a receipt was asked for but this ML node has no response key");
-            return Ok(None);
+            return None;
         };
-        Ok(Some(Self {
+        Some(Self {
             key: key.clone(),
             node_id: config.node_id.clone(),
             model: config.model_id.clone(),
             request_hash,
-        }))
+        })
     }
 
     fn sign(&self, text: &str, usage: &Usage) -> Receipt {
@@ -399,8 +449,11 @@ async fn chat_completions(
     body: Body,
 ) -> Response {
     let served = async {
-        let order = ReceiptOrder::from_headers(&node.config, &headers)?;
-        let admitted = admit(&node, body).await?;
+        let request_hash = request_hash_header(&headers)?;
+        let order = ReceiptOrder::for_request(&node.config, request_hash);
+        let cheat =
+            request_hash.is_some_and(|h| cheat::selects(node.config.testing_cheat_fraction, &h));
+        let admitted = admit(&node, body, cheat).await?;
         if admitted.stream {
             let items = node.backend.stream(&node, admitted).await?;
             Ok(stream_response(items, order))

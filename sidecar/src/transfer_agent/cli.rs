@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::payloads::{self, PayloadStore, Payloads};
 use super::registry::refresh_from_chain;
 use super::settle::{run_batcher, BatchPolicy, Outbox};
 use super::{background, server, TaConfig, TaNodeConfig, TransferAgent};
@@ -63,6 +64,10 @@ pub struct TransferAgentArgs {
     /// (default: http://LISTEN).
     #[arg(long)]
     public_url: Option<String>,
+    /// With a chain: how long request bodies are kept for validators in
+    /// `<home>/payloads.redb`, in seconds (at least the chain's validation and dispute window).
+    #[arg(long, default_value_t = 3600)]
+    payload_retention_secs: u64,
 }
 
 /// Parses `ID=URL,MODEL,MAX_CONCURRENCY`.
@@ -167,7 +172,21 @@ async fn join_chain(
             }
         }
     };
-    let ta = TransferAgent::with_chain(config, registry, chain.clone(), outbox.clone());
+    let store = Arc::new(PayloadStore::open(&home.join("payloads.redb"))?);
+    let clock: server::Clock = Arc::new(server::unix_now);
+    let retention = Duration::from_secs(args.payload_retention_secs);
+    tokio::spawn(payloads::run_pruner(
+        store.clone(),
+        retention,
+        // Every tenth of the window, at most a minute apart: a body outlives its retention
+        // by one interval at most.
+        (retention / 10)
+            .min(Duration::from_secs(60))
+            .max(Duration::from_secs(1)),
+        clock.clone(),
+    ));
+    let payloads = Payloads::new(store, payloads::chain_access(chain.clone()), clock);
+    let ta = TransferAgent::with_chain(config, registry, chain.clone(), outbox.clone(), payloads);
     tokio::spawn(background::follow_registry(
         ta.clone(),
         chain.clone(),

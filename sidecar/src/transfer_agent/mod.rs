@@ -51,6 +51,7 @@
 pub mod auth;
 pub mod background;
 pub mod cli;
+pub mod payloads;
 pub mod queue;
 pub mod registry;
 pub mod routing;

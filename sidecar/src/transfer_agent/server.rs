@@ -5,7 +5,8 @@
 //!
 //! Routes: `POST /v1/chat/completions`, `GET /v1/models` (the chain's model table, or the
 //! nodes' models without a chain), `GET /v1/identity` (this TA's address, key, chain id, URL
-//! and the other registered transfer agents).
+//! and the other registered transfer agents); with a chain also `GET /v1/payloads/{inference_id}`
+//! (request bodies for the assigned validators, see [`payloads`]).
 //!
 //! Every request is forwarded with the [`HEADER_REQUEST_HASH`] header; with a chain, the ML
 //! node's [`Receipt`] must verify with the node's registered key, otherwise the answer is
@@ -35,6 +36,7 @@ use tokio::sync::Notify;
 use gonka_proto::inference::{TransferAgent as RegisteredTa, WorkRecord};
 
 use super::auth::{self, Authenticated, ReplayCache};
+use super::payloads::{self, Payloads};
 use super::registry::Registry;
 use super::settle::Outbox;
 use super::upstream;
@@ -121,10 +123,12 @@ struct Sched {
 enum Sink {
     /// Kept in memory (no chain: tests and benches).
     Memory(Mutex<Vec<WorkRecord>>),
-    /// Written to the durable outbox for settlement on `chain`.
+    /// Written to the durable outbox for settlement on `chain`; request bodies are kept in
+    /// `payloads` for the validators.
     Chain {
         chain: Arc<Chain>,
         outbox: Arc<Outbox>,
+        payloads: Arc<Payloads>,
     },
 }
 
@@ -145,7 +149,8 @@ impl std::fmt::Debug for TransferAgent {
     }
 }
 
-fn unix_now() -> u64 {
+/// Wall-clock unix seconds (the sidecar is not the state machine).
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -174,18 +179,24 @@ impl TransferAgent {
         ))
     }
 
-    /// A TA that routes on the chain's `registry`, checks balances on `chain` and writes
-    /// completed work records to `outbox` for settlement.
+    /// A TA that routes on the chain's `registry`, checks balances on `chain`, writes
+    /// completed work records to `outbox` for settlement and keeps their request bodies in
+    /// `payloads` (served at `GET /v1/payloads/{inference_id}`).
     pub fn with_chain(
         config: TaConfig,
         registry: Registry,
         chain: Arc<Chain>,
         outbox: Arc<Outbox>,
+        payloads: Arc<Payloads>,
     ) -> Arc<Self> {
         Self::build(
             config,
             registry,
-            Sink::Chain { chain, outbox },
+            Sink::Chain {
+                chain,
+                outbox,
+                payloads,
+            },
             Arc::new(unix_now),
         )
     }
@@ -408,12 +419,17 @@ impl Drop for LeaseGuard {
 
 /// The TA's routes, ready to serve.
 pub fn router(ta: Arc<TransferAgent>) -> axum::Router {
+    let stored = match &ta.sink {
+        Sink::Chain { payloads, .. } => payloads::router(payloads.clone()),
+        Sink::Memory(_) => axum::Router::new(),
+    };
     axum::Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
         .route("/v1/identity", get(identity))
         .fallback(|uri: Uri| async move { ApiError::route_not_found(uri.path()) })
         .with_state(ta)
+        .merge(stored)
 }
 
 /// Serves the TA on `listener` until `shutdown` completes.
@@ -599,8 +615,16 @@ fn served(
 }
 
 /// Turns a served request into a work record and hands it to the sink (with a chain: the
-/// durable outbox, charging the requester tokens × price + commission).
-fn record(ta: &TransferAgent, auth: &Authenticated, model: &str, node: &str, served: Served) {
+/// request `body` to the payload store, then the record to the durable outbox, charging the
+/// requester tokens × price + commission).
+fn record(
+    ta: &TransferAgent,
+    auth: &Authenticated,
+    body: &[u8],
+    model: &str,
+    node: &str,
+    served: Served,
+) {
     let record = WorkRecord {
         inference_id: auth.inference_id(),
         requester: auth.address.clone(),
@@ -620,7 +644,10 @@ fn record(ta: &TransferAgent, auth: &Authenticated, model: &str, node: &str, ser
     };
     match &ta.sink {
         Sink::Memory(records) => lock(records).push(record),
-        Sink::Chain { outbox, .. } => {
+        Sink::Chain {
+            outbox, payloads, ..
+        } => {
+            payloads.keep(&record.inference_id, body);
             let tokens = u128::from(record.prompt_tokens) + u128::from(record.completion_tokens);
             let cost = tokens
                 .saturating_mul(ta.registry().terms(model).price_per_token)
@@ -729,7 +756,7 @@ async fn handle_chat(
             ))
         }
     };
-    if let Sink::Chain { chain, outbox } = &ta.sink {
+    if let Sink::Chain { chain, outbox, .. } = &ta.sink {
         check_funds(
             chain,
             outbox,
@@ -794,6 +821,7 @@ async fn handle_chat(
         let body = if routing.stream && is_sse {
             let settle = ok.then(|| Settle {
                 auth: auth.clone(),
+                body: bytes.clone(),
                 model: routing.model.clone(),
                 pubkey: pubkey.clone(),
             });
@@ -813,7 +841,7 @@ async fn handle_chat(
                     .and_then(|u| u.usage)
                     .unwrap_or_default();
                 match served(&ta, &node, &pubkey, &auth, &routing.model, receipt, usage) {
-                    Ok(served) => record(&ta, &auth, &routing.model, &node, served),
+                    Ok(served) => record(&ta, &auth, &bytes, &routing.model, &node, served),
                     Err(e) => {
                         tracing::warn!(%node, attempt, error = %e, "answer cannot settle; retrying elsewhere");
                         last_error = e;
@@ -852,6 +880,8 @@ async fn handle_chat(
 /// What a successful stream needs to become a work record at its end.
 struct Settle {
     auth: Authenticated,
+    /// The request body as signed, for the payload store.
+    body: Bytes,
     model: String,
     pubkey: Vec<u8>,
 }
@@ -933,7 +963,9 @@ fn stream_body(
                         match served(
                             &st.ta, &st.node, &s.pubkey, &s.auth, &s.model, receipt, usage,
                         ) {
-                            Ok(served) => record(&st.ta, &s.auth, &s.model, &st.node, served),
+                            Ok(served) => {
+                                record(&st.ta, &s.auth, &s.body, &s.model, &st.node, served)
+                            }
                             Err(e) => {
                                 tracing::warn!(node = %st.node, error = %e, "streamed answer cannot settle");
                                 outcome = Outcome::Failed;

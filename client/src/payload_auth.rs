@@ -1,0 +1,277 @@
+//! Signed payload fetches: how a validator (or a dispute committee member) proves its
+//! identity to a transfer agent when it asks for the request body of a work record it must
+//! re-execute (`GET /v1/payloads/{inference_id}`).
+//!
+//! | header               | format                                                 |
+//! |----------------------|--------------------------------------------------------|
+//! | `x-gonka-address`    | the caller's bech32 account address (`gonka1…`)        |
+//! | `x-gonka-pubkey`     | hex of the 33-byte compressed secp256k1 public key     |
+//! | `x-gonka-timestamp`  | unix seconds (decimal)                                 |
+//! | `x-gonka-signature`  | hex of the 64-byte ECDSA signature `r ‖ s`             |
+//!
+//! The signed message is [`payload_hash`] = SHA-256(`"gonka/payload/v1"` ‖ inference_id
+//! (UTF-8) ‖ timestamp (u64 big-endian)); the signature is ECDSA/secp256k1 over SHA-256 of
+//! those 32 bytes (k256's `Signer`), like a signed request. The public key must derive to the
+//! address and the timestamp must be within [`MAX_SKEW_SECS`] of the server's clock. Whether
+//! the address may read the payload is the server's business (the chain's assignments).
+
+use anyhow::{anyhow, Result};
+use k256::ecdsa::signature::Verifier;
+use k256::ecdsa::{Signature, VerifyingKey};
+use sha2::{Digest, Sha256};
+
+use crate::request::address_of_pubkey;
+pub use crate::request::{HEADER_ADDRESS, HEADER_PUBKEY, HEADER_SIGNATURE, HEADER_TIMESTAMP};
+use crate::Key;
+
+/// Domain separator of the payload-fetch signature.
+pub const PAYLOAD_DOMAIN: &[u8] = b"gonka/payload/v1";
+
+/// Largest accepted difference between the signed timestamp and the server's clock, seconds.
+pub const MAX_SKEW_SECS: u64 = 60;
+
+/// The 32 bytes a caller signs to fetch the payload of `inference_id` at `timestamp`.
+pub fn payload_hash(inference_id: &str, timestamp: u64) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(PAYLOAD_DOMAIN);
+    hasher.update(inference_id.as_bytes());
+    // Fixed width after the only variable-length field keeps the encoding unambiguous.
+    hasher.update(timestamp.to_be_bytes());
+    hasher.finalize().into()
+}
+
+/// The authentication headers of a fetch of `inference_id`'s payload, signed by `key` at
+/// `timestamp` (unix seconds).
+pub fn sign_payload_request(
+    key: &Key,
+    inference_id: &str,
+    timestamp: u64,
+) -> Result<Vec<(&'static str, String)>> {
+    let signature = key
+        .signing_key()
+        .sign(&payload_hash(inference_id, timestamp))
+        .map_err(|e| anyhow!("signing the payload request failed: {e}"))?;
+    Ok(vec![
+        (HEADER_ADDRESS, key.address().to_string()),
+        (HEADER_PUBKEY, hex::encode(key.public_key().to_bytes())),
+        (HEADER_TIMESTAMP, timestamp.to_string()),
+        (HEADER_SIGNATURE, hex::encode(signature.to_bytes())),
+    ])
+}
+
+/// Why a payload fetch failed authentication: a stable `code` and a message naming what was
+/// expected and what was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayloadAuthError {
+    /// `missing_auth_header`, `invalid_auth_header`, `address_mismatch`,
+    /// `invalid_signature` or `stale_timestamp`.
+    pub code: &'static str,
+    /// What was expected and what was found.
+    pub message: String,
+}
+
+impl std::fmt::Display for PayloadAuthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for PayloadAuthError {}
+
+fn failure(code: &'static str, message: String) -> PayloadAuthError {
+    PayloadAuthError { code, message }
+}
+
+fn required<'a>(
+    header: &impl Fn(&str) -> Option<&'a str>,
+    name: &str,
+) -> Result<&'a str, PayloadAuthError> {
+    header(name).map(str::trim).ok_or_else(|| {
+        failure(
+            "missing_auth_header",
+            format!("the `{name}` header is required (printable ASCII)"),
+        )
+    })
+}
+
+fn hex_bytes<'a>(
+    header: &impl Fn(&str) -> Option<&'a str>,
+    name: &str,
+    len: usize,
+) -> Result<Vec<u8>, PayloadAuthError> {
+    let text = required(header, name)?;
+    match hex::decode(text) {
+        Ok(bytes) if bytes.len() == len => Ok(bytes),
+        _ => Err(failure(
+            "invalid_auth_header",
+            format!(
+                "the `{name}` header must be {len} bytes of hex ({} hex digits) but is `{text}`",
+                len * 2
+            ),
+        )),
+    }
+}
+
+/// Checks the headers of a fetch of `inference_id`'s payload (`header` looks a header up by
+/// name) against the server's clock `now_secs`; returns the authenticated address.
+pub fn verify_payload_request<'a>(
+    header: impl Fn(&str) -> Option<&'a str>,
+    inference_id: &str,
+    now_secs: u64,
+) -> Result<String, PayloadAuthError> {
+    let address = required(&header, HEADER_ADDRESS)?;
+    let pubkey = hex_bytes(&header, HEADER_PUBKEY, 33)?;
+    let key = VerifyingKey::from_sec1_bytes(&pubkey).map_err(|_| {
+        failure(
+            "invalid_auth_header",
+            format!("the `{HEADER_PUBKEY}` header is not a valid compressed secp256k1 key"),
+        )
+    })?;
+    match address_of_pubkey(&pubkey) {
+        Some(derived) if derived == address => {}
+        derived => {
+            return Err(failure(
+                "address_mismatch",
+                format!(
+                    "the `{HEADER_PUBKEY}` key belongs to {}, not to `{address}` named in `{HEADER_ADDRESS}`",
+                    derived.unwrap_or_default()
+                ),
+            ))
+        }
+    }
+    let ts_text = required(&header, HEADER_TIMESTAMP)?;
+    let timestamp: u64 = ts_text.parse().map_err(|_| {
+        failure(
+            "invalid_auth_header",
+            format!("the `{HEADER_TIMESTAMP}` header must be unix seconds but is `{ts_text}`"),
+        )
+    })?;
+    let signature =
+        Signature::from_slice(&hex_bytes(&header, HEADER_SIGNATURE, 64)?).map_err(|_| {
+            failure(
+                "invalid_auth_header",
+                format!("the `{HEADER_SIGNATURE}` header is not a valid r ‖ s signature"),
+            )
+        })?;
+    key.verify(&payload_hash(inference_id, timestamp), &signature)
+        .map_err(|_| {
+            failure(
+                "invalid_signature",
+                format!(
+                    "the signature does not verify for the given public key over SHA-256(\"gonka/payload/v1\" ‖ {inference_id:?} ‖ timestamp u64 BE)"
+                ),
+            )
+        })?;
+    if timestamp.abs_diff(now_secs) > MAX_SKEW_SECS {
+        return Err(failure(
+            "stale_timestamp",
+            format!("the timestamp {timestamp} is more than {MAX_SKEW_SECS} s away from the server's clock ({now_secs}); sync the clock"),
+        ));
+    }
+    Ok(address.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::well_known_mnemonic;
+
+    fn key(label: &str) -> Key {
+        Key::from_mnemonic(&well_known_mnemonic(label)).unwrap()
+    }
+
+    fn verify(
+        headers: &[(&'static str, String)],
+        id: &str,
+        now: u64,
+    ) -> Result<String, PayloadAuthError> {
+        verify_payload_request(
+            |name| {
+                headers
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.as_str())
+            },
+            id,
+            now,
+        )
+    }
+
+    fn replace(
+        headers: &[(&'static str, String)],
+        name: &str,
+        value: String,
+    ) -> Vec<(&'static str, String)> {
+        headers
+            .iter()
+            .map(|(n, v)| (*n, if *n == name { value.clone() } else { v.clone() }))
+            .collect()
+    }
+
+    #[test]
+    fn signature_binds_the_id_and_the_timestamp() {
+        let alice = key("alice");
+        let headers = sign_payload_request(&alice, "ab12", 1000).unwrap();
+        assert_eq!(verify(&headers, "ab12", 1000).unwrap(), alice.address());
+        let e = verify(&headers, "ab13", 1000).unwrap_err();
+        assert_eq!(e.code, "invalid_signature");
+        let later = replace(&headers, HEADER_TIMESTAMP, "1001".into());
+        assert_eq!(
+            verify(&later, "ab12", 1000).unwrap_err().code,
+            "invalid_signature"
+        );
+        let garbage = replace(&headers, HEADER_SIGNATURE, "zz".into());
+        assert_eq!(
+            verify(&garbage, "ab12", 1000).unwrap_err().code,
+            "invalid_auth_header"
+        );
+        let missing: Vec<_> = headers
+            .iter()
+            .filter(|(n, _)| *n != HEADER_SIGNATURE)
+            .cloned()
+            .collect();
+        assert_eq!(
+            verify(&missing, "ab12", 1000).unwrap_err().code,
+            "missing_auth_header"
+        );
+    }
+
+    #[test]
+    fn timestamps_beyond_the_skew_are_stale() {
+        let headers = sign_payload_request(&key("alice"), "id", 1000).unwrap();
+        assert!(verify(&headers, "id", 1000 + MAX_SKEW_SECS).is_ok());
+        assert!(verify(&headers, "id", 1000 - MAX_SKEW_SECS).is_ok());
+        for now in [1000 + MAX_SKEW_SECS + 1, 1000 - MAX_SKEW_SECS - 1] {
+            assert_eq!(
+                verify(&headers, "id", now).unwrap_err().code,
+                "stale_timestamp"
+            );
+        }
+    }
+
+    #[test]
+    fn the_pubkey_must_derive_to_the_address() {
+        let headers = sign_payload_request(&key("alice"), "id", 1000).unwrap();
+        let claimed = replace(&headers, HEADER_ADDRESS, key("bob").address().to_string());
+        assert_eq!(
+            verify(&claimed, "id", 1000).unwrap_err().code,
+            "address_mismatch"
+        );
+        // Bob's key with Alice's signature: bound to Bob's address but does not verify.
+        let bob = sign_payload_request(&key("bob"), "id", 1000).unwrap();
+        let mixed = replace(
+            &bob,
+            HEADER_SIGNATURE,
+            headers
+                .iter()
+                .find(|(n, _)| *n == HEADER_SIGNATURE)
+                .unwrap()
+                .1
+                .clone(),
+        );
+        assert_eq!(
+            verify(&mixed, "id", 1000).unwrap_err().code,
+            "invalid_signature"
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! Cross-validation end to end: node 3's ML node runs the testing cheat mode (a wrong answer
+//! for every request, still signed) and advertises more bandwidth, so the transfer agent routes
+//! every request to it. Every record is sampled (this genesis sets the sampling rate to 100% so
+//! the test is deterministic; the rule itself is covered by the harness tests), the assigned
+//! validator's `gonka-sidecar validator` worker re-executes it on its own honest ML node, the
+//! mismatch opens a dispute, the committee re-executes and votes, and the cheater loses: its
+//! host's bonded stake falls by 20% per lost dispute, the honest hosts' stakes are untouched,
+//! and the slashed stake lands in the honest participants' balances.
+//!
+//! Requests go through the transfer agent of validator 1 only, so validators 0 and 2 send no
+//! transactions but their validations and votes: their balances move by exactly the payouts
+//! the disputes list minus one fee per validation or vote.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use gonka_client::chat::{ChatClient, ChatRequest, Message};
+use gonka_client::keys::well_known_mnemonic;
+use gonka_client::Key;
+use gonka_localnet::AppStateFn;
+use gonka_proto::disputes::{
+    Dispute, QueryDisputesRequest, QueryDisputesResponse, QueryValidationRequest,
+    QueryValidationResponse,
+};
+use gonka_proto::stake::{QueryParticipantRequest, QueryParticipantResponse};
+use serde_json::json;
+
+use crate::inference::{eventually, genesis, sidecars, wait_for_registry};
+use crate::support::{addr, Net, MIN_FEE, VALIDATORS};
+
+/// Work records served by the cheater.
+const REQUESTS: usize = 3;
+/// Share of stake a lost dispute slashes, ppm (the default).
+const SLASH_PPM: u128 = 200_000;
+
+async fn bonded(net: &Net, operator: &str) -> u128 {
+    net.clients[0]
+        .query_msg::<_, QueryParticipantResponse>(
+            "/stake/participant",
+            &QueryParticipantRequest {
+                operator: operator.to_string(),
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
+        .participant
+        .expect("a participant")
+        .bonded
+        .parse()
+        .unwrap()
+}
+
+async fn disputes(net: &Net, status: &str) -> Vec<Dispute> {
+    net.clients[0]
+        .query_msg::<_, QueryDisputesResponse>(
+            "/disputes/list",
+            &QueryDisputesRequest {
+                status: status.to_string(),
+            },
+        )
+        .await
+        .map(|r| r.disputes)
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
+    crate::support::run(async {
+        let net = Net::start_with("disputes", VALIDATORS, |config| {
+            config.app_state_for_validators = Some(AppStateFn(Arc::new(|keys| {
+                let mut state = genesis(keys, 100_000);
+                state["disputes"] = json!({ "params": {
+                    "min_sample_ppm": 1_000_000, "max_sample_ppm": 1_000_000,
+                    "decay_validations": 20, "validation_deadline_blocks": 40,
+                    "dispute_deadline_blocks": 40, "committee_size": 3,
+                    "slash_fraction_ppm": SLASH_PPM as u64, "min_deposit": "1000000000",
+                    "validation_reward_ppm": 1_000_000, "jail_after_misses": 3,
+                    "miss_penalty_ppm": 100_000,
+                }});
+                state
+            })));
+            let mut sidecars = sidecars();
+            sidecars.validator_role = true;
+            sidecars.ml_node_args = vec![
+                vec![],
+                vec![],
+                vec![],
+                [
+                    "--testing-cheat-fraction",
+                    "1",
+                    "--bandwidth-mbps",
+                    "100000",
+                ]
+                .map(Into::into)
+                .to_vec(),
+            ];
+            config.sidecar = Some(sidecars);
+        })
+        .await;
+        wait_for_registry(&net).await;
+
+        let hosts: Vec<String> = (0..VALIDATORS)
+            .map(|i| addr(&format!("validator{i}")))
+            .collect();
+        let mut bonded_before = Vec::new();
+        let mut balance_before = Vec::new();
+        for host in &hosts {
+            bonded_before.push(bonded(&net, host).await);
+            balance_before.push(net.balance(0, host).await);
+        }
+
+        let ta = net.net.transfer_agent_urls()[1].clone();
+        let alice = Key::from_mnemonic(&well_known_mnemonic("alice")).unwrap();
+        let client = ChatClient::new(alice, &[ta]).unwrap();
+        let mut ids = Vec::new();
+        for i in 0..REQUESTS {
+            let mut request =
+                ChatRequest::new("gonka/reference-1", vec![Message::user(format!("q{i}"))]);
+            request.max_tokens = Some(8);
+            request.stream = false;
+            let answer = client.chat(&request, |_| {}).await.unwrap();
+            assert_eq!(answer.executor.as_deref(), Some("node3-ml"));
+            ids.push(answer.inference_id.unwrap());
+        }
+
+        // Every record is caught: sampled, re-executed, disputed, decided against the cheater.
+        let faulted = eventually(
+            "every cheated record decided against its executor",
+            || async {
+                let d = disputes(&net, "executor_faulted").await;
+                (d.len() == REQUESTS).then_some(d)
+            },
+        )
+        .await;
+        let mut expected = bonded_before[3];
+        let mut slashed_total = 0;
+        for d in faulted.iter() {
+            assert_eq!(d.executor_host, hosts[3]);
+            assert!(ids.contains(&d.inference_id));
+            assert_eq!(d.slashed, hosts[3]);
+            // 20% of what was bonded when the dispute was decided (nothing was unbonding).
+            let taken = expected * SLASH_PPM / 1_000_000;
+            assert_eq!(d.slashed_amount, taken.to_string(), "dispute {}", d.id);
+            expected -= taken;
+            slashed_total += taken;
+            for p in &d.payouts {
+                assert_ne!(p.to, hosts[3], "the cheater is never paid: {p:?}");
+            }
+        }
+        assert_eq!(
+            bonded(&net, &hosts[3]).await,
+            expected,
+            "the cheater's stake"
+        );
+        for i in 0..3 {
+            assert_eq!(
+                bonded(&net, &hosts[i]).await,
+                bonded_before[i],
+                "honest host {i}'s stake is untouched"
+            );
+        }
+
+        // The slash lands on the honest side: validators 0 and 2 (no TA traffic) move by
+        // exactly their payouts minus one fee per validation or vote they sent.
+        let mut paid: BTreeMap<&str, u128> = BTreeMap::new();
+        let mut txs: BTreeMap<&str, u128> = BTreeMap::new();
+        for d in &faulted {
+            for p in &d.payouts {
+                *paid.entry(p.to.as_str()).or_default() += p.amount.parse::<u128>().unwrap();
+            }
+            for v in &d.votes {
+                *txs.entry(v.voter.as_str()).or_default() += 1;
+            }
+            let validation = net.clients[0]
+                .query_msg::<_, QueryValidationResponse>(
+                    "/disputes/validation",
+                    &QueryValidationRequest {
+                        inference_id: d.inference_id.clone(),
+                    },
+                )
+                .await
+                .unwrap()
+                .validation
+                .expect("every record was sampled");
+            assert_eq!(validation.status, "mismatched");
+            let validator = hosts
+                .iter()
+                .find(|h| **h == validation.validator)
+                .expect("a genesis validator validated");
+            *txs.entry(validator.as_str()).or_default() += 1;
+        }
+        let to_honest: u128 = hosts[..3]
+            .iter()
+            .map(|h| paid.get(h.as_str()).copied().unwrap_or(0))
+            .sum();
+        assert!(
+            to_honest > 0 && to_honest <= slashed_total,
+            "{to_honest} of {slashed_total}"
+        );
+        for i in [0, 2] {
+            let h = hosts[i].as_str();
+            assert_eq!(
+                net.balance(0, h).await,
+                balance_before[i] + paid.get(h).copied().unwrap_or(0)
+                    - MIN_FEE * txs.get(h).copied().unwrap_or(0),
+                "honest host {i}: payouts {paid:?}, txs {txs:?}"
+            );
+        }
+    });
+}
