@@ -135,6 +135,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() {
+    // Like other Unix tools, end quietly when the reader of stdout goes away
+    // (`gonkad query ... | head`) instead of panicking on a broken pipe.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     if let Err(error) = run(Cli::parse()) {
         eprintln!("Error: {error:#}");
         std::process::exit(1);

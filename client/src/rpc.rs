@@ -74,6 +74,47 @@ impl TxRejected {
     pub fn is_sequence_mismatch(&self) -> bool {
         self.codespace == "auth" && matches!(self.code, 7 | 8)
     }
+
+    /// For a sequence mismatch, the sequence the node expects next, as its log states it
+    /// ("... the next sequence is 5" / "... next sequence 5; ..."). It counts txs already in
+    /// the node's mempool, which the committed account does not show yet.
+    pub fn expected_sequence(&self) -> Option<u64> {
+        if !self.is_sequence_mismatch() {
+            return None;
+        }
+        let (_, rest) = self.log.rsplit_once("next sequence ")?;
+        let rest = rest.strip_prefix("is ").unwrap_or(rest);
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TxRejected;
+
+    #[test]
+    fn expected_sequence_comes_from_the_log() {
+        let rejected = |code, log: &str| TxRejected {
+            codespace: "auth".into(),
+            code,
+            log: log.into(),
+        };
+        let replayed = rejected(
+            7,
+            "sequence 0 was already used by gonka1x; the next sequence is 12",
+        );
+        assert_eq!(replayed.expected_sequence(), Some(12));
+        let ahead = rejected(
+            8,
+            "sequence 9 is ahead of gonka1x's next sequence 3; send the earlier txs first",
+        );
+        assert_eq!(ahead.expected_sequence(), Some(3));
+        assert_eq!(
+            rejected(4, "the next sequence is 1").expected_sequence(),
+            None
+        );
+    }
 }
 
 impl std::fmt::Display for TxRejected {

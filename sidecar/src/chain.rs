@@ -2,9 +2,11 @@
 //! the inference registry and a transaction submitter that tracks its account's sequence.
 //!
 //! [`Chain::submit`] signs with the cached sequence and increments it once `CheckTx` accepts,
-//! so several submissions can be in flight; on a sequence mismatch (auth 7 or 8, e.g. after
-//! another process used the same account, or a tx that never made it into a block) it re-reads
-//! the account and signs again, up to [`SEQUENCE_RETRIES`] times.
+//! so several submissions can be in flight; on a sequence mismatch (auth 7 or 8, e.g. another
+//! process of the same account — a host's ML node, transfer agent and validator worker share
+//! it — or a tx that never made it into a block) it takes the sequence the node says it expects
+//! (which counts the node's mempool; the committed account may lag behind it) or re-reads the
+//! account, and signs again, up to [`SEQUENCE_RETRIES`] times.
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,7 +17,7 @@ use gonka_proto::inference as pb;
 use tokio::sync::Mutex;
 
 /// Re-signing attempts after a sequence mismatch.
-pub const SEQUENCE_RETRIES: u32 = 3;
+pub const SEQUENCE_RETRIES: u32 = 8;
 
 /// An account key read from a file holding its BIP-39 mnemonic.
 pub fn key_from_mnemonic_file(path: &Path) -> Result<Key> {
@@ -109,8 +111,17 @@ impl Chain {
                             .is_some_and(TxRejected::is_sequence_mismatch) =>
                 {
                     attempt += 1;
-                    tracing::info!(attempt, "sequence mismatch; re-reading the account");
-                    *next = None;
+                    let expected = e
+                        .downcast_ref::<TxRejected>()
+                        .and_then(TxRejected::expected_sequence);
+                    tracing::info!(attempt, ?expected, "sequence mismatch; signing again");
+                    match expected {
+                        Some(sequence) => signer.sequence = sequence,
+                        None => *next = None,
+                    }
+                    drop(next);
+                    // Another process of this account may be signing too: let it go first.
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
                 }
                 Err(e) => return Err(e),
             }

@@ -5,15 +5,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gonka_client::tx::msg_register_transfer_agent;
+use gonka_client::TxRejected;
 
 use super::registry::refresh_from_chain;
 use super::{upstream, TransferAgent};
 use crate::chain::Chain;
 
 /// Registers (or re-registers) this TA at `url` on chain unless the chain already lists it
-/// with the same URL and key. Retries every 2 s while the chain cannot be reached; a refusal
-/// that will not heal by itself (e.g. the account is not staked) is logged and retried every
-/// 30 s, so the operator can fix it without restarting the TA.
+/// with the same URL and key. Retries every 2 s while the chain cannot be reached or the
+/// account's sequence races another process; a refusal that will not heal by itself (e.g. the
+/// account is not staked) is logged and retried every 30 s, so the operator can fix it without
+/// restarting the TA.
 pub async fn register_self(chain: &Chain, url: &str) {
     loop {
         let listed = match chain.transfer_agents().await {
@@ -37,10 +39,16 @@ pub async fn register_self(chain: &Chain, url: &str) {
                 tracing::error!(codespace = %included.codespace, code = included.code, log = %included.log, "the chain refused this transfer agent's registration; retrying in 30 s");
                 tokio::time::sleep(Duration::from_secs(30)).await;
             }
-            Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), "registering the transfer agent failed; retrying in 30 s");
-                tokio::time::sleep(Duration::from_secs(30)).await;
-            }
+            Err(e) => match e.downcast_ref::<TxRejected>() {
+                Some(r) if !r.is_sequence_mismatch() => {
+                    tracing::error!(codespace = %r.codespace, code = r.code, log = %r.log, "the chain refused this transfer agent's registration; retrying in 30 s");
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+                _ => {
+                    tracing::warn!(error = %format!("{e:#}"), "registering the transfer agent failed; retrying in 2 s");
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+            },
         }
     }
 }
