@@ -89,34 +89,6 @@ impl TxRejected {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::TxRejected;
-
-    #[test]
-    fn expected_sequence_comes_from_the_log() {
-        let rejected = |code, log: &str| TxRejected {
-            codespace: "auth".into(),
-            code,
-            log: log.into(),
-        };
-        let replayed = rejected(
-            7,
-            "sequence 0 was already used by gonka1x; the next sequence is 12",
-        );
-        assert_eq!(replayed.expected_sequence(), Some(12));
-        let ahead = rejected(
-            8,
-            "sequence 9 is ahead of gonka1x's next sequence 3; send the earlier txs first",
-        );
-        assert_eq!(ahead.expected_sequence(), Some(3));
-        assert_eq!(
-            rejected(4, "the next sequence is 1").expected_sequence(),
-            None
-        );
-    }
-}
-
 impl std::fmt::Display for TxRejected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -312,5 +284,33 @@ impl Client {
     pub async fn broadcast_and_wait(&self, tx: Vec<u8>, timeout: Duration) -> Result<Included> {
         let hash = self.broadcast(tx).await?;
         self.wait_for_tx(hash, timeout).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TxRejected;
+
+    #[test]
+    fn expected_sequence_comes_from_the_log() {
+        let rejected = |code, log: &str| TxRejected {
+            codespace: "auth".into(),
+            code,
+            log: log.into(),
+        };
+        let replayed = rejected(
+            7,
+            "sequence 0 was already used by gonka1x; the next sequence is 12",
+        );
+        assert_eq!(replayed.expected_sequence(), Some(12));
+        let ahead = rejected(
+            8,
+            "sequence 9 is ahead of gonka1x's next sequence 3; send the earlier txs first",
+        );
+        assert_eq!(ahead.expected_sequence(), Some(3));
+        assert_eq!(
+            rejected(4, "the next sequence is 1").expected_sequence(),
+            None
+        );
     }
 }
