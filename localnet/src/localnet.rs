@@ -249,7 +249,7 @@ impl Localnet {
             .try_for_each(|i| self.spawn_node(i, deadline))
             .and_then(|()| (0..self.nodes.len()).try_for_each(|i| self.wait_for_rpc(i, deadline)))
             .and_then(|()| {
-                (0..self.nodes.len()).try_for_each(|i| self.spawn_sidecars(i, deadline))
+                (0..self.nodes.len()).try_for_each(|i| self.spawn_sidecars(i, None, deadline))
             });
         if let Err(e) = result {
             if let Err(stop_err) = self.shared.stop_all() {
@@ -276,7 +276,7 @@ impl Localnet {
         let result = self
             .spawn_node(i, deadline)
             .and_then(|()| self.wait_for_rpc(i, deadline))
-            .and_then(|()| self.spawn_sidecars(i, deadline));
+            .and_then(|()| self.spawn_sidecars(i, None, deadline));
         if let Err(e) = result {
             self.kill_procs(i);
             return Err(e);
@@ -304,6 +304,38 @@ impl Localnet {
             .iter()
             .map(|n| format!("http://{}/v1", sidecar::transfer_agent_addr(n)))
             .collect()
+    }
+
+    /// Starts node `i`'s sidecar `role` (`ml-node`, `transfer-agent`, `validator`) again, e.g.
+    /// after [`Localnet::kill_sidecar`], and waits until it answers HTTP. Fails if it is
+    /// running or the node has no such sidecar.
+    pub fn start_sidecar(&mut self, i: usize, role: &str) -> Result<()> {
+        self.node(i)?;
+        self.shared.check_not_shut_down()?;
+        {
+            let mut table = self.shared.lock();
+            let sidecars = &mut table[i].sidecars;
+            sidecars.retain_mut(|p| !matches!(p.exited(), Ok(Some(_))));
+            if sidecars.iter().any(|p| p.role.to_string() == role) {
+                bail!("node {i} {role} is already running; kill it first");
+            }
+        }
+        let known = self
+            .config
+            .sidecar
+            .as_ref()
+            .map(|c| sidecar::specs(c, &self.nodes[i]))
+            .transpose()?
+            .unwrap_or_default()
+            .iter()
+            .any(|s| s.role == role);
+        if !known {
+            bail!("node {i} runs no {role}");
+        }
+        let deadline = Instant::now() + self.config.start_timeout;
+        self.spawn_sidecars(i, Some(role), deadline)?;
+        tracing::info!(node = i, role, "sidecar started again");
+        Ok(())
     }
 
     /// SIGKILLs node `i`'s sidecar `role` (`ml-node`, `transfer-agent`, `validator`) and reaps
@@ -465,13 +497,15 @@ impl Localnet {
         any
     }
 
-    /// Starts node `i`'s sidecars (if the localnet has any) and waits until those with an HTTP
-    /// API answer. Called once the node's RPC answers, since sidecars connect to it.
-    fn spawn_sidecars(&self, i: usize, deadline: Instant) -> Result<()> {
+    /// Starts node `i`'s sidecars (if the localnet has any; only `role` if given) and waits
+    /// until those with an HTTP API answer. Called once the node's RPC answers, since sidecars
+    /// connect to it.
+    fn spawn_sidecars(&self, i: usize, role: Option<&str>, deadline: Instant) -> Result<()> {
         let Some(config) = &self.config.sidecar else {
             return Ok(());
         };
-        let specs = sidecar::specs(config, &self.nodes[i])?;
+        let mut specs = sidecar::specs(config, &self.nodes[i])?;
+        specs.retain(|s| role.is_none_or(|r| r == s.role));
         for spec in &specs {
             self.shared.check_not_shut_down()?;
             let proc = process::spawn(

@@ -35,6 +35,8 @@ pub struct SidecarConfig {
     pub validator_role: bool,
     /// Extra arguments of node `i`'s ML node (e.g. a testing cheat mode); missing = none.
     pub ml_node_args: Vec<Vec<OsString>>,
+    /// Extra arguments of node `i`'s transfer agent; missing = none.
+    pub transfer_agent_args: Vec<Vec<OsString>>,
     /// Generations an ML node runs at once.
     pub ml_node_concurrency: u32,
 }
@@ -49,6 +51,7 @@ impl SidecarConfig {
             transfer_agents: 2,
             validator_role: false,
             ml_node_args: Vec::new(),
+            transfer_agent_args: Vec::new(),
             ml_node_concurrency: 4,
         }
     }
@@ -154,6 +157,9 @@ pub(crate) fn specs(config: &SidecarConfig, node: &NodeInfo) -> Result<Vec<Sidec
             "--home".into(),
             dir.join("transfer-agent").into(),
         ]);
+        if let Some(extra) = config.transfer_agent_args.get(node.index) {
+            args.extend(extra.iter().cloned());
+        }
         specs.push(SidecarSpec {
             role: "transfer-agent",
             args,

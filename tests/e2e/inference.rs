@@ -3,7 +3,8 @@
 //! chat request through a TA is served, settles as a work record in a `MsgSubmitWorkBatch`, the
 //! requester pays exactly tokens × price + commission, the executor's host receives exactly the
 //! price and is credited the tokens in the work ledger; with one TA killed, `gonkad chat` fails
-//! over to the other and its request settles through it.
+//! over to the other; that TA holds its records (a long batch interval), is killed with
+//! SIGKILL after serving, and once restarted settles the record it had completed.
 //!
 //! Epochs are long enough that no epoch ends during the test, so no rewards move balances, and
 //! the validator role is off (no validation txs with fees): the only balance changes of the
@@ -146,7 +147,20 @@ fn a_signed_chat_request_settles_on_chain_and_clients_fail_over_between_transfer
         let mut net = Net::start_with("inference", VALIDATORS, |config| {
             config.app_state_for_validators =
                 Some(AppStateFn(Arc::new(|keys| genesis(keys, 100_000))));
-            config.sidecar = Some(sidecars());
+            let mut sidecars = sidecars();
+            // TA 1 batches slowly, so its records are still pending when it is killed.
+            sidecars.transfer_agent_args = vec![
+                vec![],
+                [
+                    "--batch-interval-ms",
+                    "600000",
+                    "--batch-max-records",
+                    "1000",
+                ]
+                .map(Into::into)
+                .to_vec(),
+            ];
+            config.sidecar = Some(sidecars);
         })
         .await;
         wait_for_registry(&net).await;
@@ -293,10 +307,27 @@ fn a_signed_chat_request_settles_on_chain_and_clients_fail_over_between_transfer
             .and_then(|rest| rest.split(',').next())
             .unwrap_or_else(|| panic!("no inference id in {stderr}"))
             .to_string();
+        // TA 1 completed the record (it is in its durable outbox) but has not sent it yet.
+        // Kill it; once restarted it settles the record.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let request = QueryRecordRequest {
+            inference_id: id.clone(),
+        };
+        assert!(
+            net.clients[0]
+                .query_msg::<_, QueryRecordResponse>("/inference/record", &request)
+                .await
+                .is_err(),
+            "TA 1 holds its records for the batch interval"
+        );
+        tokio::task::block_in_place(|| net.net.kill_sidecar(1, "transfer-agent"))
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        tokio::task::block_in_place(|| net.net.start_sidecar(1, "transfer-agent"))
+            .unwrap_or_else(|e| panic!("{e:#}"));
         let stored = settled(&net, &id).await;
         assert_eq!(
             stored.transfer_agent, hosts[1],
-            "settled by the surviving TA"
+            "settled by the restarted TA 1"
         );
     });
 }

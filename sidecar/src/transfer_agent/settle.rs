@@ -261,9 +261,11 @@ pub async fn run_batcher(
     max_per_batch: impl Fn() -> usize + Send + 'static,
 ) {
     let mut retry_delay = Duration::from_millis(500);
+    // Records left by a previous run are sent at once, without waiting for a batch to fill.
+    let mut first = true;
     loop {
         let limit = policy.max_records.min(max_per_batch()).max(1);
-        if outbox.len() < limit {
+        if !std::mem::take(&mut first) && outbox.len() < limit {
             // Wait for the batch to fill, at most one interval.
             let _ = tokio::time::timeout(policy.interval, async {
                 while outbox.len() < limit {
