@@ -1,0 +1,895 @@
+//! Benchmark: work records settled on chain per second on a 4-validator localnet, with the
+//! records per `MsgSubmitWorkBatch` as the parameter.
+//!
+//! Run: `cargo bench -p gonka-cli --bench settlement` (release `gonkad`, real `cometbft`
+//! v0.38 from `PATH` or `~/go/bin`). `cargo test -p gonka-cli --bench settlement` runs a short
+//! smoke version (a few records per size).
+//!
+//! # Setup
+//! One localnet of 4 validators (`gonkad` + `cometbft` each, no sidecars) in a temporary
+//! directory on free loopback ports, `timeout_commit` 1 s unless set. Genesis: the validators'
+//! operators staked (as `gonkad localnet` does), one priced model, [`REQUESTERS`] funded
+//! requester accounts, epochs too long to end during the run, `max_records_per_batch` equal to
+//! the largest batch size (and `auth` `max_tx_bytes` raised if such a batch needs it). The
+//! disputes module keeps its default sampling (1–10% of records are assigned to validators for
+//! re-execution, which is part of settling a record), but `jail_after_misses` is set out of
+//! reach: no validator runs a validation sidecar here, and jailing the ones that miss their
+//! deadlines would shrink the 4-validator set in the middle of the measurement.
+//!
+//! Validator 0's operator is the executor's host: it registers one ML node whose response key
+//! is a fresh secp256k1 key held by this process. Validator 1's operator registers as the
+//! transfer agent and signs every batch.
+//!
+//! # What is measured
+//! For each batch size `b`: `N` work records (distinct nonces, requesters round-robin, each
+//! signed by its requester and by the executor key) and the `N / b` batch txs (consecutive
+//! sequences of the transfer agent) are signed before the clock starts. The txs are then
+//! broadcast to node 0 back to back with `broadcast_tx_sync` (or `broadcast_tx_async`, see
+//! the settings); when CometBFT refuses one because its mempool is full, the bench sleeps
+//! briefly and resends the same tx. Once all are
+//! accepted it reads the blocks after the starting height until every tx is found, checks that
+//! every tx result has code 0 and that each batch's `work_batch` event stored all of its
+//! records and refused none, and spot-checks [`SPOT_CHECKS`] records with `/inference/record`
+//! on node 1.
+//!
+//! Times come from block headers (CometBFT BFT time, the median of the validators' commit
+//! votes). A block's header time is when the block before it was committed, so block `h` is
+//! committed at the header time of block `h + 1`. With `first` and `last` the first and last
+//! blocks holding the bench's txs, `chain s = time(last + 1) - time(first)`: the whole
+//! lifetime of the blocks that carried the records, from the commit that opened the first one
+//! to the commit of the last one.
+//!
+//! # Reading the table
+//! - `records/s` = records / chain s: the settlement rate.
+//! - `blocks` = last - first + 1; `records/block` = records / blocks; `block s` = chain s /
+//!   blocks, the mean block interval under load. The idle interval is printed above the table.
+//!   If `block s` stays near the idle interval while the mempool was never empty, blocks simply
+//!   come at the configured pace and bigger blocks would settle more (the block interval bounds
+//!   the rate); if `block s` grows well beyond it, executing and committing the blocks is the
+//!   bound (the chain bounds the rate).
+//! - `submit s`: wall time to get every tx accepted by node 0's mempool (each
+//!   `broadcast_tx_sync` waits for `CheckTx`, which verifies every signature of the tx). When it
+//!   is close to `chain s`, the blocks were waiting for txs: admission into the mempool is the
+//!   bound. One `broadcast_tx_sync` costs at least one flush of CometBFT's ABCI socket client,
+//!   which v0.38 throttles to one per 20 ms (`flushThrottleMS`), while `CheckTx` runs behind the
+//!   mempool's lock, which each block's commit and re-check of the remaining txs holds; so one
+//!   sequential submitter of 1-record batches cannot reach the chain's capacity, and
+//!   `SETTLEMENT_BENCH_BROADCAST=async` shows what the chain does when txs are not submitted one
+//!   round trip at a time. `full` counts the mempool-full refusals that were retried.
+//! - `p50 incl. s`: median over batch txs of the time from `CheckTx` acceptance (wall clock of
+//!   this machine) to the commit of the block holding the tx (header time of the next block,
+//!   the same machine's clock through CometBFT).
+//!
+//! Every process shares this machine's cores: 4 apps and 4 CometBFT nodes each verify every
+//! signature, so on a 2-core machine the rate is a lower bound of what separate machines do.
+//!
+//! Settings (environment):
+//! - `SETTLEMENT_BENCH_BATCH_SIZES`: records per batch, comma-separated (default `1,10,100`).
+//! - `SETTLEMENT_BENCH_RECORDS`: records per size, one number for all or one per size
+//!   (default: enough for about 25 s of chain time per size on a 2-core machine, see
+//!   [`default_records`]; rounded up to whole batches).
+//! - `SETTLEMENT_BENCH_TIMEOUT_COMMIT`: CometBFT `timeout_commit` (default `1s`).
+//! - `SETTLEMENT_BENCH_BROADCAST`: `sync` (default) or `async`: `broadcast_tx_async` returns
+//!   once CometBFT has queued the tx for `CheckTx` (in call order, so sequences stay in order),
+//!   without its answer; a refused tx then shows only as one that no block carries.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, ensure, Context, Result};
+use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
+use gonka_client::keys::well_known_mnemonic;
+use gonka_client::tx::{msg_submit_work_batch, signed_work_record, WorkRecordInput};
+use gonka_client::{
+    msg_register_node, msg_register_transfer_agent, sign, Client, Key, NodeSpec, SignerData,
+};
+use gonka_localnet::{
+    find_cometbft, find_free_base_port, AppStateFn, GenesisValidatorKey, Localnet, LocalnetConfig,
+    DEFAULT_TIMEOUT_COMMIT,
+};
+use gonka_proto::inference::{Model, QueryRecordRequest, QueryRecordResponse, WorkRecord};
+use tendermint::block::Height;
+use tendermint_rpc::Client as _;
+
+/// Chain id of the bench network.
+const CHAIN_ID: &str = "gonka-bench";
+/// Validators of the network.
+const VALIDATORS: usize = 4;
+/// `auth` `min_fee`; every tx pays exactly this.
+const MIN_FEE: u128 = 1_000;
+/// ngnk per GNK.
+const GNK: u128 = 1_000_000_000;
+/// The model every record names.
+const MODEL: &str = "gonka/reference-1";
+/// Its price per token in ngnk.
+const PRICE: u128 = 3;
+/// Commission every requester signs for the transfer agent, in ngnk.
+const COMMISSION: u128 = 7;
+/// Tokens every record claims.
+const PROMPT_TOKENS: u64 = 10;
+const COMPLETION_TOKENS: u64 = 20;
+/// Funded requester accounts, used round-robin.
+const REQUESTERS: usize = 20;
+/// Genesis balance of every requester: far more than any run spends.
+const REQUESTER_BALANCE: u128 = 1_000_000 * GNK;
+/// The ML node every record is executed by.
+const NODE_ID: &str = "bench-ml-0";
+/// Blocks per epoch: no epoch ends during a run, so no epoch-end work lands in the measurement.
+const EPOCH_LENGTH: u64 = 1_000_000;
+/// Records per size checked with `/inference/record`.
+const SPOT_CHECKS: usize = 20;
+/// Chain time per batch size that [`default_records`] aims at.
+const TARGET_CHAIN_SECS: f64 = 25.0;
+/// Pause before resending a tx the mempool refused as full.
+const MEMPOOL_BACKOFF: Duration = Duration::from_millis(50);
+/// Longest wait for the next block holding bench txs before the run is declared stuck.
+const STALL: Duration = Duration::from_secs(120);
+/// Bytes a work record adds to a batch tx, rounded up (about 440 with this bench's fields).
+const RECORD_BYTES_BOUND: u64 = 512;
+/// Bytes of a batch tx besides its records, rounded up.
+const TX_OVERHEAD_BOUND: u64 = 2_048;
+
+/// What one run does, from the environment.
+struct Settings {
+    /// Records per batch, one row each.
+    batch_sizes: Vec<usize>,
+    /// Records per batch size (a multiple of it).
+    records: Vec<usize>,
+    /// CometBFT `timeout_commit`.
+    timeout_commit: String,
+    /// How batch txs are broadcast.
+    broadcast: Broadcast,
+}
+
+impl Settings {
+    fn from_env() -> Result<Settings> {
+        // `cargo bench` passes `--bench`; `cargo test --bench settlement` does not.
+        let smoke = !std::env::args().any(|a| a == "--bench");
+        let list = |name: &str, default: &str| -> Result<Vec<usize>> {
+            let text = std::env::var(name).unwrap_or_else(|_| default.to_string());
+            text.split(',')
+                .map(|v| {
+                    v.trim()
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| {
+                            anyhow!("{name} must hold positive integers, comma-separated, but holds {v:?}")
+                        })
+                })
+                .collect()
+        };
+        let batch_sizes = list(
+            "SETTLEMENT_BENCH_BATCH_SIZES",
+            if smoke { "1,10" } else { "1,10,100" },
+        )?;
+        let broadcast = match std::env::var("SETTLEMENT_BENCH_BROADCAST").as_deref() {
+            Err(_) | Ok("sync") => Broadcast::Sync,
+            Ok("async") => Broadcast::Async,
+            Ok(other) => bail!("SETTLEMENT_BENCH_BROADCAST must be sync or async, found {other:?}"),
+        };
+        let records = match std::env::var("SETTLEMENT_BENCH_RECORDS") {
+            Err(_) if smoke => batch_sizes.iter().map(|b| 2 * b).collect(),
+            Err(_) => batch_sizes
+                .iter()
+                .map(|&b| default_records(broadcast, b))
+                .collect(),
+            Ok(_) => {
+                let given = list("SETTLEMENT_BENCH_RECORDS", "")?;
+                match given.len() {
+                    1 => vec![given[0]; batch_sizes.len()],
+                    n if n == batch_sizes.len() => given,
+                    n => bail!(
+                        "SETTLEMENT_BENCH_RECORDS holds {n} counts but SETTLEMENT_BENCH_BATCH_SIZES \
+                         holds {} sizes; give one count, or one per size",
+                        batch_sizes.len()
+                    ),
+                }
+            }
+        };
+        // Whole batches only: every tx carries exactly `b` records.
+        let records = records
+            .iter()
+            .zip(&batch_sizes)
+            .map(|(&n, &b)| n.div_ceil(b) * b)
+            .collect();
+        let timeout_commit = std::env::var("SETTLEMENT_BENCH_TIMEOUT_COMMIT")
+            .unwrap_or_else(|_| DEFAULT_TIMEOUT_COMMIT.to_string());
+        Ok(Settings {
+            batch_sizes,
+            records,
+            timeout_commit,
+            broadcast,
+        })
+    }
+}
+
+/// Records for about [`TARGET_CHAIN_SECS`] of chain time at batch size `b`, from the rates
+/// this bench measured on a shared 2-core machine (interpolated between the measured sizes).
+fn default_records(mode: Broadcast, b: usize) -> usize {
+    // (records per batch, records settled per second) measured with timeout_commit 1s.
+    let measured: [(usize, f64); 3] = match mode {
+        Broadcast::Sync => [(1, 33.0), (10, 130.0), (100, 180.0)],
+        Broadcast::Async => [(1, 58.0), (10, 210.0), (100, 290.0)],
+    };
+    let rate = match measured.iter().position(|&(size, _)| size >= b) {
+        Some(0) => measured[0].1,
+        None => measured[measured.len() - 1].1,
+        Some(i) => {
+            let ((b0, r0), (b1, r1)) = (measured[i - 1], measured[i]);
+            // Linear in log(b) between the two measured sizes.
+            let t = (b as f64).ln() - (b0 as f64).ln();
+            r0 + (r1 - r0) * t / ((b1 as f64).ln() - (b0 as f64).ln())
+        }
+    };
+    (rate * TARGET_CHAIN_SECS).round() as usize
+}
+
+/// The well-known key of `label` (see `gonka_client::keys::well_known_mnemonic`).
+fn key(label: &str) -> Result<Key> {
+    Key::from_mnemonic(&well_known_mnemonic(label))
+        .with_context(|| format!("deriving the well-known key {label:?}"))
+}
+
+/// Operator account of validator `i`, as `gonkad localnet` names it.
+fn operator(i: usize) -> Result<Key> {
+    key(&format!("validator{i}"))
+}
+
+/// Genesis `app_state`: the validators staked, the requesters funded, one model priced, long
+/// epochs, batches of `max_batch` records allowed, no jailing for missed validations.
+fn genesis(
+    keys: &[GenesisValidatorKey],
+    requesters: &[String],
+    max_batch: usize,
+) -> Result<serde_json::Value> {
+    let mut config = GenesisConfig {
+        accounts: requesters
+            .iter()
+            .map(|address| GenesisAccount {
+                address: address.clone(),
+                ngnk: REQUESTER_BALANCE,
+            })
+            .collect(),
+        min_fee: MIN_FEE,
+        epoch_length: Some(EPOCH_LENGTH),
+        models: vec![Model {
+            id: MODEL.into(),
+            price_per_token: PRICE.to_string(),
+            min_vram_mib: 0,
+        }],
+        ..Default::default()
+    };
+    for key in keys {
+        let address = operator(key.index)?.address().to_string();
+        config.accounts.push(GenesisAccount {
+            address: address.clone(),
+            ngnk: 1_000 * GNK,
+        });
+        config.validators.push(GenesisValidator {
+            operator: address,
+            moniker: format!("node{}", key.index),
+            consensus_pubkey: key.ed25519_pub_key,
+            stake_ngnk: 10_000 * GNK,
+        });
+    }
+    let mut state = config.app_state();
+    // GenesisConfig leaves the inference and disputes parameters at their defaults.
+    let inference = gonka_proto::inference::Params {
+        max_records_per_batch: max_batch as u64,
+        ..gonka_inference::default_params()
+    };
+    state[gonka_inference::NAME]["params"] = serde_json::to_value(inference)?;
+    let disputes = gonka_proto::disputes::Params {
+        jail_after_misses: u64::MAX,
+        ..gonka_disputes::default_params()
+    };
+    state[gonka_disputes::NAME] = serde_json::json!({ "params": disputes });
+    // A batch of `max_batch` records must fit in one tx.
+    let max_tx_bytes = &mut state[gonka_auth::NAME]["params"]["max_tx_bytes"];
+    let current = max_tx_bytes
+        .as_u64()
+        .ok_or_else(|| anyhow!("genesis auth params carry no max_tx_bytes: {max_tx_bytes}"))?;
+    let needed = TX_OVERHEAD_BOUND + RECORD_BYTES_BOUND * max_batch as u64;
+    if needed > current {
+        *max_tx_bytes = needed.into();
+    }
+    Ok(state)
+}
+
+/// Creates and starts the localnet in `dir`, retrying on a fresh port block if another process
+/// took one of the ports between the free-port check and the start.
+fn start_localnet(settings: &Settings, dir: &Path, requesters: &[String]) -> Result<Localnet> {
+    let cometbft = find_cometbft()?;
+    let max_batch = settings.batch_sizes.iter().copied().max().unwrap_or(1);
+    let requesters = requesters.to_vec();
+    let app_state = AppStateFn(Arc::new(move |keys: &[GenesisValidatorKey]| {
+        // The localnet cannot take an error from here; a bench genesis that fails to build is a
+        // bug of this file.
+        genesis(keys, &requesters, max_batch).expect("building the bench genesis")
+    }));
+    // Away from the end-to-end tests' 27000..31000 and CometBFT's defaults.
+    let first = 32_000 + (std::process::id() % 100) as u16 * 40;
+    let mut errors = Vec::new();
+    for attempt in 0..3 {
+        let base_port = find_free_base_port(VALIDATORS, first)?;
+        let mut config = LocalnetConfig::new(
+            dir.join(format!("net{attempt}")),
+            env!("CARGO_BIN_EXE_gonkad"),
+            &cometbft,
+        );
+        config.validators = VALIDATORS;
+        config.base_port = base_port;
+        config.chain_id = CHAIN_ID.to_string();
+        config.timeout_commit = settings.timeout_commit.clone();
+        config.app_state_for_validators = Some(app_state.clone());
+        config.sidecar = None;
+        let mut net = Localnet::prepare(config)?;
+        match net.start() {
+            Ok(()) => return Ok(net),
+            Err(e) => {
+                let message = format!("{e:#}");
+                let port_clash =
+                    message.contains("is not free") || message.contains("answers for chain");
+                errors.push(message);
+                if !port_clash {
+                    break;
+                }
+            }
+        }
+    }
+    bail!("starting the localnet failed:\n{}", errors.join("\n---\n"))
+}
+
+/// One row of the table.
+struct Row {
+    batch: usize,
+    records: usize,
+    txs: usize,
+    blocks: u64,
+    chain_secs: f64,
+    submit_secs: f64,
+    mempool_full: usize,
+    p50_inclusion_secs: f64,
+}
+
+/// Unix time in nanoseconds, comparable with block header times.
+fn unix_nanos_now() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+/// Header time of block `height`, in Unix nanoseconds, with the block's txs.
+async fn block(client: &Client, height: u64) -> Result<(i128, Vec<Vec<u8>>)> {
+    let response = client
+        .http()
+        .block(Height::try_from(height)?)
+        .await
+        .with_context(|| format!("block {height} from {}", client.url()))?;
+    Ok((
+        response.block.header.time.unix_timestamp_nanos(),
+        response.block.data,
+    ))
+}
+
+/// Height of the newest block in node `client`'s block store. CometBFT stores a block before
+/// the app executes it, so only the blocks below it surely have results.
+async fn latest_height(client: &Client) -> Result<u64> {
+    Ok(client.status().await?.sync_info.latest_block_height.value())
+}
+
+/// Waits until block `height` exists and returns its header time.
+async fn wait_block_time(client: &Client, height: u64) -> Result<i128> {
+    let deadline = Instant::now() + STALL;
+    while latest_height(client).await? < height {
+        ensure!(
+            Instant::now() < deadline,
+            "block {height} did not appear within {STALL:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(block(client, height).await?.0)
+}
+
+/// Signs and broadcasts one tx of `key` and waits for it to succeed.
+async fn submit_one(client: &Client, key: &Key, msg: gonka_client::Any, what: &str) -> Result<()> {
+    let signer = client
+        .signer_data(key.address(), Some(CHAIN_ID))
+        .await
+        .with_context(|| format!("signer data of {}", key.address()))?;
+    let tx = sign(key, vec![msg], &signer, MIN_FEE, "")?;
+    let included = client
+        .broadcast_and_wait(tx, Duration::from_secs(60))
+        .await
+        .with_context(|| what.to_string())?;
+    ensure!(
+        included.code == 0,
+        "{what} failed at height {} ({} {}): {}",
+        included.height,
+        included.codespace,
+        included.code,
+        included.log
+    );
+    Ok(())
+}
+
+/// The bench's actors: requesters, the executor key, the host and the transfer agent.
+struct Actors {
+    requesters: Vec<Key>,
+    executor: k256::ecdsa::SigningKey,
+    host: Key,
+    transfer_agent: Key,
+}
+
+/// `count` work records for batch size `b`, requesters round-robin, nonces unique in the run.
+fn sign_records(actors: &Actors, b: usize, count: usize) -> Result<Vec<WorkRecord>> {
+    let timestamp = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    (0..count)
+        .map(|i| {
+            // Distinct per record; the chain only checks the lengths.
+            let mut prompt_hash = [0x50; 32];
+            prompt_hash[..8].copy_from_slice(&(i as u64).to_be_bytes());
+            let mut response_hash = [0x52; 32];
+            response_hash[..8].copy_from_slice(&(i as u64).to_be_bytes());
+            let input = WorkRecordInput {
+                model: MODEL.into(),
+                prompt_hash,
+                timestamp,
+                nonce: format!("bench-b{b}-{i}"),
+                response_hash,
+                prompt_tokens: PROMPT_TOKENS,
+                completion_tokens: COMPLETION_TOKENS,
+                executor_node: NODE_ID.into(),
+                commission: COMMISSION,
+            };
+            signed_work_record(
+                &actors.requesters[i % actors.requesters.len()],
+                &actors.executor,
+                &input,
+            )
+        })
+        .collect()
+}
+
+/// How batch txs reach node 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Broadcast {
+    /// `broadcast_tx_sync`: each call returns `CheckTx`'s answer, so a refusal is reported at
+    /// once, but the next tx leaves only after it.
+    Sync,
+    /// `broadcast_tx_async`: each call returns once CometBFT has queued the tx for `CheckTx`
+    /// (in call order), so several txs are checked per round trip to the app; a `CheckTx`
+    /// refusal shows only as a tx that is never included.
+    Async,
+}
+
+/// Broadcasts `tx` until node 0's mempool takes it. Returns the acceptance time (Unix
+/// nanoseconds) and the number of mempool-full refusals.
+async fn broadcast(
+    client: &Client,
+    mode: Broadcast,
+    tx: &[u8],
+    index: usize,
+) -> Result<(i128, usize)> {
+    let mut full = 0;
+    let mut errors = 0;
+    loop {
+        // (code, codespace, log) of CheckTx; always success for async, which does not wait.
+        let sent = match mode {
+            Broadcast::Sync => client
+                .http()
+                .broadcast_tx_sync(tx.to_vec())
+                .await
+                .map(|r| (r.code, r.codespace, r.log)),
+            Broadcast::Async => client
+                .http()
+                .broadcast_tx_async(tx.to_vec())
+                .await
+                .map(|r| (r.code, r.codespace, r.log)),
+        };
+        match sent {
+            Ok((code, _, _)) if code.is_ok() => return Ok((unix_nanos_now(), full)),
+            Ok((code, codespace, log)) => bail!(
+                "batch tx {index} refused by CheckTx ({codespace} {}): {log}",
+                code.value()
+            ),
+            Err(e) => {
+                let message = e.to_string();
+                if message.contains("mempool is full") {
+                    full += 1;
+                } else if message.contains("already exists in cache") {
+                    // An earlier attempt got in although its answer was lost.
+                    return Ok((unix_nanos_now(), full));
+                } else {
+                    errors += 1;
+                    ensure!(
+                        errors < 5,
+                        "broadcasting batch tx {index} to {}: {message}",
+                        client.url()
+                    );
+                }
+                tokio::time::sleep(MEMPOOL_BACKOFF).await;
+            }
+        }
+    }
+}
+
+/// Settles `count` records in batches of `b` and measures it.
+async fn run_size(
+    net: &[Client],
+    actors: &Actors,
+    mode: Broadcast,
+    b: usize,
+    count: usize,
+) -> Result<Row> {
+    let clock = Instant::now();
+    let records = sign_records(actors, b, count)?;
+    let ta = actors.transfer_agent.address();
+    let signer = net[0].signer_data(ta, Some(CHAIN_ID)).await?;
+    let mut ids = Vec::with_capacity(records.len());
+    let mut txs = Vec::with_capacity(count / b);
+    for (k, batch) in records.chunks(b).enumerate() {
+        ids.extend(batch.iter().map(|r| r.inference_id.clone()));
+        let sequence = SignerData {
+            sequence: signer.sequence + k as u64,
+            ..signer.clone()
+        };
+        let msg = msg_submit_work_batch(ta, batch.to_vec());
+        txs.push(sign(
+            &actors.transfer_agent,
+            vec![msg],
+            &sequence,
+            MIN_FEE,
+            "",
+        )?);
+    }
+    let largest = txs.iter().map(Vec::len).max().unwrap_or(0);
+    println!(
+        "batch {b}: signed {count} records in {} txs (largest {largest} bytes) in {:.1} s",
+        txs.len(),
+        clock.elapsed().as_secs_f64()
+    );
+
+    // Submit back to back.
+    let start_height = latest_height(&net[0]).await?;
+    let clock = Instant::now();
+    let mut accepted = Vec::with_capacity(txs.len());
+    let mut mempool_full = 0;
+    for (index, tx) in txs.iter().enumerate() {
+        let (at, full) = broadcast(&net[0], mode, tx, index).await?;
+        accepted.push(at);
+        mempool_full += full;
+    }
+    let submit_secs = clock.elapsed().as_secs_f64();
+
+    // Find every tx in the blocks after `start_height`.
+    let mut pending: HashMap<&[u8], usize> = txs
+        .iter()
+        .enumerate()
+        .map(|(i, tx)| (tx.as_slice(), i))
+        .collect();
+    let mut included_at = vec![0u64; txs.len()];
+    let mut block_times = HashMap::new();
+    let (mut first, mut last) = (u64::MAX, 0);
+    let mut height = start_height + 1;
+    let mut deadline = Instant::now() + STALL;
+    // Blocks in a row without any of the pending txs, since the first that had some.
+    let mut without_ours = 0;
+    while !pending.is_empty() {
+        // Block `height + 1` stored: block `height` is executed and its results exist.
+        if latest_height(&net[0]).await? <= height {
+            ensure!(
+                Instant::now() < deadline,
+                "{} of {} batch txs still not included {STALL:?} after block {}",
+                pending.len(),
+                txs.len(),
+                height - 1
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        let (time, block_txs) = block(&net[0], height).await?;
+        block_times.insert(height, time);
+        let mut ours = false;
+        for tx in &block_txs {
+            if let Some(i) = pending.remove(tx.as_slice()) {
+                included_at[i] = height;
+                ours = true;
+            }
+        }
+        if ours {
+            first = first.min(height);
+            last = height;
+            check_results(&net[0], height, &block_txs, b).await?;
+            deadline = Instant::now() + STALL;
+            without_ours = 0;
+        } else if first != u64::MAX {
+            without_ours += 1;
+        }
+        // Every node's mempool gets every tx within milliseconds, so blocks keep carrying
+        // them until none is left: three in a row without any means they were dropped.
+        if without_ours >= 3 && mode == Broadcast::Async {
+            bail!(
+                "{} of {} batch txs were dropped: blocks {}..={height} carry none of them, so \
+                 CheckTx refused them (broadcast_tx_async does not report refusals; node 0's \
+                 app log names them)",
+                pending.len(),
+                txs.len(),
+                height + 1 - without_ours
+            );
+        }
+        height += 1;
+    }
+    // Block `h` is committed at the header time of block `h + 1`.
+    let end = wait_block_time(&net[0], last + 1).await?;
+    block_times.insert(last + 1, end);
+    let chain_secs = (end - block_times[&first]) as f64 / 1e9;
+
+    let mut latencies: Vec<f64> = included_at
+        .iter()
+        .zip(&accepted)
+        .map(|(h, at)| (block_times[&(h + 1)] - at) as f64 / 1e9)
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let p50_inclusion_secs = latencies[(latencies.len() - 1) / 2];
+
+    spot_check(&net[1], &ids, ta).await?;
+    Ok(Row {
+        batch: b,
+        records: count,
+        txs: txs.len(),
+        blocks: last - first + 1,
+        chain_secs,
+        submit_secs,
+        mempool_full,
+        p50_inclusion_secs,
+    })
+}
+
+/// Checks that every tx of block `height` that is one of ours (all of them: nothing else sends
+/// txs) succeeded and that its `work_batch` event stored all `b` records.
+async fn check_results(
+    client: &Client,
+    height: u64,
+    block_txs: &[Vec<u8>],
+    b: usize,
+) -> Result<()> {
+    let results = client
+        .http()
+        .block_results(Height::try_from(height)?)
+        .await
+        .with_context(|| format!("block_results {height} from {}", client.url()))?
+        .txs_results
+        .unwrap_or_default();
+    ensure!(
+        results.len() == block_txs.len(),
+        "block {height} holds {} txs but {} results",
+        block_txs.len(),
+        results.len()
+    );
+    for (i, result) in results.iter().enumerate() {
+        ensure!(
+            result.code.is_ok(),
+            "tx {i} of block {height} failed ({} {}): {}",
+            result.codespace,
+            result.code.value(),
+            result.log
+        );
+        let attr = |name: &str| -> Option<String> {
+            result
+                .events
+                .iter()
+                .filter(|e| e.kind == "work_batch")
+                .flat_map(|e| &e.attributes)
+                .find(|a| a.key_str().is_ok_and(|k| k == name))
+                .and_then(|a| a.value_str().ok().map(str::to_string))
+        };
+        let (stored, refused) = (attr("stored"), attr("refused"));
+        ensure!(
+            stored.as_deref() == Some(b.to_string().as_str()) && refused.as_deref() == Some("0"),
+            "tx {i} of block {height}: expected a work_batch event with stored={b} refused=0, \
+             found stored={stored:?} refused={refused:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Reads [`SPOT_CHECKS`] of `ids`, evenly spread (first and last included), through
+/// `/inference/record` and checks they were settled by transfer agent `ta`.
+async fn spot_check(client: &Client, ids: &[String], ta: &str) -> Result<()> {
+    let checks = SPOT_CHECKS.min(ids.len());
+    for k in 0..checks {
+        let index = if checks == 1 {
+            0
+        } else {
+            k * (ids.len() - 1) / (checks - 1)
+        };
+        let id = &ids[index];
+        let request = QueryRecordRequest {
+            inference_id: id.clone(),
+        };
+        let stored = client
+            .query_msg::<_, QueryRecordResponse>("/inference/record", &request)
+            .await
+            .with_context(|| format!("querying work record {id} on {}", client.url()))?
+            .record
+            .ok_or_else(|| anyhow!("work record {id} (record {index}) is not on chain"))?;
+        ensure!(
+            stored.transfer_agent == ta,
+            "work record {id} was settled by {} instead of {ta}",
+            stored.transfer_agent
+        );
+    }
+    Ok(())
+}
+
+/// Registers the ML node and the transfer agent, measures the idle block interval, then runs
+/// every batch size.
+async fn run(net: &Localnet, settings: &Settings, actors: &Actors) -> Result<(f64, Vec<Row>)> {
+    let clients = net
+        .nodes()
+        .iter()
+        .map(|n| Client::new(&n.rpc_url))
+        .collect::<Result<Vec<_>>>()?;
+    // Queries need a committed block.
+    wait_block_time(&clients[0], 2).await?;
+
+    let node = NodeSpec {
+        node_id: NODE_ID.into(),
+        models: vec![MODEL.into()],
+        vram_mib: 80_000,
+        bandwidth_mbps: 10_000,
+        max_concurrency: 64,
+        endpoint: "http://127.0.0.1:9/v1".into(),
+        pubkey: actors
+            .executor
+            .verifying_key()
+            .to_encoded_point(true)
+            .as_bytes()
+            .to_vec(),
+    };
+    let ta = &actors.transfer_agent;
+    tokio::try_join!(
+        submit_one(
+            &clients[0],
+            &actors.host,
+            msg_register_node(actors.host.address(), &node),
+            "registering the ML node",
+        ),
+        submit_one(
+            &clients[0],
+            ta,
+            msg_register_transfer_agent(
+                ta.address(),
+                "http://127.0.0.1:9",
+                &ta.public_key().to_bytes(),
+            ),
+            "registering the transfer agent",
+        ),
+    )?;
+
+    // The idle block interval, over blocks holding no txs.
+    const IDLE_BLOCKS: u64 = 5;
+    let from = latest_height(&clients[0]).await? + 1;
+    let start = wait_block_time(&clients[0], from).await?;
+    let end = wait_block_time(&clients[0], from + IDLE_BLOCKS).await?;
+    let idle_interval = (end - start) as f64 / 1e9 / IDLE_BLOCKS as f64;
+
+    let mut rows = Vec::new();
+    for (&b, &count) in settings.batch_sizes.iter().zip(&settings.records) {
+        let row = run_size(&clients, actors, settings.broadcast, b, count)
+            .await
+            .with_context(|| format!("batch size {b}"))?;
+        println!(
+            "batch {b}: {} records settled in {} blocks, {:.1} s of chain time ({:.1} records/s)",
+            row.records,
+            row.blocks,
+            row.chain_secs,
+            row.records as f64 / row.chain_secs
+        );
+        rows.push(row);
+    }
+    Ok((idle_interval, rows))
+}
+
+fn print_table(settings: &Settings, idle_interval: f64, rows: &[Row]) {
+    println!();
+    println!(
+        "{VALIDATORS} validators, timeout_commit {}, idle block interval {idle_interval:.2} s, \
+         broadcast_tx_{}",
+        settings.timeout_commit,
+        match settings.broadcast {
+            Broadcast::Sync => "sync",
+            Broadcast::Async => "async",
+        }
+    );
+    println!(
+        "{:>6} {:>8} {:>7} {:>7} {:>8} {:>10} {:>14} {:>8} {:>12} {:>9} {:>6}",
+        "batch",
+        "records",
+        "txs",
+        "blocks",
+        "chain s",
+        "records/s",
+        "records/block",
+        "block s",
+        "p50 incl. s",
+        "submit s",
+        "full"
+    );
+    for r in rows {
+        println!(
+            "{:>6} {:>8} {:>7} {:>7} {:>8.1} {:>10.1} {:>14.1} {:>8.2} {:>12.2} {:>9.1} {:>6}",
+            r.batch,
+            r.records,
+            r.txs,
+            r.blocks,
+            r.chain_secs,
+            r.records as f64 / r.chain_secs,
+            r.records as f64 / r.blocks as f64,
+            r.chain_secs / r.blocks as f64,
+            r.p50_inclusion_secs,
+            r.submit_secs,
+            r.mempool_full
+        );
+    }
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let settings = Settings::from_env()?;
+    let actors = Actors {
+        requesters: (0..REQUESTERS)
+            .map(|i| key(&format!("bench-requester-{i}")))
+            .collect::<Result<_>>()?,
+        executor: k256::ecdsa::SigningKey::random(&mut k256::elliptic_curve::rand_core::OsRng),
+        host: operator(0)?,
+        transfer_agent: operator(1)?,
+    };
+    let requesters: Vec<String> = actors
+        .requesters
+        .iter()
+        .map(|k| k.address().to_string())
+        .collect();
+
+    let dir = tempfile::Builder::new()
+        .prefix("gonka-settlement-bench-")
+        .tempdir()?;
+    let mut net = start_localnet(&settings, dir.path(), &requesters)?;
+    let stopper = net.stopper();
+    // Ctrl-C stops the network; the RPC calls in flight then fail and main returns.
+    ctrlc::set_handler(move || {
+        let _ = stopper.stop();
+    })?;
+    println!(
+        "localnet of {VALIDATORS} validators up in {} (node 0 RPC {})",
+        net.dir().display(),
+        net.nodes()[0].rpc_url
+    );
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(run(&net, &settings, &actors));
+    let stopped = net.stop();
+    match result {
+        Ok((idle_interval, rows)) => {
+            print_table(&settings, idle_interval, &rows);
+            stopped
+        }
+        Err(e) => {
+            let kept = dir.keep();
+            eprintln!("the localnet's logs are kept in {}", kept.display());
+            Err(e)
+        }
+    }
+}
