@@ -67,6 +67,27 @@ impl ReplayCache {
             .insert((timestamp, address.to_string(), nonce.to_string()))
     }
 
+    /// Admits a verified request unless its `(timestamp, address, nonce)` was seen within the
+    /// skew window; remembers it. Entries older than the window are forgotten.
+    pub fn admit(
+        &mut self,
+        auth: &Authenticated,
+        now_secs: u64,
+        max_skew_secs: u64,
+    ) -> Result<(), ApiError> {
+        self.prune(now_secs.saturating_sub(max_skew_secs));
+        if !self.insert(auth.timestamp, &auth.address, &auth.nonce) {
+            return Err(unauthorized(
+                "replayed_nonce",
+                format!(
+                    "the nonce `{}` was already used with this timestamp and address",
+                    auth.nonce
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Entries held.
     pub fn len(&self) -> usize {
         self.seen.len()
@@ -118,14 +139,14 @@ fn hex_header(headers: &HeaderMap, name: &str, len: usize) -> Result<Vec<u8>, Ap
     }
 }
 
-/// Authenticates a request: well-formed headers, valid signature, fresh timestamp (within
-/// `max_skew_secs` of `now_secs`), unseen nonce. Records the nonce in `cache` on success.
-pub fn authenticate(
+/// Checks a request's headers without shared state: well-formed, the key derives to the
+/// address, the signature verifies, the timestamp is within `max_skew_secs` of `now_secs`.
+/// The expensive part of authentication, so callers run it outside any lock.
+pub fn verify(
     headers: &HeaderMap,
     body: &[u8],
     now_secs: u64,
     max_skew_secs: u64,
-    cache: &mut ReplayCache,
 ) -> Result<Authenticated, ApiError> {
     let address = header(headers, HEADER_ADDRESS)?;
     if !address.starts_with("gonka1") || address.len() < 7 || address.len() > 90 {
@@ -205,13 +226,6 @@ pub fn authenticate(
             format!("the timestamp {timestamp} is more than {max_skew_secs} s away from the transfer agent's clock ({now_secs})"),
         ));
     }
-    cache.prune(now_secs.saturating_sub(max_skew_secs));
-    if !cache.insert(timestamp, address, nonce) {
-        return Err(unauthorized(
-            "replayed_nonce",
-            format!("the nonce `{nonce}` was already used with this timestamp and address"),
-        ));
-    }
     Ok(Authenticated {
         address: address.to_string(),
         pubkey,
@@ -231,6 +245,19 @@ mod tests {
     use gonka_client::keys::well_known_mnemonic;
     use gonka_client::request::sign_request;
     use gonka_client::Key;
+
+    /// What the server does: [`verify`], then [`ReplayCache::admit`].
+    fn authenticate(
+        headers: &HeaderMap,
+        body: &[u8],
+        now_secs: u64,
+        max_skew_secs: u64,
+        cache: &mut ReplayCache,
+    ) -> Result<Authenticated, ApiError> {
+        let auth = verify(headers, body, now_secs, max_skew_secs)?;
+        cache.admit(&auth, now_secs, max_skew_secs)?;
+        Ok(auth)
+    }
 
     fn key(label: &str) -> Key {
         Key::from_mnemonic(&well_known_mnemonic(label)).unwrap()

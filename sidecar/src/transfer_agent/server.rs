@@ -116,7 +116,6 @@ pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 struct Sched {
     router: Router,
     queue: WaitQueue<Arc<Notify>>,
-    replay: ReplayCache,
 }
 
 /// Where completed work records go.
@@ -137,6 +136,7 @@ pub struct TransferAgent {
     config: TaConfig,
     registry: RwLock<Registry>,
     sched: Mutex<Sched>,
+    replay: Mutex<ReplayCache>,
     sink: Sink,
     clock: Clock,
 }
@@ -206,8 +206,8 @@ impl TransferAgent {
             sched: Mutex::new(Sched {
                 router: Router::new(config.backoff),
                 queue: WaitQueue::new(config.queue_capacity),
-                replay: ReplayCache::default(),
             }),
+            replay: Mutex::new(ReplayCache::default()),
             registry: RwLock::new(Registry::default()),
             sink,
             clock,
@@ -710,17 +710,10 @@ async fn handle_chat(
             format!("request body must be at most {limit} bytes"),
         )
     })?;
-    let auth = {
-        let now = (ta.clock)();
-        let mut s = lock(&ta.sched);
-        auth::authenticate(
-            &headers,
-            &bytes,
-            now,
-            ta.config.max_skew_secs,
-            &mut s.replay,
-        )?
-    };
+    // The signature check runs outside every lock; only the replay check is serialised.
+    let now = (ta.clock)();
+    let auth = auth::verify(&headers, &bytes, now, ta.config.max_skew_secs)?;
+    lock(&ta.replay).admit(&auth, now, ta.config.max_skew_secs)?;
     let routing: Routing = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::invalid_json(format!(
             "expected a JSON chat completion request {{model, messages, ...}}: {e}"
