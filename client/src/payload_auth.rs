@@ -16,11 +16,10 @@
 //! the address may read the payload is the server's business (the chain's assignments).
 
 use anyhow::{anyhow, Result};
-use k256::ecdsa::signature::Verifier;
-use k256::ecdsa::{Signature, VerifyingKey};
 use sha2::{Digest, Sha256};
 
-use crate::request::address_of_pubkey;
+use crate::request::verify_signed_headers;
+pub use crate::request::HeaderAuthError;
 pub use crate::request::{HEADER_ADDRESS, HEADER_PUBKEY, HEADER_SIGNATURE, HEADER_TIMESTAMP};
 use crate::Key;
 
@@ -59,116 +58,21 @@ pub fn sign_payload_request(
     ])
 }
 
-/// Why a payload fetch failed authentication: a stable `code` and a message naming what was
-/// expected and what was found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PayloadAuthError {
-    /// `missing_auth_header`, `invalid_auth_header`, `address_mismatch`,
-    /// `invalid_signature` or `stale_timestamp`.
-    pub code: &'static str,
-    /// What was expected and what was found.
-    pub message: String,
-}
-
-impl std::fmt::Display for PayloadAuthError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({})", self.message, self.code)
-    }
-}
-
-impl std::error::Error for PayloadAuthError {}
-
-fn failure(code: &'static str, message: String) -> PayloadAuthError {
-    PayloadAuthError { code, message }
-}
-
-fn required<'a>(
-    header: &impl Fn(&str) -> Option<&'a str>,
-    name: &str,
-) -> Result<&'a str, PayloadAuthError> {
-    header(name).map(str::trim).ok_or_else(|| {
-        failure(
-            "missing_auth_header",
-            format!("the `{name}` header is required (printable ASCII)"),
-        )
-    })
-}
-
-fn hex_bytes<'a>(
-    header: &impl Fn(&str) -> Option<&'a str>,
-    name: &str,
-    len: usize,
-) -> Result<Vec<u8>, PayloadAuthError> {
-    let text = required(header, name)?;
-    match hex::decode(text) {
-        Ok(bytes) if bytes.len() == len => Ok(bytes),
-        _ => Err(failure(
-            "invalid_auth_header",
-            format!(
-                "the `{name}` header must be {len} bytes of hex ({} hex digits) but is `{text}`",
-                len * 2
-            ),
-        )),
-    }
-}
-
 /// Checks the headers of a fetch of `inference_id`'s payload (`header` looks a header up by
 /// name) against the server's clock `now_secs`; returns the authenticated address.
 pub fn verify_payload_request<'a>(
     header: impl Fn(&str) -> Option<&'a str>,
     inference_id: &str,
     now_secs: u64,
-) -> Result<String, PayloadAuthError> {
-    let address = required(&header, HEADER_ADDRESS)?;
-    let pubkey = hex_bytes(&header, HEADER_PUBKEY, 33)?;
-    let key = VerifyingKey::from_sec1_bytes(&pubkey).map_err(|_| {
-        failure(
-            "invalid_auth_header",
-            format!("the `{HEADER_PUBKEY}` header is not a valid compressed secp256k1 key"),
-        )
-    })?;
-    match address_of_pubkey(&pubkey) {
-        Some(derived) if derived == address => {}
-        derived => {
-            return Err(failure(
-                "address_mismatch",
-                format!(
-                    "the `{HEADER_PUBKEY}` key belongs to {}, not to `{address}` named in `{HEADER_ADDRESS}`",
-                    derived.unwrap_or_default()
-                ),
-            ))
-        }
-    }
-    let ts_text = required(&header, HEADER_TIMESTAMP)?;
-    let timestamp: u64 = ts_text.parse().map_err(|_| {
-        failure(
-            "invalid_auth_header",
-            format!("the `{HEADER_TIMESTAMP}` header must be unix seconds but is `{ts_text}`"),
-        )
-    })?;
-    let signature =
-        Signature::from_slice(&hex_bytes(&header, HEADER_SIGNATURE, 64)?).map_err(|_| {
-            failure(
-                "invalid_auth_header",
-                format!("the `{HEADER_SIGNATURE}` header is not a valid r ‖ s signature"),
-            )
-        })?;
-    key.verify(&payload_hash(inference_id, timestamp), &signature)
-        .map_err(|_| {
-            failure(
-                "invalid_signature",
-                format!(
-                    "the signature does not verify for the given public key over SHA-256(\"gonka/payload/v1\" ‖ {inference_id:?} ‖ timestamp u64 BE)"
-                ),
-            )
-        })?;
-    if timestamp.abs_diff(now_secs) > MAX_SKEW_SECS {
-        return Err(failure(
-            "stale_timestamp",
-            format!("the timestamp {timestamp} is more than {MAX_SKEW_SECS} s away from the server's clock ({now_secs}); sync the clock"),
-        ));
-    }
-    Ok(address.to_string())
+) -> Result<String, HeaderAuthError> {
+    let caller = verify_signed_headers(
+        &header,
+        |timestamp| payload_hash(inference_id, timestamp),
+        &format!("SHA-256(\"gonka/payload/v1\" ‖ {inference_id:?} ‖ timestamp u64 BE)"),
+        now_secs,
+        MAX_SKEW_SECS,
+    )?;
+    Ok(caller.address)
 }
 
 #[cfg(test)]
@@ -184,7 +88,7 @@ mod tests {
         headers: &[(&'static str, String)],
         id: &str,
         now: u64,
-    ) -> Result<String, PayloadAuthError> {
+    ) -> Result<String, HeaderAuthError> {
         verify_payload_request(
             |name| {
                 headers

@@ -17,6 +17,8 @@
 
 use anyhow::{anyhow, Result};
 pub use gonka_proto::signing::{body_hash, request_hash, MAX_NONCE_LEN};
+use k256::ecdsa::signature::Verifier;
+use k256::ecdsa::{Signature, VerifyingKey};
 
 use crate::keys::{Key, ADDRESS_PREFIX};
 
@@ -65,6 +67,153 @@ pub fn address_of_pubkey(pubkey: &[u8]) -> Option<String> {
         .map(|id| id.to_string())
 }
 
+/// Why signed headers were refused: a stable `code` and a message naming what was expected
+/// and what was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderAuthError {
+    /// `missing_auth_header`, `invalid_auth_header`, `address_mismatch`,
+    /// `invalid_signature` or `stale_timestamp`.
+    pub code: &'static str,
+    /// What was expected and what was found.
+    pub message: String,
+}
+
+impl std::fmt::Display for HeaderAuthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for HeaderAuthError {}
+
+fn failure(code: &'static str, message: String) -> HeaderAuthError {
+    HeaderAuthError { code, message }
+}
+
+/// The trimmed value of header `name` (`header` looks headers up by name), or
+/// `missing_auth_header`.
+pub fn required_header<'a>(
+    header: &impl Fn(&str) -> Option<&'a str>,
+    name: &str,
+) -> Result<&'a str, HeaderAuthError> {
+    header(name).map(str::trim).ok_or_else(|| {
+        failure(
+            "missing_auth_header",
+            format!("the `{name}` header is required (printable ASCII)"),
+        )
+    })
+}
+
+fn hex_header<'a>(
+    header: &impl Fn(&str) -> Option<&'a str>,
+    name: &str,
+    len: usize,
+) -> Result<Vec<u8>, HeaderAuthError> {
+    let text = required_header(header, name)?;
+    match decode_hex(text) {
+        Some(bytes) if bytes.len() == len => Ok(bytes),
+        _ => Err(failure(
+            "invalid_auth_header",
+            format!(
+                "the `{name}` header must be {len} bytes of hex ({} hex digits) but is `{text}`",
+                len * 2
+            ),
+        )),
+    }
+}
+
+/// A caller authenticated by its signed `x-gonka-*` headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedCaller {
+    /// The caller's address (its public key derives to it).
+    pub address: String,
+    /// The 33-byte compressed public key.
+    pub pubkey: Vec<u8>,
+    /// The signed timestamp (unix seconds).
+    pub timestamp: u64,
+    /// The 32 bytes that were signed.
+    pub signed: [u8; 32],
+    /// The 64-byte signature `r ‖ s`.
+    pub signature: Vec<u8>,
+}
+
+/// Checks the identity headers every signed gonka request carries — address, a public key
+/// that derives to it, timestamp, and a signature over `signed(timestamp)` (described by
+/// `what` in the error) — and that the timestamp is within `max_skew_secs` of `now_secs`.
+/// `header` looks a header up by name (`None` if absent or not ASCII).
+pub fn verify_signed_headers<'a>(
+    header: &impl Fn(&str) -> Option<&'a str>,
+    signed: impl FnOnce(u64) -> [u8; 32],
+    what: &str,
+    now_secs: u64,
+    max_skew_secs: u64,
+) -> Result<SignedCaller, HeaderAuthError> {
+    let address = required_header(header, HEADER_ADDRESS)?;
+    let pubkey = hex_header(header, HEADER_PUBKEY, 33)?;
+    let key = VerifyingKey::from_sec1_bytes(&pubkey).map_err(|_| {
+        failure(
+            "invalid_auth_header",
+            format!("the `{HEADER_PUBKEY}` header is not a valid compressed secp256k1 key"),
+        )
+    })?;
+    match address_of_pubkey(&pubkey) {
+        Some(derived) if derived == address => {}
+        derived => {
+            return Err(failure(
+                "address_mismatch",
+                format!(
+                    "the `{HEADER_PUBKEY}` key belongs to {}, not to `{address}` named in `{HEADER_ADDRESS}`",
+                    derived.unwrap_or_default()
+                ),
+            ))
+        }
+    }
+    let ts_text = required_header(header, HEADER_TIMESTAMP)?;
+    let timestamp: u64 = ts_text.parse().map_err(|_| {
+        failure(
+            "invalid_auth_header",
+            format!("the `{HEADER_TIMESTAMP}` header must be unix seconds but is `{ts_text}`"),
+        )
+    })?;
+    let signature = hex_header(header, HEADER_SIGNATURE, 64)?;
+    let parsed = Signature::from_slice(&signature).map_err(|_| {
+        failure(
+            "invalid_auth_header",
+            format!("the `{HEADER_SIGNATURE}` header is not a valid r ‖ s signature"),
+        )
+    })?;
+    let signed = signed(timestamp);
+    key.verify(&signed, &parsed).map_err(|_| {
+        failure(
+            "invalid_signature",
+            format!("the signature does not verify for the given public key over {what}"),
+        )
+    })?;
+    if timestamp.abs_diff(now_secs) > max_skew_secs {
+        return Err(failure(
+            "stale_timestamp",
+            format!("the timestamp {timestamp} is more than {max_skew_secs} s away from the server's clock ({now_secs}); sync the clock"),
+        ));
+    }
+    Ok(SignedCaller {
+        address: address.to_string(),
+        pubkey,
+        timestamp,
+        signed,
+        signature,
+    })
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -96,9 +245,6 @@ mod tests {
     }
 
     fn decode_hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        super::decode_hex(s).unwrap()
     }
 }

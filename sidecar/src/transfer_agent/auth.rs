@@ -13,11 +13,9 @@ use std::collections::BTreeSet;
 
 use axum::http::{HeaderMap, StatusCode};
 use gonka_client::request::{
-    address_of_pubkey, body_hash, request_hash, HEADER_ADDRESS, HEADER_COMMISSION, HEADER_NONCE,
-    HEADER_PUBKEY, HEADER_SIGNATURE, HEADER_TIMESTAMP, MAX_NONCE_LEN,
+    body_hash, request_hash, required_header, verify_signed_headers, HeaderAuthError,
+    HEADER_COMMISSION, HEADER_NONCE, MAX_NONCE_LEN,
 };
-use k256::ecdsa::signature::Verifier;
-use k256::ecdsa::{Signature, VerifyingKey};
 
 use crate::ml_node::ApiError;
 
@@ -110,35 +108,6 @@ pub fn unauthorized(code: &'static str, message: String) -> ApiError {
     }
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<&'a str, ApiError> {
-    let value = headers.get(name).ok_or_else(|| {
-        unauthorized(
-            "missing_auth_header",
-            format!("the `{name}` header is required"),
-        )
-    })?;
-    value.to_str().map(str::trim).map_err(|_| {
-        unauthorized(
-            "invalid_auth_header",
-            format!("the `{name}` header must be printable ASCII"),
-        )
-    })
-}
-
-fn hex_header(headers: &HeaderMap, name: &str, len: usize) -> Result<Vec<u8>, ApiError> {
-    let text = header(headers, name)?;
-    match hex::decode(text) {
-        Ok(bytes) if bytes.len() == len => Ok(bytes),
-        _ => Err(unauthorized(
-            "invalid_auth_header",
-            format!(
-                "the `{name}` header must be {len} bytes of hex ({} hex digits) but is `{text}`",
-                len * 2
-            ),
-        )),
-    }
-}
-
 /// Checks a request's headers without shared state: well-formed, the key derives to the
 /// address, the signature verifies, the timestamp is within `max_skew_secs` of `now_secs`.
 /// The expensive part of authentication, so callers run it outside any lock.
@@ -148,40 +117,9 @@ pub fn verify(
     now_secs: u64,
     max_skew_secs: u64,
 ) -> Result<Authenticated, ApiError> {
-    let address = header(headers, HEADER_ADDRESS)?;
-    if !address.starts_with("gonka1") || address.len() < 7 || address.len() > 90 {
-        return Err(unauthorized(
-            "invalid_auth_header",
-            format!("the `{HEADER_ADDRESS}` header must be a bech32 `gonka1…` address but is `{address}`"),
-        ));
-    }
-    let pubkey = hex_header(headers, HEADER_PUBKEY, 33)?;
-    let verifying_key = VerifyingKey::from_sec1_bytes(&pubkey).map_err(|_| {
-        unauthorized(
-            "invalid_auth_header",
-            format!("the `{HEADER_PUBKEY}` header is not a valid compressed secp256k1 key"),
-        )
-    })?;
-    match address_of_pubkey(&pubkey) {
-        Some(derived) if derived == address => {}
-        derived => {
-            return Err(unauthorized(
-                "address_mismatch",
-                format!(
-                    "the `{HEADER_PUBKEY}` key belongs to {}, not to `{address}` named in `{HEADER_ADDRESS}`",
-                    derived.unwrap_or_default()
-                ),
-            ))
-        }
-    }
-    let ts_text = header(headers, HEADER_TIMESTAMP)?;
-    let timestamp: u64 = ts_text.parse().map_err(|_| {
-        unauthorized(
-            "invalid_auth_header",
-            format!("the `{HEADER_TIMESTAMP}` header must be unix seconds but is `{ts_text}`"),
-        )
-    })?;
-    let nonce = header(headers, HEADER_NONCE)?;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let refused = |e: HeaderAuthError| unauthorized(e.code, e.message);
+    let nonce = required_header(&header, HEADER_NONCE).map_err(refused)?;
     if nonce.is_empty()
         || nonce.len() > MAX_NONCE_LEN
         || !nonce.bytes().all(|b| b.is_ascii_graphic())
@@ -191,47 +129,30 @@ pub fn verify(
             format!("the `{HEADER_NONCE}` header must be 1 to {MAX_NONCE_LEN} printable ASCII characters"),
         ));
     }
-    let commission = match headers.get(HEADER_COMMISSION) {
+    let commission = match header(HEADER_COMMISSION).map(str::trim) {
         None => 0,
-        Some(_) => {
-            let text = header(headers, HEADER_COMMISSION)?;
-            text.parse::<u128>().map_err(|_| {
-                unauthorized(
-                    "invalid_auth_header",
-                    format!("the `{HEADER_COMMISSION}` header must be a decimal amount of ngnk but is `{text}`"),
-                )
-            })?
-        }
+        Some(text) => text.parse::<u128>().map_err(|_| {
+            unauthorized(
+                "invalid_auth_header",
+                format!("the `{HEADER_COMMISSION}` header must be a decimal amount of ngnk but is `{text}`"),
+            )
+        })?,
     };
-    let sig_bytes = hex_header(headers, HEADER_SIGNATURE, 64)?;
-    let signature = Signature::from_slice(&sig_bytes).map_err(|_| {
-        unauthorized(
-            "invalid_auth_header",
-            format!("the `{HEADER_SIGNATURE}` header is not a valid r ‖ s signature"),
-        )
-    })?;
     let body_hash = body_hash(body);
-    let hash = request_hash(&body_hash, timestamp, commission, nonce);
-    verifying_key.verify(&hash, &signature).map_err(|_| {
-        unauthorized(
-            "invalid_signature",
-            "the signature does not verify for the given public key over the request hash \
-             SHA-256(\"gonka/request/v1\" ‖ SHA-256(body) ‖ timestamp u64 BE ‖ commission u128 BE ‖ nonce)"
-                .to_string(),
-        )
-    })?;
-    if timestamp.abs_diff(now_secs) > max_skew_secs {
-        return Err(unauthorized(
-            "stale_timestamp",
-            format!("the timestamp {timestamp} is more than {max_skew_secs} s away from the transfer agent's clock ({now_secs})"),
-        ));
-    }
+    let caller = verify_signed_headers(
+        &header,
+        |timestamp| request_hash(&body_hash, timestamp, commission, nonce),
+        "the request hash SHA-256(\"gonka/request/v1\" ‖ SHA-256(body) ‖ timestamp u64 BE ‖ commission u128 BE ‖ nonce)",
+        now_secs,
+        max_skew_secs,
+    )
+    .map_err(refused)?;
     Ok(Authenticated {
-        address: address.to_string(),
-        pubkey,
-        request_hash: hash,
-        signature: sig_bytes,
-        timestamp,
+        address: caller.address,
+        pubkey: caller.pubkey,
+        request_hash: caller.signed,
+        signature: caller.signature,
+        timestamp: caller.timestamp,
         nonce: nonce.to_string(),
         commission,
         body_hash,
@@ -243,7 +164,7 @@ mod tests {
     use super::*;
     use axum::http::HeaderValue;
     use gonka_client::keys::well_known_mnemonic;
-    use gonka_client::request::sign_request;
+    use gonka_client::request::{sign_request, HEADER_ADDRESS, HEADER_PUBKEY};
     use gonka_client::Key;
 
     /// What the server does: [`verify`], then [`ReplayCache::admit`].
