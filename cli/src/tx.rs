@@ -13,6 +13,30 @@ use serde_json::json;
 
 use crate::{amount::parse_ngnk, keys::load_key, Global};
 
+/// Parses the hex (optionally `0x`-prefixed) of exactly `len` bytes; `what` names the value in
+/// errors, e.g. "a SHA-256 hash" or "a compressed secp256k1 public key".
+pub fn parse_fixed_hex(text: &str, len: usize, what: &str) -> Result<Vec<u8>> {
+    let trimmed = text.trim();
+    let digits = trimmed
+        .strip_prefix("0x")
+        .or_else(|| trimmed.strip_prefix("0X"))
+        .unwrap_or(trimmed);
+    let bytes = hex::decode(digits).map_err(|e| {
+        anyhow::anyhow!(
+            "{text:?} is not hex ({e}); pass the {} hex digits of {what}",
+            2 * len
+        )
+    })?;
+    if bytes.len() != len {
+        bail!(
+            "{} bytes given; {what} is {len} bytes ({} hex digits)",
+            bytes.len(),
+            2 * len
+        );
+    }
+    Ok(bytes)
+}
+
 /// `gonkad tx` modules.
 #[derive(clap::Subcommand)]
 pub enum Command {

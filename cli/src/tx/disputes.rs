@@ -1,6 +1,6 @@
 //! `gonkad tx disputes`: submit a validation, open a user dispute, vote on a dispute.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use gonka_client::disputes::{msg_open_dispute, msg_submit_validation, msg_vote_dispute};
 
 use super::{sign_broadcast_print, TxOptions};
@@ -68,21 +68,7 @@ fn parse_hash_arg(text: &str) -> Result<Hash> {
 
 /// Parses the hex (optionally `0x`-prefixed) of a 32-byte SHA-256 hash.
 pub fn parse_hash_hex(text: &str) -> Result<Vec<u8>> {
-    let trimmed = text.trim();
-    let digits = trimmed
-        .strip_prefix("0x")
-        .or_else(|| trimmed.strip_prefix("0X"))
-        .unwrap_or(trimmed);
-    let bytes = hex::decode(digits).map_err(|e| {
-        anyhow::anyhow!("{text:?} is not hex ({e}); pass the 64 hex digits of a SHA-256 hash")
-    })?;
-    if bytes.len() != 32 {
-        bail!(
-            "result hash is {} bytes; a SHA-256 hash is 32 bytes (64 hex digits)",
-            bytes.len()
-        );
-    }
-    Ok(bytes)
+    super::parse_fixed_hex(text, 32, "a SHA-256 hash")
 }
 
 /// Runs a `gonkad tx disputes` subcommand.

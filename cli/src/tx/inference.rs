@@ -88,20 +88,7 @@ fn parse_pubkey_arg(text: &str) -> Result<PubKey> {
 /// Parses the hex (optionally `0x`-prefixed) of a compressed SEC1 secp256k1 public key:
 /// 33 bytes starting with 02 or 03.
 pub fn parse_pubkey_hex(text: &str) -> Result<Vec<u8>> {
-    let trimmed = text.trim();
-    let digits = trimmed
-        .strip_prefix("0x")
-        .or_else(|| trimmed.strip_prefix("0X"))
-        .unwrap_or(trimmed);
-    let bytes = hex::decode(digits).map_err(|e| {
-        anyhow::anyhow!("{text:?} is not hex ({e}); pass the 66 hex digits of a compressed key")
-    })?;
-    if bytes.len() != 33 {
-        bail!(
-            "public key is {} bytes; a compressed secp256k1 public key is 33 bytes (66 hex digits)",
-            bytes.len()
-        );
-    }
+    let bytes = super::parse_fixed_hex(text, 33, "a compressed secp256k1 public key")?;
     if !matches!(bytes[0], 0x02 | 0x03) {
         bail!(
             "public key starts with {:02x}; a compressed secp256k1 public key starts with 02 or 03",
