@@ -8,7 +8,7 @@
 use cosmrs::proto::cosmos::crypto::secp256k1::PubKey as CosmosPubKey;
 use cosmrs::proto::cosmos::tx::signing::v1beta1::SignMode;
 use cosmrs::proto::cosmos::tx::v1beta1::{mode_info, AuthInfo, SignDoc, TxBody, TxRaw};
-use gonka_auth::{validate_address, AuthError, AuthRead, AuthWrite, ADDRESS_PREFIX};
+use gonka_auth::{address_of_key, validate_address, AuthError, AuthRead, AuthWrite};
 use gonka_bank::{fee_collector_address, parse_coins, transfer, Coin, NATIVE_DENOM};
 use gonka_proto::auth::{Params, SignDocHint};
 use gonka_sdk::{parse_amount, type_url, Error, ErrorCode, Event, Module, Msg, Result, StateWrite};
@@ -128,7 +128,7 @@ pub fn decode(modules: &[Box<dyn Module>], params: &Params, bytes: &[u8]) -> Res
         )?
     };
     let fee = match fee_coins.as_slice() {
-        [] => Coin::new(NATIVE_DENOM, 0),
+        [] => Coin::ngnk(0),
         [coin] if coin.denom == NATIVE_DENOM => coin.clone(),
         _ => {
             return Err(AuthError::InsufficientFee.err(format!(
@@ -183,13 +183,6 @@ fn decode_pub_key(any: &gonka_sdk::Any) -> Result<VerifyingKey> {
     })
 }
 
-fn address_of(key: &VerifyingKey) -> Result<String> {
-    cosmrs::crypto::PublicKey::from(key)
-        .account_id(ADDRESS_PREFIX)
-        .map(|id| id.to_string())
-        .map_err(|e| AuthError::InvalidPubKey.err(format!("cannot derive an address: {e}")))
-}
-
 /// Authenticates `tx` against state, charges its fee to the fee collector and increments
 /// the signer's sequence. On error nothing has been written that the caller keeps: run it
 /// in a fork.
@@ -214,7 +207,7 @@ pub fn authenticate(tx: &DecodedTx, chain_id: &str, state: &mut dyn StateWrite) 
 
     let key = match (&tx.pub_key, account.pub_key.is_empty()) {
         (Some(key), true) => {
-            let derived = address_of(key)?;
+            let derived = address_of_key(key);
             if derived != tx.signer {
                 return Err(AuthError::InvalidPubKey.err(format!(
                     "public key belongs to {derived}, not to the signer {}",

@@ -15,9 +15,11 @@ pub mod genesis;
 pub mod harness;
 pub mod modules;
 mod query;
+mod server;
 mod tx;
 
 pub use app::{App, CHAIN_ID_KEY};
+pub use server::serve_abci;
 
 use std::path::Path;
 
@@ -28,11 +30,9 @@ pub const STATE_FILE: &str = "state.redb";
 /// process is stopped. Every commit is durable, so stopping (even by SIGKILL) loses nothing.
 pub fn serve(home: &Path, addr: &str) -> anyhow::Result<()> {
     let app = App::open(&home.join("data").join(STATE_FILE))?;
-    let server = tendermint_abci::ServerBuilder::default()
-        .bind(addr, app)
+    let listener = std::net::TcpListener::bind(addr)
         .map_err(|e| anyhow::anyhow!("cannot listen for ABCI on {addr}: {e}"))?;
-    tracing::info!(addr = %server.local_addr(), home = %home.display(), "ABCI server listening");
-    server
-        .listen()
+    tracing::info!(addr = %listener.local_addr()?, home = %home.display(), "ABCI server listening");
+    server::serve_abci(listener, app)
         .map_err(|e| anyhow::anyhow!("ABCI server on {addr} stopped: {e}"))
 }

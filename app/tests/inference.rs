@@ -688,7 +688,7 @@ fn client_and_chain_agree_on_signed_bytes() {
         &r.executor_signature
     ));
     assert_eq!(
-        gonka_inference::address_of_pubkey(&r.requester_pubkey),
+        gonka_auth::address_of_pubkey(&r.requester_pubkey),
         Some(addr("alice"))
     );
 }

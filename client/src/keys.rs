@@ -9,8 +9,7 @@ use sha2::{Digest, Sha256};
 /// HD derivation path of gonka account keys (Cosmos coin type 118).
 pub const HD_PATH: &str = "m/44'/118'/0'/0/0";
 
-/// Bech32 prefix of account addresses.
-pub const ADDRESS_PREFIX: &str = "gonka";
+pub use gonka_proto::address::{address_of_pubkey, ADDRESS_PREFIX};
 
 /// An account key.
 pub struct Key {
@@ -31,11 +30,8 @@ impl Key {
         let secret: [u8; 32] = xprv.private_key().to_bytes().into();
         let signing_key = SigningKey::from_slice(&secret)
             .map_err(|e| anyhow!("derived key is not a valid secp256k1 key: {e}"))?;
-        let address = signing_key
-            .public_key()
-            .account_id(ADDRESS_PREFIX)
-            .map_err(|e| anyhow!("cannot derive address: {e}"))?
-            .to_string();
+        let address = address_of_pubkey(&signing_key.public_key().to_bytes())
+            .ok_or_else(|| anyhow!("the derived public key is not a secp256k1 point"))?;
         Ok(Key {
             signing_key,
             secret,

@@ -20,7 +20,8 @@ pub use gonka_proto::signing::{body_hash, request_hash, MAX_NONCE_LEN};
 use k256::ecdsa::signature::Verifier;
 use k256::ecdsa::{Signature, VerifyingKey};
 
-use crate::keys::{Key, ADDRESS_PREFIX};
+use crate::keys::Key;
+pub use gonka_proto::address::address_of_pubkey;
 
 /// Header carrying the requester's bech32 address.
 pub const HEADER_ADDRESS: &str = "x-gonka-address";
@@ -50,21 +51,12 @@ pub fn sign_request(
         .map_err(|e| anyhow!("signing the request failed: {e}"))?;
     Ok(vec![
         (HEADER_ADDRESS, key.address().to_string()),
-        (HEADER_PUBKEY, hex(&key.public_key().to_bytes())),
+        (HEADER_PUBKEY, hex::encode(key.public_key().to_bytes())),
         (HEADER_TIMESTAMP, timestamp.to_string()),
         (HEADER_NONCE, nonce.to_string()),
         (HEADER_COMMISSION, commission.to_string()),
-        (HEADER_SIGNATURE, hex(&signature.to_bytes())),
+        (HEADER_SIGNATURE, hex::encode(signature.to_bytes())),
     ])
-}
-
-/// The bech32 account address of a SEC1 secp256k1 public key, or `None` if it is not one.
-pub fn address_of_pubkey(pubkey: &[u8]) -> Option<String> {
-    let key = k256::ecdsa::VerifyingKey::from_sec1_bytes(pubkey).ok()?;
-    cosmrs::crypto::PublicKey::from(&key)
-        .account_id(ADDRESS_PREFIX)
-        .ok()
-        .map(|id| id.to_string())
 }
 
 /// Why signed headers were refused: a stable `code` and a message naming what was expected
@@ -110,7 +102,7 @@ fn hex_header<'a>(
     len: usize,
 ) -> Result<Vec<u8>, HeaderAuthError> {
     let text = required_header(header, name)?;
-    match decode_hex(text) {
+    match hex::decode(text).ok() {
         Some(bytes) if bytes.len() == len => Ok(bytes),
         _ => Err(failure(
             "invalid_auth_header",
@@ -204,20 +196,6 @@ pub fn verify_signed_headers<'a>(
     })
 }
 
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,20 +209,17 @@ mod tests {
         let get = |name: &str| headers.iter().find(|(n, _)| *n == name).unwrap().1.clone();
         assert_eq!(get(HEADER_ADDRESS), key.address());
         assert_eq!(get(HEADER_COMMISSION), "3");
-        let pubkey = decode_hex(&get(HEADER_PUBKEY));
+        let pubkey = hex::decode(get(HEADER_PUBKEY)).unwrap();
         assert_eq!(address_of_pubkey(&pubkey).as_deref(), Some(key.address()));
         let verifying = k256::ecdsa::VerifyingKey::from_sec1_bytes(&pubkey).unwrap();
         let signature =
-            k256::ecdsa::Signature::from_slice(&decode_hex(&get(HEADER_SIGNATURE))).unwrap();
+            k256::ecdsa::Signature::from_slice(&hex::decode(get(HEADER_SIGNATURE)).unwrap())
+                .unwrap();
         let signed = request_hash(&body_hash(b"{}"), 7, 3, "n-1");
         verifying.verify(&signed, &signature).unwrap();
         // A different commission is a different message.
         let raised = request_hash(&body_hash(b"{}"), 7, 4, "n-1");
         assert!(verifying.verify(&raised, &signature).is_err());
         assert_eq!(address_of_pubkey(&[2; 5]), None);
-    }
-
-    fn decode_hex(s: &str) -> Vec<u8> {
-        super::decode_hex(s).unwrap()
     }
 }

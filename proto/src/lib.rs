@@ -64,4 +64,5 @@ pub use gonka::{
 
 pub use prost::Name;
 
+pub mod address;
 pub mod signing;

@@ -51,9 +51,18 @@ pub enum SdkError {
     InvalidGenesis = 6,
 }
 
-impl ErrorCode for SdkError {
-    const CODESPACE: &'static str = "sdk";
-    fn code(self) -> u32 {
-        self as u32
-    }
+crate::impl_error_code!(SdkError, "sdk");
+
+/// Implements [`ErrorCode`] for a `#[repr(u32)]` enum of codes in `codespace`:
+/// `gonka_sdk::impl_error_code!(BankError, "bank");`.
+#[macro_export]
+macro_rules! impl_error_code {
+    ($codes:ty, $codespace:literal) => {
+        impl $crate::ErrorCode for $codes {
+            const CODESPACE: &'static str = $codespace;
+            fn code(self) -> u32 {
+                self as u32
+            }
+        }
+    };
 }

@@ -64,3 +64,19 @@ pub fn decode_request<M: prost::Message + Default>(data: &[u8]) -> Result<M> {
 pub fn type_url<M: prost::Name>() -> String {
     format!("/{}", M::full_name())
 }
+
+/// Decodes `msg` as `M` if its type URL is `M`'s; `None` if it is another message type.
+pub fn decode_as<M: prost::Message + Default + prost::Name>(msg: &Any) -> Option<Result<M>> {
+    (msg.type_url == type_url::<M>()).then(|| {
+        M::decode(msg.value.as_slice()).map_err(|e| {
+            SdkError::Decode.err(format!(
+                "{} is not a valid {}: {e}",
+                msg.type_url,
+                M::full_name()
+            ))
+        })
+    })
+}
+
+/// Parts per million: the unit of every fraction in params (`slash_fraction_ppm`, ...).
+pub const PPM: u64 = 1_000_000;

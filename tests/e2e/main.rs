@@ -407,6 +407,25 @@ fn cli_and_http_against_a_real_network() {
             ("ngnk", "1500000000"),
             "{body}"
         );
+
+        // A synchronous ABCI call is not held back by Nagle's algorithm: the app's ABCI
+        // sockets set TCP_NODELAY. Without it each call stalls ≥ 40 ms on delayed ACKs, so a
+        // median under 15 ms checks the defect, not the machine's speed.
+        let mut millis: Vec<f64> = (0..20)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                let (code, body) = support::http_get(net.node(3).rpc_addr, &path);
+                assert_eq!(code, 200, "GET {path}: {body}");
+                started.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        millis.sort_by(f64::total_cmp);
+        let median = (millis[9] + millis[10]) / 2.0;
+        assert!(
+            median < 15.0,
+            "abci_query median {median:.1} ms over 20 calls (each: {millis:?}); the ABCI \
+             socket is waiting on Nagle/delayed ACKs"
+        );
     });
 }
 

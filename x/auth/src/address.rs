@@ -8,8 +8,7 @@ use sha2::{Digest, Sha256};
 
 use crate::AuthError;
 
-/// Human-readable part of every account address.
-pub const ADDRESS_PREFIX: &str = "gonka";
+pub use gonka_proto::address::{address_of_key, address_of_pubkey, ADDRESS_PREFIX};
 
 /// Checks that `address` is a canonical (lowercase) bech32 `gonka` address of 20 bytes.
 /// `field` names the offending field in the error.

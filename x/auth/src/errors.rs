@@ -1,7 +1,5 @@
 //! Stable error codes of codespace `auth`: every way the ante step rejects a transaction.
 
-use gonka_sdk::ErrorCode;
-
 /// Codes of the auth codespace. Never renumber: clients match on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -38,9 +36,4 @@ pub enum AuthError {
     InvalidParams = 16,
 }
 
-impl ErrorCode for AuthError {
-    const CODESPACE: &'static str = "auth";
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
+gonka_sdk::impl_error_code!(AuthError, "auth");

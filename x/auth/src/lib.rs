@@ -13,7 +13,9 @@ mod params;
 mod query;
 mod state;
 
-pub use address::{module_address, validate_address, ADDRESS_PREFIX};
+pub use address::{
+    address_of_key, address_of_pubkey, module_address, validate_address, ADDRESS_PREFIX,
+};
 pub use errors::AuthError;
 pub use params::{default_params, validate_params};
 pub use state::{AuthRead, AuthWrite};

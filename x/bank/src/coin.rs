@@ -25,6 +25,11 @@ impl Coin {
         }
     }
 
+    /// A coin of `amount` of the native denom, ngnk.
+    pub fn ngnk(amount: u128) -> Self {
+        Self::new(crate::NATIVE_DENOM, amount)
+    }
+
     /// Wire form.
     pub fn to_proto(&self) -> pb::Coin {
         pb::Coin {

@@ -1,7 +1,5 @@
 //! Stable error codes of codespace `bank`.
 
-use gonka_sdk::ErrorCode;
-
 /// Codes of the bank codespace. Never renumber: clients match on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -14,9 +12,4 @@ pub enum BankError {
     InsufficientFunds = 4,
 }
 
-impl ErrorCode for BankError {
-    const CODESPACE: &'static str = "bank";
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
+gonka_sdk::impl_error_code!(BankError, "bank");

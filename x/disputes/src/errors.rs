@@ -1,7 +1,5 @@
 //! Stable error codes of codespace `disputes`.
 
-use gonka_sdk::ErrorCode;
-
 /// Codes of the disputes codespace. Never renumber: clients match on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -36,9 +34,4 @@ pub enum DisputesError {
     DisputeClosed = 15,
 }
 
-impl ErrorCode for DisputesError {
-    const CODESPACE: &'static str = "disputes";
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
+gonka_sdk::impl_error_code!(DisputesError, "disputes");

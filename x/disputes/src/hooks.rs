@@ -3,30 +3,17 @@
 
 use gonka_inference::InferenceRead;
 use gonka_proto::disputes::Validation;
-use gonka_sdk::{BlockContext, Result, StateRead, StateWrite};
+use gonka_sdk::{BlockContext, Result, StateWrite};
 
 use crate::sampling::{assign_validator, is_sampled, record_seed, sample_rate_ppm};
 use crate::settle::{self, active_validators, note_miss};
-use crate::{events, keys, status, DisputesRead, DisputesWrite};
-
-/// Index keys under `prefix` whose zero-padded deadline height is below `height`.
-fn due(state: &dyn StateRead, prefix: &[u8], height: u64) -> Result<Vec<Vec<u8>>> {
-    Ok(state
-        .prefix_raw(prefix)?
-        .into_iter()
-        .map(|(key, _)| key)
-        .take_while(|key| keys::deadline_height(&key[prefix.len()..]).is_some_and(|h| h < height))
-        .collect())
-}
+use crate::{events, status, DisputesRead, DisputesWrite};
 
 /// Before the block's transactions: validations and disputes whose deadline was the last
 /// block are settled (missed validations first, then disputes, each in key order), then
 /// the records stored in the last block are sampled with this block's hash.
 pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
-    for key in due(state, &keys::validation_deadlines(), ctx.height)? {
-        let prefix_len = keys::validation_deadlines().len() + 21;
-        let id = String::from_utf8_lossy(&key[prefix_len..]).into_owned();
-        state.delete_raw(key);
+    for id in state.take_validations_due(ctx.height)? {
         let Some(mut validation) = state.validation(&id)? else {
             continue;
         };
@@ -38,13 +25,8 @@ pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()>
         state.emit(events::validation_missed(&validation));
         note_miss(state, &validation.validator)?;
     }
-    for key in due(state, &keys::dispute_deadlines(), ctx.height)? {
-        let suffix = &key[keys::dispute_deadlines().len() + 21..];
-        let id = std::str::from_utf8(suffix)
-            .ok()
-            .and_then(|s| s.parse().ok());
-        state.delete_raw(key);
-        let Some(mut dispute) = id.map(|id| state.dispute(id)).transpose()?.flatten() else {
+    for id in state.take_disputes_due(ctx.height)? {
+        let Some(mut dispute) = state.dispute(id)? else {
             continue;
         };
         if dispute.status == status::OPEN {
@@ -56,15 +38,12 @@ pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()>
 
 /// Samples every queued record (stored in the previous block) in inference-id order.
 fn sample_queued(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
-    let queue = keys::to_sample_queue();
-    let queued = state.prefix_raw(&queue)?;
+    let queued = state.take_sample_queue()?;
     if queued.is_empty() {
         return Ok(());
     }
     let params = state.disputes_params()?;
-    for (key, _) in queued {
-        let id = String::from_utf8_lossy(&key[queue.len()..]).into_owned();
-        state.delete_raw(key);
+    for id in queued {
         let Some(stored) = state.record(&id)? else {
             continue;
         };
@@ -108,22 +87,15 @@ fn sample_queued(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
 /// already seen (records are always stored in the current epoch).
 pub fn end_block(state: &mut dyn StateWrite) -> Result<()> {
     let epoch = gonka_epochs::current(state)?;
-    let seen_prefix = keys::seen_in_epoch(epoch);
-    let seen: std::collections::BTreeSet<Vec<u8>> = state
-        .prefix_raw(&seen_prefix)?
-        .into_iter()
-        .map(|(key, _)| key[seen_prefix.len()..].to_vec())
-        .collect();
+    let seen = state.seen_in_epoch(epoch)?;
     for stored in state.records_of_epoch(epoch)? {
         let Some(record) = stored.record else {
             continue;
         };
         let id = record.inference_id;
-        if seen.contains(id.as_bytes()) {
-            continue;
+        if !seen.contains(&id) {
+            state.queue_for_sampling(epoch, &id);
         }
-        state.put_raw(keys::seen(epoch, &id), Vec::new());
-        state.put_raw(keys::to_sample(&id), Vec::new());
     }
     Ok(())
 }
@@ -131,8 +103,5 @@ pub fn end_block(state: &mut dyn StateWrite) -> Result<()> {
 /// At the end of `epoch` (after its last `end_block`, so every record of it has been
 /// seen): forgets which of its records were seen.
 pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<()> {
-    for (key, _) in state.prefix_raw(&keys::seen_in_epoch(epoch))? {
-        state.delete_raw(key);
-    }
-    Ok(())
+    state.forget_seen(epoch)
 }

@@ -129,7 +129,108 @@ pub fn reputation(validator: &str) -> Vec<u8> {
     format!("disputes/reputation/{validator}").into_bytes()
 }
 
-/// The zero-padded height at the start of a deadline index key's suffix.
-pub fn deadline_height(suffix: &[u8]) -> Option<u64> {
-    std::str::from_utf8(suffix.get(..20)?).ok()?.parse().ok()
+/// The text after `prefix` in `key`, if `key` starts with it and the rest is UTF-8.
+fn suffix<'a>(key: &'a [u8], prefix: &[u8]) -> Option<&'a str> {
+    std::str::from_utf8(key.strip_prefix(prefix)?).ok()
+}
+
+/// `(height, inference_id)` of a [`validation_deadline`] key.
+pub fn parse_validation_deadline(key: &[u8]) -> Option<(u64, String)> {
+    let (height, id) = suffix(key, &validation_deadlines())?.split_once('/')?;
+    Some((height.parse().ok()?, id.to_string()))
+}
+
+/// `(height, dispute id)` of a [`dispute_deadline`] key.
+pub fn parse_dispute_deadline(key: &[u8]) -> Option<(u64, u64)> {
+    let (height, id) = suffix(key, &dispute_deadlines())?.split_once('/')?;
+    Some((height.parse().ok()?, id.parse().ok()?))
+}
+
+/// The inference id of a [`seen`] key of `epoch`.
+pub fn parse_seen(epoch: u64, key: &[u8]) -> Option<String> {
+    suffix(key, &seen_in_epoch(epoch)).map(str::to_string)
+}
+
+/// The inference id of a [`to_sample`] key.
+pub fn parse_to_sample(key: &[u8]) -> Option<String> {
+    suffix(key, &to_sample_queue()).map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "ab12";
+    const HOST: &str = "gonka1host";
+
+    #[test]
+    fn fixed_keys() {
+        assert_eq!(params(), b"disputes/params");
+        assert_eq!(next_dispute_id(), b"disputes/next_dispute_id");
+        assert_eq!(validation(ID), b"disputes/validation/ab12");
+        assert_eq!(record_dispute(ID), b"disputes/record_dispute/ab12");
+        assert_eq!(executor_stats(HOST), b"disputes/executor/gonka1host");
+        assert_eq!(reputation(HOST), b"disputes/reputation/gonka1host");
+    }
+
+    #[test]
+    fn seen_keys_sort_by_epoch_and_parse_back() {
+        let key = seen(7, ID);
+        assert_eq!(key, b"disputes/seen/00000000000000000007/ab12");
+        assert!(key.starts_with(&seen_in_epoch(7)));
+        assert!(seen(9, ID) < seen(10, ID));
+        assert_eq!(parse_seen(7, &key).as_deref(), Some(ID));
+        assert_eq!(parse_seen(8, &key), None);
+    }
+
+    #[test]
+    fn sample_queue_keys_parse_back() {
+        let key = to_sample(ID);
+        assert_eq!(key, b"disputes/to_sample/ab12");
+        assert_eq!(parse_to_sample(&key).as_deref(), Some(ID));
+        assert_eq!(parse_to_sample(b"disputes/other/ab12"), None);
+    }
+
+    #[test]
+    fn pending_keys_group_by_validator() {
+        assert_eq!(pending(HOST, ID), b"disputes/pending/gonka1host/ab12");
+        assert!(pending(HOST, ID).starts_with(&pending_of(HOST)));
+    }
+
+    #[test]
+    fn validation_deadlines_sort_by_height_and_parse_back() {
+        let key = validation_deadline(42, ID);
+        assert_eq!(
+            key,
+            b"disputes/validation_deadline/00000000000000000042/ab12"
+        );
+        assert!(validation_deadline(9, "ff") < validation_deadline(10, "00"));
+        assert_eq!(parse_validation_deadline(&key), Some((42, ID.into())));
+        assert_eq!(parse_validation_deadline(&dispute_deadline(42, 1)), None);
+    }
+
+    #[test]
+    fn disputes_and_their_indexes_sort_by_id() {
+        assert_eq!(dispute(3), b"disputes/dispute/00000000000000000003");
+        assert!(dispute(9) < dispute(10));
+        assert!(dispute(3).starts_with(&disputes()));
+        assert_eq!(
+            dispute_status("open", 3),
+            b"disputes/status/open/00000000000000000003"
+        );
+        assert!(dispute_status("open", 3).starts_with(&disputes_with_status("open")));
+        assert!(participant_dispute(HOST, 3).starts_with(&disputes_of(HOST)));
+    }
+
+    #[test]
+    fn dispute_deadlines_sort_by_height_and_parse_back() {
+        let key = dispute_deadline(42, 3);
+        assert_eq!(
+            key,
+            b"disputes/dispute_deadline/00000000000000000042/00000000000000000003"
+        );
+        assert!(dispute_deadline(9, 99) < dispute_deadline(10, 0));
+        assert_eq!(parse_dispute_deadline(&key), Some((42, 3)));
+        assert_eq!(parse_dispute_deadline(&validation_deadline(42, ID)), None);
+    }
 }

@@ -100,7 +100,7 @@ mod settle;
 mod state;
 
 pub use errors::DisputesError;
-pub use params::{default_params, min_deposit, validate_params, PPM};
+pub use params::{default_params, min_deposit, validate_params};
 pub use settle::reason;
 pub use state::{escrow_address, DisputesRead, DisputesWrite};
 

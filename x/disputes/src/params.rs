@@ -4,9 +4,7 @@ use gonka_proto::disputes::Params;
 use gonka_sdk::{parse_amount, ErrorCode, Result};
 
 use crate::DisputesError;
-
-/// Parts per million in one whole.
-pub const PPM: u64 = 1_000_000;
+use gonka_sdk::PPM;
 
 /// Defaults: sampling between 1% and 10%, reaching 1% after 20 clean validations;
 /// 20 blocks to validate, 30 to vote; committees of 3; 20% slashed; 1 GNK least deposit;

@@ -5,7 +5,7 @@
 use gonka_proto::disputes::Params;
 use sha2::{Digest, Sha256};
 
-use crate::params::PPM;
+use gonka_sdk::PPM;
 
 /// Domain separator of committee seeds.
 pub const COMMITTEE_DOMAIN: &[u8] = b"gonka/dispute-committee/v1";

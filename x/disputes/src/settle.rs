@@ -8,10 +8,10 @@ use gonka_proto::inference::StoredRecord;
 use gonka_sdk::{parse_amount, ErrorCode, Result, SdkError, StateWrite};
 use gonka_stake::StakeRead;
 
-use crate::params::PPM;
 use crate::sampling::{committee, committee_seed};
 use crate::state::escrow_address;
 use crate::{events, kind, status, DisputesRead, DisputesWrite};
+use gonka_sdk::PPM;
 
 /// Payout reasons, as recorded in [`Payout::reason`] and `dispute_payout` events.
 pub mod reason {
@@ -27,10 +27,6 @@ pub mod reason {
     pub const DEPOSIT_FORFEIT: &str = "deposit_forfeit";
     /// A re-execution that agreed with the decision, from the validation pool.
     pub const VALIDATION_REWARD: &str = "validation_reward";
-}
-
-fn ngnk(amount: u128) -> Coin {
-    Coin::new(NATIVE_DENOM, amount)
 }
 
 /// Validators that can be assigned work: participants with power > 0, not jailed, other
@@ -74,7 +70,7 @@ pub fn pay_validation_reward(state: &mut dyn StateWrite, to: &str, cost: u128) -
     let pool = gonka_rewards::validation_pool_address();
     let amount = due.min(state.balance(&pool, NATIVE_DENOM)?);
     if amount > 0 {
-        transfer(state, &pool, to, &ngnk(amount))?;
+        transfer(state, &pool, to, &Coin::ngnk(amount))?;
     }
     Ok(amount)
 }
@@ -234,7 +230,7 @@ fn pay(
     if amount == 0 {
         return Ok(());
     }
-    transfer(state, from, to, &ngnk(amount))?;
+    transfer(state, from, to, &Coin::ngnk(amount))?;
     dispute.payouts.push(Payout {
         to: to.into(),
         amount: amount.to_string(),

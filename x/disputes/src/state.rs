@@ -4,8 +4,10 @@ use gonka_auth::module_address;
 use gonka_proto::disputes::{Dispute, ExecutorStats, Params, Reputation, Validation};
 use gonka_sdk::{Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
-use crate::params::PPM;
+use std::collections::BTreeSet;
+
 use crate::{default_params, keys, status, ESCROW};
+use gonka_sdk::PPM;
 
 /// Address of the module account holding user deposits and slashed stake until a dispute
 /// is settled (it is empty whenever no dispute is being settled or open with a deposit).
@@ -101,6 +103,15 @@ pub trait DisputesRead: StateRead {
                 ..Default::default()
             }))
     }
+
+    /// The records of `epoch` already queued for sampling.
+    fn seen_in_epoch(&self, epoch: u64) -> Result<BTreeSet<String>> {
+        Ok(self
+            .prefix_raw(&keys::seen_in_epoch(epoch))?
+            .into_iter()
+            .filter_map(|(key, _)| keys::parse_seen(epoch, &key))
+            .collect())
+    }
 }
 
 impl<T: StateRead + ?Sized> DisputesRead for T {}
@@ -172,6 +183,62 @@ pub trait DisputesWrite: StateWrite {
     /// Stores a validator's reputation.
     fn put_reputation(&mut self, reputation: &Reputation) {
         self.put_proto(keys::reputation(&reputation.validator), reputation);
+    }
+
+    /// Removes and returns the inference ids whose validation deadline is below `height`,
+    /// in deadline then id order.
+    fn take_validations_due(&mut self, height: u64) -> Result<Vec<String>> {
+        let mut due = Vec::new();
+        for (key, _) in self.prefix_raw(&keys::validation_deadlines())? {
+            match keys::parse_validation_deadline(&key) {
+                Some((deadline, _)) if deadline >= height => break,
+                Some((_, id)) => due.push(id),
+                // Not a key this module writes; drop it rather than stall the queue.
+                None => {}
+            }
+            self.delete_raw(key);
+        }
+        Ok(due)
+    }
+
+    /// Removes and returns the ids of the disputes whose deadline is below `height`, in
+    /// deadline then id order.
+    fn take_disputes_due(&mut self, height: u64) -> Result<Vec<u64>> {
+        let mut due = Vec::new();
+        for (key, _) in self.prefix_raw(&keys::dispute_deadlines())? {
+            match keys::parse_dispute_deadline(&key) {
+                Some((deadline, _)) if deadline >= height => break,
+                Some((_, id)) => due.push(id),
+                None => {}
+            }
+            self.delete_raw(key);
+        }
+        Ok(due)
+    }
+
+    /// Queues record `inference_id` of `epoch` for sampling in the next block and marks it
+    /// seen, so it is queued once.
+    fn queue_for_sampling(&mut self, epoch: u64, inference_id: &str) {
+        self.put_raw(keys::seen(epoch, inference_id), Vec::new());
+        self.put_raw(keys::to_sample(inference_id), Vec::new());
+    }
+
+    /// Removes and returns the queued records, in inference-id order.
+    fn take_sample_queue(&mut self) -> Result<Vec<String>> {
+        let mut queued = Vec::new();
+        for (key, _) in self.prefix_raw(&keys::to_sample_queue())? {
+            queued.extend(keys::parse_to_sample(&key));
+            self.delete_raw(key);
+        }
+        Ok(queued)
+    }
+
+    /// Forgets which records of `epoch` were seen.
+    fn forget_seen(&mut self, epoch: u64) -> Result<()> {
+        for (key, _) in self.prefix_raw(&keys::seen_in_epoch(epoch))? {
+            self.delete_raw(key);
+        }
+        Ok(())
     }
 }
 

@@ -1,7 +1,5 @@
 //! Stable error codes of codespace `epochs`.
 
-use gonka_sdk::ErrorCode;
-
 /// Codes of the epochs codespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -12,9 +10,4 @@ pub enum EpochsError {
     UnknownEpoch = 3,
 }
 
-impl ErrorCode for EpochsError {
-    const CODESPACE: &'static str = "epochs";
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
+gonka_sdk::impl_error_code!(EpochsError, "epochs");

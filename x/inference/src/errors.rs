@@ -1,7 +1,5 @@
 //! Stable error codes of codespace `inference`.
 
-use gonka_sdk::ErrorCode;
-
 /// Codes of the inference codespace. Never renumber: clients match on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -51,9 +49,4 @@ pub enum InferenceError {
     RequestHashMismatch = 22,
 }
 
-impl ErrorCode for InferenceError {
-    const CODESPACE: &'static str = "inference";
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
+gonka_sdk::impl_error_code!(InferenceError, "inference");

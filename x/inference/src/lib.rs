@@ -43,8 +43,8 @@ pub use events::Outcome;
 pub use msgs::{validate_model_id, validate_node_id};
 pub use params::{default_params, validate_params};
 pub use signing::{
-    address_of_pubkey, body_hash, executor_sign_bytes, executor_signature_ok, inference_id,
-    parse_pubkey, request_hash, request_signature_ok, signature_ok, EXECUTOR_DOMAIN, MAX_NONCE_LEN,
+    body_hash, executor_sign_bytes, executor_signature_ok, inference_id, parse_pubkey,
+    request_hash, request_signature_ok, signature_ok, EXECUTOR_DOMAIN, MAX_NONCE_LEN,
     REQUEST_DOMAIN,
 };
 pub use state::{InferenceRead, InferenceWrite};

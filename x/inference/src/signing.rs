@@ -55,16 +55,6 @@ pub fn executor_signature_ok(
     signature_ok(pubkey, &bytes, signature)
 }
 
-/// The bech32 `gonka` account address of a SEC1 public key (as the ante step derives it),
-/// or `None` if the key is malformed.
-pub fn address_of_pubkey(pubkey: &[u8]) -> Option<String> {
-    let key = parse_pubkey(pubkey)?;
-    cosmrs::crypto::PublicKey::from(&key)
-        .account_id(gonka_auth::ADDRESS_PREFIX)
-        .ok()
-        .map(|id| id.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,10 +174,7 @@ mod tests {
     }
 
     #[test]
-    fn inference_id_is_lowercase_hex_and_addresses_derive() {
+    fn inference_id_is_lowercase_hex() {
         assert_eq!(inference_id(&[0xAB; 2]), "abab");
-        let address = address_of_pubkey(&pubkey(&key(7))).unwrap();
-        gonka_auth::validate_address("derived", &address).unwrap();
-        assert!(address_of_pubkey(&[1, 2, 3]).is_none());
     }
 }

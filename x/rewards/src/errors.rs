@@ -1,7 +1,5 @@
 //! Stable error codes of codespace `rewards`.
 
-use gonka_sdk::ErrorCode;
-
 /// Codes of the rewards codespace. Never renumber: clients match on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -12,9 +10,4 @@ pub enum RewardsError {
     NotSettled = 3,
 }
 
-impl ErrorCode for RewardsError {
-    const CODESPACE: &'static str = "rewards";
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
+gonka_sdk::impl_error_code!(RewardsError, "rewards");

@@ -5,22 +5,18 @@ use gonka_proto::rewards::{EpochRewards, ParticipantReward};
 use gonka_sdk::{ErrorCode, Result, SdkError, StateWrite};
 use gonka_stake::StakeRead;
 
-use crate::params::PPM;
 use crate::{
     community_pool_address, emission, events, mul_div_floor, rewards_pool_address, state,
     validation_pool_address,
 };
-
-fn ngnk(amount: u128) -> Coin {
-    Coin::new(NATIVE_DENOM, amount)
-}
+use gonka_sdk::PPM;
 
 /// Moves `amount` out of the rewards pool unless it is zero.
 fn pay(state: &mut dyn StateWrite, to: &str, amount: u128) -> Result<()> {
     if amount == 0 {
         return Ok(());
     }
-    transfer(state, &rewards_pool_address(), to, &ngnk(amount))
+    transfer(state, &rewards_pool_address(), to, &Coin::ngnk(amount))
 }
 
 /// Settles `epoch` in its last block (after stake's `end_epoch`, before the epoch advances):
@@ -42,12 +38,12 @@ pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<()> {
 
     let emitted = emission(&params, epoch);
     if emitted > 0 {
-        state.mint(&pool, &ngnk(emitted))?;
+        state.mint(&pool, &Coin::ngnk(emitted))?;
     }
     let collector = fee_collector_address();
     let fees = state.balance(&collector, NATIVE_DENOM)?;
     if fees > 0 {
-        transfer(state, &collector, &pool, &ngnk(fees))?;
+        transfer(state, &collector, &pool, &Coin::ngnk(fees))?;
     }
     let total = emitted.checked_add(fees).ok_or_else(|| {
         SdkError::AmountOverflow.err(format!(
@@ -178,7 +174,9 @@ mod tests {
         let base = Mem::default();
         let mut state = Delta::new(&base);
         genesis(&mut state, 100_000);
-        state.mint(&fee_collector_address(), &ngnk(101)).unwrap();
+        state
+            .mint(&fee_collector_address(), &Coin::ngnk(101))
+            .unwrap();
         gonka_stake::credit_work(&mut state, &operator(0), 1).unwrap();
         gonka_stake::credit_work(&mut state, &operator(1), 2).unwrap();
         gonka_stake::credit_work(&mut state, &operator(2), 4).unwrap();

@@ -25,7 +25,7 @@ mod state;
 
 pub use emission::{decay_factor, emission, mul_div_floor, FACTOR_SCALE};
 pub use errors::RewardsError;
-pub use params::{default_params, validate_params, RewardsParams, MAX_INITIAL_EMISSION, PPB, PPM};
+pub use params::{default_params, validate_params, RewardsParams, MAX_INITIAL_EMISSION, PPB};
 pub use state::{
     community_pool_address, epoch_participant_rewards, epoch_rewards, params, params_proto,
     participant_rewards, rewards_pool_address, validation_pool_address,

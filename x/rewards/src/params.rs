@@ -4,9 +4,7 @@ use gonka_proto::rewards::Params;
 use gonka_sdk::{parse_amount, ErrorCode, Result};
 
 use crate::RewardsError;
-
-/// Parts per million in one whole (validation share).
-pub const PPM: u64 = 1_000_000;
+use gonka_sdk::PPM;
 
 /// Parts per billion in one whole (decay).
 pub const PPB: u64 = 1_000_000_000;

@@ -1,7 +1,5 @@
 //! Stable error codes of codespace `stake`.
 
-use gonka_sdk::ErrorCode;
-
 /// Codes of the stake codespace. Never renumber: clients match on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -30,9 +28,4 @@ pub enum StakeError {
     InvalidFraction = 12,
 }
 
-impl ErrorCode for StakeError {
-    const CODESPACE: &'static str = "stake";
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
+gonka_sdk::impl_error_code!(StakeError, "stake");

@@ -2,7 +2,7 @@
 //! and become the initial validator set by the stake-only rule.
 
 use gonka_auth::validate_address;
-use gonka_bank::{BankWrite, Coin, NATIVE_DENOM};
+use gonka_bank::{BankWrite, Coin};
 use gonka_proto::stake::{GenesisState, Participant};
 use gonka_sdk::{parse_amount, ErrorCode, HookOutput, Result, StateWrite};
 
@@ -43,7 +43,7 @@ pub fn init(state: &mut dyn StateWrite, genesis: GenesisState) -> Result<HookOut
                 )));
             }
         }
-        state.mint(&bonded_pool_address(), &Coin::new(NATIVE_DENOM, amount))?;
+        state.mint(&bonded_pool_address(), &Coin::ngnk(amount))?;
         state.put_participant(&Participant {
             operator: entry.operator.clone(),
             moniker: entry.moniker.clone(),

@@ -61,7 +61,7 @@ pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<HookOutput> {
             state,
             &unbonding_pool_address(),
             &entry.operator,
-            &Coin::new(NATIVE_DENOM, amount),
+            &Coin::ngnk(amount),
         )?;
         state.delete_unbonding(&entry);
         state.emit(events::unbonding_completed(&entry.operator, amount));

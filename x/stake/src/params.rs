@@ -4,9 +4,7 @@ use gonka_proto::stake::Params;
 use gonka_sdk::{parse_amount, ErrorCode, Result};
 
 use crate::StakeError;
-
-/// Parts per million in one whole.
-pub const PPM: u64 = 1_000_000;
+use gonka_sdk::PPM;
 
 /// Defaults: 100 GNK minimum, 2 unbonding epochs, 10% stake weight, 30% cap, 2 jail epochs.
 pub fn default_params() -> Params {

@@ -2,8 +2,8 @@
 
 use gonka_sdk::{ErrorCode, Result};
 
-use crate::params::PPM;
 use crate::StakeError;
+use gonka_sdk::PPM;
 
 /// Fixed-point unit of weights: 10^12 parts of the whole.
 const WEIGHT_SCALE: u128 = 1_000_000_000_000;

@@ -1,14 +1,14 @@
 //! Punishment API for other modules (disputes): slash a fraction of stake, jail.
 
-use gonka_bank::{transfer, Coin, NATIVE_DENOM};
+use gonka_bank::{transfer, Coin};
 use gonka_proto::stake::UnbondingEntry;
 use gonka_sdk::{parse_amount, ErrorCode, Result, StateWrite};
 
-use crate::params::PPM;
 use crate::state::bonded;
 use crate::{
     bonded_pool_address, events, keys, unbonding_pool_address, StakeError, StakeRead, StakeWrite,
 };
+use gonka_sdk::PPM;
 
 /// `amount · fraction_ppm / 10^6`, rounded down: a slash never takes more than the fraction.
 fn portion(amount: u128, fraction_ppm: u64) -> u128 {
@@ -39,7 +39,7 @@ pub fn slash(
             state,
             &bonded_pool_address(),
             beneficiary,
-            &Coin::new(NATIVE_DENOM, from_bonded),
+            &Coin::ngnk(from_bonded),
         )?;
     }
     let entries: Vec<UnbondingEntry> = state
@@ -57,7 +57,7 @@ pub fn slash(
             state,
             &unbonding_pool_address(),
             beneficiary,
-            &Coin::new(NATIVE_DENOM, cut),
+            &Coin::ngnk(cut),
         )?;
         taken += cut;
         if amount == cut {

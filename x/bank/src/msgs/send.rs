@@ -4,8 +4,7 @@
 use cosmrs::proto::cosmos::bank::v1beta1 as cosmos_bank;
 use gonka_auth::validate_address;
 use gonka_proto::bank as pb;
-use gonka_sdk::{type_url, Any, ErrorCode, Msg, Result, SdkError, StateWrite, TxContext};
-use prost::Message;
+use gonka_sdk::{decode_as, Any, Msg, Result, StateWrite, TxContext};
 
 use crate::{parse_coins, transfer, Coin};
 
@@ -17,42 +16,25 @@ pub struct Send {
     coins: Vec<Coin>,
 }
 
-fn decode_as<M: Message + Default + prost::Name>(msg: &Any) -> Result<M> {
-    M::decode(msg.value.as_slice()).map_err(|e| {
-        SdkError::Decode.err(format!(
-            "{} is not a valid {}: {e}",
-            msg.type_url,
-            M::full_name()
-        ))
-    })
-}
-
 /// Decodes either MsgSend flavour and runs the stateless checks.
 pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
-    let parsed = if msg.type_url == type_url::<pb::MsgSend>() {
-        decode_as::<pb::MsgSend>(msg).and_then(|m| {
-            Send::new(
-                m.from_address,
-                m.to_address,
-                m.amount
-                    .iter()
-                    .map(|c| (c.denom.as_str(), c.amount.as_str())),
-            )
-        })
-    } else if msg.type_url == type_url::<cosmos_bank::MsgSend>() {
-        decode_as::<cosmos_bank::MsgSend>(msg).and_then(|m| {
-            Send::new(
-                m.from_address,
-                m.to_address,
-                m.amount
-                    .iter()
-                    .map(|c| (c.denom.as_str(), c.amount.as_str())),
-            )
-        })
-    } else {
-        return None;
-    };
-    Some(parsed.map(|send| Box::new(send) as Box<dyn Msg>))
+    let parsed = decode_as::<pb::MsgSend>(msg)
+        .map(|r| r.map(|m| (m.from_address, m.to_address, m.amount)))
+        .or_else(|| {
+            decode_as::<cosmos_bank::MsgSend>(msg).map(|r| {
+                r.map(|m| {
+                    let coins = m.amount.into_iter().map(|c| pb::Coin {
+                        denom: c.denom,
+                        amount: c.amount,
+                    });
+                    (m.from_address, m.to_address, coins.collect())
+                })
+            })
+        })?;
+    Some(parsed.and_then(|(from, to, amount)| {
+        let coins = amount.iter().map(|c| (c.denom.as_str(), c.amount.as_str()));
+        Ok(Box::new(Send::new(from, to, coins)?) as Box<dyn Msg>)
+    }))
 }
 
 impl Send {

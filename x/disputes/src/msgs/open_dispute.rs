@@ -1,15 +1,16 @@
 //! `MsgOpenDispute`: the requester of a work record disputes it, escrowing a deposit of at
 //! least `min_deposit`; a committee decides.
 
-use gonka_bank::{transfer, Coin, NATIVE_DENOM};
+use gonka_bank::{transfer, Coin};
 use gonka_inference::InferenceRead;
 use gonka_proto::disputes::MsgOpenDispute;
 use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{check_address, check_inference_id, decode_as};
+use super::{check_address, check_inference_id};
 use crate::settle::{self, Opening};
 use crate::state::escrow_address;
 use crate::{kind, min_deposit, DisputesError, DisputesRead};
+use gonka_sdk::decode_as;
 
 struct OpenDispute {
     msg: MsgOpenDispute,
@@ -69,7 +70,7 @@ impl Msg for OpenDispute {
             state,
             &self.msg.requester,
             &escrow_address(),
-            &Coin::new(NATIVE_DENOM, self.deposit),
+            &Coin::ngnk(self.deposit),
         )?;
         settle::open(
             state,

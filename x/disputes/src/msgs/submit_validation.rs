@@ -6,9 +6,10 @@ use gonka_inference::InferenceRead;
 use gonka_proto::disputes::MsgSubmitValidation;
 use gonka_sdk::{Any, ErrorCode, Msg, Result, SdkError, StateWrite, TxContext};
 
-use super::{check_address, check_inference_id, check_result_hash, decode_as};
+use super::{check_address, check_inference_id, check_result_hash};
 use crate::settle::{self, note_answer, pay_validation_reward, record_cost, Opening};
 use crate::{events, kind, status, DisputesError, DisputesRead, DisputesWrite};
+use gonka_sdk::decode_as;
 
 struct SubmitValidation(MsgSubmitValidation);
 

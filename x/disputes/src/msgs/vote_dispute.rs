@@ -4,9 +4,10 @@
 use gonka_proto::disputes::{MsgVoteDispute, Vote};
 use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{check_address, check_result_hash, decode_as};
+use super::{check_address, check_result_hash};
 use crate::settle::{add_vote, note_answer};
 use crate::{status, DisputesError, DisputesRead};
+use gonka_sdk::decode_as;
 
 struct VoteDispute(MsgVoteDispute);
 

@@ -8,9 +8,8 @@ mod update_node;
 
 use gonka_auth::validate_address;
 use gonka_proto::inference::Node;
-use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, SdkError, StateRead};
+use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, StateRead};
 use gonka_stake::StakeRead;
-use prost::Message;
 
 use crate::{parse_pubkey, InferenceError, InferenceRead};
 
@@ -21,19 +20,6 @@ pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
         .or_else(|| remove_node::decode(msg))
         .or_else(|| register_transfer_agent::decode(msg))
         .or_else(|| submit_work_batch::decode(msg))
-}
-
-/// Decodes `msg` as `M` if its type URL is `M`'s.
-fn decode_as<M: Message + Default + prost::Name>(msg: &Any) -> Option<Result<M>> {
-    (msg.type_url == gonka_sdk::type_url::<M>()).then(|| {
-        M::decode(msg.value.as_slice()).map_err(|e| {
-            SdkError::Decode.err(format!(
-                "{} is not a valid {}: {e}",
-                msg.type_url,
-                M::full_name()
-            ))
-        })
-    })
 }
 
 /// Model ids: 1 to 128 printable ASCII characters without spaces (`/` allowed, as in

@@ -3,8 +3,9 @@
 use gonka_proto::inference::{MsgRegisterNode, Node};
 use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{check_node, decode_as, node_from};
+use super::{check_node, node_from};
 use crate::{events, InferenceError, InferenceRead, InferenceWrite};
+use gonka_sdk::decode_as;
 
 struct RegisterNode(Node);
 

@@ -5,8 +5,9 @@ use gonka_auth::validate_address;
 use gonka_proto::inference::{MsgRegisterTransferAgent, TransferAgent};
 use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{decode_as, require_staked, validate_pubkey, validate_url};
+use super::{require_staked, validate_pubkey, validate_url};
 use crate::{events, InferenceError, InferenceWrite};
+use gonka_sdk::decode_as;
 
 struct RegisterTransferAgent(TransferAgent);
 

@@ -4,8 +4,9 @@ use gonka_auth::validate_address;
 use gonka_proto::inference::MsgRemoveNode;
 use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{decode_as, validate_node_id};
+use super::validate_node_id;
 use crate::{events, InferenceError, InferenceRead, InferenceWrite};
+use gonka_sdk::decode_as;
 
 struct RemoveNode(MsgRemoveNode);
 

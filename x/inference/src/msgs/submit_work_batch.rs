@@ -11,17 +11,18 @@
 
 use std::collections::BTreeSet;
 
-use gonka_auth::validate_address;
+use gonka_auth::{address_of_pubkey, validate_address};
 use gonka_bank::{transfer, BankRead, Coin, NATIVE_DENOM};
 use gonka_proto::inference::{MsgSubmitWorkBatch, StoredRecord, WorkRecord};
 use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{decode_as, parse_amount_as, validate_model_id, validate_node_id};
+use super::{parse_amount_as, validate_model_id, validate_node_id};
 use crate::events::{self, Outcome};
 use crate::{
-    address_of_pubkey, executor_signature_ok, inference_id, request_hash, request_signature_ok,
-    InferenceError, InferenceRead, InferenceWrite, MAX_NONCE_LEN,
+    executor_signature_ok, inference_id, request_hash, request_signature_ok, InferenceError,
+    InferenceRead, InferenceWrite, MAX_NONCE_LEN,
 };
+use gonka_sdk::decode_as;
 
 /// A record that passed its stateless checks.
 struct Checked {
@@ -264,19 +265,14 @@ impl Msg for SubmitWorkBatch {
             // The balance check above makes both transfers succeed (short of an overflow of
             // a recipient's balance, which fails the whole tx).
             if cost > 0 {
-                transfer(
-                    state,
-                    &record.requester,
-                    &node.host,
-                    &Coin::new(NATIVE_DENOM, cost),
-                )?;
+                transfer(state, &record.requester, &node.host, &Coin::ngnk(cost))?;
             }
             if checked.commission > 0 {
                 transfer(
                     state,
                     &record.requester,
                     ta,
-                    &Coin::new(NATIVE_DENOM, checked.commission),
+                    &Coin::ngnk(checked.commission),
                 )?;
             }
             gonka_stake::credit_work(state, &node.host, checked.tokens)?;

@@ -4,8 +4,7 @@ mod stake;
 mod unjail;
 mod unstake;
 
-use gonka_sdk::{Any, ErrorCode, Msg, Result, SdkError};
-use prost::Message;
+use gonka_sdk::{Any, ErrorCode, Msg, Result};
 
 use crate::StakeError;
 
@@ -14,19 +13,6 @@ pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
     stake::decode(msg)
         .or_else(|| unstake::decode(msg))
         .or_else(|| unjail::decode(msg))
-}
-
-/// Decodes `msg` as `M` if its type URL is `M`'s.
-fn decode_as<M: Message + Default + prost::Name>(msg: &Any) -> Option<Result<M>> {
-    (msg.type_url == gonka_sdk::type_url::<M>()).then(|| {
-        M::decode(msg.value.as_slice()).map_err(|e| {
-            SdkError::Decode.err(format!(
-                "{} is not a valid {}: {e}",
-                msg.type_url,
-                M::full_name()
-            ))
-        })
-    })
 }
 
 /// A consensus key must be a 32-byte ed25519 public key.

@@ -2,13 +2,14 @@
 
 use base64::Engine as _;
 use gonka_auth::validate_address;
-use gonka_bank::{transfer, Coin, NATIVE_DENOM};
+use gonka_bank::{transfer, Coin};
 use gonka_proto::stake::{MsgStake, Participant};
 use gonka_sdk::{parse_amount, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{decode_as, positive_amount, validate_consensus_key, validate_moniker};
+use super::{positive_amount, validate_consensus_key, validate_moniker};
 use crate::state::bonded;
 use crate::{bonded_pool_address, events, StakeError, StakeRead, StakeWrite};
+use gonka_sdk::decode_as;
 
 /// Consensus keys are shown in base64, as CometBFT's `/validators` and key files show them.
 fn base64(key: &[u8]) -> String {
@@ -91,7 +92,7 @@ impl Msg for Stake {
             state,
             &msg.operator,
             &bonded_pool_address(),
-            &Coin::new(NATIVE_DENOM, self.amount),
+            &Coin::ngnk(self.amount),
         )?;
         let total = bonded(&participant)? + self.amount;
         participant.bonded = total.to_string();

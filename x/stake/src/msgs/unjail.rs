@@ -4,8 +4,8 @@ use gonka_auth::validate_address;
 use gonka_proto::stake::MsgUnjail;
 use gonka_sdk::{ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::decode_as;
 use crate::{events, StakeError, StakeRead, StakeWrite};
+use gonka_sdk::decode_as;
 
 struct Unjail {
     msg: MsgUnjail,

@@ -2,15 +2,16 @@
 //! of epoch `current + unbonding_epochs`.
 
 use gonka_auth::validate_address;
-use gonka_bank::{transfer, Coin, NATIVE_DENOM};
+use gonka_bank::{transfer, Coin};
 use gonka_proto::stake::{MsgUnstake, UnbondingEntry};
 use gonka_sdk::{ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{decode_as, positive_amount};
+use super::positive_amount;
 use crate::state::bonded;
 use crate::{
     bonded_pool_address, events, unbonding_pool_address, StakeError, StakeRead, StakeWrite,
 };
+use gonka_sdk::decode_as;
 
 struct Unstake {
     msg: MsgUnstake,
@@ -54,7 +55,7 @@ impl Msg for Unstake {
             state,
             &bonded_pool_address(),
             &unbonding_pool_address(),
-            &Coin::new(NATIVE_DENOM, self.amount),
+            &Coin::ngnk(self.amount),
         )?;
         participant.bonded = remaining.to_string();
         state.put_participant(&participant);
