@@ -130,7 +130,8 @@ fn measure(dir: &Path, participants: usize, epochs: usize) -> (Duration, Duratio
             }
         }
     }
-    let paid = gonka_rewards::epoch_participant_rewards(chain.app().store(), 1).unwrap();
+    let paid =
+        gonka_rewards::RewardsRead::epoch_participant_rewards(chain.app().store(), 1).unwrap();
     assert_eq!(paid.len(), participants, "every participant is paid");
     (median(ordinary), median(closing))
 }

@@ -134,7 +134,7 @@ async fn work_units(net: &Net, epoch: u64, operator: &str) -> u64 {
         .query_msg::<_, QueryWorkResponse>("/stake/work", &QueryWorkRequest { epoch })
         .await
         .unwrap_or_else(|e| panic!("{e:#}"))
-        .records
+        .credits
         .iter()
         .filter(|w| w.operator == operator)
         .map(|w| w.units)

@@ -702,7 +702,7 @@ impl World {
     /// Work ledger of `epoch`: `(operator address, units)`.
     pub fn work(&self, epoch: u64) -> Vec<(String, u64)> {
         self.query::<stake::QueryWorkResponse>("/stake/work", stake::QueryWorkRequest { epoch })
-            .records
+            .credits
             .into_iter()
             .map(|r| (r.operator, r.units))
             .collect()

@@ -97,9 +97,9 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
                 "/stake/work",
                 QueryWorkRequest { epoch },
                 |r: &QueryWorkResponse| {
-                    let total: u128 = r.records.iter().map(|w| u128::from(w.units)).sum();
+                    let total: u128 = r.credits.iter().map(|w| u128::from(w.units)).sum();
                     let rows = r
-                        .records
+                        .credits
                         .iter()
                         .map(|w| format!("{}: {} units", w.operator, w.units));
                     let rows: Vec<_> = rows.collect();

@@ -14,3 +14,19 @@ pub fn next_account_number() -> Vec<u8> {
 pub fn account(address: &str) -> Vec<u8> {
     format!("auth/account/{address}").into_bytes()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_keys() {
+        assert_eq!(params(), b"auth/params");
+        assert_eq!(next_account_number(), b"auth/next_account_number");
+    }
+
+    #[test]
+    fn accounts_are_keyed_by_address() {
+        assert_eq!(account("gonka1abc"), b"auth/account/gonka1abc");
+    }
+}

@@ -16,3 +16,21 @@ pub fn balance(address: &str, denom: &str) -> Vec<u8> {
 pub fn supply(denom: &str) -> Vec<u8> {
     format!("bank/supply/{denom}").into_bytes()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn balances_group_under_their_address() {
+        assert_eq!(balance("gonka1abc", "ngnk"), b"bank/balance/gonka1abc/ngnk");
+        assert!(balance("gonka1abc", "ngnk").starts_with(&balances_of("gonka1abc")));
+        // The trailing separator keeps one address's prefix from matching a longer one.
+        assert!(!balance("gonka1abcd", "ngnk").starts_with(&balances_of("gonka1abc")));
+    }
+
+    #[test]
+    fn supply_is_keyed_by_denom() {
+        assert_eq!(supply("ngnk"), b"bank/supply/ngnk");
+    }
+}

@@ -322,8 +322,7 @@ pub fn settle(
     match outcome {
         status::EXECUTOR_FAULTED => {
             let slashed = slash_into_escrow(state, dispute, &host)?;
-            let units =
-                record_tokens(&stored).min(gonka_stake::work_of(state, stored.epoch, &host)?);
+            let units = record_tokens(&stored).min(state.work_units(stored.epoch, &host)?);
             if units > 0 {
                 gonka_stake::void_work(state, &host, stored.epoch, units)?;
             }

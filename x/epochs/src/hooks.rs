@@ -1,16 +1,16 @@
 //! Epoch boundaries.
 
 use gonka_proto::epochs::Epoch;
-use gonka_sdk::{BlockContext, Result, StateWrite, StateWriteExt};
+use gonka_sdk::{BlockContext, Result, StateWrite};
 
-use crate::{events, keys, EpochsRead};
+use crate::{events, EpochsRead, EpochsWrite};
 
 /// In an epoch's first block, records its start time and emits `epoch_started`.
 pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
     let mut epoch = state.current_epoch()?;
     if epoch.start_height == ctx.height {
         epoch.start_time = ctx.time_seconds;
-        state.put_proto(keys::current(), &epoch);
+        state.put_current_epoch(&epoch);
         state.emit(events::started(&epoch));
     }
     Ok(())
@@ -30,13 +30,13 @@ pub fn advance(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<Epoch> 
     let mut closed = state.current_epoch()?;
     closed.end_height = ctx.height;
     closed.end_time = ctx.time_seconds;
-    state.put_proto(keys::history(closed.number), &closed);
+    state.put_finished_epoch(&closed);
     state.emit(events::ended(&closed));
     let next = Epoch {
         number: closed.number + 1,
         start_height: ctx.height + 1,
         ..Default::default()
     };
-    state.put_proto(keys::current(), &next);
+    state.put_current_epoch(&next);
     Ok(next)
 }

@@ -14,3 +14,20 @@ pub fn current() -> Vec<u8> {
 pub fn history(number: u64) -> Vec<u8> {
     format!("epochs/history/{number:020}").into_bytes()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_keys() {
+        assert_eq!(params(), b"epochs/params");
+        assert_eq!(current(), b"epochs/current");
+    }
+
+    #[test]
+    fn history_sorts_by_epoch_number() {
+        assert_eq!(history(7), b"epochs/history/00000000000000000007");
+        assert!(history(9) < history(10));
+    }
+}

@@ -19,7 +19,7 @@ mod state;
 pub use errors::EpochsError;
 pub use hooks::{advance, ends_at};
 pub use params::{default_params, validate_params};
-pub use state::{current, EpochsRead};
+pub use state::{current, EpochsRead, EpochsWrite};
 
 use gonka_sdk::{BlockContext, HookOutput, Module, Result, StateRead, StateWrite};
 

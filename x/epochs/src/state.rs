@@ -1,7 +1,7 @@
 //! Typed access to epochs state.
 
 use gonka_proto::epochs::{Epoch, Params};
-use gonka_sdk::{Result, StateRead, StateReadExt};
+use gonka_sdk::{Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
 use crate::{default_params, keys};
 
@@ -30,6 +30,26 @@ pub trait EpochsRead: StateRead {
 }
 
 impl<T: StateRead + ?Sized> EpochsRead for T {}
+
+/// Writes of epochs state.
+pub trait EpochsWrite: StateWrite {
+    /// Replaces the parameters.
+    fn put_epochs_params(&mut self, params: &Params) {
+        self.put_proto(keys::params(), params);
+    }
+
+    /// Replaces the running epoch.
+    fn put_current_epoch(&mut self, epoch: &Epoch) {
+        self.put_proto(keys::current(), epoch);
+    }
+
+    /// Stores a finished epoch in the history.
+    fn put_finished_epoch(&mut self, epoch: &Epoch) {
+        self.put_proto(keys::history(epoch.number), epoch);
+    }
+}
+
+impl<T: StateWrite + ?Sized> EpochsWrite for T {}
 
 /// Number of the running epoch: what other modules credit work to.
 pub fn current(state: &dyn StateRead) -> Result<u64> {

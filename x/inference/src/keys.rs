@@ -72,3 +72,43 @@ pub fn record_of_executor(node: &str, epoch: u64, inference_id: &str) -> Vec<u8>
     key.extend_from_slice(inference_id.as_bytes());
     key
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "ab12";
+
+    #[test]
+    fn fixed_keys() {
+        assert_eq!(params(), b"inference/params");
+        assert_eq!(record(ID), b"inference/record/ab12");
+    }
+
+    #[test]
+    fn registry_entries_group_under_their_prefix() {
+        assert_eq!(model("org/m-1"), b"inference/model/org/m-1");
+        assert!(model("org/m-1").starts_with(&models()));
+        assert_eq!(node("n-1"), b"inference/node/n-1");
+        assert!(node("n-1").starts_with(&nodes()));
+        assert_eq!(
+            transfer_agent("gonka1ta"),
+            b"inference/transfer_agent/gonka1ta"
+        );
+        assert!(transfer_agent("gonka1ta").starts_with(&transfer_agents()));
+    }
+
+    #[test]
+    fn record_indexes_sort_by_epoch() {
+        let key = record_in_epoch(7, ID);
+        assert_eq!(key, b"inference/record_epoch/00000000000000000007/ab12");
+        assert!(key.starts_with(&records_of_epoch(7)));
+        assert!(record_in_epoch(9, ID) < record_in_epoch(10, ID));
+        let key = record_of_executor("n-1", 7, ID);
+        assert_eq!(
+            key,
+            b"inference/record_executor/n-1/00000000000000000007/ab12"
+        );
+        assert!(key.starts_with(&records_of_executor("n-1", 7)));
+    }
+}

@@ -6,8 +6,8 @@ use gonka_sdk::{ErrorCode, Result, SdkError, StateWrite};
 use gonka_stake::StakeRead;
 
 use crate::{
-    community_pool_address, emission, events, mul_div_floor, rewards_pool_address, state,
-    validation_pool_address,
+    community_pool_address, emission, events, mul_div_floor, rewards_pool_address,
+    validation_pool_address, RewardsRead, RewardsWrite,
 };
 use gonka_sdk::PPM;
 
@@ -33,7 +33,7 @@ fn pay(state: &mut dyn StateWrite, to: &str, amount: u128) -> Result<()> {
 /// [`EpochRewards`] and one [`ParticipantReward`] per counted operator (even when its
 /// share rounds to zero), with a `reward` event each and one `rewards_settled` event.
 pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<()> {
-    let params = state::params(state)?;
+    let params = state.rewards_params()?;
     let pool = rewards_pool_address();
 
     let emitted = emission(&params, epoch);
@@ -59,7 +59,7 @@ pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<()> {
 
     // Work of jailed (or unknown) participants earns nothing; the others share all of R.
     let mut counted = Vec::new();
-    for record in gonka_stake::epoch_work(state, epoch)? {
+    for record in state.work_credits(epoch)? {
         if record.units == 0 {
             continue;
         }
@@ -84,7 +84,7 @@ pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<()> {
                 work: record.units,
                 amount: amount.to_string(),
             };
-            state::put_participant_reward(state, &reward);
+            state.put_participant_reward(&reward);
             state.emit(events::reward(&reward));
         }
     }
@@ -103,7 +103,7 @@ pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<()> {
         // case the record shows u64::MAX (the payout above used the exact 128-bit sum).
         total_work: u64::try_from(total_work).unwrap_or(u64::MAX),
     };
-    state::put_epoch_rewards(state, &settled);
+    state.put_epoch_rewards(&settled);
     state.emit(events::settled(&settled));
     Ok(())
 }
@@ -195,7 +195,7 @@ mod tests {
         assert_eq!(balance(&state, &community_pool_address()), 1);
         assert_eq!(balance(&state, &rewards_pool_address()), 0);
         assert_eq!(balance(&state, &fee_collector_address()), 0);
-        let settled = state::epoch_rewards(&state, 0).unwrap().unwrap();
+        let settled = state.epoch_rewards(0).unwrap().unwrap();
         assert_eq!(
             settled,
             EpochRewards {
@@ -208,7 +208,7 @@ mod tests {
                 total_work: 3,
             }
         );
-        let paid = state::epoch_participant_rewards(&state, 0).unwrap();
+        let paid = state.epoch_participant_rewards(0).unwrap();
         let amounts: Vec<_> = paid
             .iter()
             .map(|r| (r.operator.clone(), r.amount.clone(), r.work))
@@ -219,12 +219,7 @@ mod tests {
         ];
         expected.sort();
         assert_eq!(amounts, expected);
-        assert_eq!(
-            state::participant_rewards(&state, &operator(1))
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(state.participant_rewards(&operator(1)).unwrap().len(), 1);
         let (_, events) = state.into_parts();
         let kinds: Vec<_> = events.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(kinds.iter().filter(|k| **k == "reward").count(), 2);
@@ -238,11 +233,9 @@ mod tests {
         genesis(&mut state, 0);
         end_epoch(0, &mut state).unwrap();
         assert_eq!(balance(&state, &community_pool_address()), 1000);
-        let settled = state::epoch_rewards(&state, 0).unwrap().unwrap();
+        let settled = state.epoch_rewards(0).unwrap().unwrap();
         assert_eq!((settled.distributed.as_str(), settled.total_work), ("0", 0));
-        assert!(state::epoch_participant_rewards(&state, 0)
-            .unwrap()
-            .is_empty());
+        assert!(state.epoch_participant_rewards(0).unwrap().is_empty());
     }
 
     #[test]

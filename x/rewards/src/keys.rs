@@ -34,3 +34,39 @@ pub fn payee(epoch: u64, operator: &str) -> Vec<u8> {
     key.extend_from_slice(operator.as_bytes());
     key
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPERATOR: &str = "gonka1operator";
+
+    #[test]
+    fn fixed_keys() {
+        assert_eq!(params(), b"rewards/params");
+    }
+
+    #[test]
+    fn epochs_sort_by_number() {
+        assert_eq!(epoch(7), b"rewards/epoch/00000000000000000007");
+        assert!(epoch(9) < epoch(10));
+    }
+
+    #[test]
+    fn participant_rewards_sort_by_epoch_under_their_operator() {
+        let key = participant_reward(OPERATOR, 7);
+        assert_eq!(
+            key,
+            b"rewards/participant/gonka1operator/00000000000000000007"
+        );
+        assert!(key.starts_with(&participant_rewards(OPERATOR)));
+        assert!(participant_reward(OPERATOR, 9) < participant_reward(OPERATOR, 10));
+    }
+
+    #[test]
+    fn payees_are_indexed_under_their_epoch() {
+        let key = payee(7, OPERATOR);
+        assert_eq!(key, b"rewards/payee/00000000000000000007/gonka1operator");
+        assert!(key.starts_with(&payees(7)));
+    }
+}

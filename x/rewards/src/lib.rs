@@ -5,7 +5,7 @@
 //! mints [`emission`]`(epoch)` = `initial_emission × (1 − decay)^epoch` (integer fixed point,
 //! rounded down) into the rewards pool, gathers the fee collector's balance there, moves
 //! `validation_share_ppm` of the total to the validation pool and splits the rest over the
-//! epoch's work ledger ([`gonka_stake::epoch_work`]) by units, rounding every share down; the
+//! epoch's work ledger ([`gonka_stake::StakeRead::work_credits`]) by units, rounding every share down; the
 //! dust (everything, in an epoch without work) goes to the community pool. Jailed
 //! participants' work earns nothing. Total supply changes only by the emission.
 //!
@@ -27,8 +27,8 @@ pub use emission::{decay_factor, emission, mul_div_floor, FACTOR_SCALE};
 pub use errors::RewardsError;
 pub use params::{default_params, validate_params, RewardsParams, MAX_INITIAL_EMISSION, PPB};
 pub use state::{
-    community_pool_address, epoch_participant_rewards, epoch_rewards, params, params_proto,
-    participant_rewards, rewards_pool_address, validation_pool_address,
+    community_pool_address, rewards_pool_address, validation_pool_address, RewardsRead,
+    RewardsWrite,
 };
 
 use gonka_sdk::{BlockContext, HookOutput, Module, Result, StateRead, StateWrite};

@@ -8,7 +8,7 @@ use gonka_proto::rewards::{
 use gonka_sdk::{decode_request, ErrorCode, Result, StateRead};
 use prost::Message;
 
-use crate::{state, RewardsError};
+use crate::{RewardsError, RewardsRead};
 
 /// Dispatches `path`; `None` if it is not a rewards path.
 pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
@@ -19,14 +19,14 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
             decode_request::<QueryParticipantRewardsRequest>(data).and_then(|request| {
                 validate_address("operator", &request.operator)?;
                 Ok(QueryParticipantRewardsResponse {
-                    rewards: state::participant_rewards(state, &request.operator)?,
+                    rewards: state.participant_rewards(&request.operator)?,
                 }
                 .encode_to_vec())
             })
         }
         "/rewards/params" => decode_request::<QueryParamsRequest>(data).and_then(|_| {
             Ok(QueryParamsResponse {
-                params: Some(state::params_proto(state)?),
+                params: Some(state.rewards_params_proto()?),
             }
             .encode_to_vec())
         }),
@@ -36,7 +36,7 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
 }
 
 fn epoch(state: &dyn StateRead, epoch: u64) -> Result<Vec<u8>> {
-    let Some(rewards) = state::epoch_rewards(state, epoch)? else {
+    let Some(rewards) = state.epoch_rewards(epoch)? else {
         let current = gonka_epochs::current(state)?;
         return Err(RewardsError::NotSettled.err(format!(
             "rewards of epoch {epoch} are not settled: an epoch is settled in its last block \
@@ -45,7 +45,7 @@ fn epoch(state: &dyn StateRead, epoch: u64) -> Result<Vec<u8>> {
     };
     Ok(QueryEpochRewardsResponse {
         rewards: Some(rewards),
-        participants: state::epoch_participant_rewards(state, epoch)?,
+        participants: state.epoch_participant_rewards(epoch)?,
     }
     .encode_to_vec())
 }

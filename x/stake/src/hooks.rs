@@ -3,16 +3,12 @@
 use std::collections::BTreeMap;
 
 use gonka_bank::{transfer, BankRead, Coin, NATIVE_DENOM};
-use gonka_proto::stake::{Participant, UnbondingEntry};
-use gonka_sdk::{
-    parse_amount, HookOutput, Result, StateRead, StateReadExt, StateWrite, ValidatorUpdate,
-};
+use gonka_proto::stake::Participant;
+use gonka_sdk::{parse_amount, HookOutput, Result, StateRead, StateWrite, ValidatorUpdate};
 
 use crate::power::{self, Candidate};
 use crate::state::bonded;
-use crate::{
-    bonded_pool_address, epoch_work, events, keys, unbonding_pool_address, StakeRead, StakeWrite,
-};
+use crate::{bonded_pool_address, events, unbonding_pool_address, StakeRead, StakeWrite};
 
 fn validator_update(participant: &Participant, power: i64) -> Option<ValidatorUpdate> {
     let key: [u8; 32] = participant.consensus_pubkey.as_slice().try_into().ok()?;
@@ -27,14 +23,12 @@ fn validator_update(participant: &Participant, power: i64) -> Option<ValidatorUp
 /// until the next epoch end finds someone eligible to replace it.
 pub fn end_block(state: &mut dyn StateWrite) -> Result<HookOutput> {
     let mut output = HookOutput::default();
-    let queued = state.prefix_raw(&keys::jail_queue())?;
+    let queued = state.take_jail_queue()?;
     if queued.is_empty() {
         return Ok(output);
     }
     let mut validators = state.participants()?.iter().filter(|p| p.power > 0).count();
-    for (key, operator) in queued {
-        state.delete_raw(key);
-        let operator = String::from_utf8_lossy(&operator).into_owned();
+    for operator in queued {
         let Some(mut participant) = state.participant(&operator)? else {
             continue;
         };
@@ -54,8 +48,7 @@ pub fn end_block(state: &mut dyn StateWrite) -> Result<HookOutput> {
 /// At the end of `epoch`: pays the unbonding entries that complete now, then sets the next
 /// epoch's powers from this epoch's work.
 pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<HookOutput> {
-    let completing = state.prefix_proto::<UnbondingEntry>(&keys::unbondings_completing(epoch))?;
-    for (_, entry) in completing {
+    for entry in state.unbondings_completing(epoch)? {
         let amount = parse_amount("unbonding amount", &entry.amount)?;
         transfer(
             state,
@@ -76,7 +69,7 @@ pub fn update_powers(state: &mut dyn StateWrite, work_epoch: Option<u64>) -> Res
     let min_stake = parse_amount("min_stake", &params.min_stake)?;
     let participants = state.participants()?;
     let work = match work_epoch {
-        Some(epoch) => epoch_work(state, epoch)?,
+        Some(epoch) => state.work_credits(epoch)?,
         None => Vec::new(),
     };
     let work_by_operator: BTreeMap<&str, u64> = work

@@ -56,6 +56,12 @@ pub fn work(epoch: u64, operator: &str) -> Vec<u8> {
     key
 }
 
+/// The operator of a [`work`] key of `epoch`.
+pub fn parse_work(epoch: u64, key: &[u8]) -> Option<String> {
+    let operator = key.strip_prefix(work_of_epoch(epoch).as_slice())?;
+    String::from_utf8(operator.to_vec()).ok()
+}
+
 /// Prefix of participants jailed since the last block, whose power must drop to zero.
 pub fn jail_queue() -> Vec<u8> {
     b"stake/jail_queue/".to_vec()
@@ -66,4 +72,53 @@ pub fn jail_queued(operator: &str) -> Vec<u8> {
     let mut key = jail_queue();
     key.extend_from_slice(operator.as_bytes());
     key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPERATOR: &str = "gonka1operator";
+
+    #[test]
+    fn fixed_keys() {
+        assert_eq!(params(), b"stake/params");
+        assert_eq!(next_unbonding_id(), b"stake/next_unbonding_id");
+        assert_eq!(consensus_key(&[0xab, 0x01]), b"stake/consensus_key/ab01");
+    }
+
+    #[test]
+    fn participants_are_keyed_by_operator() {
+        assert_eq!(participant(OPERATOR), b"stake/participant/gonka1operator");
+        assert!(participant(OPERATOR).starts_with(&participants()));
+    }
+
+    #[test]
+    fn unbondings_sort_by_completion_epoch_then_operator_then_id() {
+        let key = unbonding(3, OPERATOR, 7);
+        assert_eq!(
+            key,
+            b"stake/unbonding/00000000000000000003/gonka1operator/00000000000000000007"
+        );
+        assert!(key.starts_with(&unbondings_completing(3)));
+        assert!(key.starts_with(&unbondings()));
+        assert!(unbonding(9, "z", 0) < unbonding(10, "a", 0));
+        assert!(unbonding(3, OPERATOR, 9) < unbonding(3, OPERATOR, 10));
+    }
+
+    #[test]
+    fn work_keys_sort_by_epoch_and_parse_back() {
+        let key = work(4, OPERATOR);
+        assert_eq!(key, b"stake/work/00000000000000000004/gonka1operator");
+        assert!(key.starts_with(&work_of_epoch(4)));
+        assert!(work(9, "z") < work(10, "a"));
+        assert_eq!(parse_work(4, &key).as_deref(), Some(OPERATOR));
+        assert_eq!(parse_work(5, &key), None);
+    }
+
+    #[test]
+    fn jail_queue_keys() {
+        assert_eq!(jail_queued(OPERATOR), b"stake/jail_queue/gonka1operator");
+        assert!(jail_queued(OPERATOR).starts_with(&jail_queue()));
+    }
 }

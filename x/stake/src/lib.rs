@@ -6,7 +6,7 @@
 //! `stake_unbonding`, so bank balances always sum to the supply, and the pools equal the sum
 //! of participants' bonds and of unbonding entries (see [`check_invariants`]).
 //!
-//! Other modules use: [`credit_work`] / [`void_work`] / [`epoch_work`] (the work ledger),
+//! Other modules use: [`credit_work`] / [`void_work`] / [`StakeRead::work_credits`] (the work ledger),
 //! [`slash`] and [`jail`] (punishment), [`StakeRead`] (participants).
 //!
 //! ## The Sprint power rule (at the end of every epoch)
@@ -41,7 +41,7 @@ pub use hooks::check_invariants;
 pub use params::{default_params, validate_params};
 pub use slash::{jail, slash};
 pub use state::{bonded_pool_address, unbonding_pool_address, StakeRead, StakeWrite};
-pub use work::{credit_work, epoch_work, void_work, work_of};
+pub use work::{credit_work, void_work};
 
 use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
 

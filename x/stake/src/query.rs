@@ -9,7 +9,7 @@ use gonka_proto::stake::{
 use gonka_sdk::{decode_request, Result, StateRead};
 use prost::Message;
 
-use crate::{epoch_work, StakeRead};
+use crate::StakeRead;
 
 /// Dispatches `path`; `None` if it is not a stake path.
 pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
@@ -36,7 +36,7 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
         }),
         "/stake/work" => decode_request::<QueryWorkRequest>(data).and_then(|r| {
             Ok(QueryWorkResponse {
-                records: epoch_work(state, r.epoch)?,
+                credits: state.work_credits(r.epoch)?,
             }
             .encode_to_vec())
         }),

@@ -6,7 +6,7 @@ use gonka_sdk::{parse_amount, ErrorCode, Result, StateWrite};
 
 use crate::state::bonded;
 use crate::{
-    bonded_pool_address, events, keys, unbonding_pool_address, StakeError, StakeRead, StakeWrite,
+    bonded_pool_address, events, unbonding_pool_address, StakeError, StakeRead, StakeWrite,
 };
 use gonka_sdk::PPM;
 
@@ -79,7 +79,7 @@ pub fn jail(state: &mut dyn StateWrite, operator: &str) -> Result<()> {
     participant.jailed = true;
     participant.jailed_until_epoch = until;
     state.put_participant(&participant);
-    state.put_raw(keys::jail_queued(operator), operator.as_bytes().to_vec());
+    state.queue_jailing(operator);
     state.emit(events::jailed(operator, true, until));
     Ok(())
 }

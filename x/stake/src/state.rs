@@ -1,7 +1,7 @@
 //! Typed access to stake state; other crates use these traits, never the keys.
 
 use gonka_auth::module_address;
-use gonka_proto::stake::{Params, Participant, UnbondingEntry};
+use gonka_proto::stake::{Params, Participant, UnbondingEntry, WorkCredit};
 use gonka_sdk::{
     parse_amount, ErrorCode, Result, StateRead, StateReadExt, StateWrite, StateWriteExt,
 };
@@ -70,6 +70,37 @@ pub trait StakeRead: StateRead {
             .map(|(_, e)| e)
             .collect())
     }
+
+    /// The unbonding entries paid at the end of `epoch`, by operator then id.
+    fn unbondings_completing(&self, epoch: u64) -> Result<Vec<UnbondingEntry>> {
+        Ok(self
+            .prefix_proto(&keys::unbondings_completing(epoch))?
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect())
+    }
+
+    /// Work units of `operator` in `epoch` (zero if none).
+    fn work_units(&self, epoch: u64, operator: &str) -> Result<u64> {
+        Ok(self
+            .get_proto::<u64>(&keys::work(epoch, operator))?
+            .unwrap_or(0))
+    }
+
+    /// The work ledger of `epoch`, ascending by operator address.
+    fn work_credits(&self, epoch: u64) -> Result<Vec<WorkCredit>> {
+        Ok(self
+            .prefix_proto::<u64>(&keys::work_of_epoch(epoch))?
+            .into_iter()
+            .filter_map(|(key, units)| {
+                keys::parse_work(epoch, &key).map(|operator| WorkCredit {
+                    epoch,
+                    operator,
+                    units,
+                })
+            })
+            .collect())
+    }
 }
 
 impl<T: StateRead + ?Sized> StakeRead for T {}
@@ -116,6 +147,31 @@ pub trait StakeWrite: StateWrite {
             .unwrap_or(0);
         self.put_proto(keys::next_unbonding_id(), &(id + 1));
         Ok(id)
+    }
+
+    /// Sets the work units of `operator` in `epoch`.
+    fn put_work_units(&mut self, epoch: u64, operator: &str, units: u64) {
+        self.put_proto(keys::work(epoch, operator), &units);
+    }
+
+    /// Removes `operator`'s line of the work ledger of `epoch`.
+    fn delete_work_units(&mut self, epoch: u64, operator: &str) {
+        self.delete_raw(keys::work(epoch, operator));
+    }
+
+    /// Queues `operator` to leave the validator set at the end of this block.
+    fn queue_jailing(&mut self, operator: &str) {
+        self.put_raw(keys::jail_queued(operator), operator.as_bytes().to_vec());
+    }
+
+    /// Removes and returns the operators queued for leaving the validator set, in order.
+    fn take_jail_queue(&mut self) -> Result<Vec<String>> {
+        let mut operators = Vec::new();
+        for (key, operator) in self.prefix_raw(&keys::jail_queue())? {
+            operators.push(String::from_utf8_lossy(&operator).into_owned());
+            self.delete_raw(key);
+        }
+        Ok(operators)
     }
 }
 
