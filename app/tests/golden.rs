@@ -145,7 +145,8 @@ fn dispute(w: &World, id: u64) -> pb::Dispute {
         .unwrap()
 }
 
-/// A record of request `nonce` by `requester` on n0 (key seed 10), claiming `response`.
+/// A record of request `nonce` by `requester` on n0 (key seed 10), 100 prompt and 50
+/// completion tokens; `honest` records claim the [`truth`], the others a [`lie`].
 fn record(requester: &str, nonce: &str, model: &str, honest: bool, commission: u128) -> WorkRecord {
     let mut input = request(nonce, model, "n0", (100, 50), commission);
     if !honest {
