@@ -52,7 +52,8 @@ fn golden_app_hash() {
     for txs in script() {
         fx.chain.next_block(txs);
     }
-    // Recorded from this script. A change here means the state layout, encoding or
+    // Recorded from this script (bank sends only; `golden.rs` pins a scenario of every
+    // message kind across epoch boundaries). A change here means the state layout, encoding or
     // execution changed: update it deliberately, with a note on why.
     // History: foundation (auth, bank); + epochs, stake, rewards genesis state;
     // + inference genesis (its parameters are stored even when genesis has no section);

@@ -15,20 +15,14 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use gonka_client::disputes::{msg_open_dispute, msg_submit_validation, msg_vote_dispute};
-use gonka_client::tx::{
-    msg_register_node, msg_register_transfer_agent, msg_submit_work_batch, signed_work_record,
-    NodeSpec, WorkRecordInput,
-};
+use gonka_client::tx::{msg_register_node, msg_submit_work_batch, NodeSpec};
 use gonka_proto::disputes as pb;
 use gonka_proto::inference::WorkRecord;
 use gonka_sdk::Any;
-use k256::ecdsa::SigningKey;
 use k256::sha2::{Digest, Sha256};
 use serde_json::json;
 use support::*;
 use tendermint_proto::v0_38::abci::ExecTxResult;
-
-use crate::common::key;
 
 const MODEL: &str = "meta/llama-8b";
 const PRICE: u128 = 10;
@@ -89,14 +83,7 @@ fn world(params: pb::Params) -> World {
         state["disputes"] = json!({ "params": params });
     });
     let txs = vec![
-        world.tx(
-            TA,
-            vec![msg_register_transfer_agent(
-                &addr(TA),
-                "https://ta.example",
-                &key(TA).public_key().to_bytes(),
-            )],
-        ),
+        world.tx(TA, vec![register_ta(TA, "https://ta.example")]),
         world.tx("p0", vec![msg_register_node(&addr("p0"), &spec(0))]),
         world.tx(
             "alice",
@@ -114,54 +101,19 @@ fn world(params: pb::Params) -> World {
     world
 }
 
-/// The key of ML node `n{index}`.
-fn node_key(index: u8) -> SigningKey {
-    SigningKey::from_slice(&[10 + index; 32]).unwrap()
-}
-
-/// ML node `n{index}` serving the model.
+/// ML node `n{index}` serving the model, with key seed `10 + index`.
 fn spec(index: u8) -> NodeSpec {
-    NodeSpec {
-        node_id: format!("n{index}"),
-        models: vec![MODEL.into()],
-        vram_mib: 24_000,
-        bandwidth_mbps: 1_000,
-        max_concurrency: 4,
-        endpoint: "http://127.0.0.1:9010".into(),
-        pubkey: node_key(index)
-            .verifying_key()
-            .to_encoded_point(true)
-            .as_bytes()
-            .to_vec(),
-    }
-}
-
-/// The true result of request `nonce`: what every honest re-execution yields.
-fn truth(nonce: &str) -> Vec<u8> {
-    Sha256::digest(format!("response {nonce}")).to_vec()
-}
-
-/// Some other 32 bytes: a faked or falsely claimed result.
-fn lie(nonce: &str) -> Vec<u8> {
-    Sha256::digest(format!("fake {nonce}")).to_vec()
+    node_spec(&format!("n{index}"), &[MODEL], 24_000, 10 + index)
 }
 
 /// A record by alice executed on node `n{node}` with `tokens`; `honest` records claim the
-/// truth.
+/// truth, the others a [`lie`].
 fn record_on(node: u8, nonce: &str, honest: bool, tokens: (u64, u64)) -> WorkRecord {
-    let response = if honest { truth(nonce) } else { lie(nonce) };
-    let input = WorkRecordInput {
-        model: MODEL.into(),
-        prompt_hash: Sha256::digest(format!("prompt {nonce}")).into(),
-        timestamp: 1_700_000_000,
-        nonce: nonce.into(),
-        response_hash: response.try_into().unwrap(),
-        prompt_tokens: tokens.0,
-        completion_tokens: tokens.1,
-        executor_node: format!("n{node}"),
-        commission: 0,
-    };
-    signed_work_record(key("alice"), &node_key(node), &input).unwrap()
+    let mut input = request(nonce, MODEL, &format!("n{node}"), tokens, 0);
+    if !honest {
+        input.response_hash = lie(nonce);
+    }
+    signed_record("alice", 10 + node, &input)
 }
 
 /// A scenario record of `TOKENS` tokens on n0 (host p0).
@@ -241,20 +193,6 @@ fn community(world: &World) -> u128 {
 
 fn escrow(world: &World) -> u128 {
     world.balance(&gonka_disputes::escrow_address())
-}
-
-fn tx_events(result: &ExecTxResult, kind: &str) -> Vec<BTreeMap<String, String>> {
-    result
-        .events
-        .iter()
-        .filter(|e| e.r#type == kind)
-        .map(|e| {
-            e.attributes
-                .iter()
-                .map(|a| (a.key.clone(), a.value.clone()))
-                .collect()
-        })
-        .collect()
 }
 
 fn assert_ok(block: &Block, index: usize) {

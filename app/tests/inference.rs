@@ -12,12 +12,13 @@ mod support;
 
 use gonka_client::tx::{
     msg_register_node, msg_register_transfer_agent, msg_remove_node, msg_submit_work_batch,
-    msg_update_node, signed_work_record, NodeSpec, WorkRecordInput,
+    msg_update_node,
 };
 use gonka_proto::inference as pb;
 use gonka_proto::inference::WorkRecord;
 use gonka_sdk::Any;
-use k256::ecdsa::SigningKey;
+use k256::ecdsa::signature::Verifier;
+use k256::ecdsa::{Signature, VerifyingKey};
 use k256::sha2::{Digest, Sha256};
 use serde_json::json;
 use support::*;
@@ -55,54 +56,23 @@ fn world() -> World {
     World::with_genesis(setup(), |state| state["inference"] = inference_genesis())
 }
 
-fn node_key(seed: u8) -> SigningKey {
-    SigningKey::from_slice(&[seed; 32]).unwrap()
-}
-
-fn pubkey(key: &SigningKey) -> Vec<u8> {
-    key.verifying_key()
-        .to_encoded_point(true)
-        .as_bytes()
-        .to_vec()
-}
-
-fn spec(id: &str, models: &[&str], vram_mib: u64, seed: u8) -> NodeSpec {
-    NodeSpec {
-        node_id: id.into(),
-        models: models.iter().map(|m| m.to_string()).collect(),
-        vram_mib,
-        bandwidth_mbps: 1_000,
-        max_concurrency: 4,
-        endpoint: format!("http://127.0.0.1:90{seed:02}"),
-        pubkey: pubkey(&node_key(seed)),
-    }
-}
-
-fn register_ta() -> Any {
-    msg_register_transfer_agent(
-        &addr(TA),
-        "https://ta.example:8443",
-        &key(TA).public_key().to_bytes(),
-    )
-}
-
 /// n0 (host p0, key seed 10) serves llama; n1 (host p1, key seed 11) serves both.
 fn registered_world() -> World {
     let mut world = world();
     let txs = vec![
-        world.tx(TA, vec![register_ta()]),
+        world.tx(TA, vec![register_ta(TA, "https://ta.example:8443")]),
         world.tx(
             "p0",
             vec![msg_register_node(
                 &addr("p0"),
-                &spec("n0", &[LLAMA], 24_000, 10),
+                &node_spec("n0", &[LLAMA], 24_000, 10),
             )],
         ),
         world.tx(
             "p1",
             vec![msg_register_node(
                 &addr("p1"),
-                &spec("n1", &[LLAMA, QWEN], 80_000, 11),
+                &node_spec("n1", &[LLAMA, QWEN], 80_000, 11),
             )],
         ),
     ];
@@ -111,35 +81,6 @@ fn registered_world() -> World {
         assert_eq!(block.result(i).code, 0, "{}", block.result(i).log);
     }
     world
-}
-
-/// Some 32 bytes that depend on `s`.
-fn digest(s: &str) -> [u8; 32] {
-    Sha256::digest(s.as_bytes()).into()
-}
-
-/// A record by `requester` (nonce `nonce`) executed by `node` with key seed `seed`.
-fn record(
-    requester: &str,
-    nonce: &str,
-    model: &str,
-    node: &str,
-    seed: u8,
-    tokens: (u64, u64),
-    commission: u128,
-) -> WorkRecord {
-    let input = WorkRecordInput {
-        model: model.into(),
-        prompt_hash: digest(&format!("prompt {nonce}")),
-        timestamp: 1_700_000_000,
-        nonce: nonce.into(),
-        response_hash: Sha256::digest(format!("response {nonce}")).into(),
-        prompt_tokens: tokens.0,
-        completion_tokens: tokens.1,
-        executor_node: node.into(),
-        commission,
-    };
-    signed_work_record(key(requester), &node_key(seed), &input).unwrap()
 }
 
 fn batch(records: Vec<WorkRecord>) -> Any {
@@ -154,20 +95,6 @@ fn assert_code(result: &ExecTxResult, code: u32, what: &str) {
         result.log
     );
     assert!(!result.log.is_empty(), "{what}: empty log");
-}
-
-fn events(result: &ExecTxResult, kind: &str) -> Vec<std::collections::BTreeMap<String, String>> {
-    result
-        .events
-        .iter()
-        .filter(|e| e.r#type == kind)
-        .map(|e| {
-            e.attributes
-                .iter()
-                .map(|a| (a.key.clone(), a.value.clone()))
-                .collect()
-        })
-        .collect()
 }
 
 fn stored(world: &World, id: &str) -> Option<pb::StoredRecord> {
@@ -238,7 +165,7 @@ fn registry_happy_paths_and_queries() {
         "p0",
         vec![msg_update_node(
             &addr("p0"),
-            &spec("n0", &[QWEN, LLAMA], 96_000, 12),
+            &node_spec("n0", &[QWEN, LLAMA], 96_000, 12),
         )],
     );
     let remove = world.tx("p1", vec![msg_remove_node(&addr("p1"), "n1")]);
@@ -254,8 +181,11 @@ fn registry_happy_paths_and_queries() {
     for i in 0..3 {
         assert_eq!(block.result(i).code, 0, "{}", block.result(i).log);
     }
-    assert_eq!(events(block.result(0), "node_updated").len(), 1);
-    assert_eq!(events(block.result(1), "node_removed")[0]["node_id"], "n1");
+    assert_eq!(tx_events(block.result(0), "node_updated").len(), 1);
+    assert_eq!(
+        tx_events(block.result(1), "node_removed")[0]["node_id"],
+        "n1"
+    );
     let all: pb::QueryNodesResponse =
         world.query("/inference/nodes", pb::QueryNodesRequest::default());
     assert_eq!(all.nodes.len(), 1);
@@ -290,7 +220,7 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
     let cases: Vec<(&str, Any, u32, &str)> = vec![
         (
             "bob",
-            msg_register_node(&addr("bob"), &spec("nb", &[LLAMA], 24_000, 20)),
+            msg_register_node(&addr("bob"), &node_spec("nb", &[LLAMA], 24_000, 20)),
             4,
             "is not a participant",
         ),
@@ -306,25 +236,28 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
         ),
         (
             "p1",
-            msg_register_node(&addr("p1"), &spec("nj", &[LLAMA], 24_000, 21)),
+            msg_register_node(&addr("p1"), &node_spec("nj", &[LLAMA], 24_000, 21)),
             4,
             "is jailed",
         ),
         (
             "p0",
-            msg_register_node(&addr("p0"), &spec("n0", &[LLAMA], 24_000, 22)),
+            msg_register_node(&addr("p0"), &node_spec("n0", &[LLAMA], 24_000, 22)),
             5,
             "already registered",
         ),
         (
             "p0",
-            msg_register_node(&addr("p0"), &spec("nu", &["no/such-model"], 24_000, 23)),
+            msg_register_node(
+                &addr("p0"),
+                &node_spec("nu", &["no/such-model"], 24_000, 23),
+            ),
             6,
             "does not price",
         ),
         (
             "p0",
-            msg_register_node(&addr("p0"), &spec("nv", &[LLAMA, QWEN], 40_000, 24)),
+            msg_register_node(&addr("p0"), &node_spec("nv", &[LLAMA, QWEN], 40_000, 24)),
             7,
             "needs at least 80000 MiB",
         ),
@@ -336,7 +269,7 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
         ),
         (
             "p0",
-            msg_update_node(&addr("p0"), &spec("n1", &[LLAMA], 24_000, 25)),
+            msg_update_node(&addr("p0"), &node_spec("n1", &[LLAMA], 24_000, 25)),
             9,
             "is hosted by",
         ),
@@ -346,9 +279,9 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
         .map(|(signer, msg, _, _)| world.tx(signer, vec![msg.clone()]))
         .collect();
     // Stateless rejections: refused before the ante step, so they use no sequence.
-    let mut bad_key = spec("nk", &[LLAMA], 24_000, 26);
+    let mut bad_key = node_spec("nk", &[LLAMA], 24_000, 26);
     bad_key.pubkey = vec![9; 33];
-    let mut bad_url = spec("nw", &[LLAMA], 24_000, 27);
+    let mut bad_url = node_spec("nw", &[LLAMA], 24_000, 27);
     bad_url.endpoint = "ftp://x".into();
     let stateless: Vec<(Any, u32, &str)> = vec![
         (
@@ -358,7 +291,7 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
         ),
         (msg_register_node(&addr("p0"), &bad_url), 10, "http://"),
         (
-            msg_register_node(&addr("p0"), &spec("bad/id", &[LLAMA], 24_000, 28)),
+            msg_register_node(&addr("p0"), &node_spec("bad/id", &[LLAMA], 24_000, 28)),
             10,
             "node_id",
         ),
@@ -408,9 +341,9 @@ fn batch_charges_requesters_pays_hosts_and_ta_credits_work_and_stores_records() 
     };
     let before = balances(&world);
     let records = vec![
-        record("alice", "a-1", LLAMA, "n0", 10, (100, 50), 7),
-        record("bob", "b-1", QWEN, "n1", 11, (10, 20), 0),
-        record("alice", "a-2", LLAMA, "n1", 11, (1, 1), 3),
+        work_record("alice", "a-1", LLAMA, "n0", 10, (100, 50), 7),
+        work_record("bob", "b-1", QWEN, "n1", 11, (10, 20), 0),
+        work_record("alice", "a-2", LLAMA, "n1", 11, (1, 1), 3),
     ];
     let ids: Vec<String> = records.iter().map(|r| r.inference_id.clone()).collect();
     let tx = world.tx(TA, vec![batch(records)]);
@@ -436,7 +369,7 @@ fn batch_charges_requesters_pays_hosts_and_ta_credits_work_and_stores_records() 
         expected_work
     );
 
-    let recorded = events(result, "inference_record");
+    let recorded = tx_events(result, "inference_record");
     assert_eq!(recorded.len(), 3);
     assert_eq!(recorded[0]["id"], ids[0]);
     assert_eq!(recorded[0]["requester"], addr("alice"));
@@ -445,7 +378,7 @@ fn batch_charges_requesters_pays_hosts_and_ta_credits_work_and_stores_records() 
     assert_eq!(recorded[0]["tokens"], "150");
     assert_eq!(recorded[0]["cost"], format!("{a1}ngnk"));
     assert!(recorded.iter().all(|e| e["outcome"] == "stored"));
-    assert_eq!(events(result, "work_batch")[0]["stored"], "3");
+    assert_eq!(tx_events(result, "work_batch")[0]["stored"], "3");
 
     let first = stored(&world, &ids[0]).unwrap();
     assert_eq!(first.epoch, 0);
@@ -497,8 +430,8 @@ fn a_requester_who_cannot_pay_is_refused_alone() {
         world.balance_of("p0"),
     );
     // carol holds 100 ngnk; her record costs 10 × 10 + 1 commission = 101.
-    let poor = record("carol", "c-1", LLAMA, "n0", 10, (5, 5), 1);
-    let fine = record("alice", "a-9", LLAMA, "n0", 10, (3, 4), 0);
+    let poor = work_record("carol", "c-1", LLAMA, "n0", 10, (5, 5), 1);
+    let fine = work_record("alice", "a-9", LLAMA, "n0", 10, (3, 4), 0);
     let (poor_id, fine_id) = (poor.inference_id.clone(), fine.inference_id.clone());
     let tx = world.tx(TA, vec![batch(vec![poor, fine])]);
     let block = world.block(vec![tx]);
@@ -515,7 +448,7 @@ fn a_requester_who_cannot_pay_is_refused_alone() {
     assert!(stored(&world, &fine_id).is_some());
     assert_eq!(world.work(0), vec![(addr("p0"), 7)]);
 
-    let outcomes: Vec<(String, String)> = events(result, "inference_record")
+    let outcomes: Vec<(String, String)> = tx_events(result, "inference_record")
         .into_iter()
         .map(|e| (e["id"].clone(), e["outcome"].clone()))
         .collect();
@@ -526,7 +459,7 @@ fn a_requester_who_cannot_pay_is_refused_alone() {
             (fine_id, "stored".to_string())
         ]
     );
-    let summary = &events(result, "work_batch")[0];
+    let summary = &tx_events(result, "work_batch")[0];
     assert_eq!(
         (summary["stored"].as_str(), summary["refused"].as_str()),
         ("1", "1")
@@ -537,29 +470,29 @@ fn a_requester_who_cannot_pay_is_refused_alone() {
 fn transfer_agent_misbehaviour_fails_the_whole_batch_with_its_code() {
     let mut world = registered_world();
     // One stored record, so a resubmission is a duplicate.
-    let first = record("alice", "dup", LLAMA, "n0", 10, (1, 1), 0);
+    let first = work_record("alice", "dup", LLAMA, "n0", 10, (1, 1), 0);
     let tx = world.tx(TA, vec![batch(vec![first.clone()])]);
     assert_eq!(world.block(vec![tx]).result(0).code, 0);
 
-    let good = || record("bob", "good", LLAMA, "n0", 10, (2, 2), 1);
-    let forged_executor = record("alice", "fe", LLAMA, "n0", 99, (1, 1), 0);
-    let mut forged_requester = record("alice", "fr", LLAMA, "n0", 10, (1, 1), 0);
+    let good = || work_record("bob", "good", LLAMA, "n0", 10, (2, 2), 1);
+    let forged_executor = work_record("alice", "fe", LLAMA, "n0", 99, (1, 1), 0);
+    let mut forged_requester = work_record("alice", "fr", LLAMA, "n0", 10, (1, 1), 0);
     forged_requester.requester_signature =
-        record("alice", "other", LLAMA, "n0", 10, (1, 1), 0).requester_signature;
-    let mut stolen_key = record("alice", "sk", LLAMA, "n0", 10, (1, 1), 0);
+        work_record("alice", "other", LLAMA, "n0", 10, (1, 1), 0).requester_signature;
+    let mut stolen_key = work_record("alice", "sk", LLAMA, "n0", 10, (1, 1), 0);
     stolen_key.requester_pubkey = key("bob").public_key().to_bytes();
-    let mut wrong_id = record("alice", "wi", LLAMA, "n0", 10, (1, 1), 0);
+    let mut wrong_id = work_record("alice", "wi", LLAMA, "n0", 10, (1, 1), 0);
     wrong_id.inference_id = hex::encode(digest("something else"));
-    let mut raised_commission = record("alice", "rc", LLAMA, "n0", 10, (1, 1), 1);
+    let mut raised_commission = work_record("alice", "rc", LLAMA, "n0", 10, (1, 1), 1);
     raised_commission.commission = "1000".into();
-    let mut bad_nonce = record("alice", "bn", LLAMA, "n0", 10, (1, 1), 0);
+    let mut bad_nonce = work_record("alice", "bn", LLAMA, "n0", 10, (1, 1), 0);
     bad_nonce.nonce = "has space".into();
-    let mut malformed_sig = record("alice", "ms", LLAMA, "n0", 10, (1, 1), 0);
+    let mut malformed_sig = work_record("alice", "ms", LLAMA, "n0", 10, (1, 1), 0);
     malformed_sig.executor_signature.truncate(10);
-    let unknown_model = record("alice", "um", "no/model", "n0", 10, (1, 1), 0);
-    let not_served = record("alice", "ns", QWEN, "n0", 10, (1, 1), 0);
-    let unknown_node = record("alice", "un", LLAMA, "zz", 10, (1, 1), 0);
-    let too_many_tokens = record("alice", "tm", LLAMA, "n0", 10, (100_000, 1), 0);
+    let unknown_model = work_record("alice", "um", "no/model", "n0", 10, (1, 1), 0);
+    let not_served = work_record("alice", "ns", QWEN, "n0", 10, (1, 1), 0);
+    let unknown_node = work_record("alice", "un", LLAMA, "zz", 10, (1, 1), 0);
+    let too_many_tokens = work_record("alice", "tm", LLAMA, "n0", 10, (100_000, 1), 0);
 
     let balances = |w: &World| -> Vec<u128> {
         ["alice", "bob", "p0", TA]
@@ -608,7 +541,7 @@ fn transfer_agent_misbehaviour_fails_the_whole_batch_with_its_code() {
         ),
         (
             (0..5)
-                .map(|i| record("bob", &format!("many-{i}"), LLAMA, "n0", 10, (1, 1), 0))
+                .map(|i| work_record("bob", &format!("many-{i}"), LLAMA, "n0", 10, (1, 1), 0))
                 .collect(),
             13,
             "at most 4 records",
@@ -640,7 +573,7 @@ fn transfer_agent_misbehaviour_fails_the_whole_batch_with_its_code() {
             "case {i}: {:?} lacks {log:?}",
             result.log
         );
-        assert!(events(result, "inference_record").is_empty());
+        assert!(tx_events(result, "inference_record").is_empty());
     }
     assert_code(block.result(cases.len()), 12, "not a transfer agent");
 
@@ -657,35 +590,77 @@ fn transfer_agent_misbehaviour_fails_the_whole_batch_with_its_code() {
     assert_eq!(world.work(0), work_before);
 }
 
+/// The bytes a requester and an executor sign, rebuilt here byte by byte from the layout
+/// `proto/src/signing.rs` documents (domain strings written out, big-endian integers of the
+/// stated widths), equal what the client signs; the signatures verify over them with plain
+/// ECDSA; and the chain accepts the client's record and refuses it once a signed field is
+/// changed.
 #[test]
 fn client_and_chain_agree_on_signed_bytes() {
-    let (request, response) = (digest("x"), digest("y"));
+    let input = request("z", LLAMA, "n0", (4, 5), 7);
+    let r = signed_record("alice", 10, &input);
+
+    // SHA-256("gonka/request/v1" ‖ body hash ‖ timestamp u64 ‖ commission u128 ‖ nonce).
+    let mut layout = b"gonka/request/v1".to_vec();
+    layout.extend_from_slice(&digest("prompt z"));
+    layout.extend_from_slice(&1_700_000_000u64.to_be_bytes());
+    layout.extend_from_slice(&7u128.to_be_bytes());
+    layout.extend_from_slice(b"z");
+    let request_hash: [u8; 32] = Sha256::digest(&layout).into();
+    assert_eq!(r.request_hash, request_hash);
+    assert_eq!(r.inference_id, hex::encode(request_hash));
+
+    // SHA-256("gonka/executor/v1" ‖ request hash ‖ response hash ‖ model ‖ prompt tokens
+    // u64 ‖ completion tokens u64).
+    let mut layout = b"gonka/executor/v1".to_vec();
+    layout.extend_from_slice(&request_hash);
+    layout.extend_from_slice(&truth("z"));
+    layout.extend_from_slice(LLAMA.as_bytes());
+    layout.extend_from_slice(&4u64.to_be_bytes());
+    layout.extend_from_slice(&5u64.to_be_bytes());
+    let executor_bytes: [u8; 32] = Sha256::digest(&layout).into();
     assert_eq!(
-        gonka_client::tx::executor_sign_bytes(&request, &response, QWEN, 3, 9),
-        gonka_inference::executor_sign_bytes(&request, &response, QWEN, 3, 9)
+        gonka_client::tx::executor_sign_bytes(&request_hash, &truth("z"), LLAMA, 4, 5),
+        executor_bytes
     );
-    assert_eq!(
-        gonka_client::tx::EXECUTOR_DOMAIN,
-        gonka_inference::EXECUTOR_DOMAIN
-    );
-    assert_eq!(
-        gonka_client::tx::inference_id(&request),
-        gonka_inference::inference_id(&request)
-    );
-    let r = record("alice", "z", LLAMA, "n0", 10, (4, 5), 0);
+
+    // Both signatures are ECDSA (SHA-256 prehash) over exactly those 32 bytes.
+    let verify = |key: &VerifyingKey, message: &[u8; 32], signature: &[u8]| {
+        key.verify(message, &Signature::from_slice(signature).unwrap())
+            .is_ok()
+    };
+    let alice = VerifyingKey::from_sec1_bytes(&r.requester_pubkey).unwrap();
+    assert!(verify(&alice, &request_hash, &r.requester_signature));
+    assert!(verify(
+        node_key(10).verifying_key(),
+        &executor_bytes,
+        &r.executor_signature
+    ));
+
+    // The chain checks the same bytes: the record verifies, a changed field does not.
     assert!(gonka_inference::request_signature_ok(
         &r.requester_pubkey,
         &r.request_hash,
         &r.requester_signature
     ));
-    assert!(gonka_inference::executor_signature_ok(
-        &pubkey(&node_key(10)),
-        &r.request_hash,
-        &r.response_hash,
-        LLAMA,
-        4,
-        5,
-        &r.executor_signature
+    let executor_ok = |response: &[u8], completion: u64| {
+        gonka_inference::executor_signature_ok(
+            &pubkey(&node_key(10)),
+            &r.request_hash,
+            response,
+            LLAMA,
+            4,
+            completion,
+            &r.executor_signature,
+        )
+    };
+    assert!(executor_ok(&r.response_hash, 5));
+    assert!(!executor_ok(&lie("z"), 5), "another response");
+    assert!(!executor_ok(&r.response_hash, 6), "another token count");
+    assert!(!gonka_inference::request_signature_ok(
+        &r.requester_pubkey,
+        &digest("another request"),
+        &r.requester_signature
     ));
     assert_eq!(
         gonka_auth::address_of_pubkey(&r.requester_pubkey),

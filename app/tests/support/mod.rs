@@ -8,15 +8,21 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
 use gonka_app::harness::TestChain;
+use gonka_client::tx::{
+    msg_register_transfer_agent, signed_work_record, NodeSpec, WorkRecordInput,
+};
 use gonka_client::{sign, SignerData};
+use gonka_proto::inference::WorkRecord;
 use gonka_proto::stake::{MsgStake, MsgUnjail, MsgUnstake, Participant, UnbondingEntry};
 use gonka_proto::{auth, bank, rewards, stake};
 use gonka_rewards::RewardsParams;
 use gonka_sdk::{
     Any, ErrorCode, HookOutput, Module, Msg, Result, SdkError, StateRead, StateWrite, TxContext,
 };
+use k256::ecdsa::SigningKey;
+use k256::sha2::{Digest, Sha256};
 use prost::Message;
-use tendermint_proto::v0_38::abci::{ExecTxResult, ResponseFinalizeBlock};
+use tendermint_proto::v0_38::abci::{Event, ExecTxResult, ResponseFinalizeBlock};
 use tendermint_proto::v0_38::crypto::public_key;
 
 use crate::common::key;
@@ -358,19 +364,37 @@ impl Block {
     }
 
     /// Events of the block (not of its txs) of `kind`.
-    pub fn events(&self, kind: &str) -> Vec<BTreeMap<String, String>> {
-        self.response
-            .events
-            .iter()
-            .filter(|e| e.r#type == kind)
-            .map(|e| {
-                e.attributes
-                    .iter()
-                    .map(|a| (a.key.clone(), a.value.clone()))
-                    .collect()
-            })
-            .collect()
+    pub fn events(&self, kind: &str) -> Vec<Attributes> {
+        events_of(&self.response.events, kind)
     }
+
+    /// Events of `kind` emitted by the block's tx `index`.
+    pub fn tx_events(&self, index: usize, kind: &str) -> Vec<Attributes> {
+        tx_events(self.result(index), kind)
+    }
+}
+
+/// The attributes of one event, by key.
+pub type Attributes = BTreeMap<String, String>;
+
+/// The attributes of every event of `kind` among `events`, in emission order: the one place
+/// the tests flatten ABCI events.
+pub fn events_of(events: &[Event], kind: &str) -> Vec<Attributes> {
+    events
+        .iter()
+        .filter(|e| e.r#type == kind)
+        .map(|e| {
+            e.attributes
+                .iter()
+                .map(|a| (a.key.clone(), a.value.clone()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Events of `kind` emitted by one transaction.
+pub fn tx_events(result: &ExecTxResult, kind: &str) -> Vec<Attributes> {
+    events_of(&result.events, kind)
 }
 
 pub fn validator_updates(response: &ResponseFinalizeBlock) -> BTreeMap<[u8; 32], i64> {
@@ -405,14 +429,34 @@ pub struct World {
 
 impl World {
     /// Runs genesis and commits block 1 (empty), so queries and signing can start; epoch 0
-    /// then has `epoch_length − 1` blocks left.
+    /// then has `epoch_length − 1` blocks left. The chain's modules plus the work oracle.
     pub fn new(setup: Setup) -> World {
+        World::with_genesis(setup, |_| {})
+    }
+
+    /// Like [`World::new`], with the genesis `app_state` edited by `edit` first: for example
+    /// to set the `inference` section's parameters and models (`GenesisConfig` builds that
+    /// section, but with default parameters, and `Setup` gives it no models) or to add the
+    /// `disputes` section, which `GenesisConfig` does not build.
+    pub fn with_genesis(setup: Setup, edit: impl FnOnce(&mut serde_json::Value)) -> World {
+        World::with_modules(setup, modules(), edit)
+    }
+
+    /// Like [`World::with_genesis`] on exactly `modules` (for example
+    /// `gonka_app::modules::all()`, the production list without the work oracle).
+    pub fn with_modules(
+        setup: Setup,
+        modules: Vec<Box<dyn Module>>,
+        edit: impl FnOnce(&mut serde_json::Value),
+    ) -> World {
         let dir = state_dir();
+        let mut app_state = setup.app_state();
+        edit(&mut app_state);
         let chain = TestChain::with_modules(
             &dir.path().join("state.redb"),
             CHAIN_ID,
-            &setup.app_state(),
-            modules(),
+            &app_state,
+            modules,
         )
         .unwrap();
         let mut world = World {
@@ -894,37 +938,102 @@ impl Rng {
 }
 
 // ---------------------------------------------------------------------------------------
-// Inference tests.
+// Inference and disputes: ML nodes, transfer agents and signed work records.
 
 impl World {
-    /// Like [`World::new`], with the genesis `app_state` edited by `edit` first (for example
-    /// to add the `inference` section, which `GenesisConfig` does not build).
-    pub fn with_genesis(setup: Setup, edit: impl FnOnce(&mut serde_json::Value)) -> World {
-        let dir = state_dir();
-        let mut app_state = setup.app_state();
-        edit(&mut app_state);
-        let chain = TestChain::with_modules(
-            &dir.path().join("state.redb"),
-            CHAIN_ID,
-            &app_state,
-            modules(),
-        )
-        .unwrap();
-        let mut world = World {
-            chain,
-            dir,
-            setup,
-            pending: BTreeMap::new(),
-            fees_pending: 0,
-        };
-        let response = world.chain.next_block(vec![]);
-        world.check_balances_and_stake();
-        world.check_power_cap(&response);
-        world
-    }
-
     /// Every committed `(key, value)` under `prefix`, straight from the store.
     pub fn raw_prefix(&self, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.chain.app().store().prefix(prefix).unwrap()
     }
+}
+
+/// The fixed secp256k1 key of an ML node: the scalar `[seed; 32]`.
+pub fn node_key(seed: u8) -> SigningKey {
+    SigningKey::from_slice(&[seed; 32]).unwrap()
+}
+
+/// The compressed (33-byte) public key of `key`.
+pub fn pubkey(key: &SigningKey) -> Vec<u8> {
+    key.verifying_key()
+        .to_encoded_point(true)
+        .as_bytes()
+        .to_vec()
+}
+
+/// ML node `id` serving `models` with `vram_mib`, signing with `node_key(seed)`, reachable at
+/// `http://127.0.0.1:90{seed}`.
+pub fn node_spec(id: &str, models: &[&str], vram_mib: u64, seed: u8) -> NodeSpec {
+    NodeSpec {
+        node_id: id.into(),
+        models: models.iter().map(|m| m.to_string()).collect(),
+        vram_mib,
+        bandwidth_mbps: 1_000,
+        max_concurrency: 4,
+        endpoint: format!("http://127.0.0.1:90{seed:02}"),
+        pubkey: pubkey(&node_key(seed)),
+    }
+}
+
+/// `label` registers as a transfer agent at `url` with its account key.
+pub fn register_ta(label: &str, url: &str) -> Any {
+    msg_register_transfer_agent(&addr(label), url, &key(label).public_key().to_bytes())
+}
+
+/// Some 32 bytes that depend on `s`.
+pub fn digest(s: &str) -> [u8; 32] {
+    Sha256::digest(s.as_bytes()).into()
+}
+
+/// The true result hash of request `nonce`: what every honest execution yields.
+pub fn truth(nonce: &str) -> [u8; 32] {
+    digest(&format!("response {nonce}"))
+}
+
+/// Another 32 bytes for request `nonce`: a faked or falsely claimed result.
+pub fn lie(nonce: &str) -> [u8; 32] {
+    digest(&format!("fake {nonce}"))
+}
+
+/// The facts of request `nonce` (prompt `digest("prompt {nonce}")`, signed at unix time
+/// 1,700,000,000) executed honestly on node `node` with `(prompt, completion)` tokens.
+pub fn request(
+    nonce: &str,
+    model: &str,
+    node: &str,
+    tokens: (u64, u64),
+    commission: u128,
+) -> WorkRecordInput {
+    WorkRecordInput {
+        model: model.into(),
+        prompt_hash: digest(&format!("prompt {nonce}")),
+        timestamp: 1_700_000_000,
+        nonce: nonce.into(),
+        response_hash: truth(nonce),
+        prompt_tokens: tokens.0,
+        completion_tokens: tokens.1,
+        executor_node: node.into(),
+        commission,
+    }
+}
+
+/// `input` as a work record signed by `requester` and by the node key `node_key(seed)`.
+pub fn signed_record(requester: &str, seed: u8, input: &WorkRecordInput) -> WorkRecord {
+    signed_work_record(key(requester), &node_key(seed), input).unwrap()
+}
+
+/// An honest record by `requester` of request `nonce` executed by `node` (key seed `seed`).
+pub fn work_record(
+    requester: &str,
+    nonce: &str,
+    model: &str,
+    node: &str,
+    seed: u8,
+    tokens: (u64, u64),
+    commission: u128,
+) -> WorkRecord {
+    signed_record(
+        requester,
+        seed,
+        &request(nonce, model, node, tokens, commission),
+    )
 }
