@@ -16,7 +16,7 @@ use gonka_app::genesis::{GenesisConfig, GenesisValidator};
 use gonka_app::harness::TestChain;
 use gonka_epochs::EpochsRead;
 use gonka_proto::{rewards, stake};
-use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
+use gonka_sdk::{Any, BlockContext, Module, Msg, Result, StateRead, StateWrite};
 use gonka_stake::StakeRead;
 
 /// Blocks per epoch: the first credits the work, two are ordinary, the last settles.
@@ -26,19 +26,9 @@ const EPOCH_LENGTH: u64 = 4;
 /// every participant (1 to 7 units), so each settlement pays everyone.
 struct BenchWork;
 
+gonka_sdk::impl_no_genesis!(BenchWork, "bench_work");
+
 impl Module for BenchWork {
-    fn name(&self) -> &'static str {
-        "bench_work"
-    }
-
-    fn init_genesis(
-        &self,
-        _state: &mut dyn StateWrite,
-        _genesis: Option<&serde_json::Value>,
-    ) -> Result<HookOutput> {
-        Ok(HookOutput::default())
-    }
-
     fn decode_msg(&self, _msg: &Any) -> Option<Result<Box<dyn Msg>>> {
         None
     }

@@ -126,6 +126,19 @@ impl App {
         &self.inner.store
     }
 
+    /// Exports `app_state` at the last committed height: the genesis of a new chain that
+    /// continues from this state (every module's [`gonka_sdk::Genesis::export_genesis`]).
+    pub fn export_genesis(&self) -> anyhow::Result<serde_json::Value> {
+        let mut sections = serde_json::Map::new();
+        for module in self.modules() {
+            let section = module
+                .export_genesis_json(self.store())
+                .map_err(|e| anyhow::anyhow!("exporting module {}: {e}", module.name()))?;
+            sections.insert(module.name().to_string(), section);
+        }
+        Ok(serde_json::Value::Object(sections))
+    }
+
     /// The modules in hook order.
     pub(crate) fn modules(&self) -> &[Box<dyn Module>] {
         &self.inner.modules
@@ -185,7 +198,7 @@ impl App {
         let mut validators = ValidatorChanges::default();
         for module in self.modules() {
             let output = module
-                .init_genesis(&mut genesis, sections.get(module.name()))
+                .init_genesis_json(&mut genesis, sections.get(module.name()))
                 .map_err(|e| anyhow::anyhow!("genesis of module {}: {e}", module.name()))?;
             validators.add(output);
         }

@@ -88,8 +88,10 @@ impl GenesisConfig {
                     moniker: v.moniker.clone(),
                     consensus_pubkey: v.consensus_pubkey.to_vec(),
                     amount: v.stake_ngnk.to_string(),
+                    ..Default::default()
                 })
                 .collect(),
+            ..Default::default()
         };
         let rewards = rewards::GenesisState {
             params: Some(
@@ -104,6 +106,7 @@ impl GenesisConfig {
         let inference = inference::GenesisState {
             params: None,
             models: self.models.clone(),
+            ..Default::default()
         };
         serde_json::json!({
             gonka_auth::NAME: auth,

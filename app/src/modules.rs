@@ -23,7 +23,13 @@ use gonka_sdk::Module;
 pub fn all() -> Vec<Box<dyn Module>> {
     vec![
         Box::new(gonka_auth::Auth),
-        Box::new(gonka_bank::Bank),
+        Box::new(gonka_bank::Bank {
+            // Stake's genesis mints the bonds and unbonding entries into its pools.
+            minted_elsewhere: vec![
+                gonka_stake::bonded_pool_address(),
+                gonka_stake::unbonding_pool_address(),
+            ],
+        }),
         Box::new(gonka_epochs::Epochs),
         Box::new(gonka_stake::Stake),
         Box::new(gonka_inference::Inference),

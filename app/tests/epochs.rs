@@ -811,7 +811,7 @@ fn invalid_genesis_parameters_are_refused_naming_the_parameter() {
     // the parameters' doing.
     let mut ok = Delta::new(&store);
     for m in &modules {
-        m.init_genesis(&mut ok, None).unwrap();
+        m.init_genesis_json(&mut ok, None).unwrap();
     }
 
     let cases = [
@@ -875,11 +875,17 @@ fn invalid_genesis_parameters_are_refused_naming_the_parameter() {
             "auth",
             "app_state.bank.balances[].address",
         ),
+        (
+            "stake",
+            json!({"unbondings": [{"operator": addr("p0"), "amount": "-5"}]}),
+            "sdk",
+            "app_state.stake.unbondings[].amount",
+        ),
     ];
     for (name, section, codespace, expected) in cases {
         let mut state = Delta::new(&store);
         let err = module(name)
-            .init_genesis(&mut state, Some(&section))
+            .init_genesis_json(&mut state, Some(&section))
             .unwrap_err();
         assert_eq!(err.codespace, codespace, "{name}: {}", err.log);
         assert!(

@@ -670,7 +670,7 @@ fn client_and_chain_agree_on_signed_bytes() {
 
 #[test]
 fn invalid_inference_genesis_is_refused() {
-    use gonka_sdk::Module;
+    use gonka_sdk::GenesisJson;
     let dir = state_dir();
     let store = gonka_store::Store::open(&dir.path().join("state.redb")).unwrap();
     let cases = [
@@ -698,7 +698,7 @@ fn invalid_inference_genesis_is_refused() {
     for (section, code, fragment) in cases {
         let mut state = gonka_sdk::Delta::new(&store);
         let err = gonka_inference::Inference
-            .init_genesis(&mut state, Some(&section))
+            .init_genesis_json(&mut state, Some(&section))
             .unwrap_err();
         assert_eq!(
             (err.codespace, err.code),

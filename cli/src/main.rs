@@ -5,6 +5,7 @@ mod amount;
 mod b64;
 mod chat;
 mod consensus_key;
+mod export;
 mod init;
 mod keys;
 mod localnet;
@@ -85,6 +86,9 @@ enum Command {
     Query(query::Command),
     /// Show the node's chain id, height and app hash.
     Status,
+    /// Print the state at the last committed height as a genesis `app_state` for a new
+    /// chain (the node must be stopped).
+    Export,
     /// Run a local multi-validator network (apps + CometBFT) on 127.0.0.1.
     Localnet(localnet::Args),
     /// Ask a model through a transfer agent: a signed OpenAI chat request, streamed back.
@@ -126,6 +130,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Tx(command) => tx::run(&global, command).await,
                     Command::Query(command) => query::run(&global, command).await,
                     Command::Status => status::run(&global).await,
+                    Command::Export => export::run(&global),
                     Command::Chat(args) => chat::run(&global, args).await,
                     Command::Start(_) | Command::Localnet(_) => unreachable!("handled above"),
                 }

@@ -1,7 +1,8 @@
 //! gonka-sdk: what every chain module is written against.
 //!
-//! - [`Module`] and [`Msg`]: the module interface the app drives (genesis, block hooks,
-//!   messages, queries, and `end_epoch` for the epoch machinery).
+//! - [`Module`] and [`Msg`]: the module interface the app drives (block hooks, messages,
+//!   queries, and `end_epoch` for the epoch machinery); [`Genesis`]: its typed genesis
+//!   section, imported and exported.
 //! - [`StateRead`] / [`StateWrite`] and their typed extensions: the only way modules touch
 //!   state; [`Delta`] forks state so a failing transaction changes nothing.
 //! - [`Event`]: typed events with indexed attributes, surfaced to CometBFT.
@@ -10,12 +11,14 @@
 mod context;
 mod error;
 mod events;
+mod genesis;
 mod module;
 mod state;
 
 pub use context::{BlockContext, TxContext};
 pub use error::{Error, ErrorCode, Result, SdkError};
 pub use events::{Event, EventAttribute};
+pub use genesis::{Genesis, GenesisJson};
 pub use module::{HookOutput, Module, Msg, ValidatorUpdate};
 pub use state::{Delta, Overlay, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
@@ -35,19 +38,6 @@ pub fn parse_amount(field: &str, text: &str) -> Result<u128> {
             u128::MAX
         ))
     })
-}
-
-/// Parses a module's section of genesis `app_state`; an absent section means the defaults.
-pub fn parse_genesis<T: serde::de::DeserializeOwned + Default>(
-    module: &str,
-    section: Option<&serde_json::Value>,
-) -> Result<T> {
-    match section {
-        None => Ok(T::default()),
-        Some(value) => serde_json::from_value(value.clone()).map_err(|e| {
-            SdkError::InvalidGenesis.err(format!("app_state.{module} is malformed: {e}"))
-        }),
-    }
 }
 
 /// Decodes a protobuf query request, naming the expected type in the error.

@@ -1,6 +1,6 @@
 //! The interface every chain module implements.
 
-use crate::{Any, BlockContext, Result, StateRead, StateWrite, TxContext};
+use crate::{Any, BlockContext, GenesisJson, Result, StateRead, StateWrite, TxContext};
 
 /// A decoded, statelessly validated message, ready to execute.
 pub trait Msg: Send {
@@ -20,7 +20,7 @@ pub struct ValidatorUpdate {
     pub power: i64,
 }
 
-/// What a module's `init_genesis`, `end_block` or `end_epoch` hands back to the app besides
+/// What a module's genesis import, `end_block` or `end_epoch` hands back to the app besides
 /// state writes and events.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HookOutput {
@@ -29,19 +29,9 @@ pub struct HookOutput {
 }
 
 /// A chain module. The app calls modules in the fixed order it registers them in
-/// (see `gonka_app::modules`), for every hook.
-pub trait Module: Send + Sync {
-    /// Module name: key namespace, codespace, query path prefix and genesis section.
-    fn name(&self) -> &'static str;
-
-    /// Imports the module's section of genesis `app_state` (`None` if absent). Validator
-    /// updates returned here form the initial validator set given to CometBFT.
-    fn init_genesis(
-        &self,
-        state: &mut dyn StateWrite,
-        genesis: Option<&serde_json::Value>,
-    ) -> Result<HookOutput>;
-
+/// (see `gonka_app::modules`), for every hook. Its name and genesis come from its
+/// [`crate::Genesis`] implementation.
+pub trait Module: GenesisJson + Send + Sync {
     /// Decodes and statelessly validates `msg` if its type URL belongs to this module;
     /// `None` if it does not (the default, for modules without messages).
     fn decode_msg(&self, _msg: &Any) -> Option<Result<Box<dyn Msg>>> {

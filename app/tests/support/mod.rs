@@ -16,9 +16,7 @@ use gonka_proto::inference::WorkRecord;
 use gonka_proto::stake::{MsgStake, MsgUnjail, MsgUnstake, Participant, UnbondingEntry};
 use gonka_proto::{auth, bank, rewards, stake};
 use gonka_rewards::RewardsParams;
-use gonka_sdk::{
-    Any, ErrorCode, HookOutput, Module, Msg, Result, SdkError, StateRead, StateWrite, TxContext,
-};
+use gonka_sdk::{Any, ErrorCode, Module, Msg, Result, SdkError, StateRead, StateWrite, TxContext};
 use k256::ecdsa::SigningKey;
 use k256::sha2::{Digest, Sha256};
 use prost::Message;
@@ -128,19 +126,9 @@ fn decode<M: Message + Default>(any: &Any) -> Result<M> {
 /// Test-only module crediting work and punishing through `gonka_stake`'s public API.
 pub struct WorkOracle;
 
+gonka_sdk::impl_no_genesis!(WorkOracle, "work_oracle");
+
 impl Module for WorkOracle {
-    fn name(&self) -> &'static str {
-        "work_oracle"
-    }
-
-    fn init_genesis(
-        &self,
-        _state: &mut dyn StateWrite,
-        _genesis: Option<&serde_json::Value>,
-    ) -> Result<HookOutput> {
-        Ok(HookOutput::default())
-    }
-
     fn decode_msg(&self, any: &Any) -> Option<Result<Box<dyn Msg>>> {
         let msg = match any.type_url.as_str() {
             CREDIT_WORK => decode(any).map(OracleMsg::Credit),

@@ -10,9 +10,16 @@ pub fn next_account_number() -> Vec<u8> {
     b"auth/next_account_number".to_vec()
 }
 
+/// Prefix of every account.
+pub fn accounts() -> Vec<u8> {
+    b"auth/account/".to_vec()
+}
+
 /// One account, by bech32 address.
 pub fn account(address: &str) -> Vec<u8> {
-    format!("auth/account/{address}").into_bytes()
+    let mut key = accounts();
+    key.extend_from_slice(address.as_bytes());
+    key
 }
 
 #[cfg(test)]
@@ -28,5 +35,6 @@ mod tests {
     #[test]
     fn accounts_are_keyed_by_address() {
         assert_eq!(account("gonka1abc"), b"auth/account/gonka1abc");
+        assert!(account("gonka1abc").starts_with(&accounts()));
     }
 }

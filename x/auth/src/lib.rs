@@ -20,8 +20,7 @@ pub use errors::AuthError;
 pub use params::{default_params, validate_params};
 pub use state::{AuthRead, AuthWrite};
 
-use gonka_proto::auth::GenesisState;
-use gonka_sdk::{HookOutput, Module, Result, StateRead, StateWrite};
+use gonka_sdk::{Module, Result, StateRead};
 
 /// The auth module.
 #[derive(Debug, Default, Clone, Copy)]
@@ -31,20 +30,6 @@ pub struct Auth;
 pub const NAME: &str = "auth";
 
 impl Module for Auth {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn init_genesis(
-        &self,
-        state: &mut dyn StateWrite,
-        genesis: Option<&serde_json::Value>,
-    ) -> Result<HookOutput> {
-        let genesis: GenesisState = gonka_sdk::parse_genesis(NAME, genesis)?;
-        genesis::init(state, genesis)?;
-        Ok(HookOutput::default())
-    }
-
     fn query(&self, path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
         query::route(path, data, state)
     }

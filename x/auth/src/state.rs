@@ -19,6 +19,17 @@ pub trait AuthRead: StateRead {
         self.get_proto(&keys::account(address))
     }
 
+    /// Every account, ascending by account number.
+    fn accounts(&self) -> Result<Vec<Account>> {
+        let mut accounts: Vec<Account> = self
+            .prefix_proto(&keys::accounts())?
+            .into_iter()
+            .map(|(_, account)| account)
+            .collect();
+        accounts.sort_by_key(|account| account.account_number);
+        Ok(accounts)
+    }
+
     /// The account at `address`, or an `UnknownAccount` error saying how to create it.
     fn existing_account(&self, address: &str) -> Result<Account> {
         self.account(address)?.ok_or_else(|| {

@@ -40,6 +40,18 @@ pub trait BankRead: StateRead {
             .collect()
     }
 
+    /// Every account's balances, ascending by address then denom.
+    fn all_balances(&self) -> Result<Vec<(String, Coin)>> {
+        self.prefix_proto::<pb::Coin>(&keys::all_balances())?
+            .into_iter()
+            .filter_map(|(key, coin)| keys::parse_balance_address(&key).map(|a| (a, coin)))
+            .map(|(address, coin)| {
+                let amount = parse_amount("stored amount", &coin.amount)?;
+                Ok((address, Coin::new(&coin.denom, amount)))
+            })
+            .collect()
+    }
+
     /// Total amount of `denom` in existence.
     fn supply(&self, denom: &str) -> Result<u128> {
         stored_amount(self, &keys::supply(denom))

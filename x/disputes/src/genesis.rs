@@ -1,14 +1,31 @@
-//! Genesis import for disputes: only parameters.
+//! Genesis import and export for disputes: only parameters. Validations and disputes stay
+//! with the old chain; export a chain with no dispute open, or their deposits stay in the
+//! escrow account.
 
 use gonka_proto::disputes::GenesisState;
-use gonka_sdk::{Result, StateWrite};
+use gonka_sdk::{Genesis, HookOutput, Result, StateRead, StateWrite};
 
-use crate::{default_params, validate_params, DisputesWrite};
+use crate::{default_params, validate_params, Disputes, DisputesRead, DisputesWrite, NAME};
 
-/// Validates and stores the parameters (the defaults when genesis gives none).
-pub fn init(state: &mut dyn StateWrite, genesis: GenesisState) -> Result<()> {
-    let params = genesis.params.unwrap_or_else(default_params);
-    validate_params(&params)?;
-    state.put_disputes_params(&params);
-    Ok(())
+impl Genesis for Disputes {
+    const NAME: &'static str = NAME;
+    type State = GenesisState;
+
+    /// Validates and stores the parameters (the defaults when genesis gives none).
+    fn init_genesis(
+        &self,
+        state: &mut dyn StateWrite,
+        genesis: GenesisState,
+    ) -> Result<HookOutput> {
+        let params = genesis.params.unwrap_or_else(default_params);
+        validate_params(&params)?;
+        state.put_disputes_params(&params);
+        Ok(HookOutput::default())
+    }
+
+    fn export_genesis(&self, state: &dyn StateRead) -> Result<GenesisState> {
+        Ok(GenesisState {
+            params: Some(state.disputes_params()?),
+        })
+    }
 }

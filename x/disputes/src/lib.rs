@@ -147,19 +147,6 @@ pub mod kind {
 pub struct Disputes;
 
 impl Module for Disputes {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn init_genesis(
-        &self,
-        state: &mut dyn StateWrite,
-        genesis: Option<&serde_json::Value>,
-    ) -> Result<HookOutput> {
-        genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)?;
-        Ok(HookOutput::default())
-    }
-
     fn decode_msg(&self, msg: &Any) -> Option<Result<Box<dyn Msg>>> {
         msgs::decode(msg)
     }

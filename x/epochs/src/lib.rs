@@ -21,7 +21,7 @@ pub use hooks::{advance, ends_at};
 pub use params::{default_params, validate_params};
 pub use state::{current, EpochsRead, EpochsWrite};
 
-use gonka_sdk::{BlockContext, HookOutput, Module, Result, StateRead, StateWrite};
+use gonka_sdk::{BlockContext, Module, Result, StateRead, StateWrite};
 
 /// Module name: key namespace, codespace and genesis section.
 pub const NAME: &str = "epochs";
@@ -31,19 +31,6 @@ pub const NAME: &str = "epochs";
 pub struct Epochs;
 
 impl Module for Epochs {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn init_genesis(
-        &self,
-        state: &mut dyn StateWrite,
-        genesis: Option<&serde_json::Value>,
-    ) -> Result<HookOutput> {
-        genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)?;
-        Ok(HookOutput::default())
-    }
-
     fn begin_block(&self, ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
         hooks::begin_block(ctx, state)
     }

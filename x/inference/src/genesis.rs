@@ -1,30 +1,95 @@
-//! Genesis import for inference: parameters and the model table.
+//! Genesis import and export for inference: parameters, the model table, and the registered
+//! ML nodes and transfer agents. Work records stay with the old chain.
 
+use gonka_auth::validate_address;
 use gonka_proto::inference::GenesisState;
-use gonka_sdk::{parse_amount, ErrorCode, Result, StateWrite};
+use gonka_sdk::{parse_amount, ErrorCode, Genesis, HookOutput, Result, StateRead, StateWrite};
+use gonka_stake::StakeRead;
 
-use crate::msgs::validate_model_id;
-use crate::{default_params, validate_params, InferenceError, InferenceRead, InferenceWrite};
+use crate::msgs::{node_from, validate_model_id, validate_pubkey, validate_url};
+use crate::{
+    default_params, validate_params, Inference, InferenceError, InferenceRead, InferenceWrite, NAME,
+};
 
-/// Validates and stores the parameters (defaults when absent) and every model.
-pub fn init(state: &mut dyn StateWrite, genesis: GenesisState) -> Result<()> {
-    let params = genesis.params.unwrap_or_else(default_params);
-    validate_params(&params)?;
-    state.put_inference_params(&params);
-    for model in &genesis.models {
-        validate_model_id("app_state.inference.models[].id", &model.id)
+impl Genesis for Inference {
+    const NAME: &'static str = NAME;
+    type State = GenesisState;
+
+    /// Validates and stores the parameters (defaults when absent), every model, then every
+    /// node and transfer agent (whose hosts must be genesis participants).
+    fn init_genesis(
+        &self,
+        state: &mut dyn StateWrite,
+        genesis: GenesisState,
+    ) -> Result<HookOutput> {
+        let params = genesis.params.unwrap_or_else(default_params);
+        validate_params(&params)?;
+        state.put_inference_params(&params);
+        for model in &genesis.models {
+            validate_model_id("app_state.inference.models[].id", &model.id)
+                .map_err(|e| InferenceError::InvalidModel.err(e.log))?;
+            parse_amount(
+                &format!("app_state.inference.models[{}].price_per_token", model.id),
+                &model.price_per_token,
+            )
             .map_err(|e| InferenceError::InvalidModel.err(e.log))?;
-        parse_amount(
-            &format!("app_state.inference.models[{}].price_per_token", model.id),
-            &model.price_per_token,
-        )
-        .map_err(|e| InferenceError::InvalidModel.err(e.log))?;
-        if state.model(&model.id)?.is_some() {
-            return Err(
-                InferenceError::InvalidModel.err(format!("genesis lists model {} twice", model.id))
-            );
+            if state.model(&model.id)?.is_some() {
+                return Err(InferenceError::InvalidModel
+                    .err(format!("genesis lists model {} twice", model.id)));
+            }
+            state.put_model(model);
         }
-        state.put_model(model);
+        for node in genesis.nodes {
+            let node = node_from(Some(node))?;
+            require_participant(state, &node.host)?;
+            if let Some(model) = node
+                .models
+                .iter()
+                .find(|m| !state.model(m).is_ok_and(|m| m.is_some()))
+            {
+                return Err(InferenceError::UnknownModel.err(format!(
+                    "genesis node {} serves model {model}, which app_state.inference.models does not list",
+                    node.id
+                )));
+            }
+            if state.node(&node.id)?.is_some() {
+                return Err(InferenceError::InvalidNode
+                    .err(format!("genesis lists node {} twice", node.id)));
+            }
+            state.put_node(&node);
+        }
+        for agent in &genesis.transfer_agents {
+            validate_address(
+                "app_state.inference.transfer_agents[].address",
+                &agent.address,
+            )?;
+            validate_url("url", &agent.url)
+                .and_then(|()| validate_pubkey("pubkey", &agent.pubkey))
+                .map_err(|log| InferenceError::InvalidTransferAgent.err(log))?;
+            require_participant(state, &agent.address)?;
+            state.put_transfer_agent(agent);
+        }
+        Ok(HookOutput::default())
     }
-    Ok(())
+
+    fn export_genesis(&self, state: &dyn StateRead) -> Result<GenesisState> {
+        Ok(GenesisState {
+            params: Some(state.inference_params()?),
+            models: state.models()?,
+            nodes: state.nodes()?,
+            transfer_agents: state.transfer_agents()?,
+        })
+    }
+}
+
+/// A genesis node or transfer agent belongs to a genesis participant (the stake module's
+/// genesis runs first). Staking minimums are checked when it registers or serves, not here,
+/// so a jailed participant's registration survives an export.
+fn require_participant(state: &dyn StateRead, address: &str) -> Result<()> {
+    match state.participant(address)? {
+        Some(_) => Ok(()),
+        None => Err(InferenceError::NotStaked.err(format!(
+            "genesis registers {address}, which app_state.stake.participants does not list"
+        ))),
+    }
 }

@@ -49,7 +49,7 @@ pub use signing::{
 };
 pub use state::{InferenceRead, InferenceWrite};
 
-use gonka_sdk::{Any, HookOutput, Module, Msg, Result, StateRead, StateWrite};
+use gonka_sdk::{Any, Module, Msg, Result, StateRead};
 
 /// Module name: key namespace, codespace and genesis section.
 pub const NAME: &str = "inference";
@@ -59,19 +59,6 @@ pub const NAME: &str = "inference";
 pub struct Inference;
 
 impl Module for Inference {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn init_genesis(
-        &self,
-        state: &mut dyn StateWrite,
-        genesis: Option<&serde_json::Value>,
-    ) -> Result<HookOutput> {
-        genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)?;
-        Ok(HookOutput::default())
-    }
-
     fn decode_msg(&self, msg: &Any) -> Option<Result<Box<dyn Msg>>> {
         msgs::decode(msg)
     }

@@ -113,7 +113,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use gonka_auth::module_address;
-    use gonka_sdk::{Delta, Module, StateRead};
+    use gonka_sdk::{Delta, GenesisJson, StateRead};
     use serde_json::json;
 
     use super::*;
@@ -147,7 +147,7 @@ mod tests {
             .map(|i| json!({"operator": operator(i), "amount": "1000", "consensus_pubkey": vec![i; 32]}))
             .collect();
         gonka_stake::Stake
-            .init_genesis(
+            .init_genesis_json(
                 state,
                 Some(&json!({"params": {"min_stake": "1", "unbonding_epochs": 2,
                     "stake_weight_ppm": 100000, "max_power_share_ppm": 1000000, "jail_epochs": 2},
@@ -155,7 +155,7 @@ mod tests {
             )
             .unwrap();
         Rewards
-            .init_genesis(
+            .init_genesis_json(
                 state,
                 Some(
                     &json!({"params": {"initial_emission": "1000", "decay_ppb": 0,

@@ -50,19 +50,6 @@ pub const VALIDATION_POOL: &str = "validation_pool";
 pub struct Rewards;
 
 impl Module for Rewards {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn init_genesis(
-        &self,
-        state: &mut dyn StateWrite,
-        genesis: Option<&serde_json::Value>,
-    ) -> Result<HookOutput> {
-        genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)?;
-        Ok(HookOutput::default())
-    }
-
     fn end_epoch(
         &self,
         _ctx: &BlockContext,

@@ -66,7 +66,7 @@ pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<HookOutput> {
 /// `None`, as at genesis) and returns the changes for CometBFT.
 pub fn update_powers(state: &mut dyn StateWrite, work_epoch: Option<u64>) -> Result<HookOutput> {
     let params = state.stake_params()?;
-    let min_stake = parse_amount("min_stake", &params.min_stake)?;
+    let min_stake = params.min_stake;
     let participants = state.participants()?;
     let work = match work_epoch {
         Some(epoch) => state.work_credits(epoch)?,

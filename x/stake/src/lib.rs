@@ -38,9 +38,9 @@ mod work;
 
 pub use errors::StakeError;
 pub use hooks::check_invariants;
-pub use params::{default_params, validate_params};
+pub use params::{default_params, StakeParams};
 pub use slash::{jail, slash};
-pub use state::{bonded_pool_address, unbonding_pool_address, StakeRead, StakeWrite};
+pub use state::{bonded, bonded_pool_address, unbonding_pool_address, StakeRead, StakeWrite};
 pub use work::{credit_work, void_work};
 
 use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
@@ -59,18 +59,6 @@ pub const UNBONDING_POOL: &str = "stake_unbonding";
 pub struct Stake;
 
 impl Module for Stake {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn init_genesis(
-        &self,
-        state: &mut dyn StateWrite,
-        genesis: Option<&serde_json::Value>,
-    ) -> Result<HookOutput> {
-        genesis::init(state, gonka_sdk::parse_genesis(NAME, genesis)?)
-    }
-
     fn decode_msg(&self, msg: &Any) -> Option<Result<Box<dyn Msg>>> {
         msgs::decode(msg)
     }

@@ -21,26 +21,61 @@ fn invalid(log: String) -> gonka_sdk::Error {
     StakeError::InvalidParams.err(log)
 }
 
-/// Checks every parameter is in range, naming the offending one.
-pub fn validate_params(params: &Params) -> Result<()> {
-    let min_stake = parse_amount("app_state.stake.params.min_stake", &params.min_stake)
-        .map_err(|e| invalid(e.log))?;
-    if min_stake == 0 {
-        return Err(invalid(
-            "app_state.stake.params.min_stake must be positive".into(),
-        ));
+/// Parameters as numbers, checked to be in range: what the module reads; the wire form
+/// ([`Params`]) is parsed once, when it is stored or read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StakeParams {
+    /// Least bond of a participant (and of a validator), in ngnk; positive.
+    pub min_stake: u128,
+    /// Epochs an unstaked amount waits before it is paid back.
+    pub unbonding_epochs: u64,
+    /// Weight of stake against work in the Sprint power rule, parts per million.
+    pub stake_weight_ppm: u64,
+    /// Largest share of the total power one validator may hold, parts per million (1..=10^6).
+    pub max_power_share_ppm: u64,
+    /// Epochs a jailed participant waits before `MsgUnjail` is accepted.
+    pub jail_epochs: u64,
+}
+
+impl StakeParams {
+    /// Parses and validates wire parameters, naming the offending one in the error.
+    pub fn from_proto(params: &Params) -> Result<Self> {
+        let min_stake = parse_amount("app_state.stake.params.min_stake", &params.min_stake)
+            .map_err(|e| invalid(e.log))?;
+        if min_stake == 0 {
+            return Err(invalid(
+                "app_state.stake.params.min_stake must be positive".into(),
+            ));
+        }
+        if params.stake_weight_ppm > PPM {
+            return Err(invalid(format!(
+                "app_state.stake.params.stake_weight_ppm must be at most {PPM}, found {}",
+                params.stake_weight_ppm
+            )));
+        }
+        if params.max_power_share_ppm == 0 || params.max_power_share_ppm > PPM {
+            return Err(invalid(format!(
+                "app_state.stake.params.max_power_share_ppm must be in 1..={PPM}, found {}",
+                params.max_power_share_ppm
+            )));
+        }
+        Ok(Self {
+            min_stake,
+            unbonding_epochs: params.unbonding_epochs,
+            stake_weight_ppm: params.stake_weight_ppm,
+            max_power_share_ppm: params.max_power_share_ppm,
+            jail_epochs: params.jail_epochs,
+        })
     }
-    if params.stake_weight_ppm > PPM {
-        return Err(invalid(format!(
-            "app_state.stake.params.stake_weight_ppm must be at most {PPM}, found {}",
-            params.stake_weight_ppm
-        )));
+
+    /// Wire form.
+    pub fn to_proto(&self) -> Params {
+        Params {
+            min_stake: self.min_stake.to_string(),
+            unbonding_epochs: self.unbonding_epochs,
+            stake_weight_ppm: self.stake_weight_ppm,
+            max_power_share_ppm: self.max_power_share_ppm,
+            jail_epochs: self.jail_epochs,
+        }
     }
-    if params.max_power_share_ppm == 0 || params.max_power_share_ppm > PPM {
-        return Err(invalid(format!(
-            "app_state.stake.params.max_power_share_ppm must be in 1..={PPM}, found {}",
-            params.max_power_share_ppm
-        )));
-    }
-    Ok(())
 }

@@ -42,7 +42,7 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
         }),
         "/stake/params" => decode_request::<QueryParamsRequest>(data).and_then(|_| {
             Ok(QueryParamsResponse {
-                params: Some(state.stake_params()?),
+                params: Some(state.stake_params()?.to_proto()),
             }
             .encode_to_vec())
         }),

@@ -1,12 +1,12 @@
 //! Typed access to stake state; other crates use these traits, never the keys.
 
 use gonka_auth::module_address;
-use gonka_proto::stake::{Params, Participant, UnbondingEntry, WorkCredit};
+use gonka_proto::stake::{Participant, UnbondingEntry, WorkCredit};
 use gonka_sdk::{
     parse_amount, ErrorCode, Result, StateRead, StateReadExt, StateWrite, StateWriteExt,
 };
 
-use crate::{default_params, keys, StakeError, BONDED_POOL, UNBONDING_POOL};
+use crate::{default_params, keys, StakeError, StakeParams, BONDED_POOL, UNBONDING_POOL};
 
 /// Address of the module account holding bonded stake.
 pub fn bonded_pool_address() -> String {
@@ -25,11 +25,10 @@ pub fn bonded(participant: &Participant) -> Result<u128> {
 
 /// Reads of stake state.
 pub trait StakeRead: StateRead {
-    /// Current parameters.
-    fn stake_params(&self) -> Result<Params> {
-        Ok(self
-            .get_proto(&keys::params())?
-            .unwrap_or_else(default_params))
+    /// Current parameters, parsed.
+    fn stake_params(&self) -> Result<StakeParams> {
+        let stored = self.get_proto(&keys::params())?;
+        StakeParams::from_proto(&stored.unwrap_or_else(default_params))
     }
 
     /// The participant operated by `operator`.
@@ -108,8 +107,8 @@ impl<T: StateRead + ?Sized> StakeRead for T {}
 /// Writes of stake state.
 pub trait StakeWrite: StateWrite {
     /// Replaces the parameters.
-    fn put_stake_params(&mut self, params: &Params) {
-        self.put_proto(keys::params(), params);
+    fn put_stake_params(&mut self, params: &StakeParams) {
+        self.put_proto(keys::params(), &params.to_proto());
     }
 
     /// Stores `participant`, and its consensus key in the uniqueness index.

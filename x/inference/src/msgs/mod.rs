@@ -52,7 +52,7 @@ pub fn validate_node_id(field: &str, id: &str) -> Result<()> {
 }
 
 /// An `http://` or `https://` URL of at most 256 printable characters.
-fn validate_url(field: &str, url: &str) -> Result<(), String> {
+pub(crate) fn validate_url(field: &str, url: &str) -> Result<(), String> {
     let scheme = url.starts_with("http://") || url.starts_with("https://");
     if scheme && url.len() <= 256 && url.bytes().all(|b| b.is_ascii_graphic()) && url.len() > 8 {
         Ok(())
@@ -64,7 +64,7 @@ fn validate_url(field: &str, url: &str) -> Result<(), String> {
 }
 
 /// A 33-byte compressed SEC1 secp256k1 public key.
-fn validate_pubkey(field: &str, key: &[u8]) -> Result<(), String> {
+pub(crate) fn validate_pubkey(field: &str, key: &[u8]) -> Result<(), String> {
     if key.len() == 33 && parse_pubkey(key).is_some() {
         Ok(())
     } else {
@@ -82,7 +82,7 @@ fn validate_pubkey(field: &str, key: &[u8]) -> Result<(), String> {
 
 /// Stateless checks of the node a `MsgRegisterNode` / `MsgUpdateNode` carries; the node as
 /// it would be stored (models sorted).
-fn node_from(node: Option<Node>) -> Result<Node> {
+pub(crate) fn node_from(node: Option<Node>) -> Result<Node> {
     let fields = node.ok_or_else(|| {
         InferenceError::InvalidNode.err("the message carries no node; set its `node` field")
     })?;
@@ -141,7 +141,7 @@ fn check_node(state: &dyn StateRead, node: &Node) -> Result<()> {
 
 /// `address` must be a participant, not jailed, with bonded ≥ `min_stake`.
 fn require_staked(state: &dyn StateRead, address: &str, role: &str) -> Result<()> {
-    let min_stake = parse_amount("min_stake", &state.stake_params()?.min_stake)?;
+    let min_stake = state.stake_params()?.min_stake;
     let Some(participant) = state.participant(address)? else {
         return Err(InferenceError::NotStaked.err(format!(
             "{address} is not a participant; the {role} must first stake at least {min_stake}ngnk"
@@ -153,7 +153,7 @@ fn require_staked(state: &dyn StateRead, address: &str, role: &str) -> Result<()
             participant.jailed_until_epoch
         )));
     }
-    let bonded = parse_amount("bonded", &participant.bonded)?;
+    let bonded = gonka_stake::bonded(&participant)?;
     if bonded < min_stake {
         return Err(InferenceError::NotStaked.err(format!(
             "participant {address} has {bonded}ngnk bonded but the {role} needs at least {min_stake}ngnk"

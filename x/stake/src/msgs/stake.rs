@@ -4,7 +4,7 @@ use base64::Engine as _;
 use gonka_auth::validate_address;
 use gonka_bank::{transfer, Coin};
 use gonka_proto::stake::{MsgStake, Participant};
-use gonka_sdk::{parse_amount, ErrorCode, Msg, Result, StateWrite, TxContext};
+use gonka_sdk::{ErrorCode, Msg, Result, StateWrite, TxContext};
 
 use super::{positive_amount, validate_consensus_key, validate_moniker};
 use crate::state::bonded;
@@ -43,7 +43,7 @@ impl Msg for Stake {
     fn execute(&self, _ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let msg = &self.msg;
         let params = state.stake_params()?;
-        let min_stake = parse_amount("min_stake", &params.min_stake)?;
+        let min_stake = params.min_stake;
         let mut participant = match state.participant(&msg.operator)? {
             Some(existing) => {
                 if existing.jailed {
