@@ -22,6 +22,7 @@ mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use gonka_proto::query as q;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::key;
@@ -245,12 +246,9 @@ fn run(scenario: &Scenario) -> Outcome {
             let mut txs = Vec::new();
             for label in &labels {
                 let owed = w
-                    .query::<pb::QueryPendingResponse>(
-                        "/disputes/pending",
-                        pb::QueryPendingRequest {
-                            validator: addr(label),
-                        },
-                    )
+                    .query::<q::disputes::Pending>(pb::QueryPendingRequest {
+                        validator: addr(label),
+                    })
                     .work;
                 for item in owed {
                     let result = &truths[&item.inference_id];
@@ -270,12 +268,9 @@ fn run(scenario: &Scenario) -> Outcome {
     // Losses of cheaters, from the chain's dispute records: stake slashed and refunds of
     // records the host paid back (refunds come from its balance first).
     let disputes = w
-        .query::<pb::QueryDisputesResponse>(
-            "/disputes/list",
-            pb::QueryDisputesRequest {
-                status: "executor_faulted".into(),
-            },
-        )
+        .query::<q::disputes::List>(pb::QueryDisputesRequest {
+            status: "executor_faulted".into(),
+        })
         .disputes;
     let mut losses: BTreeMap<String, u128> = BTreeMap::new();
     for d in &disputes {

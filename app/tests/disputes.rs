@@ -12,6 +12,7 @@
 mod common;
 mod support;
 
+use gonka_proto::query as q;
 use std::collections::{BTreeMap, BTreeSet};
 
 use gonka_client::disputes::{msg_open_dispute, msg_submit_validation, msg_vote_dispute};
@@ -139,40 +140,31 @@ fn label_of(address: &str) -> &'static str {
 
 fn validation(world: &World, id: &str) -> pb::Validation {
     world
-        .query::<pb::QueryValidationResponse>(
-            "/disputes/validation",
-            pb::QueryValidationRequest {
-                inference_id: id.into(),
-            },
-        )
+        .query::<q::disputes::Validation>(pb::QueryValidationRequest {
+            inference_id: id.into(),
+        })
         .validation
         .unwrap()
 }
 
 fn dispute(world: &World, id: u64) -> pb::Dispute {
     world
-        .query::<pb::QueryDisputeResponse>("/disputes/dispute", pb::QueryDisputeRequest { id })
+        .query::<q::disputes::Dispute>(pb::QueryDisputeRequest { id })
         .dispute
         .unwrap()
 }
 
 fn stats(world: &World, label: &str) -> pb::QueryStatsResponse {
-    world.query(
-        "/disputes/stats",
-        pb::QueryStatsRequest {
-            address: addr(label),
-        },
-    )
+    world.query::<q::disputes::Stats>(pb::QueryStatsRequest {
+        address: addr(label),
+    })
 }
 
 fn pending(world: &World, address: &str) -> Vec<pb::PendingWork> {
     world
-        .query::<pb::QueryPendingResponse>(
-            "/disputes/pending",
-            pb::QueryPendingRequest {
-                validator: address.into(),
-            },
-        )
+        .query::<q::disputes::Pending>(pb::QueryPendingRequest {
+            validator: address.into(),
+        })
         .work
 }
 
@@ -320,7 +312,7 @@ fn honest_executor_validation_matches_and_both_are_paid() {
     let reputation = stats(&w, label).reputation.unwrap();
     assert_eq!((reputation.answered, reputation.score_ppm), (1, 1_000_000));
     assert!(w
-        .query::<pb::QueryDisputesResponse>("/disputes/list", pb::QueryDisputesRequest::default())
+        .query::<q::disputes::List>(pb::QueryDisputesRequest::default())
         .disputes
         .is_empty());
 }
@@ -424,20 +416,14 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
     let executor = s.executor.unwrap();
     assert_eq!((executor.faults, executor.clean_streak), (1, 0));
     assert_eq!(s.current_rate_ppm, 1_000_000);
-    let listed = w.query::<pb::QueryDisputesResponse>(
-        "/disputes/list",
-        pb::QueryDisputesRequest {
-            status: "executor_faulted".into(),
-        },
-    );
+    let listed = w.query::<q::disputes::List>(pb::QueryDisputesRequest {
+        status: "executor_faulted".into(),
+    });
     assert_eq!(listed.disputes.len(), 1);
     for label in ["p0", accuser, m1, m2, m3] {
-        let of = w.query::<pb::QueryParticipantDisputesResponse>(
-            "/disputes/participant",
-            pb::QueryParticipantDisputesRequest {
-                address: addr(label),
-            },
-        );
+        let of = w.query::<q::disputes::Participant>(pb::QueryParticipantDisputesRequest {
+            address: addr(label),
+        });
         assert_eq!(of.disputes.len(), 1, "{label}");
     }
     assert!(
@@ -1056,13 +1042,10 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
         .unwrap();
     assert_eq!(stats(w, "p0").current_rate_ppm, params.max_sample_ppm);
     let truths: BTreeMap<String, Vec<u8>> = w
-        .query::<gonka_proto::inference::QueryRecordsResponse>(
-            "/inference/records",
-            gonka_proto::inference::QueryRecordsRequest {
-                epoch: 0,
-                executor: "n0".into(),
-            },
-        )
+        .query::<q::inference::Records>(gonka_proto::inference::QueryRecordsRequest {
+            epoch: 0,
+            executor: "n0".into(),
+        })
         .records
         .into_iter()
         .map(|r| {

@@ -9,6 +9,7 @@
 mod common;
 mod support;
 
+use gonka_proto::query::{self as q, Query};
 use std::collections::{BTreeMap, BTreeSet};
 
 use gonka_proto::rewards;
@@ -127,12 +128,10 @@ fn rewards_split_by_work_with_fees_dust_validation_share_and_jailed_work_unpaid(
     assert_eq!(world.balance(&community), dust);
 
     // Per-participant history and the params query.
-    let history: rewards::QueryParticipantRewardsResponse = world.query(
-        "/rewards/participant",
-        rewards::QueryParticipantRewardsRequest {
+    let history: rewards::QueryParticipantRewardsResponse =
+        world.query::<q::rewards::Participant>(rewards::QueryParticipantRewardsRequest {
             operator: addr("p0"),
-        },
-    );
+        });
     let amounts: Vec<(u64, String)> = history
         .rewards
         .iter()
@@ -143,7 +142,7 @@ fn rewards_split_by_work_with_fees_dust_validation_share_and_jailed_work_unpaid(
         vec![(0, "142091".into()), (1, (total - share).to_string())]
     );
     let params: rewards::QueryParamsResponse =
-        world.query("/rewards/params", rewards::QueryParamsRequest {});
+        world.query::<q::rewards::Params>(rewards::QueryParamsRequest {});
     assert_eq!(params.params.unwrap(), world.setup.rewards);
 }
 
@@ -184,7 +183,7 @@ fn an_epoch_without_work_sends_everything_to_the_community_pool() {
 fn rewards_queries_answer_and_refuse_readably() {
     let mut world = World::new(Setup::new(4, 1_000_000));
     let unsettled = world.chain.query(
-        "/rewards/epoch",
+        q::rewards::Epoch::PATH,
         prost::Message::encode_to_vec(&rewards::QueryEpochRewardsRequest { epoch: 0 }),
     );
     assert_eq!(
@@ -202,19 +201,17 @@ fn rewards_queries_answer_and_refuse_readably() {
     world.finish_epoch();
     assert!(world.epoch_rewards(0).rewards.is_some());
     let bad_address = world.chain.query(
-        "/rewards/participant",
+        q::rewards::Participant::PATH,
         prost::Message::encode_to_vec(&rewards::QueryParticipantRewardsRequest {
             operator: "gonka1nope".into(),
         }),
     );
     assert_eq!(bad_address.codespace, "auth");
     assert!(bad_address.log.contains("operator"), "{}", bad_address.log);
-    let nobody: rewards::QueryParticipantRewardsResponse = world.query(
-        "/rewards/participant",
-        rewards::QueryParticipantRewardsRequest {
+    let nobody: rewards::QueryParticipantRewardsResponse =
+        world.query::<q::rewards::Participant>(rewards::QueryParticipantRewardsRequest {
             operator: addr("bob"),
-        },
-    );
+        });
     assert!(nobody.rewards.is_empty());
 }
 

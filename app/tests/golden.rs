@@ -13,6 +13,7 @@ use gonka_client::tx::{
 use gonka_client::Any;
 use gonka_proto::disputes as pb;
 use gonka_proto::inference::WorkRecord;
+use gonka_proto::query as q;
 use prost::Message;
 use serde_json::json;
 use support::*;
@@ -129,18 +130,15 @@ fn assert_block_event(block: &Block, kind: &str, attrs: &[(&str, &str)]) {
 }
 
 fn validation(w: &World, id: &str) -> pb::Validation {
-    w.query::<pb::QueryValidationResponse>(
-        "/disputes/validation",
-        pb::QueryValidationRequest {
-            inference_id: id.into(),
-        },
-    )
+    w.query::<q::disputes::Validation>(pb::QueryValidationRequest {
+        inference_id: id.into(),
+    })
     .validation
     .unwrap()
 }
 
 fn dispute(w: &World, id: u64) -> pb::Dispute {
-    w.query::<pb::QueryDisputeResponse>("/disputes/dispute", pb::QueryDisputeRequest { id })
+    w.query::<q::disputes::Dispute>(pb::QueryDisputeRequest { id })
         .dispute
         .unwrap()
 }

@@ -16,6 +16,7 @@ use gonka_client::tx::{
 };
 use gonka_proto::inference as pb;
 use gonka_proto::inference::WorkRecord;
+use gonka_proto::query::{self as q, Query};
 use gonka_sdk::Any;
 use k256::ecdsa::signature::Verifier;
 use k256::ecdsa::{Signature, VerifyingKey};
@@ -99,7 +100,7 @@ fn assert_code(result: &ExecTxResult, code: u32, what: &str) {
 
 fn stored(world: &World, id: &str) -> Option<pb::StoredRecord> {
     let response = world.chain.query(
-        "/inference/record",
+        q::inference::Record::PATH,
         prost::Message::encode_to_vec(&pb::QueryRecordRequest {
             inference_id: id.into(),
         }),
@@ -122,7 +123,7 @@ fn stored(world: &World, id: &str) -> Option<pb::StoredRecord> {
 fn registry_happy_paths_and_queries() {
     let mut world = registered_world();
     let models: pb::QueryModelsResponse =
-        world.query("/inference/models", pb::QueryModelsRequest {});
+        world.query::<q::inference::Models>(pb::QueryModelsRequest {});
     assert_eq!(
         models
             .models
@@ -132,32 +133,25 @@ fn registry_happy_paths_and_queries() {
         [LLAMA, QWEN]
     );
     let params: pb::QueryParamsResponse =
-        world.query("/inference/params", pb::QueryParamsRequest {});
+        world.query::<q::inference::Params>(pb::QueryParamsRequest {});
     assert_eq!(params.params.unwrap().max_records_per_batch, 4);
-    let agents: pb::QueryTransferAgentsResponse = world.query(
-        "/inference/transfer_agents",
-        pb::QueryTransferAgentsRequest {},
-    );
+    let agents: pb::QueryTransferAgentsResponse =
+        world.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest {});
     assert_eq!(agents.transfer_agents.len(), 1);
     assert_eq!(agents.transfer_agents[0].address, addr(TA));
     assert_eq!(agents.transfer_agents[0].url, "https://ta.example:8443");
 
-    let node: pb::QueryNodeResponse = world.query(
-        "/inference/node",
-        pb::QueryNodeRequest {
-            node_id: "n1".into(),
-        },
-    );
+    let node: pb::QueryNodeResponse = world.query::<q::inference::Node>(pb::QueryNodeRequest {
+        node_id: "n1".into(),
+    });
     let node = node.node.unwrap();
     assert_eq!(
         (node.host.as_str(), node.vram_mib),
         (addr("p1").as_str(), 80_000)
     );
     assert_eq!(node.pubkey, pubkey(&node_key(11)));
-    let of_p0: pb::QueryNodesResponse = world.query(
-        "/inference/nodes",
-        pb::QueryNodesRequest { host: addr("p0") },
-    );
+    let of_p0: pb::QueryNodesResponse =
+        world.query::<q::inference::Nodes>(pb::QueryNodesRequest { host: addr("p0") });
     assert_eq!(of_p0.nodes.len(), 1);
 
     // p0 upgrades n0 to serve qwen too; p1 removes n1; the TA updates its URL.
@@ -187,7 +181,7 @@ fn registry_happy_paths_and_queries() {
         "n1"
     );
     let all: pb::QueryNodesResponse =
-        world.query("/inference/nodes", pb::QueryNodesRequest::default());
+        world.query::<q::inference::Nodes>(pb::QueryNodesRequest::default());
     assert_eq!(all.nodes.len(), 1);
     let n0 = &all.nodes[0];
     assert_eq!(n0.models, [LLAMA, QWEN], "models are stored sorted");
@@ -196,16 +190,14 @@ fn registry_happy_paths_and_queries() {
         (96_000, pubkey(&node_key(12)))
     );
     let missing = world.chain.query(
-        "/inference/node",
+        q::inference::Node::PATH,
         prost::Message::encode_to_vec(&pb::QueryNodeRequest {
             node_id: "n1".into(),
         }),
     );
     assert_eq!((missing.codespace.as_str(), missing.code), ("inference", 8));
-    let agents: pb::QueryTransferAgentsResponse = world.query(
-        "/inference/transfer_agents",
-        pb::QueryTransferAgentsRequest {},
-    );
+    let agents: pb::QueryTransferAgentsResponse =
+        world.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest {});
     assert_eq!(agents.transfer_agents[0].url, "https://ta2.example");
 }
 
@@ -387,21 +379,17 @@ fn batch_charges_requesters_pays_hosts_and_ta_credits_work_and_stores_records() 
     assert_eq!(first.transfer_agent, addr(TA));
     assert_eq!(first.cost, a1.to_string());
     assert_eq!(first.record.unwrap().prompt_tokens, 100);
-    let of_epoch: pb::QueryRecordsResponse = world.query(
-        "/inference/records",
-        pb::QueryRecordsRequest {
+    let of_epoch: pb::QueryRecordsResponse =
+        world.query::<q::inference::Records>(pb::QueryRecordsRequest {
             epoch: 0,
             executor: String::new(),
-        },
-    );
+        });
     assert_eq!(of_epoch.records.len(), 3);
-    let of_n1: pb::QueryRecordsResponse = world.query(
-        "/inference/records",
-        pb::QueryRecordsRequest {
+    let of_n1: pb::QueryRecordsResponse =
+        world.query::<q::inference::Records>(pb::QueryRecordsRequest {
             epoch: 0,
             executor: "n1".into(),
-        },
-    );
+        });
     let mut n1_ids: Vec<String> = of_n1
         .records
         .iter()
@@ -411,13 +399,11 @@ fn batch_charges_requesters_pays_hosts_and_ta_credits_work_and_stores_records() 
     let mut expected = vec![ids[1].clone(), ids[2].clone()];
     expected.sort();
     assert_eq!(n1_ids, expected);
-    let later: pb::QueryRecordsResponse = world.query(
-        "/inference/records",
-        pb::QueryRecordsRequest {
+    let later: pb::QueryRecordsResponse =
+        world.query::<q::inference::Records>(pb::QueryRecordsRequest {
             epoch: 1,
             executor: String::new(),
-        },
-    );
+        });
     assert!(later.records.is_empty());
 }
 

@@ -73,6 +73,7 @@
 //!   once CometBFT has queued the tx for `CheckTx` (in call order, so sequences stay in order),
 //!   without its answer; a refused tx then shows only as one that no block carries.
 
+use gonka_proto::query as q;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -89,7 +90,7 @@ use gonka_localnet::{
     find_cometbft, find_free_base_port, AppStateFn, GenesisValidatorKey, Localnet, LocalnetConfig,
     DEFAULT_TIMEOUT_COMMIT,
 };
-use gonka_proto::inference::{Model, QueryRecordRequest, QueryRecordResponse, WorkRecord};
+use gonka_proto::inference::{Model, QueryRecordRequest, WorkRecord};
 use tendermint::block::Height;
 use tendermint_rpc::Client as _;
 
@@ -712,7 +713,7 @@ async fn spot_check(client: &Client, ids: &[String], ta: &str) -> Result<()> {
             inference_id: id.clone(),
         };
         let stored = client
-            .query_msg::<_, QueryRecordResponse>("/inference/record", &request)
+            .query::<q::inference::Record>(&request)
             .await
             .with_context(|| format!("querying work record {id} on {}", client.url()))?
             .record

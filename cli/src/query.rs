@@ -7,8 +7,8 @@ mod rewards;
 mod stake;
 
 use anyhow::{bail, Context, Result};
-use gonka_proto::bank::{QueryAllBalancesRequest, QueryAllBalancesResponse};
-use prost::{Message, Name};
+use gonka_proto::bank::QueryAllBalancesRequest;
+use gonka_proto::query::{self as q, Query};
 use serde_json::json;
 
 use crate::{output::to_json, Global};
@@ -91,12 +91,9 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         }
         Command::Bank(BankQuery::Balances { address }) => {
             let balances = client
-                .query_msg::<_, QueryAllBalancesResponse>(
-                    "/bank/balances",
-                    &QueryAllBalancesRequest {
-                        address: address.clone(),
-                    },
-                )
+                .query::<q::bank::Balances>(&QueryAllBalancesRequest {
+                    address: address.clone(),
+                })
                 .await?
                 .balances;
             out.print(json!({"address": address, "balances": balances}), || {
@@ -152,17 +149,25 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
 
 /// Runs the query `path` with `request` and prints the `R` it answers: as JSON (the message's
 /// fields, see [`to_json`]) or as `text` renders it.
-async fn show<Q, R>(
+async fn show<Q: Query>(
     global: &Global,
-    path: &str,
-    request: Q,
-    text: impl FnOnce(&R) -> String,
+    request: Q::Request,
+    text: impl FnOnce(&Q::Response) -> String,
 ) -> Result<()>
 where
-    Q: Message,
-    R: Message + Name + Default + serde::Serialize,
+    Q::Response: serde::Serialize,
 {
-    let response: R = global.client()?.query_msg(path, &request).await?;
-    global.output.print(to_json(&response), || text(&response));
+    show_as::<Q>(global, request, to_json, text).await
+}
+
+/// Like [`show`], rendering the JSON output with `json`.
+async fn show_as<Q: Query>(
+    global: &Global,
+    request: Q::Request,
+    json: impl FnOnce(&Q::Response) -> serde_json::Value,
+    text: impl FnOnce(&Q::Response) -> String,
+) -> Result<()> {
+    let response = global.client()?.query::<Q>(&request).await?;
+    global.output.print(json(&response), || text(&response));
     Ok(())
 }

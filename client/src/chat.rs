@@ -10,6 +10,7 @@
 //! Where TAs come from: [`discover_transfer_agents`] lists those registered on chain, and
 //! [`identity`] asks one TA who it is and which others it knows.
 
+use gonka_proto::query as q;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -634,7 +635,7 @@ pub fn base_url(url: &str) -> Result<String> {
 /// not valid are skipped (and logged).
 pub async fn discover_transfer_agents(rpc: &crate::Client) -> Result<Vec<String>> {
     let response: QueryTransferAgentsResponse = rpc
-        .query_msg("/inference/transfer_agents", &QueryTransferAgentsRequest {})
+        .query::<q::inference::TransferAgents>(&QueryTransferAgentsRequest {})
         .await?;
     let mut urls = Vec::new();
     for ta in response.transfer_agents {

@@ -1,10 +1,12 @@
 //! Typed calls to a gonka node over CometBFT RPC.
 
+use gonka_proto::query as q;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use gonka_proto::auth::{Account, QueryAccountRequest, QueryAccountResponse};
-use gonka_proto::bank::{QueryBalanceRequest, QueryBalanceResponse};
+use gonka_proto::auth::{Account, QueryAccountRequest};
+use gonka_proto::bank::QueryBalanceRequest;
+use gonka_proto::query::Query;
 use prost::{Message, Name};
 use tendermint::Hash;
 use tendermint_rpc::client::CompatMode;
@@ -146,7 +148,7 @@ impl Client {
     }
 
     /// Runs `abci_query` at the latest height; a non-zero code becomes a [`QueryError`].
-    pub async fn query(&self, path: &str, data: Vec<u8>) -> Result<Vec<u8>> {
+    pub async fn query_raw(&self, path: &str, data: Vec<u8>) -> Result<Vec<u8>> {
         let response = self
             .http
             .abci_query(Some(path.to_string()), data, None, false)
@@ -163,6 +165,12 @@ impl Client {
         Ok(response.value)
     }
 
+    /// Asks the chain query `Q` (a `gonka_proto::query` marker, which names the path and
+    /// both message types); a non-zero code becomes a [`QueryError`].
+    pub async fn query<Q: Query>(&self, request: &Q::Request) -> Result<Q::Response> {
+        self.query_msg(Q::PATH, request).await
+    }
+
     /// Runs `abci_query` on `path` with `request` protobuf-encoded and decodes the answer
     /// as `R`; a non-zero code becomes a [`QueryError`].
     pub async fn query_msg<Q: Message, R: Message + Name + Default>(
@@ -170,7 +178,7 @@ impl Client {
         path: &str,
         request: &Q,
     ) -> Result<R> {
-        let bytes = self.query(path, request.encode_to_vec()).await?;
+        let bytes = self.query_raw(path, request.encode_to_vec()).await?;
         R::decode(bytes.as_slice()).with_context(|| {
             format!(
                 "the answer of {} to {path} is not a valid {}; do client and node versions match?",
@@ -185,10 +193,7 @@ impl Client {
         let request = QueryAccountRequest {
             address: address.into(),
         };
-        match self
-            .query_msg::<_, QueryAccountResponse>("/auth/account", &request)
-            .await
-        {
+        match self.query::<q::auth::Account>(&request).await {
             Ok(response) => Ok(response.account),
             Err(e)
                 if e.downcast_ref::<QueryError>()
@@ -207,7 +212,7 @@ impl Client {
             denom: denom.into(),
         };
         let coin = self
-            .query_msg::<_, QueryBalanceResponse>("/bank/balance", &request)
+            .query::<q::bank::Balance>(&request)
             .await?
             .balance
             .unwrap_or_default();

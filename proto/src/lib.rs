@@ -65,4 +65,5 @@ pub use gonka::{
 pub use prost::Name;
 
 pub mod address;
+pub mod query;
 pub mod signing;

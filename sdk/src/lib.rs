@@ -13,13 +13,16 @@ mod error;
 mod events;
 mod genesis;
 mod module;
+mod query;
 mod state;
 
 pub use context::{BlockContext, TxContext};
 pub use error::{Error, ErrorCode, Result, SdkError};
 pub use events::{Event, EventAttribute};
 pub use genesis::{Genesis, GenesisJson};
+pub use gonka_proto::query::Query;
 pub use module::{HookOutput, Module, Msg, ValidatorUpdate};
+pub use query::QueryRouter;
 pub use state::{Delta, Overlay, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
 /// The Any type used in transactions and queries (shared with cosmrs and tendermint-proto).
@@ -36,16 +39,6 @@ pub fn parse_amount(field: &str, text: &str) -> Result<u128> {
         SdkError::AmountOverflow.err(format!(
             "{field} {text} does not fit in 128 bits (max {})",
             u128::MAX
-        ))
-    })
-}
-
-/// Decodes a protobuf query request, naming the expected type in the error.
-pub fn decode_request<M: prost::Message + Default>(data: &[u8]) -> Result<M> {
-    M::decode(data).map_err(|e| {
-        SdkError::Decode.err(format!(
-            "query data is not a valid {}: {e}",
-            std::any::type_name::<M>()
         ))
     })
 }

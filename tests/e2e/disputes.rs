@@ -12,6 +12,7 @@
 //! the disputes list, validation rewards and payments for honest records they executed, minus
 //! one fee per validation or vote.
 
+use gonka_proto::query as q;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -19,11 +20,8 @@ use gonka_client::chat::{ChatClient, ChatRequest, Message};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
 use gonka_localnet::AppStateFn;
-use gonka_proto::disputes::{
-    Dispute, QueryDisputesRequest, QueryDisputesResponse, QueryValidationRequest,
-    QueryValidationResponse,
-};
-use gonka_proto::stake::{QueryParticipantRequest, QueryParticipantResponse};
+use gonka_proto::disputes::{Dispute, QueryDisputesRequest, QueryValidationRequest};
+use gonka_proto::stake::QueryParticipantRequest;
 use serde_json::json;
 
 use crate::inference::{eventually, genesis, settled, sidecars, wait_for_registry};
@@ -36,12 +34,9 @@ const SLASH_PPM: u128 = 200_000;
 
 async fn bonded(net: &Net, operator: &str) -> u128 {
     net.clients[0]
-        .query_msg::<_, QueryParticipantResponse>(
-            "/stake/participant",
-            &QueryParticipantRequest {
-                operator: operator.to_string(),
-            },
-        )
+        .query::<q::stake::Participant>(&QueryParticipantRequest {
+            operator: operator.to_string(),
+        })
         .await
         .unwrap_or_else(|e| panic!("{e:#}"))
         .participant
@@ -53,12 +48,9 @@ async fn bonded(net: &Net, operator: &str) -> u128 {
 
 async fn disputes(net: &Net, status: &str) -> Vec<Dispute> {
     net.clients[0]
-        .query_msg::<_, QueryDisputesResponse>(
-            "/disputes/list",
-            &QueryDisputesRequest {
-                status: status.to_string(),
-            },
-        )
+        .query::<q::disputes::List>(&QueryDisputesRequest {
+            status: status.to_string(),
+        })
         .await
         .map(|r| r.disputes)
         .unwrap_or_default()
@@ -201,12 +193,9 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
         for id in &all {
             let validation = eventually(&format!("the validation of {id}"), || async {
                 net.clients[0]
-                    .query_msg::<_, QueryValidationResponse>(
-                        "/disputes/validation",
-                        &QueryValidationRequest {
-                            inference_id: id.clone(),
-                        },
-                    )
+                    .query::<q::disputes::Validation>(&QueryValidationRequest {
+                        inference_id: id.clone(),
+                    })
                     .await
                     .ok()?
                     .validation

@@ -12,6 +12,7 @@
 //! before the first request, so the executor is node 2's or node 3's, whose hosts send no
 //! transactions after registering (validators 0 and 1 pay fees for the TAs' batches).
 
+use gonka_proto::query as q;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,10 +23,9 @@ use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
 use gonka_localnet::{AppStateFn, GenesisValidatorKey, SidecarConfig};
 use gonka_proto::inference::{
-    Model, QueryNodesRequest, QueryNodesResponse, QueryRecordRequest, QueryRecordResponse,
-    QueryTransferAgentsRequest, QueryTransferAgentsResponse, StoredRecord,
+    Model, QueryNodesRequest, QueryRecordRequest, QueryTransferAgentsRequest, StoredRecord,
 };
-use gonka_proto::stake::{QueryWorkRequest, QueryWorkResponse};
+use gonka_proto::stake::QueryWorkRequest;
 
 use crate::support::{addr, gonkad, stake_validators, Net, MIN_FEE, START_BALANCE, VALIDATORS};
 
@@ -95,15 +95,12 @@ pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
 pub async fn wait_for_registry(net: &Net) {
     eventually("4 ML nodes and 2 transfer agents on chain", || async {
         let nodes = net.clients[0]
-            .query_msg::<_, QueryNodesResponse>("/inference/nodes", &QueryNodesRequest::default())
+            .query::<q::inference::Nodes>(&QueryNodesRequest::default())
             .await
             .ok()?
             .nodes;
         let tas = net.clients[0]
-            .query_msg::<_, QueryTransferAgentsResponse>(
-                "/inference/transfer_agents",
-                &QueryTransferAgentsRequest {},
-            )
+            .query::<q::inference::TransferAgents>(&QueryTransferAgentsRequest {})
             .await
             .ok()?
             .transfer_agents;
@@ -121,7 +118,7 @@ pub async fn settled(net: &Net, inference_id: &str) -> StoredRecord {
             inference_id: inference_id.to_string(),
         };
         net.clients[1]
-            .query_msg::<_, QueryRecordResponse>("/inference/record", &request)
+            .query::<q::inference::Record>(&request)
             .await
             .ok()?
             .record
@@ -131,7 +128,7 @@ pub async fn settled(net: &Net, inference_id: &str) -> StoredRecord {
 
 async fn work_units(net: &Net, epoch: u64, operator: &str) -> u64 {
     net.clients[2]
-        .query_msg::<_, QueryWorkResponse>("/stake/work", &QueryWorkRequest { epoch })
+        .query::<q::stake::Work>(&QueryWorkRequest { epoch })
         .await
         .unwrap_or_else(|e| panic!("{e:#}"))
         .credits
@@ -315,7 +312,7 @@ fn a_signed_chat_request_settles_on_chain_and_clients_fail_over_between_transfer
         };
         assert!(
             net.clients[0]
-                .query_msg::<_, QueryRecordResponse>("/inference/record", &request)
+                .query::<q::inference::Record>(&request)
                 .await
                 .is_err(),
             "TA 1 holds its records for the batch interval"

@@ -11,6 +11,7 @@
 //! Heights: epoch `n` is blocks `n·L + 1 ..= (n + 1)·L`. The validator updates `FinalizeBlock`
 //! returns for the last block `E` of an epoch are CometBFT's set from block `E + 2` on.
 
+use gonka_proto::query::{self as q, Query};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,13 +19,10 @@ use std::time::{Duration, Instant};
 use gonka_app::genesis::{GenesisAccount, GenesisConfig};
 use gonka_client::{msg_stake, msg_unstake, sign};
 use gonka_localnet::{read_consensus_key, AppStateFn, GenesisValidatorKey};
-use gonka_proto::bank::{QueryBalanceRequest, QueryBalanceResponse};
-use gonka_proto::epochs::{
-    Epoch, QueryCurrentRequest, QueryCurrentResponse, QueryEpochRequest, QueryEpochResponse,
-};
+use gonka_proto::bank::QueryBalanceRequest;
+use gonka_proto::epochs::{Epoch, QueryCurrentRequest, QueryEpochRequest};
 use gonka_proto::stake::{
-    Params, Participant, QueryParticipantsRequest, QueryParticipantsResponse,
-    QueryUnbondingRequest, QueryUnbondingResponse, UnbondingEntry,
+    Params, Participant, QueryParticipantsRequest, QueryUnbondingRequest, UnbondingEntry,
 };
 use prost::Message;
 use tendermint::block::{CommitSig, Height};
@@ -180,12 +178,8 @@ fn height_of(height: u64) -> Height {
 }
 
 /// `abci_query` of `path` on node `i`; returns the height the app answered at and the answer.
-async fn query<Q: Message, R: Message + Default>(
-    net: &Net,
-    i: usize,
-    path: &str,
-    request: &Q,
-) -> (u64, R) {
+async fn query<Q: Query>(net: &Net, i: usize, request: &Q::Request) -> (u64, Q::Response) {
+    let path = Q::PATH;
     let response = net.clients[i]
         .http()
         .abci_query(Some(path.to_string()), request.encode_to_vec(), None, false)
@@ -199,7 +193,7 @@ async fn query<Q: Message, R: Message + Default>(
         response.code.value(),
         response.log
     );
-    let answer = R::decode(response.value.as_slice()).unwrap_or_else(|e| {
+    let answer = Q::Response::decode(response.value.as_slice()).unwrap_or_else(|e| {
         panic!(
             "the answer to {path} from {} is malformed: {e}",
             net.logs_of(i)
@@ -232,35 +226,26 @@ impl Snapshot {
 async fn snapshot(net: &Net, i: usize) -> Snapshot {
     let staker = addr(STAKER);
     for _ in 0..20 {
-        let (height, current) =
-            query::<_, QueryCurrentResponse>(net, i, "/epochs/current", &QueryCurrentRequest {})
-                .await;
-        let (h_balance, balance) = query::<_, QueryBalanceResponse>(
+        let (height, current) = query::<q::epochs::Current>(net, i, &QueryCurrentRequest {}).await;
+        let (h_balance, balance) = query::<q::bank::Balance>(
             net,
             i,
-            "/bank/balance",
             &QueryBalanceRequest {
                 address: staker.clone(),
                 denom: gonka_client::DENOM.into(),
             },
         )
         .await;
-        let (h_unbonding, unbonding) = query::<_, QueryUnbondingResponse>(
+        let (h_unbonding, unbonding) = query::<q::stake::Unbonding>(
             net,
             i,
-            "/stake/unbonding",
             &QueryUnbondingRequest {
                 operator: staker.clone(),
             },
         )
         .await;
-        let (h_participants, participants) = query::<_, QueryParticipantsResponse>(
-            net,
-            i,
-            "/stake/participants",
-            &QueryParticipantsRequest {},
-        )
-        .await;
+        let (h_participants, participants) =
+            query::<q::stake::Participants>(net, i, &QueryParticipantsRequest {}).await;
         if [h_balance, h_unbonding, h_participants] == [height; 3] {
             let amount = balance.balance.unwrap_or_default().amount;
             return Snapshot {
@@ -292,9 +277,7 @@ fn epoch_of(height: u64) -> u64 {
 async fn ended_epoch(net: &Net, number: u64) -> Epoch {
     let last = (number + 1) * EPOCH_LENGTH;
     net.wait_for_height(0, last + 1, WAIT).await;
-    let (_, answer) =
-        query::<_, QueryEpochResponse>(net, 0, "/epochs/epoch", &QueryEpochRequest { number })
-            .await;
+    let (_, answer) = query::<q::epochs::Epoch>(net, 0, &QueryEpochRequest { number }).await;
     let epoch = answer
         .epoch
         .unwrap_or_else(|| panic!("/epochs/epoch {number}: no epoch"));

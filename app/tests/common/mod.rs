@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+use gonka_proto::query as q;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -50,7 +51,7 @@ impl Fixture {
 
     pub fn balance(&self, address: &str) -> u128 {
         let response = self.chain.query(
-            "/bank/balance",
+            <q::bank::Balance as gonka_proto::query::Query>::PATH,
             QueryBalanceRequest {
                 address: address.into(),
                 denom: "ngnk".into(),

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // not every helper is used by every test
 
+use gonka_proto::query::{self as q, Query};
 use std::collections::{BTreeMap, BTreeSet};
 
 use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
@@ -634,31 +635,26 @@ impl World {
 
     // --- reads ----------------------------------------------------------------------
 
-    pub fn query<R: Message + Default>(&self, path: &str, request: impl Message) -> R {
-        let response = self.chain.query(path, request.encode_to_vec());
-        assert_eq!(response.code, 0, "{path}: {}", response.log);
-        R::decode(response.value.as_ref()).unwrap()
+    /// Asks query `Q` at the latest committed height; panics on a non-zero code.
+    pub fn query<Q: Query>(&self, request: Q::Request) -> Q::Response {
+        let response = self.chain.query(Q::PATH, request.encode_to_vec());
+        assert_eq!(response.code, 0, "{}: {}", Q::PATH, response.log);
+        Q::Response::decode(response.value.as_ref()).unwrap()
     }
 
     pub fn account(&self, address: &str) -> auth::Account {
-        self.query::<auth::QueryAccountResponse>(
-            "/auth/account",
-            auth::QueryAccountRequest {
-                address: address.into(),
-            },
-        )
+        self.query::<q::auth::Account>(auth::QueryAccountRequest {
+            address: address.into(),
+        })
         .account
         .unwrap()
     }
 
     pub fn balance(&self, address: &str) -> u128 {
-        self.query::<bank::QueryBalanceResponse>(
-            "/bank/balance",
-            bank::QueryBalanceRequest {
-                address: address.into(),
-                denom: "ngnk".into(),
-            },
-        )
+        self.query::<q::bank::Balance>(bank::QueryBalanceRequest {
+            address: address.into(),
+            denom: "ngnk".into(),
+        })
         .balance
         .unwrap()
         .amount
@@ -671,12 +667,9 @@ impl World {
     }
 
     pub fn supply(&self) -> u128 {
-        self.query::<bank::QuerySupplyResponse>(
-            "/bank/supply",
-            bank::QuerySupplyRequest {
-                denom: "ngnk".into(),
-            },
-        )
+        self.query::<q::bank::Supply>(bank::QuerySupplyRequest {
+            denom: "ngnk".into(),
+        })
         .amount
         .unwrap()
         .amount
@@ -699,20 +692,14 @@ impl World {
     }
 
     pub fn participants(&self) -> Vec<Participant> {
-        self.query::<stake::QueryParticipantsResponse>(
-            "/stake/participants",
-            stake::QueryParticipantsRequest {},
-        )
-        .participants
+        self.query::<q::stake::Participants>(stake::QueryParticipantsRequest {})
+            .participants
     }
 
     pub fn participant(&self, label: &str) -> Participant {
-        self.query::<stake::QueryParticipantResponse>(
-            "/stake/participant",
-            stake::QueryParticipantRequest {
-                operator: addr(label),
-            },
-        )
+        self.query::<q::stake::Participant>(stake::QueryParticipantRequest {
+            operator: addr(label),
+        })
         .participant
         .unwrap()
     }
@@ -722,18 +709,15 @@ impl World {
     }
 
     pub fn unbonding(&self, label: &str) -> Vec<UnbondingEntry> {
-        self.query::<stake::QueryUnbondingResponse>(
-            "/stake/unbonding",
-            stake::QueryUnbondingRequest {
-                operator: addr(label),
-            },
-        )
+        self.query::<q::stake::Unbonding>(stake::QueryUnbondingRequest {
+            operator: addr(label),
+        })
         .entries
     }
 
     /// Work ledger of `epoch`: `(operator address, units)`.
     pub fn work(&self, epoch: u64) -> Vec<(String, u64)> {
-        self.query::<stake::QueryWorkResponse>("/stake/work", stake::QueryWorkRequest { epoch })
+        self.query::<q::stake::Work>(stake::QueryWorkRequest { epoch })
             .credits
             .into_iter()
             .map(|r| (r.operator, r.units))
@@ -741,10 +725,7 @@ impl World {
     }
 
     pub fn epoch_rewards(&self, epoch: u64) -> rewards::QueryEpochRewardsResponse {
-        self.query(
-            "/rewards/epoch",
-            rewards::QueryEpochRewardsRequest { epoch },
-        )
+        self.query::<q::rewards::Epoch>(rewards::QueryEpochRewardsRequest { epoch })
     }
 
     pub fn epoch_info(&self) -> gonka_proto::epochs::Epoch {

@@ -3,9 +3,10 @@
 
 use anyhow::Result;
 use gonka_proto::disputes as pb;
-use prost::{Message, Name};
+use gonka_proto::query as q;
 use serde_json::Value;
 
+use super::show_as;
 use crate::amount::show_ngnk;
 use crate::output::{fields, list, percent, to_json};
 use crate::Global;
@@ -79,30 +80,14 @@ fn json<T: serde::Serialize>(message: &T) -> Value {
     value
 }
 
-/// Runs the query `path` with `request` and prints the `R` it answers.
-async fn show<Q, R>(
-    global: &Global,
-    path: &str,
-    request: Q,
-    text: impl FnOnce(&R) -> String,
-) -> Result<()>
-where
-    Q: Message,
-    R: Message + Name + Default + serde::Serialize,
-{
-    let response: R = global.client()?.query_msg(path, &request).await?;
-    global.output.print(json(&response), || text(&response));
-    Ok(())
-}
-
 /// Runs a `gonkad query disputes` subcommand.
 pub async fn run(global: &Global, query: Query) -> Result<()> {
     match query {
         Query::Dispute { id } => {
-            show(
+            show_as::<q::disputes::Dispute>(
                 global,
-                "/disputes/dispute",
                 pb::QueryDisputeRequest { id },
+                json,
                 |r: &pb::QueryDisputeResponse| {
                     r.dispute
                         .as_ref()
@@ -116,19 +101,16 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             let request = pb::QueryDisputesRequest {
                 status: status.unwrap_or_default(),
             };
-            show(
-                global,
-                "/disputes/list",
-                request,
-                |r: &pb::QueryDisputesResponse| list(&r.disputes, "no disputes", dispute_text),
-            )
+            show_as::<q::disputes::List>(global, request, json, |r: &pb::QueryDisputesResponse| {
+                list(&r.disputes, "no disputes", dispute_text)
+            })
             .await
         }
         Query::Participant { address } => {
-            show(
+            show_as::<q::disputes::Participant>(
                 global,
-                "/disputes/participant",
                 pb::QueryParticipantDisputesRequest { address },
+                json,
                 |r: &pb::QueryParticipantDisputesResponse| {
                     list(&r.disputes, "no disputes", dispute_text)
                 },
@@ -136,19 +118,19 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             .await
         }
         Query::Pending { validator } => {
-            show(
+            show_as::<q::disputes::Pending>(
                 global,
-                "/disputes/pending",
                 pb::QueryPendingRequest { validator },
+                json,
                 |r: &pb::QueryPendingResponse| list(&r.work, "nothing pending", pending_text),
             )
             .await
         }
         Query::Validation { inference_id } => {
-            show(
+            show_as::<q::disputes::Validation>(
                 global,
-                "/disputes/validation",
                 pb::QueryValidationRequest { inference_id },
+                json,
                 |r: &pb::QueryValidationResponse| {
                     r.validation
                         .as_ref()
@@ -159,10 +141,10 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             .await
         }
         Query::Stats { address } => {
-            show(
+            show_as::<q::disputes::Stats>(
                 global,
-                "/disputes/stats",
                 pb::QueryStatsRequest { address },
+                json,
                 |r: &pb::QueryStatsResponse| {
                     let e = r.executor.clone().unwrap_or_default();
                     let v = r.reputation.clone().unwrap_or_default();
@@ -185,10 +167,10 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             .await
         }
         Query::Params => {
-            show(
+            show_as::<q::disputes::Params>(
                 global,
-                "/disputes/params",
                 pb::QueryParamsRequest {},
+                json,
                 |r: &pb::QueryParamsResponse| {
                     let p = r.params.clone().unwrap_or_default();
                     fields(&[

@@ -4,8 +4,10 @@ use anyhow::Result;
 use gonka_proto::epochs::{
     Epoch, QueryCurrentRequest, QueryCurrentResponse, QueryEpochRequest, QueryEpochResponse,
 };
+use gonka_proto::query as q;
 
 use super::show;
+
 use crate::output::{fields, unix_time};
 use crate::Global;
 
@@ -25,9 +27,8 @@ pub enum Query {
 pub async fn run(global: &Global, query: Query) -> Result<()> {
     match query {
         Query::Current => {
-            show(
+            show::<q::epochs::Current>(
                 global,
-                "/epochs/current",
                 QueryCurrentRequest {},
                 |r: &QueryCurrentResponse| {
                     let length = r.params.as_ref().map_or(0, |p| p.epoch_length);
@@ -37,9 +38,8 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             .await
         }
         Query::Epoch { number } => {
-            show(
+            show::<q::epochs::Epoch>(
                 global,
-                "/epochs/epoch",
                 QueryEpochRequest { number },
                 |r: &QueryEpochResponse| epoch_text(&r.epoch),
             )

@@ -4,6 +4,7 @@
 
 use anyhow::Result;
 use gonka_proto::inference as pb;
+use gonka_proto::query as q;
 
 use super::show;
 use crate::amount::show_ngnk;
@@ -50,9 +51,8 @@ pub enum Query {
 pub async fn run(global: &Global, query: Query) -> Result<()> {
     match query {
         Query::Models => {
-            show(
+            show::<q::inference::Models>(
                 global,
-                "/inference/models",
                 pb::QueryModelsRequest {},
                 |r: &pb::QueryModelsResponse| list(&r.models, "no models", model_text),
             )
@@ -62,18 +62,14 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             let request = pb::QueryNodesRequest {
                 host: host.unwrap_or_default(),
             };
-            show(
-                global,
-                "/inference/nodes",
-                request,
-                |r: &pb::QueryNodesResponse| list(&r.nodes, "no nodes", node_text),
-            )
+            show::<q::inference::Nodes>(global, request, |r: &pb::QueryNodesResponse| {
+                list(&r.nodes, "no nodes", node_text)
+            })
             .await
         }
         Query::Node { id } => {
-            show(
+            show::<q::inference::Node>(
                 global,
-                "/inference/node",
                 pb::QueryNodeRequest { node_id: id },
                 |r: &pb::QueryNodeResponse| {
                     r.node
@@ -84,9 +80,8 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             .await
         }
         Query::TransferAgents => {
-            show(
+            show::<q::inference::TransferAgents>(
                 global,
-                "/inference/transfer_agents",
                 pb::QueryTransferAgentsRequest {},
                 |r: &pb::QueryTransferAgentsResponse| {
                     list(&r.transfer_agents, "no transfer agents", |t| {
@@ -101,9 +96,8 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             .await
         }
         Query::Record { id } => {
-            show(
+            show::<q::inference::Record>(
                 global,
-                "/inference/record",
                 pb::QueryRecordRequest { inference_id: id },
                 |r: &pb::QueryRecordResponse| {
                     r.record
@@ -118,21 +112,15 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
                 epoch,
                 executor: executor.unwrap_or_default(),
             };
-            show(
-                global,
-                "/inference/records",
-                request,
-                |r: &pb::QueryRecordsResponse| {
-                    let empty = format!("no work records in epoch {epoch}");
-                    list(&r.records, &empty, record_text)
-                },
-            )
+            show::<q::inference::Records>(global, request, |r: &pb::QueryRecordsResponse| {
+                let empty = format!("no work records in epoch {epoch}");
+                list(&r.records, &empty, record_text)
+            })
             .await
         }
         Query::Params => {
-            show(
+            show::<q::inference::Params>(
                 global,
-                "/inference/params",
                 pb::QueryParamsRequest {},
                 |r: &pb::QueryParamsResponse| {
                     let p = r.params.unwrap_or_default();

@@ -1,6 +1,7 @@
 //! `gonkad query rewards`: `/rewards/epoch`, `/rewards/participant`, `/rewards/params`.
 
 use anyhow::Result;
+use gonka_proto::query as q;
 use gonka_proto::rewards::{
     ParticipantReward, QueryEpochRewardsRequest, QueryEpochRewardsResponse, QueryParamsRequest,
     QueryParamsResponse, QueryParticipantRewardsRequest, QueryParticipantRewardsResponse,
@@ -33,34 +34,28 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
     match query {
         Query::Epoch { epoch } => {
             let request = QueryEpochRewardsRequest { epoch };
-            show(
-                global,
-                "/rewards/epoch",
-                request,
-                |r: &QueryEpochRewardsResponse| {
-                    let Some(e) = &r.rewards else {
-                        return format!("no rewards settled for epoch {epoch}");
-                    };
-                    let summary = fields(&[
-                        ("epoch", e.epoch.to_string()),
-                        ("emission", show_ngnk(&e.emission)),
-                        ("fees", show_ngnk(&e.fees)),
-                        ("validation_share", show_ngnk(&e.validation_share)),
-                        ("distributed", show_ngnk(&e.distributed)),
-                        ("community", show_ngnk(&e.community)),
-                        ("total_work", e.total_work.to_string()),
-                    ]);
-                    let paid = list(&r.participants, "no participant was paid", reward_text);
-                    format!("{summary}\n\n{paid}")
-                },
-            )
+            show::<q::rewards::Epoch>(global, request, |r: &QueryEpochRewardsResponse| {
+                let Some(e) = &r.rewards else {
+                    return format!("no rewards settled for epoch {epoch}");
+                };
+                let summary = fields(&[
+                    ("epoch", e.epoch.to_string()),
+                    ("emission", show_ngnk(&e.emission)),
+                    ("fees", show_ngnk(&e.fees)),
+                    ("validation_share", show_ngnk(&e.validation_share)),
+                    ("distributed", show_ngnk(&e.distributed)),
+                    ("community", show_ngnk(&e.community)),
+                    ("total_work", e.total_work.to_string()),
+                ]);
+                let paid = list(&r.participants, "no participant was paid", reward_text);
+                format!("{summary}\n\n{paid}")
+            })
             .await
         }
         Query::Participant { address } => {
             let request = QueryParticipantRewardsRequest { operator: address };
-            show(
+            show::<q::rewards::Participant>(
                 global,
-                "/rewards/participant",
                 request,
                 |r: &QueryParticipantRewardsResponse| {
                     list(&r.rewards, "no rewards yet", reward_text)
@@ -69,22 +64,17 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             .await
         }
         Query::Params => {
-            show(
-                global,
-                "/rewards/params",
-                QueryParamsRequest {},
-                |r: &QueryParamsResponse| {
-                    let p = r.params.clone().unwrap_or_default();
-                    fields(&[
-                        ("initial_emission", show_ngnk(&p.initial_emission)),
-                        ("decay_ppb", percent(p.decay_ppb, 1_000_000_000)),
-                        (
-                            "validation_share_ppm",
-                            percent(p.validation_share_ppm, 1_000_000),
-                        ),
-                    ])
-                },
-            )
+            show::<q::rewards::Params>(global, QueryParamsRequest {}, |r: &QueryParamsResponse| {
+                let p = r.params.clone().unwrap_or_default();
+                fields(&[
+                    ("initial_emission", show_ngnk(&p.initial_emission)),
+                    ("decay_ppb", percent(p.decay_ppb, 1_000_000_000)),
+                    (
+                        "validation_share_ppm",
+                        percent(p.validation_share_ppm, 1_000_000),
+                    ),
+                ])
+            })
             .await
         }
     }

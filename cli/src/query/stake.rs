@@ -2,6 +2,7 @@
 //! `/stake/work`, `/stake/params`.
 
 use anyhow::Result;
+use gonka_proto::query as q;
 use gonka_proto::stake::{
     Participant, QueryParamsRequest, QueryParamsResponse, QueryParticipantRequest,
     QueryParticipantResponse, QueryParticipantsRequest, QueryParticipantsResponse,
@@ -42,59 +43,43 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
     match query {
         Query::Participants => {
             let request = QueryParticipantsRequest {};
-            show(
-                global,
-                "/stake/participants",
-                request,
-                |r: &QueryParticipantsResponse| {
-                    list(&r.participants, "no participants", participant_text)
-                },
-            )
+            show::<q::stake::Participants>(global, request, |r: &QueryParticipantsResponse| {
+                list(&r.participants, "no participants", participant_text)
+            })
             .await
         }
         Query::Participant { address } => {
             let request = QueryParticipantRequest { operator: address };
-            show(
-                global,
-                "/stake/participant",
-                request,
-                |r: &QueryParticipantResponse| {
-                    r.participant
-                        .as_ref()
-                        .map_or("no participant in the answer".into(), participant_text)
-                },
-            )
+            show::<q::stake::Participant>(global, request, |r: &QueryParticipantResponse| {
+                r.participant
+                    .as_ref()
+                    .map_or("no participant in the answer".into(), participant_text)
+            })
             .await
         }
         Query::Unbonding { address } => {
             let request = QueryUnbondingRequest {
                 operator: address.unwrap_or_default(),
             };
-            show(
-                global,
-                "/stake/unbonding",
-                request,
-                |r: &QueryUnbondingResponse| {
-                    list(&r.entries, "nothing is unbonding", |e| {
-                        fields(&[
-                            ("operator", e.operator.clone()),
-                            ("amount", show_ngnk(&e.amount)),
-                            ("created_epoch", e.created_epoch.to_string()),
-                            (
-                                "completes_epoch",
-                                format!("{} (paid back at its end)", e.completes_epoch),
-                            ),
-                            ("id", e.id.to_string()),
-                        ])
-                    })
-                },
-            )
+            show::<q::stake::Unbonding>(global, request, |r: &QueryUnbondingResponse| {
+                list(&r.entries, "nothing is unbonding", |e| {
+                    fields(&[
+                        ("operator", e.operator.clone()),
+                        ("amount", show_ngnk(&e.amount)),
+                        ("created_epoch", e.created_epoch.to_string()),
+                        (
+                            "completes_epoch",
+                            format!("{} (paid back at its end)", e.completes_epoch),
+                        ),
+                        ("id", e.id.to_string()),
+                    ])
+                })
+            })
             .await
         }
         Query::Work { epoch } => {
-            show(
+            show::<q::stake::Work>(
                 global,
-                "/stake/work",
                 QueryWorkRequest { epoch },
                 |r: &QueryWorkResponse| {
                     let total: u128 = r.credits.iter().map(|w| u128::from(w.units)).sum();
@@ -113,24 +98,19 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             .await
         }
         Query::Params => {
-            show(
-                global,
-                "/stake/params",
-                QueryParamsRequest {},
-                |r: &QueryParamsResponse| {
-                    let p = r.params.clone().unwrap_or_default();
-                    fields(&[
-                        ("min_stake", show_ngnk(&p.min_stake)),
-                        ("unbonding_epochs", p.unbonding_epochs.to_string()),
-                        ("stake_weight_ppm", percent(p.stake_weight_ppm, 1_000_000)),
-                        (
-                            "max_power_share_ppm",
-                            percent(p.max_power_share_ppm, 1_000_000),
-                        ),
-                        ("jail_epochs", p.jail_epochs.to_string()),
-                    ])
-                },
-            )
+            show::<q::stake::Params>(global, QueryParamsRequest {}, |r: &QueryParamsResponse| {
+                let p = r.params.clone().unwrap_or_default();
+                fields(&[
+                    ("min_stake", show_ngnk(&p.min_stake)),
+                    ("unbonding_epochs", p.unbonding_epochs.to_string()),
+                    ("stake_weight_ppm", percent(p.stake_weight_ppm, 1_000_000)),
+                    (
+                        "max_power_share_ppm",
+                        percent(p.max_power_share_ppm, 1_000_000),
+                    ),
+                    ("jail_epochs", p.jail_epochs.to_string()),
+                ])
+            })
             .await
         }
     }

@@ -2,23 +2,37 @@
 
 use cosmrs::proto::cosmos::auth::v1beta1 as cosmos_auth;
 use cosmrs::proto::cosmos::crypto::secp256k1::PubKey as CosmosPubKey;
-use gonka_proto::auth::{
-    Account, QueryAccountRequest, QueryAccountResponse, QueryParamsRequest, QueryParamsResponse,
-};
-use gonka_sdk::{decode_request, type_url, Any, ErrorCode, Result, StateRead};
+use gonka_proto::auth::{Account, QueryAccountResponse, QueryParamsResponse};
+use gonka_proto::query::{auth as q, Query};
+use gonka_sdk::{type_url, Any, ErrorCode, QueryRouter, Result, StateRead};
 use prost::Message;
+
+/// `/cosmos.auth.v1beta1.Query/Account`.
+struct CosmosAccount;
+
+impl Query for CosmosAccount {
+    const PATH: &'static str = "/cosmos.auth.v1beta1.Query/Account";
+    type Request = cosmos_auth::QueryAccountRequest;
+    type Response = cosmos_auth::QueryAccountResponse;
+}
 
 use crate::{validate_address, AuthError, AuthRead};
 
-/// Dispatches `path` to its handler; `None` if it is not an auth path.
+/// Answers an auth query; `None` if `path` is not one.
 pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
-    let answer = match path {
-        "/auth/account" => account(state, decode_request(data)),
-        "/auth/params" => params(state, decode_request(data)),
-        "/cosmos.auth.v1beta1.Query/Account" => cosmos_account(state, decode_request(data)),
-        _ => return None,
-    };
-    Some(answer)
+    QueryRouter::new(path, data)
+        .on::<q::Account>(|r| {
+            Ok(QueryAccountResponse {
+                account: Some(lookup(state, &r.address)?),
+            })
+        })
+        .on::<q::Params>(|_| {
+            Ok(QueryParamsResponse {
+                params: Some(state.auth_params()?),
+            })
+        })
+        .on::<CosmosAccount>(|r| cosmos_account(state, &r.address))
+        .answer()
 }
 
 fn lookup(state: &dyn StateRead, address: &str) -> Result<Account> {
@@ -31,28 +45,12 @@ fn lookup(state: &dyn StateRead, address: &str) -> Result<Account> {
     })
 }
 
-fn account(state: &dyn StateRead, request: Result<QueryAccountRequest>) -> Result<Vec<u8>> {
-    let account = lookup(state, &request?.address)?;
-    Ok(QueryAccountResponse {
-        account: Some(account),
-    }
-    .encode_to_vec())
-}
-
-fn params(state: &dyn StateRead, request: Result<QueryParamsRequest>) -> Result<Vec<u8>> {
-    request?;
-    Ok(QueryParamsResponse {
-        params: Some(state.auth_params()?),
-    }
-    .encode_to_vec())
-}
-
 /// Answers with `cosmos.auth.v1beta1.BaseAccount` packed in an Any, as stock clients expect.
 fn cosmos_account(
     state: &dyn StateRead,
-    request: Result<cosmos_auth::QueryAccountRequest>,
-) -> Result<Vec<u8>> {
-    let account = lookup(state, &request?.address)?;
+    address: &str,
+) -> Result<cosmos_auth::QueryAccountResponse> {
+    let account = lookup(state, address)?;
     let pub_key = (!account.pub_key.is_empty()).then(|| Any {
         type_url: type_url::<CosmosPubKey>(),
         value: CosmosPubKey {
@@ -71,6 +69,5 @@ fn cosmos_account(
             type_url: type_url::<cosmos_auth::BaseAccount>(),
             value: base.encode_to_vec(),
         }),
-    }
-    .encode_to_vec())
+    })
 }

@@ -1,26 +1,24 @@
-//! Disputes queries: `/disputes/dispute`, `/disputes/list`, `/disputes/participant`,
-//! `/disputes/pending`, `/disputes/validation`, `/disputes/stats`, `/disputes/params`.
+//! Disputes queries ([`gonka_proto::query::disputes`]).
 
 use gonka_proto::disputes as pb;
-use gonka_sdk::{decode_request, ErrorCode, Result, StateRead};
-use prost::Message;
+use gonka_proto::query::disputes as q;
+use gonka_sdk::{ErrorCode, QueryRouter, Result, StateRead};
 
 use crate::sampling::sample_rate_ppm;
 use crate::{kind, status, DisputesError, DisputesRead};
 
-/// Dispatches `path`; `None` if it is not a disputes path.
+/// Answers a disputes query; `None` if `path` is not one.
 pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
-    let answer = match path {
-        "/disputes/dispute" => decode_request::<pb::QueryDisputeRequest>(data).and_then(|r| {
+    QueryRouter::new(path, data)
+        .on::<q::Dispute>(|r| {
             let dispute = state.dispute(r.id)?.ok_or_else(|| {
                 DisputesError::UnknownDispute.err(format!("no dispute with id {}", r.id))
             })?;
             Ok(pb::QueryDisputeResponse {
                 dispute: Some(dispute),
-            }
-            .encode_to_vec())
-        }),
-        "/disputes/list" => decode_request::<pb::QueryDisputesRequest>(data).and_then(|r| {
+            })
+        })
+        .on::<q::List>(|r| {
             let disputes = if r.status.is_empty() {
                 state.all_disputes()?
             } else if status::DISPUTE_ALL.contains(&r.status.as_str()) {
@@ -32,49 +30,39 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
                     r.status
                 )));
             };
-            Ok(pb::QueryDisputesResponse { disputes }.encode_to_vec())
-        }),
-        "/disputes/participant" => decode_request::<pb::QueryParticipantDisputesRequest>(data)
-            .and_then(|r| {
-                Ok(pb::QueryParticipantDisputesResponse {
-                    disputes: state.disputes_of(&r.address)?,
-                }
-                .encode_to_vec())
-            }),
-        "/disputes/pending" => decode_request::<pb::QueryPendingRequest>(data)
-            .and_then(|r| Ok(pending(state, &r.validator)?.encode_to_vec())),
-        "/disputes/validation" => {
-            decode_request::<pb::QueryValidationRequest>(data).and_then(|r| {
-                let validation = state.validation(&r.inference_id)?.ok_or_else(|| {
-                    DisputesError::NotSampled.err(format!(
-                        "work record {:?} was not sampled for validation",
-                        r.inference_id
-                    ))
-                })?;
-                Ok(pb::QueryValidationResponse {
-                    validation: Some(validation),
-                }
-                .encode_to_vec())
+            Ok(pb::QueryDisputesResponse { disputes })
+        })
+        .on::<q::Participant>(|r| {
+            Ok(pb::QueryParticipantDisputesResponse {
+                disputes: state.disputes_of(&r.address)?,
             })
-        }
-        "/disputes/stats" => decode_request::<pb::QueryStatsRequest>(data).and_then(|r| {
+        })
+        .on::<q::Pending>(|r| pending(state, &r.validator))
+        .on::<q::Validation>(|r| {
+            let validation = state.validation(&r.inference_id)?.ok_or_else(|| {
+                DisputesError::NotSampled.err(format!(
+                    "work record {:?} was not sampled for validation",
+                    r.inference_id
+                ))
+            })?;
+            Ok(pb::QueryValidationResponse {
+                validation: Some(validation),
+            })
+        })
+        .on::<q::Stats>(|r| {
             let executor = state.executor_stats(&r.address)?;
             Ok(pb::QueryStatsResponse {
                 current_rate_ppm: sample_rate_ppm(&state.disputes_params()?, executor.clean_streak),
                 executor: Some(executor),
                 reputation: Some(state.reputation(&r.address)?),
-            }
-            .encode_to_vec())
-        }),
-        "/disputes/params" => decode_request::<pb::QueryParamsRequest>(data).and_then(|_| {
+            })
+        })
+        .on::<q::Params>(|_| {
             Ok(pb::QueryParamsResponse {
                 params: Some(state.disputes_params()?),
-            }
-            .encode_to_vec())
-        }),
-        _ => return None,
-    };
-    Some(answer)
+            })
+        })
+        .answer()
 }
 
 /// Pending validations of `validator`, then open disputes on whose committee it has not

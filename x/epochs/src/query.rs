@@ -1,24 +1,21 @@
-//! Epochs queries: `/epochs/current`, `/epochs/epoch`.
+//! Epochs queries ([`gonka_proto::query::epochs`]).
 
-use gonka_proto::epochs::{
-    QueryCurrentRequest, QueryCurrentResponse, QueryEpochRequest, QueryEpochResponse,
-};
-use gonka_sdk::{decode_request, ErrorCode, Result, StateRead};
-use prost::Message;
+use gonka_proto::epochs::{QueryCurrentResponse, QueryEpochResponse};
+use gonka_proto::query::epochs as q;
+use gonka_sdk::{ErrorCode, QueryRouter, Result, StateRead};
 
 use crate::{EpochsError, EpochsRead};
 
-/// Dispatches `path`; `None` if it is not an epochs path.
+/// Answers an epochs query; `None` if `path` is not one.
 pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
-    let answer = match path {
-        "/epochs/current" => decode_request::<QueryCurrentRequest>(data).and_then(|_| {
+    QueryRouter::new(path, data)
+        .on::<q::Current>(|_| {
             Ok(QueryCurrentResponse {
                 epoch: Some(state.current_epoch()?),
                 params: Some(state.epochs_params()?),
-            }
-            .encode_to_vec())
-        }),
-        "/epochs/epoch" => decode_request::<QueryEpochRequest>(data).and_then(|request| {
+            })
+        })
+        .on::<q::Epoch>(|request| {
             let current = state.current_epoch()?;
             let epoch = if request.number == current.number {
                 current
@@ -30,9 +27,7 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
                     ))
                 })?
             };
-            Ok(QueryEpochResponse { epoch: Some(epoch) }.encode_to_vec())
-        }),
-        _ => return None,
-    };
-    Some(answer)
+            Ok(QueryEpochResponse { epoch: Some(epoch) })
+        })
+        .answer()
 }

@@ -1,41 +1,33 @@
-//! Rewards queries: `/rewards/epoch`, `/rewards/participant`, `/rewards/params`.
+//! Rewards queries ([`gonka_proto::query::rewards`]).
 
 use gonka_auth::validate_address;
+use gonka_proto::query::rewards as q;
 use gonka_proto::rewards::{
-    QueryEpochRewardsRequest, QueryEpochRewardsResponse, QueryParamsRequest, QueryParamsResponse,
-    QueryParticipantRewardsRequest, QueryParticipantRewardsResponse,
+    QueryEpochRewardsResponse, QueryParamsResponse, QueryParticipantRewardsResponse,
 };
-use gonka_sdk::{decode_request, ErrorCode, Result, StateRead};
-use prost::Message;
+use gonka_sdk::{ErrorCode, QueryRouter, Result, StateRead};
 
 use crate::{RewardsError, RewardsRead};
 
-/// Dispatches `path`; `None` if it is not a rewards path.
+/// Answers a rewards query; `None` if `path` is not one.
 pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
-    let answer = match path {
-        "/rewards/epoch" => decode_request::<QueryEpochRewardsRequest>(data)
-            .and_then(|request| epoch(state, request.epoch)),
-        "/rewards/participant" => {
-            decode_request::<QueryParticipantRewardsRequest>(data).and_then(|request| {
-                validate_address("operator", &request.operator)?;
-                Ok(QueryParticipantRewardsResponse {
-                    rewards: state.participant_rewards(&request.operator)?,
-                }
-                .encode_to_vec())
+    QueryRouter::new(path, data)
+        .on::<q::Epoch>(|request| epoch(state, request.epoch))
+        .on::<q::Participant>(|request| {
+            validate_address("operator", &request.operator)?;
+            Ok(QueryParticipantRewardsResponse {
+                rewards: state.participant_rewards(&request.operator)?,
             })
-        }
-        "/rewards/params" => decode_request::<QueryParamsRequest>(data).and_then(|_| {
+        })
+        .on::<q::Params>(|_| {
             Ok(QueryParamsResponse {
                 params: Some(state.rewards_params_proto()?),
-            }
-            .encode_to_vec())
-        }),
-        _ => return None,
-    };
-    Some(answer)
+            })
+        })
+        .answer()
 }
 
-fn epoch(state: &dyn StateRead, epoch: u64) -> Result<Vec<u8>> {
+fn epoch(state: &dyn StateRead, epoch: u64) -> Result<QueryEpochRewardsResponse> {
     let Some(rewards) = state.epoch_rewards(epoch)? else {
         let current = gonka_epochs::current(state)?;
         return Err(RewardsError::NotSettled.err(format!(
@@ -46,6 +38,5 @@ fn epoch(state: &dyn StateRead, epoch: u64) -> Result<Vec<u8>> {
     Ok(QueryEpochRewardsResponse {
         rewards: Some(rewards),
         participants: state.epoch_participant_rewards(epoch)?,
-    }
-    .encode_to_vec())
+    })
 }

@@ -1,52 +1,44 @@
-//! Stake queries: `/stake/participants`, `/stake/participant`, `/stake/unbonding`,
-//! `/stake/work`, `/stake/params`.
+//! Stake queries ([`gonka_proto::query::stake`]).
 
+use gonka_proto::query::stake as q;
 use gonka_proto::stake::{
-    QueryParamsRequest, QueryParamsResponse, QueryParticipantRequest, QueryParticipantResponse,
-    QueryParticipantsRequest, QueryParticipantsResponse, QueryUnbondingRequest,
-    QueryUnbondingResponse, QueryWorkRequest, QueryWorkResponse,
+    QueryParamsResponse, QueryParticipantResponse, QueryParticipantsResponse,
+    QueryUnbondingResponse, QueryWorkResponse,
 };
-use gonka_sdk::{decode_request, Result, StateRead};
-use prost::Message;
+use gonka_sdk::{QueryRouter, Result, StateRead};
 
 use crate::StakeRead;
 
-/// Dispatches `path`; `None` if it is not a stake path.
+/// Answers a stake query; `None` if `path` is not one.
 pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
-    let answer = match path {
-        "/stake/participants" => decode_request::<QueryParticipantsRequest>(data).and_then(|_| {
+    QueryRouter::new(path, data)
+        .on::<q::Participants>(|_| {
             Ok(QueryParticipantsResponse {
                 participants: state.participants()?,
-            }
-            .encode_to_vec())
-        }),
-        "/stake/participant" => decode_request::<QueryParticipantRequest>(data).and_then(|r| {
+            })
+        })
+        .on::<q::Participant>(|r| {
             Ok(QueryParticipantResponse {
                 participant: Some(state.existing_participant(&r.operator)?),
-            }
-            .encode_to_vec())
-        }),
-        "/stake/unbonding" => decode_request::<QueryUnbondingRequest>(data).and_then(|r| {
+            })
+        })
+        .on::<q::Unbonding>(|r| {
             let entries = state
                 .unbonding_entries()?
                 .into_iter()
                 .filter(|e| r.operator.is_empty() || e.operator == r.operator)
                 .collect();
-            Ok(QueryUnbondingResponse { entries }.encode_to_vec())
-        }),
-        "/stake/work" => decode_request::<QueryWorkRequest>(data).and_then(|r| {
+            Ok(QueryUnbondingResponse { entries })
+        })
+        .on::<q::Work>(|r| {
             Ok(QueryWorkResponse {
                 credits: state.work_credits(r.epoch)?,
-            }
-            .encode_to_vec())
-        }),
-        "/stake/params" => decode_request::<QueryParamsRequest>(data).and_then(|_| {
+            })
+        })
+        .on::<q::Params>(|_| {
             Ok(QueryParamsResponse {
                 params: Some(state.stake_params()?.to_proto()),
-            }
-            .encode_to_vec())
-        }),
-        _ => return None,
-    };
-    Some(answer)
+            })
+        })
+        .answer()
 }
