@@ -1,7 +1,7 @@
 //! The OpenAI wire types more than one party of gonka reads or writes: the `usage` token
 //! counts (ML node, transfer agent, chat client), the `/v1/models` listing (ML node and
 //! transfer agent) and, with the `server` feature, the `{"error": {...}}` response both
-//! servers return ([`ApiError`]).
+//! servers return (`ApiError`).
 
 use serde::{Deserialize, Serialize};
 

@@ -35,7 +35,7 @@ pub fn encode_chat(turns: &[ChatTurn<'_>]) -> Vec<u32> {
 }
 
 /// Text of generated tokens. The model only ever emits ASCII (see the module docs of
-/// [`crate::reference`]); any other byte token is decoded lossily (U+FFFD) and [`END_TOKEN`] is
+/// [`crate`]); any other byte token is decoded lossily (U+FFFD) and [`END_TOKEN`] is
 /// dropped, so the result is always valid UTF-8.
 pub fn decode(tokens: &[u32]) -> String {
     let bytes: Vec<u8> = tokens

@@ -1,7 +1,7 @@
 //! The transfer agent's HTTP front: authenticates OpenAI chat requests, checks that the
 //! requester can pay, routes each to an ML node via [`Router`], waits in the [`WaitQueue`] when
 //! every node is busy, relays the answer (whole body or server-sent events as they arrive), and
-//! turns each completed request into a signed work record (see [`settle`](super::settle)).
+//! turns each completed request into a signed work record (see [`settle`](crate::settle)).
 //!
 //! Routes: `POST /v1/chat/completions`, `GET /v1/models` (the chain's model table, or the
 //! nodes' models without a chain), `GET /v1/identity` (this TA's address, key, chain id, URL
@@ -13,7 +13,7 @@
 //! treated as a node failure (the work could never settle) and the request is retried on
 //! another node.
 //!
-//! Status codes beyond the ML node's: 401 authentication failed (see [`auth`](super::auth)),
+//! Status codes beyond the ML node's: 401 authentication failed (see [`auth`]),
 //! 402 the requester's balance, less what it owes for unsettled requests, does not cover the
 //! request's worst-case cost, 404 no node serves the model, 429 (+ `Retry-After`) the wait
 //! queue is full or the wait timed out, 502 every attempt on a node failed, 503 the chain
