@@ -7,6 +7,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/ensure-cometbft.sh
 source scripts/ensure-cometbft.sh
 # The end-to-end tests start the sidecar binary next to gonkad; build it even when the
-# arguments select only some packages.
-cargo build -p gonka-sidecar --bin gonka-sidecar
+# arguments select only some packages, with the `testing` feature: tests/e2e/disputes.rs runs a
+# cheating ML node (`--testing-cheat-fraction`). `cargo test` below does not overwrite it: the
+# gonka-sidecar package has no integration tests, so cargo builds its binary only as a unit-test
+# harness (under target/debug/deps).
+cargo build -p gonka-sidecar --bin gonka-sidecar --features testing
 exec cargo test --workspace "$@"

@@ -10,18 +10,20 @@
 //! Where TAs come from: [`discover_transfer_agents`] lists those registered on chain, and
 //! [`identity`] asks one TA who it is and which others it knows.
 
-use gonka_proto::query as q;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use gonka_proto::inference::{QueryTransferAgentsRequest, QueryTransferAgentsResponse};
+use gonka_proto::query as q;
 use k256::elliptic_curve::rand_core::{OsRng, RngCore};
 use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use reqwest::{StatusCode, Url};
 use serde::{Deserialize, Serialize};
 
+use crate::openai::Usage;
 use crate::request::sign_request;
-use crate::Key;
+use crate::sse::SseParser;
+use crate::{unix_now, Key};
 
 /// The model of the built-in reference ML node, which every localnet serves.
 pub const DEFAULT_MODEL: &str = "gonka/reference-1";
@@ -119,20 +121,6 @@ impl ChatRequest {
         })
         .expect("a chat request serializes")
     }
-}
-
-/// Token counts of a completion, as the ML node reports them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Tokens of the prompt.
-    #[serde(default)]
-    pub prompt_tokens: u64,
-    /// Tokens generated.
-    #[serde(default)]
-    pub completion_tokens: u64,
-    /// The sum of both.
-    #[serde(default)]
-    pub total_tokens: u64,
 }
 
 /// A transfer agent that could not serve a request, and why.
@@ -543,68 +531,6 @@ impl Answer {
     }
 }
 
-/// Splits a server-sent event stream, fed in arbitrary chunks, into the `data` of its events.
-/// Lines end in `\n` or `\r\n`; comment lines (`:`) and fields other than `data` are
-/// skipped; several `data` lines of one event are joined with `\n`. Lines are decoded only
-/// once complete, so a UTF-8 character split across chunks survives.
-#[derive(Debug, Default)]
-struct SseParser {
-    line: Vec<u8>,
-    data: Option<String>,
-}
-
-impl SseParser {
-    /// Feeds `bytes`; returns the data of every event they complete.
-    fn push(&mut self, bytes: &[u8]) -> Vec<String> {
-        let mut events = Vec::new();
-        for &byte in bytes {
-            if byte == b'\n' {
-                events.extend(self.end_line());
-            } else {
-                self.line.push(byte);
-            }
-        }
-        events
-    }
-
-    /// The data of a last event the stream ended without a blank line after.
-    fn finish(mut self) -> Option<String> {
-        if !self.line.is_empty() {
-            if let Some(event) = self.end_line() {
-                return Some(event);
-            }
-        }
-        self.data.take()
-    }
-
-    /// Handles the line buffered so far; a blank line completes an event.
-    fn end_line(&mut self) -> Option<String> {
-        let mut line = std::mem::take(&mut self.line);
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        if line.is_empty() {
-            return self.data.take();
-        }
-        if line[0] == b':' {
-            return None;
-        }
-        let line = String::from_utf8_lossy(&line);
-        let (field, value) = line.split_once(':').unwrap_or((&line, ""));
-        if field == "data" {
-            let value = value.strip_prefix(' ').unwrap_or(value);
-            match &mut self.data {
-                Some(data) => {
-                    data.push('\n');
-                    data.push_str(value);
-                }
-                None => self.data = Some(value.to_string()),
-            }
-        }
-        None
-    }
-}
-
 /// The base URL of a TA (`scheme://host[:port][/prefix]`, no trailing slash) from what a
 /// person may type: `http://` is assumed when no scheme is given, and a trailing `/v1` or
 /// `/v1/chat/completions` (an OpenAI base URL or endpoint) is dropped.
@@ -740,13 +666,6 @@ fn describe(error: &reqwest::Error) -> String {
     }
 }
 
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// 16 random bytes from the OS RNG, hex: unique per request.
 fn nonce() -> String {
     let mut bytes = [0u8; 16];
@@ -757,40 +676,6 @@ fn nonce() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse_all(chunks: &[&[u8]]) -> Vec<String> {
-        let mut parser = SseParser::default();
-        let mut events: Vec<String> = chunks.iter().flat_map(|c| parser.push(c)).collect();
-        events.extend(parser.finish());
-        events
-    }
-
-    #[test]
-    fn sse_skips_comments_and_survives_any_split() {
-        let stream = "data: {\"a\":1}\n\n: gonka-receipt {\"x\":2}\n\nevent: ping\r\ndata: é€\r\n\r\n:keepalive\ndata: [DONE]\n\n";
-        let expected = vec!["{\"a\":1}", "é€", "[DONE]"];
-        assert_eq!(parse_all(&[stream.as_bytes()]), expected);
-        // Every split point, including inside multi-byte characters and between `\r` and `\n`.
-        let bytes = stream.as_bytes();
-        for cut in 0..=bytes.len() {
-            assert_eq!(
-                parse_all(&[&bytes[..cut], &bytes[cut..]]),
-                expected,
-                "{cut}"
-            );
-        }
-        let byte_by_byte: Vec<&[u8]> = bytes.chunks(1).collect();
-        assert_eq!(parse_all(&byte_by_byte), expected);
-    }
-
-    #[test]
-    fn sse_joins_data_lines_and_keeps_an_unterminated_last_event() {
-        assert_eq!(
-            parse_all(&[b"data: a\ndata:b\n\ndata: [DONE]"]),
-            ["a\nb", "[DONE]"]
-        );
-        assert_eq!(parse_all(&[b": only a comment\n\n"]), Vec::<String>::new());
-    }
 
     #[test]
     fn stream_events_assemble_the_answer() {

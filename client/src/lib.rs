@@ -1,17 +1,28 @@
 //! gonka-client: what an outside program needs to use a gonka chain — keys from BIP-39
-//! mnemonics, signed transactions, and typed calls over CometBFT RPC.
+//! mnemonics, signed transactions, a submitter that tracks its account's sequence
+//! ([`Chain`]), typed calls over CometBFT RPC, and the off-chain wire formats the sidecar
+//! roles and the chat client share (signed requests, execution [`receipt`]s, the [`openai`]
+//! types, server-sent events ([`sse`]) and a byte-relaying HTTP client ([`http`])).
 //!
-//! Used by the `gonkad` CLI, the end-to-end tests and the sidecar. It never touches the
+//! Used by the `gonkad` CLI, the end-to-end tests and the sidecar roles. It never touches the
 //! app's internals: everything goes through signed txs and `abci_query`.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub mod chain;
 pub mod chat;
 pub mod disputes;
+pub mod http;
 pub mod keys;
+pub mod openai;
 pub mod payload_auth;
+pub mod receipt;
 pub mod request;
 pub mod rpc;
+pub mod sse;
 pub mod tx;
 
+pub use chain::{key_from_mnemonic_file, Chain};
 pub use keys::Key;
 pub use rpc::{Client, Included, TxRejected};
 pub use tx::{
@@ -24,3 +35,13 @@ pub use cosmrs::Any;
 
 /// Native denom: 1 GNK = 10^9 ngnk.
 pub const DENOM: &str = "ngnk";
+
+/// Wall-clock seconds since the Unix epoch (0 if the clock is before it): request timestamps,
+/// `created` fields and the transfer agent's clock. Off-chain code only; the state machine
+/// takes its time from the block.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

@@ -1,10 +1,11 @@
-//! `gonka-sidecar`: one binary, one role per process.
+//! `gonka-sidecar`: one binary, one role per process. The roles are library crates
+//! (`gonka-node`, `gonka-ta`, `gonka-validator`); this binary only parses the command line,
+//! sets up logging and runs the chosen role.
 
 use clap::{Parser, Subcommand};
-use gonka_sidecar::ml_node::cli::MlNodeArgs;
-use gonka_sidecar::transfer_agent::cli::TransferAgentArgs;
-use gonka_sidecar::validator::cli::ValidatorArgs;
-use gonka_sidecar::{ml_node, transfer_agent, validator};
+use gonka_node::cli::MlNodeArgs;
+use gonka_ta::cli::TransferAgentArgs;
+use gonka_validator::cli::ValidatorArgs;
 
 /// Off-chain processes beside a gonka node.
 #[derive(Debug, Parser)]
@@ -35,8 +36,8 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     match Cli::parse().role {
-        Role::MlNode(args) => ml_node::cli::run(args).await,
-        Role::TransferAgent(args) => transfer_agent::cli::run(args).await,
-        Role::Validator(args) => validator::cli::run(args).await,
+        Role::MlNode(args) => gonka_node::cli::run(args).await,
+        Role::TransferAgent(args) => gonka_ta::cli::run(args).await,
+        Role::Validator(args) => gonka_validator::cli::run(args).await,
     }
 }

@@ -1,0 +1,210 @@
+//! A long-running signer's link to the chain (each sidecar role uses one), over CometBFT RPC
+//! like any outside client: typed queries of the inference registry and a transaction
+//! submitter that tracks its account's sequence.
+//!
+//! [`Chain::submit`] signs with the cached sequence and increments it once `CheckTx` accepts,
+//! so several submissions can be in flight; on a sequence mismatch (auth 7 or 8, e.g. another
+//! process of the same account — a host's ML node, transfer agent and validator worker share
+//! it — or a tx that never made it into a block) it takes the sequence the node says it expects
+//! (which counts the node's mempool; the committed account may lag behind it) or re-reads the
+//! account, and signs again, up to [`SEQUENCE_RETRIES`] times.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::{sign, Any, Client, Included, Key, SignerData, TxRejected};
+use anyhow::{bail, Context, Result};
+use gonka_proto::inference as pb;
+use tokio::sync::Mutex;
+
+/// Re-signing attempts after a sequence mismatch.
+pub const SEQUENCE_RETRIES: u32 = 8;
+
+/// An account key read from a file holding its BIP-39 mnemonic.
+pub fn key_from_mnemonic_file(path: &Path) -> Result<Key> {
+    let mnemonic = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "reading the mnemonic file {}; write the account's 24 words there (mode 0600)",
+            path.display()
+        )
+    })?;
+    Key::from_mnemonic(&mnemonic)
+        .with_context(|| format!("the mnemonic in {} is not valid", path.display()))
+}
+
+/// A connected chain client with a signing account.
+pub struct Chain {
+    client: Client,
+    key: Key,
+    chain_id: String,
+    fee: u128,
+    next: Mutex<Option<SignerData>>,
+}
+
+impl std::fmt::Debug for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chain")
+            .field("rpc", &self.client.url())
+            .field("address", &self.key.address())
+            .field("chain_id", &self.chain_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Chain {
+    /// Connects to the CometBFT RPC at `rpc_url` and learns the chain id; txs pay `fee` ngnk.
+    pub async fn connect(rpc_url: &str, key: Key, fee: u128) -> Result<Chain> {
+        let client = Client::new(rpc_url)?;
+        let chain_id = client.chain_id().await?;
+        Ok(Chain {
+            client,
+            key,
+            chain_id,
+            fee,
+            next: Mutex::new(None),
+        })
+    }
+
+    /// The RPC client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The signing account's address.
+    pub fn address(&self) -> &str {
+        self.key.address()
+    }
+
+    /// The signing account's compressed public key.
+    pub fn pubkey(&self) -> Vec<u8> {
+        self.key.public_key().to_bytes()
+    }
+
+    /// The chain id.
+    pub fn chain_id(&self) -> &str {
+        &self.chain_id
+    }
+
+    /// Signs `msgs`, broadcasts them and waits up to `timeout` for inclusion. A tx included
+    /// with a non-zero code is returned as `Ok` (it paid its fee); a `CheckTx` refusal other
+    /// than a sequence mismatch is an error carrying [`TxRejected`].
+    pub async fn submit(&self, msgs: Vec<Any>, timeout: Duration) -> Result<Included> {
+        let mut attempt = 0;
+        let hash = loop {
+            let mut next = self.next.lock().await;
+            let signer = match next.as_mut() {
+                Some(s) => s,
+                None => next.insert(
+                    self.client
+                        .signer_data(self.key.address(), Some(&self.chain_id))
+                        .await?,
+                ),
+            };
+            let tx = sign(&self.key, msgs.clone(), signer, self.fee, "")?;
+            match self.client.broadcast(tx).await {
+                Ok(hash) => {
+                    signer.sequence += 1;
+                    break hash;
+                }
+                Err(e)
+                    if attempt < SEQUENCE_RETRIES
+                        && e.downcast_ref::<TxRejected>()
+                            .is_some_and(TxRejected::is_sequence_mismatch) =>
+                {
+                    attempt += 1;
+                    let expected = e
+                        .downcast_ref::<TxRejected>()
+                        .and_then(TxRejected::expected_sequence);
+                    tracing::info!(attempt, ?expected, "sequence mismatch; signing again");
+                    match expected {
+                        Some(sequence) => signer.sequence = sequence,
+                        None => *next = None,
+                    }
+                    drop(next);
+                    // Another process of this account may be signing too: let it go first.
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        self.client.wait_for_tx(hash, timeout).await
+    }
+
+    /// The chain's model table.
+    pub async fn models(&self) -> Result<Vec<pb::Model>> {
+        Ok(self
+            .client
+            .query_msg::<_, pb::QueryModelsResponse>(
+                "/inference/models",
+                &pb::QueryModelsRequest {},
+            )
+            .await?
+            .models)
+    }
+
+    /// Every registered ML node.
+    pub async fn nodes(&self) -> Result<Vec<pb::Node>> {
+        Ok(self
+            .client
+            .query_msg::<_, pb::QueryNodesResponse>(
+                "/inference/nodes",
+                &pb::QueryNodesRequest::default(),
+            )
+            .await?
+            .nodes)
+    }
+
+    /// Every registered transfer agent.
+    pub async fn transfer_agents(&self) -> Result<Vec<pb::TransferAgent>> {
+        Ok(self
+            .client
+            .query_msg::<_, pb::QueryTransferAgentsResponse>(
+                "/inference/transfer_agents",
+                &pb::QueryTransferAgentsRequest {},
+            )
+            .await?
+            .transfer_agents)
+    }
+
+    /// The inference module's parameters.
+    pub async fn inference_params(&self) -> Result<pb::Params> {
+        match self
+            .client
+            .query_msg::<_, pb::QueryParamsResponse>(
+                "/inference/params",
+                &pb::QueryParamsRequest {},
+            )
+            .await?
+            .params
+        {
+            Some(params) => Ok(params),
+            None => bail!("the chain answered /inference/params without parameters"),
+        }
+    }
+
+    /// Whether a work record with `inference_id` is stored on chain.
+    pub async fn record_exists(&self, inference_id: &str) -> Result<bool> {
+        let request = pb::QueryRecordRequest {
+            inference_id: inference_id.to_string(),
+        };
+        match self
+            .client
+            .query_msg::<_, pb::QueryRecordResponse>("/inference/record", &request)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.downcast_ref::<crate::rpc::QueryError>()
+                    .is_some_and(|q| q.codespace == "inference" && q.code == 20) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Native-token balance of `address` in ngnk.
+    pub async fn balance(&self, address: &str) -> Result<u128> {
+        self.client.balance(address, crate::DENOM).await
+    }
+}

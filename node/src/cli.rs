@@ -1,0 +1,416 @@
+//! The `gonka-sidecar ml-node` command line.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use gonka_client::Client;
+use gonka_proto::inference::Node;
+use k256::ecdsa::SigningKey;
+use k256::elliptic_curve::rand_core::OsRng;
+
+use super::forward::Upstream;
+use super::register::{self, Registration};
+use super::MlNodeConfig;
+use gonka_client::key_from_mnemonic_file;
+use gonka_model as reference;
+
+/// Arguments of `gonka-sidecar ml-node`.
+#[derive(Debug, clap::Args)]
+pub struct MlNodeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "GONKA_ML_NODE_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Model id clients must name in requests (and the node registers on chain).
+    #[arg(long, default_value = super::DEFAULT_MODEL_ID)]
+    model_id: String,
+    /// Id of this ML node on chain and in its receipts: 1 to 64 of [A-Za-z0-9._-].
+    #[arg(long, default_value = super::DEFAULT_NODE_ID, value_parser = parse_node_id)]
+    node_id: String,
+    /// File holding the hex of the node's 32-byte secp256k1 response key, which signs
+    /// receipts; created (mode 0600) if missing. Without it the node signs no receipts.
+    #[arg(long, value_name = "PATH")]
+    response_key_file: Option<PathBuf>,
+    /// Seed of the reference model's weights (every ML node of a network must agree).
+    #[arg(long, default_value_t = reference::DEFAULT_SEED)]
+    seed: u64,
+    /// Forward requests to this OpenAI-compatible server (vLLM, llama.cpp),
+    /// http://HOST:PORT, instead of running the built-in reference model.
+    #[arg(long, value_name = "URL")]
+    upstream_url: Option<String>,
+    /// Model name sent to the upstream instead of --model-id.
+    #[arg(long, value_name = "NAME", requires = "upstream_url")]
+    upstream_model: Option<String>,
+    /// API key sent to the upstream as `Authorization: Bearer`.
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "GONKA_ML_NODE_UPSTREAM_API_KEY",
+        hide_env_values = true,
+        requires = "upstream_url"
+    )]
+    upstream_api_key: Option<String>,
+    /// Requests served at once; more get 503.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    max_concurrency: u32,
+    /// Largest `max_tokens` a request may ask for.
+    #[arg(long, default_value_t = 4096)]
+    max_tokens_cap: u32,
+    /// `max_tokens` used when a request names none.
+    #[arg(long, default_value_t = 256)]
+    default_max_tokens: u32,
+    /// Largest chat-formatted prompt accepted, in bytes.
+    #[arg(long, default_value_t = 64 * 1024)]
+    max_prompt_bytes: usize,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    max_body_bytes: usize,
+    /// CometBFT RPC of the chain to register this node on (e.g. http://127.0.0.1:26657);
+    /// without it the node runs unregistered.
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "mnemonic_file",
+        requires = "response_key_file"
+    )]
+    chain_rpc: Option<String>,
+    /// File holding the BIP-39 mnemonic of the host's account (a staked participant), which
+    /// signs the registration.
+    #[arg(long, value_name = "PATH", requires = "chain_rpc")]
+    mnemonic_file: Option<PathBuf>,
+    /// URL transfer agents reach this node at, as registered on chain [default: http://LISTEN].
+    #[arg(long, value_name = "URL")]
+    endpoint: Option<String>,
+    /// VRAM of the node in MiB, as registered on chain.
+    #[arg(long, default_value_t = 0)]
+    vram_mib: u64,
+    /// Bandwidth of the node in Mbit/s, as registered on chain.
+    #[arg(long, default_value_t = 1000)]
+    bandwidth_mbps: u64,
+    /// Fee of the registration tx in ngnk.
+    #[arg(long, default_value_t = 1000)]
+    fee_ngnk: u128,
+    #[command(flatten)]
+    testing: TestingArgs,
+}
+
+/// The test-only flags of `gonka-sidecar ml-node` (`testing` feature).
+#[cfg(feature = "testing")]
+#[derive(Debug, clap::Args)]
+struct TestingArgs {
+    /// FOR TESTS AND THE SIMULATION ONLY: answer this fraction (0.0 to 1.0) of the requests
+    /// a transfer agent sends with a wrong completion, signed as if it were right, so
+    /// validators catch it and the host is slashed. Built-in reference model only.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_parser = parse_fraction,
+        conflicts_with = "upstream_url"
+    )]
+    testing_cheat_fraction: f64,
+}
+
+/// Release builds (no `testing` feature) have no test-only flags.
+#[cfg(not(feature = "testing"))]
+#[derive(Debug, clap::Args)]
+struct TestingArgs {}
+
+/// A fraction between 0.0 and 1.0.
+#[cfg(feature = "testing")]
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "expected a fraction between 0.0 and 1.0, found {text:?}"
+        )),
+    }
+}
+
+/// Node ids as the chain accepts them: 1 to 64 of `[A-Za-z0-9._-]`.
+fn parse_node_id(id: &str) -> Result<String, String> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(id.to_string())
+    } else {
+        Err(format!(
+            "node id {id:?} must be 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '-'"
+        ))
+    }
+}
+
+/// Reads the response key from `path`, or creates one there (mode 0600) if the file does
+/// not exist.
+fn load_or_create_response_key(path: &Path) -> anyhow::Result<SigningKey> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse_response_key(&text)
+            .with_context(|| format!("response key file {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = SigningKey::random(&mut OsRng);
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| {
+                    format!(
+                        "creating the response key file {}; does its directory exist?",
+                        path.display()
+                    )
+                })?;
+            writeln!(file, "{}", hex::encode(key.to_bytes()))
+                .with_context(|| format!("writing the response key file {}", path.display()))?;
+            tracing::info!(
+                path = %path.display(),
+                pubkey = %hex::encode(key.verifying_key().to_encoded_point(true).as_bytes()),
+                "created a new response key"
+            );
+            Ok(key)
+        }
+        Err(e) => {
+            Err(e).with_context(|| format!("reading the response key file {}", path.display()))
+        }
+    }
+}
+
+/// A response key from the hex of its 32-byte secret.
+fn parse_response_key(text: &str) -> anyhow::Result<SigningKey> {
+    let digits = text.trim();
+    let bytes = hex::decode(digits).map_err(|e| {
+        anyhow!(
+            "expected the hex of a 32-byte secp256k1 secret key, found text that is not hex ({e})"
+        )
+    })?;
+    if bytes.len() != 32 {
+        bail!(
+            "expected the hex of a 32-byte secp256k1 secret key (64 hex digits), found {} bytes",
+            bytes.len()
+        );
+    }
+    SigningKey::from_slice(&bytes).map_err(|_| {
+        anyhow!("the 32 bytes are not a valid secp256k1 secret key (zero or not below the curve order); delete the file to create a new key")
+    })
+}
+
+/// Runs an ML node until Ctrl-C, registering it on chain in the background with
+/// `--chain-rpc`.
+pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
+    let response_key = args
+        .response_key_file
+        .as_deref()
+        .map(load_or_create_response_key)
+        .transpose()?;
+    let upstream = args
+        .upstream_url
+        .as_deref()
+        .map(|url| {
+            Upstream::new(
+                url,
+                args.upstream_model.clone(),
+                args.upstream_api_key.clone(),
+            )
+        })
+        .transpose()
+        .map_err(|e| anyhow!("--upstream-url {e}"))?;
+    let chain = match (&args.chain_rpc, &args.mnemonic_file) {
+        (Some(rpc), Some(mnemonic_file)) => {
+            Some((Client::new(rpc)?, key_from_mnemonic_file(mnemonic_file)?))
+        }
+        _ => None,
+    };
+    let config = MlNodeConfig {
+        listen: args.listen,
+        model_id: args.model_id,
+        node_id: args.node_id,
+        response_key,
+        upstream,
+        seed: args.seed,
+        max_concurrency: args.max_concurrency as usize,
+        max_tokens_cap: args.max_tokens_cap,
+        default_max_tokens: args.default_max_tokens,
+        max_prompt_bytes: args.max_prompt_bytes,
+        max_body_bytes: args.max_body_bytes,
+        testing_delay_per_token: Duration::ZERO,
+        #[cfg(feature = "testing")]
+        testing_cheat_fraction: args.testing.testing_cheat_fraction,
+    };
+    #[cfg(feature = "testing")]
+    if config.testing_cheat_fraction > 0.0 {
+        tracing::warn!(
+            role = "ml-node",
+            fraction = config.testing_cheat_fraction,
+            "TESTING: this ML node CHEATS: it answers this fraction of receipted requests with a wrong completion and signs it; never run this outside tests and simulations"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding the ML node to {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let backend = config
+        .upstream
+        .as_ref()
+        .map_or("reference model", |u| u.url());
+    tracing::info!(
+        role = "ml-node",
+        %addr,
+        node_id = %config.node_id,
+        model = %config.model_id,
+        backend,
+        receipts = config.response_key.is_some(),
+        max_concurrency = config.max_concurrency,
+        "ML node listening"
+    );
+    match chain {
+        Some((client, host)) => {
+            let key = config.response_key.as_ref().ok_or_else(|| {
+                anyhow!("--chain-rpc needs --response-key-file: the chain registers the key that signs receipts")
+            })?;
+            if args.endpoint.is_none() && addr.ip().is_unspecified() {
+                tracing::warn!(%addr, "the registered endpoint defaults to http://{addr}, which transfer agents cannot reach; set --endpoint");
+            }
+            let node = Node {
+                id: config.node_id.clone(),
+                host: host.address().to_string(),
+                models: vec![config.model_id.clone()],
+                vram_mib: args.vram_mib,
+                bandwidth_mbps: args.bandwidth_mbps,
+                max_concurrency: config.max_concurrency as u64,
+                endpoint: args.endpoint.unwrap_or_else(|| format!("http://{addr}")),
+                pubkey: key
+                    .verifying_key()
+                    .to_encoded_point(true)
+                    .as_bytes()
+                    .to_vec(),
+            };
+            tokio::spawn(register::run(Registration {
+                client,
+                host,
+                node,
+                fee: args.fee_ngnk,
+            }));
+        }
+        None => tracing::info!(
+            role = "ml-node",
+            "no --chain-rpc: the ML node runs without registering on chain"
+        ),
+    }
+    super::serve(listener, config, async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!(role = "ml-node", "shutting down");
+    })
+    .await
+    .context("serving the ML node")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn response_keys_are_created_once_then_read_back() {
+        let dir = std::env::temp_dir().join(format!("gonka-ml-node-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("response.key");
+        let _ = std::fs::remove_file(&path);
+        let created = load_or_create_response_key(&path).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let read = load_or_create_response_key(&path).unwrap();
+        assert_eq!(created.to_bytes(), read.to_bytes());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn malformed_response_keys_say_what_was_expected() {
+        let short = parse_response_key("abcd").unwrap_err().to_string();
+        assert!(short.contains("found 2 bytes"), "{short}");
+        let not_hex = parse_response_key("zz").unwrap_err().to_string();
+        assert!(not_hex.contains("not hex"), "{not_hex}");
+        assert!(parse_response_key(&"00".repeat(32)).is_err());
+        assert!(parse_response_key(&format!("{}\n", "11".repeat(32))).is_ok());
+    }
+
+    /// `gonka-sidecar ml-node` as the binary parses it.
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: MlNodeArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<MlNodeArgs, clap::Error> {
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("ml-node").chain(args.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn flags_parse_with_defaults_and_dependencies() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let plain = parse(&[]).unwrap();
+        assert_eq!(plain.node_id, super::super::DEFAULT_NODE_ID);
+        assert!(plain.upstream_url.is_none() && plain.chain_rpc.is_none());
+        assert_eq!(
+            (plain.vram_mib, plain.bandwidth_mbps, plain.fee_ngnk),
+            (0, 1000, 1000)
+        );
+
+        let full = parse(&[
+            "--node-id=gpu-1",
+            "--response-key-file=/k",
+            "--upstream-url=http://127.0.0.1:8000",
+            "--upstream-model=Qwen/Qwen2.5-7B-Instruct",
+            "--upstream-api-key=sk",
+            "--chain-rpc=http://127.0.0.1:26657",
+            "--mnemonic-file=/m",
+            "--endpoint=http://10.0.0.2:8080",
+            "--vram-mib=80000",
+            "--bandwidth-mbps=10000",
+        ])
+        .unwrap();
+        assert_eq!(
+            full.upstream_model.as_deref(),
+            Some("Qwen/Qwen2.5-7B-Instruct")
+        );
+        assert_eq!(full.endpoint.as_deref(), Some("http://10.0.0.2:8080"));
+
+        // Registration needs the host's mnemonic and the response key; renaming needs an upstream.
+        assert!(parse(&[
+            "--chain-rpc=http://127.0.0.1:26657",
+            "--response-key-file=/k"
+        ])
+        .is_err());
+        assert!(parse(&["--chain-rpc=http://127.0.0.1:26657", "--mnemonic-file=/m"]).is_err());
+        assert!(parse(&["--mnemonic-file=/m"]).is_err());
+        assert!(parse(&["--upstream-model=x"]).is_err());
+        assert!(parse(&["--node-id=bad id"]).is_err());
+    }
+
+    #[cfg(feature = "testing")]
+    #[test]
+    fn the_cheat_fraction_is_a_fraction_of_the_built_in_model() {
+        assert_eq!(parse(&[]).unwrap().testing.testing_cheat_fraction, 0.0);
+        let cheat = parse(&["--testing-cheat-fraction=0.25"]).unwrap();
+        assert_eq!(cheat.testing.testing_cheat_fraction, 0.25);
+        assert!(parse(&["--testing-cheat-fraction=1.5"]).is_err());
+        assert!(parse(&[
+            "--testing-cheat-fraction=0.5",
+            "--upstream-url=http://127.0.0.1:8000"
+        ])
+        .is_err());
+    }
+
+    #[test]
+    fn node_ids_follow_the_chains_rule() {
+        assert!(parse_node_id("gpu-node_1.a").is_ok());
+        assert!(parse_node_id("").is_err());
+        assert!(parse_node_id("has space").is_err());
+        assert!(parse_node_id(&"x".repeat(65)).is_err());
+    }
+}

@@ -1,0 +1,542 @@
+//! gonka-node: the ML node, an OpenAI-compatible HTTP server in front of a model backend,
+//! with its command line ([`cli`]: `gonka-sidecar ml-node`).
+//!
+//! The backend is the built-in deterministic reference model (the default), or an
+//! OpenAI-compatible server (vLLM, llama.cpp) the node forwards to ([`forward`]).
+//!
+//! Routes: `POST /v1/chat/completions` (plain or `stream: true` server-sent events),
+//! `GET /v1/models`, `GET /v1/load` and `GET /v1/identity`. At most
+//! [`MlNodeConfig::max_concurrency`] requests are served at once, whatever the backend;
+//! requests beyond the limit get 503 with `Retry-After`. Every error body is
+//! `{"error": {"message", "type", "code"}}` (see [`ApiError`]).
+//!
+//! # Execution receipts
+//! A request carrying the header [`HEADER_REQUEST_HASH`] (64 hex digits; anything else is
+//! refused with 400 `invalid_request_hash`) is answered, when the node has a response key,
+//! with a signed [`Receipt`] over the content the client receives and the token counts of
+//! `usage`: in the [`HEADER_RECEIPT`] header of a plain answer, or as the SSE comment
+//! [`Receipt::sse_comment`] just before `data: [DONE]` of a stream. Without the header (direct
+//! use) there is no receipt.
+//!
+//! # Cheating (tests and the simulation only, `testing` feature)
+//! Built with the `testing` cargo feature, a node configured with
+//! `MlNodeConfig::testing_cheat_fraction` above 0 answers a deterministic fraction of
+//! receipted requests with the wrong model of its built-in backend and signs them anyway; see
+//! `cheat`. The same feature exposes `testing`, the HTTP helper of the roles' socket tests.
+//! Without it (release builds) neither the code nor the `--testing-cheat-fraction` flag exists.
+//!
+//! # Registration
+//! With a chain, the node registers (or updates) itself there after it starts listening; see
+//! [`register`].
+
+pub mod api;
+mod builtin;
+#[cfg(feature = "testing")]
+pub mod cheat;
+pub mod cli;
+pub mod forward;
+pub mod register;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use k256::ecdsa::SigningKey;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+
+pub use api::*;
+use forward::Upstream;
+pub use gonka_client::openai::ApiError;
+use gonka_client::receipt::{Receipt, HEADER_RECEIPT, HEADER_REQUEST_HASH};
+use gonka_client::unix_now;
+use gonka_model::{self as reference, ChatTurn, ReferenceModel};
+
+/// Settings of an ML node.
+#[derive(Debug, Clone)]
+pub struct MlNodeConfig {
+    /// Address to listen on (`127.0.0.1:0` picks a free port).
+    pub listen: SocketAddr,
+    /// The model id clients must name, e.g. `gonka/reference-1`.
+    pub model_id: String,
+    /// The id the node is registered under on chain and names in its receipts.
+    pub node_id: String,
+    /// The key that signs execution receipts (its public key is registered on chain);
+    /// without one the node answers without receipts.
+    pub response_key: Option<SigningKey>,
+    /// The OpenAI-compatible server to forward to; `None` runs the built-in reference model.
+    pub upstream: Option<Upstream>,
+    /// Seed of the reference model's weights.
+    pub seed: u64,
+    /// Requests served at once.
+    pub max_concurrency: usize,
+    /// Largest `max_tokens` accepted.
+    pub max_tokens_cap: u32,
+    /// `max_tokens` used when a request names none (capped by `max_tokens_cap`).
+    pub default_max_tokens: u32,
+    /// Largest chat-formatted prompt accepted, in bytes (= prompt tokens of the reference
+    /// model).
+    pub max_prompt_bytes: usize,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// FOR TESTS ONLY: sleep this long after each generated token, to hold generation slots
+    /// busy long enough to observe the concurrency limit. Zero in production.
+    pub testing_delay_per_token: Duration,
+    /// FOR TESTS AND THE SIMULATION ONLY: the fraction (0.0 to 1.0) of requests carrying a
+    /// request hash that the built-in backend answers wrongly, still signing a receipt (see
+    /// [`cheat`]). Ignored by the forwarding backend.
+    #[cfg(feature = "testing")]
+    pub testing_cheat_fraction: f64,
+}
+
+impl Default for MlNodeConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            model_id: DEFAULT_MODEL_ID.to_string(),
+            node_id: DEFAULT_NODE_ID.to_string(),
+            response_key: None,
+            upstream: None,
+            seed: reference::DEFAULT_SEED,
+            max_concurrency: 4,
+            max_tokens_cap: 4096,
+            default_max_tokens: 256,
+            max_prompt_bytes: 64 * 1024,
+            max_body_bytes: 1024 * 1024,
+            testing_delay_per_token: Duration::ZERO,
+            #[cfg(feature = "testing")]
+            testing_cheat_fraction: 0.0,
+        }
+    }
+}
+
+impl MlNodeConfig {
+    /// What `GET /v1/identity` answers, and what the node registers on chain.
+    pub fn identity(&self) -> Identity {
+        Identity {
+            node_id: self.node_id.clone(),
+            pubkey: self
+                .response_key
+                .as_ref()
+                .map(|key| hex::encode(key.verifying_key().to_encoded_point(true).as_bytes())),
+            models: vec![self.model_id.clone()],
+            max_concurrency: self.max_concurrency,
+        }
+    }
+}
+
+/// The model id the localnet and the tests use.
+pub const DEFAULT_MODEL_ID: &str = "gonka/reference-1";
+
+/// The node id used when none is configured.
+pub const DEFAULT_NODE_ID: &str = "ml-node-1";
+
+/// What computes the completions.
+enum Backend {
+    /// The built-in deterministic reference model, run on blocking threads.
+    Reference(Arc<ReferenceModel>),
+    /// An OpenAI-compatible server the requests are forwarded to.
+    Forward(Upstream),
+}
+
+/// Shared state of the handlers.
+struct Node {
+    config: MlNodeConfig,
+    backend: Backend,
+    /// The wrong backend of a cheating node and when it answers with it.
+    #[cfg(feature = "testing")]
+    cheat: Option<cheat::Cheat>,
+    slots: Arc<Semaphore>,
+    started: u64,
+    next_request: AtomicU64,
+}
+
+impl Node {
+    /// A fresh `chatcmpl-...` id.
+    fn completion_id(&self) -> String {
+        let n = self.next_request.fetch_add(1, Ordering::Relaxed);
+        format!("chatcmpl-{:x}{:06x}", self.started, n)
+    }
+
+    /// The backend that answers the request with `request_hash`: the configured one, or the
+    /// wrong one for a request a cheating node (`testing` feature) selects.
+    #[cfg_attr(not(feature = "testing"), allow(unused_variables))]
+    fn backend_for(&self, request_hash: Option<&[u8; 32]>) -> &Backend {
+        #[cfg(feature = "testing")]
+        if let Some(wrong) = self
+            .cheat
+            .as_ref()
+            .and_then(|c| c.backend_for(request_hash))
+        {
+            return wrong;
+        }
+        &self.backend
+    }
+}
+
+/// The ML node's routes, ready to serve.
+pub fn router(config: MlNodeConfig) -> Router {
+    let backend = match &config.upstream {
+        Some(upstream) => Backend::Forward(upstream.clone()),
+        None => Backend::Reference(Arc::new(ReferenceModel::new(config.seed))),
+    };
+    let node = Arc::new(Node {
+        backend,
+        #[cfg(feature = "testing")]
+        cheat: cheat::Cheat::new(&config),
+        slots: Arc::new(Semaphore::new(config.max_concurrency)),
+        started: unix_now(),
+        next_request: AtomicU64::new(0),
+        config,
+    });
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/v1/load", get(load))
+        .route("/v1/identity", get(identity))
+        .fallback(|uri: Uri| async move { ApiError::route_not_found(uri.path()) })
+        .with_state(node)
+}
+
+/// Serves the ML node on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    config: MlNodeConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(config))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn models(State(node): State<Arc<Node>>) -> Json<ModelList> {
+    Json(ModelList {
+        object: "list",
+        data: vec![ModelCard {
+            id: node.config.model_id.clone(),
+            object: "model",
+            created: node.started,
+            owned_by: "gonka",
+        }],
+    })
+}
+
+async fn load(State(node): State<Arc<Node>>) -> Json<Load> {
+    let max = node.config.max_concurrency;
+    Json(Load {
+        in_flight: max - node.slots.available_permits().min(max),
+        max_concurrency: max,
+    })
+}
+
+async fn identity(State(node): State<Arc<Node>>) -> Json<Identity> {
+    Json(node.config.identity())
+}
+
+/// A request that passed validation and holds a generation slot.
+struct Admitted {
+    /// The request body as received (the forwarding backend re-sends it).
+    body: Bytes,
+    /// The chat-formatted prompt as reference-model tokens.
+    prompt_tokens: Vec<u32>,
+    max_tokens: usize,
+    stream: bool,
+    include_usage: bool,
+    /// The generation slot, held until the answer is complete.
+    permit: OwnedSemaphorePermit,
+}
+
+/// Checks a request in the order a client would fix it: body size, JSON shape, model,
+/// messages, max_tokens, prompt size; then takes a generation slot.
+async fn admit(node: &Node, body: Body) -> Result<Admitted, ApiError> {
+    let cfg = &node.config;
+    let bytes = axum::body::to_bytes(body, cfg.max_body_bytes)
+        .await
+        .map_err(|_| {
+            ApiError::too_large(
+                "request_too_large",
+                format!("request body must be at most {} bytes", cfg.max_body_bytes),
+            )
+        })?;
+    let req: ChatCompletionRequest = serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::invalid_json(format!(
+            "expected a JSON chat completion request {{model, messages, ...}}: {e}"
+        ))
+    })?;
+    if req.model != cfg.model_id {
+        return Err(ApiError::model_not_found(&req.model, &cfg.model_id));
+    }
+    if req.messages.is_empty() {
+        return Err(ApiError::invalid_value(
+            "invalid_messages",
+            "`messages` must hold at least one message but is empty".to_string(),
+        ));
+    }
+    let cap = i64::from(cfg.max_tokens_cap);
+    let max_tokens = match req.max_tokens.or(req.max_completion_tokens) {
+        None => i64::from(cfg.default_max_tokens.min(cfg.max_tokens_cap)),
+        Some(n) if (1..=cap).contains(&n) => n,
+        Some(n) => {
+            return Err(ApiError::invalid_value(
+                "invalid_max_tokens",
+                format!("`max_tokens` must be between 1 and {cap} but is {n}"),
+            ))
+        }
+    };
+    let texts: Vec<String> = req.messages.iter().map(ChatMessage::text).collect();
+    let turns: Vec<ChatTurn<'_>> = req
+        .messages
+        .iter()
+        .zip(&texts)
+        .map(|(m, text)| ChatTurn {
+            role: &m.role,
+            content: text,
+        })
+        .collect();
+    let prompt_tokens = reference::encode_chat(&turns);
+    if prompt_tokens.len() > cfg.max_prompt_bytes {
+        return Err(ApiError::too_large(
+            "context_length_exceeded",
+            format!(
+                "the chat-formatted prompt must be at most {} bytes but is {}",
+                cfg.max_prompt_bytes,
+                prompt_tokens.len()
+            ),
+        ));
+    }
+    let permit = node
+        .slots
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ApiError::overloaded(cfg.max_concurrency))?;
+    Ok(Admitted {
+        body: bytes,
+        prompt_tokens,
+        // max_tokens is in 1..=u32::MAX here, so it fits usize on every supported target.
+        max_tokens: max_tokens as usize,
+        stream: req.stream,
+        include_usage: req.stream_options.is_some_and(|o| o.include_usage),
+        permit,
+    })
+}
+
+/// A complete plain answer of a backend, before its receipt.
+struct Answer {
+    /// The `chat.completion` body, `model` already the served id.
+    body: serde_json::Value,
+    /// `choices[0].message.content`: the text the receipt hashes.
+    content: String,
+    /// The token counts of `body.usage`.
+    usage: Usage,
+}
+
+/// What a backend's streaming task hands the response, in order.
+enum StreamItem {
+    /// One `chat.completion.chunk` to send as a `data:` event (compact JSON, no newline),
+    /// with the text its delta adds.
+    Chunk { data: String, content: String },
+    /// The completion is over; `usage` holds its token counts if the backend reported them.
+    End { usage: Option<Usage> },
+}
+
+impl Backend {
+    async fn complete(&self, node: &Node, admitted: Admitted) -> Result<Answer, ApiError> {
+        match self {
+            Backend::Reference(model) => builtin::complete(node, model, admitted).await,
+            Backend::Forward(upstream) => upstream.complete(&node.config.model_id, admitted).await,
+        }
+    }
+
+    async fn stream(
+        &self,
+        node: &Node,
+        admitted: Admitted,
+    ) -> Result<mpsc::Receiver<StreamItem>, ApiError> {
+        match self {
+            Backend::Reference(model) => Ok(builtin::stream(node, model, admitted)),
+            Backend::Forward(upstream) => upstream.stream(&node.config.model_id, admitted).await,
+        }
+    }
+}
+
+/// The request hash a caller sent in [`HEADER_REQUEST_HASH`]: `None` without the header; 400
+/// `invalid_request_hash` for a malformed one.
+fn request_hash_header(headers: &HeaderMap) -> Result<Option<[u8; 32]>, ApiError> {
+    let Some(value) = headers.get(HEADER_REQUEST_HASH) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .filter(|text| text.len() == 64)
+        .and_then(|text| hex::decode(text).ok())
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::invalid_value(
+                "invalid_request_hash",
+                format!(
+                    "header {HEADER_REQUEST_HASH} must be 64 hex digits (a 32-byte request hash) but is {:?}",
+                    String::from_utf8_lossy(value.as_bytes())
+                ),
+            )
+        })
+}
+
+/// A receipt the caller asked for and this node can sign.
+struct ReceiptOrder {
+    key: SigningKey,
+    node_id: String,
+    model: String,
+    request_hash: [u8; 32],
+}
+
+impl ReceiptOrder {
+    /// The receipt a request with `request_hash` (from [`HEADER_REQUEST_HASH`]) asks for:
+    /// `None` without a request hash or without a response key.
+    fn for_request(config: &MlNodeConfig, request_hash: Option<[u8; 32]>) -> Option<Self> {
+        let request_hash = request_hash?;
+        let Some(key) = &config.response_key else {
+            tracing::debug!("a receipt was asked for but this ML node has no response key");
+            return None;
+        };
+        Some(Self {
+            key: key.clone(),
+            node_id: config.node_id.clone(),
+            model: config.model_id.clone(),
+            request_hash,
+        })
+    }
+
+    fn sign(&self, text: &str, usage: &Usage) -> Receipt {
+        Receipt::sign(
+            &self.key,
+            &self.node_id,
+            &self.request_hash,
+            &self.model,
+            text,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+        )
+    }
+}
+
+async fn chat_completions(
+    State(node): State<Arc<Node>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let served = async {
+        let request_hash = request_hash_header(&headers)?;
+        let order = ReceiptOrder::for_request(&node.config, request_hash);
+        let admitted = admit(&node, body).await?;
+        let backend = node.backend_for(request_hash.as_ref());
+        if admitted.stream {
+            let items = backend.stream(&node, admitted).await?;
+            Ok(stream_response(items, order))
+        } else {
+            let answer = backend.complete(&node, admitted).await?;
+            plain_response(answer, order.as_ref())
+        }
+    }
+    .await;
+    served.unwrap_or_else(|e| {
+        if e.status.is_server_error() {
+            tracing::warn!(status = e.status.as_u16(), code = e.code, message = %e.message, "request failed");
+        } else {
+            tracing::info!(status = e.status.as_u16(), code = e.code, "request refused");
+        }
+        e.into_response()
+    })
+}
+
+/// A plain answer as JSON, with its receipt in [`HEADER_RECEIPT`] when one was ordered.
+fn plain_response(answer: Answer, order: Option<&ReceiptOrder>) -> Result<Response, ApiError> {
+    tracing::info!(
+        prompt_tokens = answer.usage.prompt_tokens,
+        completion_tokens = answer.usage.completion_tokens,
+        receipt = order.is_some(),
+        "completion served"
+    );
+    let mut response = Json(&answer.body).into_response();
+    if let Some(order) = order {
+        let receipt = order.sign(&answer.content, &answer.usage);
+        let value = HeaderValue::try_from(receipt.to_header()).map_err(|e| {
+            ApiError::internal(format!("the receipt is not a valid header value: {e}"))
+        })?;
+        response.headers_mut().insert(HEADER_RECEIPT, value);
+    }
+    Ok(response)
+}
+
+/// A server-sent event stream of the backend's chunks; at the end, the receipt comment (when
+/// one was ordered) and `data: [DONE]`. If the backend stops without finishing, the stream
+/// ends without `[DONE]`, so the client sees an incomplete answer rather than a wrong one.
+fn stream_response(items: mpsc::Receiver<StreamItem>, order: Option<ReceiptOrder>) -> Response {
+    struct Relay {
+        items: mpsc::Receiver<StreamItem>,
+        order: Option<ReceiptOrder>,
+        text: String,
+        over: bool,
+    }
+    let relay = Relay {
+        items,
+        order,
+        text: String::new(),
+        over: false,
+    };
+    let events = futures_util::stream::unfold(relay, |mut st| async move {
+        if st.over {
+            return None;
+        }
+        let event = match st.items.recv().await {
+            Some(StreamItem::Chunk { data, content }) => {
+                st.text.push_str(&content);
+                format!("data: {data}\n\n")
+            }
+            Some(StreamItem::End { usage }) => {
+                st.over = true;
+                tracing::info!(
+                    prompt_tokens = usage.map(|u| u.prompt_tokens),
+                    completion_tokens = usage.map(|u| u.completion_tokens),
+                    receipt = st.order.is_some(),
+                    "streamed completion served"
+                );
+                let receipt = match (&st.order, usage) {
+                    (Some(order), Some(usage)) => order.sign(&st.text, &usage).sse_comment(),
+                    (Some(_), None) => {
+                        tracing::warn!(
+                            "the backend reported no usage: the stream ends without a receipt"
+                        );
+                        String::new()
+                    }
+                    (None, _) => String::new(),
+                };
+                format!("{receipt}data: [DONE]\n\n")
+            }
+            None => {
+                tracing::warn!("the backend ended the stream without finishing the completion");
+                return None;
+            }
+        };
+        Some((Ok::<_, Infallible>(event), st))
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(events),
+    )
+        .into_response()
+}

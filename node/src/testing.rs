@@ -1,0 +1,119 @@
+//! FOR TESTS ONLY (`testing` feature): hand-written HTTP/1.1 for the socket tests of the
+//! sidecar roles (ML node, transfer agent, validator), with no HTTP client crate.
+
+use std::net::SocketAddr;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A response as read off the wire.
+#[derive(Debug)]
+pub struct HttpResponse {
+    /// HTTP status code.
+    pub status: u16,
+    /// Headers in order, names as sent.
+    pub headers: Vec<(String, String)>,
+    /// The body, de-chunked, as text.
+    pub body: String,
+}
+
+impl HttpResponse {
+    /// First header named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON; panics (failing the test) if it is not.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.body))
+    }
+}
+
+/// Sends one request with `Connection: close` and extra `headers`, and reads the whole
+/// response, de-chunking a chunked body.
+pub async fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> HttpResponse {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("response has a header block");
+    let head = String::from_utf8(raw[..split].to_vec()).unwrap();
+    let mut payload = raw[split + 4..].to_vec();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    if headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"))
+    {
+        payload = dechunk(&payload);
+    }
+    HttpResponse {
+        status,
+        headers,
+        body: String::from_utf8(payload).unwrap(),
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size_text = std::str::from_utf8(&data[..line_end]).unwrap();
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
+        data = &data[line_end + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[size + 2..];
+    }
+}
+
+/// Asserts an OpenAI-style JSON error body with `status` and `code`.
+pub fn assert_error(resp: &HttpResponse, status: u16, code: &str) {
+    assert_eq!(resp.status, status, "body: {}", resp.body);
+    assert!(resp
+        .header("content-type")
+        .unwrap()
+        .starts_with("application/json"));
+    let body = resp.json();
+    let error = &body["error"];
+    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()));
+    assert!(error["type"].as_str().is_some());
+    assert_eq!(error["code"], code, "body: {}", resp.body);
+    assert_eq!(body.as_object().unwrap().len(), 1);
+}

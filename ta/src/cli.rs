@@ -1,0 +1,205 @@
+//! The `gonka-sidecar transfer-agent` command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::payloads::{self, PayloadStore, Payloads};
+use super::registry::refresh_from_chain;
+use super::settle::{run_batcher, BatchPolicy, Outbox};
+use super::{background, server, TaConfig, TaNodeConfig, TransferAgent};
+use gonka_client::{key_from_mnemonic_file, Chain};
+
+/// Arguments of `gonka-sidecar transfer-agent`.
+///
+/// With `--chain-rpc` the TA is a network member: it registers itself on chain, routes to the
+/// ML nodes registered there, refuses requesters who cannot pay (402), and settles every served
+/// request as a work record. Without it (tests, benches) it forwards to the `--node`s given.
+#[derive(Debug, clap::Args)]
+pub struct TransferAgentArgs {
+    /// Address to listen on.
+    #[arg(long, env = "GONKA_TA_LISTEN", default_value = "127.0.0.1:9000")]
+    listen: SocketAddr,
+    /// CometBFT RPC of a node of the chain, e.g. http://127.0.0.1:26657.
+    #[arg(long, requires_all = ["mnemonic_file", "home"], conflicts_with = "nodes")]
+    chain_rpc: Option<String>,
+    /// File holding the BIP-39 mnemonic of the TA's account (a staked participant).
+    #[arg(long)]
+    mnemonic_file: Option<PathBuf>,
+    /// Directory for the TA's durable outbox of unsettled work records.
+    #[arg(long)]
+    home: Option<PathBuf>,
+    /// Fee in ngnk of each transaction (at least the chain's minimum fee).
+    #[arg(long, default_value_t = 1000)]
+    fee: u128,
+    /// Work records per MsgSubmitWorkBatch (capped by the chain's max_records_per_batch).
+    #[arg(long, default_value_t = 64)]
+    batch_max_records: usize,
+    /// Longest a work record waits for its batch to fill, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    batch_interval_ms: u64,
+    /// How often the registry (nodes, models, transfer agents) is re-read from chain, in ms.
+    #[arg(long, default_value_t = 2000)]
+    registry_refresh_ms: u64,
+    /// How often every ML node is asked for its load, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    load_poll_ms: u64,
+    /// Without a chain: an ML node, `ID=URL,MODEL,MAX_CONCURRENCY` (repeatable), e.g.
+    /// `n1=http://127.0.0.1:8080,gonka/reference-1,4`.
+    #[arg(long = "node", value_parser = parse_node, required_unless_present = "chain_rpc")]
+    nodes: Vec<TaNodeConfig>,
+    /// Allowed clock difference of request timestamps, in seconds.
+    #[arg(long, default_value_t = 60)]
+    max_skew: u64,
+    /// Requests allowed to wait for a free ML node; more get 429.
+    #[arg(long, default_value_t = 64)]
+    queue_capacity: usize,
+    /// Longest a request waits for a free ML node before 429, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    queue_timeout_ms: u64,
+    /// The URL clients reach this TA at, registered on chain and served at /v1/identity
+    /// (default: http://LISTEN).
+    #[arg(long)]
+    public_url: Option<String>,
+    /// With a chain: how long request bodies are kept for validators in
+    /// `<home>/payloads.redb`, in seconds (at least the chain's validation and dispute window).
+    #[arg(long, default_value_t = 3600)]
+    payload_retention_secs: u64,
+}
+
+/// Parses `ID=URL,MODEL,MAX_CONCURRENCY`.
+fn parse_node(s: &str) -> Result<TaNodeConfig, String> {
+    let (id, rest) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected ID=URL,MODEL,MAX_CONCURRENCY"))?;
+    let parts: Vec<&str> = rest.split(',').collect();
+    let [url, model, max] = parts[..] else {
+        return Err(format!("`{s}`: expected ID=URL,MODEL,MAX_CONCURRENCY"));
+    };
+    let max_concurrency: u32 = max
+        .parse()
+        .map_err(|_| format!("`{s}`: MAX_CONCURRENCY must be a number but is `{max}`"))?;
+    if id.is_empty() || model.is_empty() {
+        return Err(format!("`{s}`: ID and MODEL must not be empty"));
+    }
+    gonka_client::http::authority(url)?;
+    Ok(TaNodeConfig {
+        id: id.to_string(),
+        url: url.to_string(),
+        models: vec![model.to_string()],
+        vram_mib: 0,
+        bandwidth_mbps: 0,
+        max_concurrency,
+    })
+}
+
+/// Runs a transfer agent until Ctrl-C.
+pub async fn run(args: TransferAgentArgs) -> anyhow::Result<()> {
+    let public_url = args
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", args.listen));
+    let config = TaConfig {
+        public_url: public_url.clone(),
+        nodes: args.nodes.clone(),
+        max_skew_secs: args.max_skew,
+        queue_capacity: args.queue_capacity,
+        queue_timeout: Duration::from_millis(args.queue_timeout_ms),
+        ..TaConfig::default()
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding the transfer agent to {}", args.listen))?;
+    let ta = match &args.chain_rpc {
+        None => TransferAgent::new(config).map_err(anyhow::Error::msg)?,
+        Some(rpc) => join_chain(&args, rpc, config, &public_url).await?,
+    };
+    tokio::spawn(background::poll_loads(
+        ta.clone(),
+        Duration::from_millis(args.load_poll_ms),
+        Duration::from_secs(1),
+    ));
+    let addr = listener.local_addr()?;
+    tracing::info!(role = "transfer-agent", %addr, url = %public_url, "transfer agent listening");
+    server::serve(listener, ta, async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!(role = "transfer-agent", "shutting down");
+    })
+    .await
+    .context("serving the transfer agent")
+}
+
+/// Connects to the chain (waiting for it), registers the TA, loads the registry and the
+/// outbox, and starts following the chain and settling records.
+async fn join_chain(
+    args: &TransferAgentArgs,
+    rpc: &str,
+    config: TaConfig,
+    public_url: &str,
+) -> anyhow::Result<Arc<TransferAgent>> {
+    let mnemonic_file = args.mnemonic_file.as_deref().expect("required by clap");
+    let home = args.home.as_deref().expect("required by clap");
+    std::fs::create_dir_all(home)
+        .with_context(|| format!("creating the TA home {}", home.display()))?;
+    let outbox = Arc::new(Outbox::open(&home.join("outbox.redb"))?);
+    if !outbox.is_empty() {
+        tracing::info!(
+            records = outbox.len(),
+            "unsettled work records from a previous run will be settled"
+        );
+    }
+    let chain = loop {
+        let key = key_from_mnemonic_file(mnemonic_file)?;
+        match Chain::connect(rpc, key, args.fee).await {
+            Ok(chain) => break Arc::new(chain),
+            Err(e) => {
+                tracing::warn!(%rpc, error = %format!("{e:#}"), "chain not reachable yet; retrying in 2 s");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    };
+    tracing::info!(address = %chain.address(), chain_id = %chain.chain_id(), "connected to the chain");
+    background::register_self(&chain, public_url).await;
+    let registry = loop {
+        match refresh_from_chain(&chain).await {
+            Ok(r) => break r,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "cannot read the registry; retrying in 2 s");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    };
+    let store = Arc::new(PayloadStore::open(&home.join("payloads.redb"))?);
+    let clock: server::Clock = Arc::new(gonka_client::unix_now);
+    let retention = Duration::from_secs(args.payload_retention_secs);
+    tokio::spawn(payloads::run_pruner(
+        store.clone(),
+        retention,
+        // Every tenth of the window, at most a minute apart: a body outlives its retention
+        // by one interval at most.
+        (retention / 10)
+            .min(Duration::from_secs(60))
+            .max(Duration::from_secs(1)),
+        clock.clone(),
+    ));
+    let payloads = Payloads::new(store, payloads::chain_access(chain.clone()), clock);
+    let ta = TransferAgent::with_chain(config, registry, chain.clone(), outbox.clone(), payloads);
+    tokio::spawn(background::follow_registry(
+        ta.clone(),
+        chain.clone(),
+        Duration::from_millis(args.registry_refresh_ms),
+    ));
+    let policy = BatchPolicy {
+        max_records: args.batch_max_records,
+        interval: Duration::from_millis(args.batch_interval_ms),
+        ..BatchPolicy::default()
+    };
+    let limits = ta.clone();
+    tokio::spawn(run_batcher(chain, outbox, policy, move || {
+        limits.max_records_per_batch()
+    }));
+    Ok(ta)
+}

@@ -1,0 +1,324 @@
+//! The TA's payload store: the exact request body of every work record it recorded (the
+//! bytes the requester signed, whose SHA-256 is the record's `prompt_hash`), kept for the
+//! validation window so the validator the chain assigns to a sampled record — or a member
+//! of the record's dispute committee — can fetch it and re-execute the request.
+//!
+//! Bodies live in their own redb file (`<home>/payloads.redb`), written before the record
+//! goes to the outbox and pruned by [`run_pruner`] once older than the retention.
+//!
+//! # `GET /v1/payloads/{inference_id}`
+//! Authenticated by the signed headers of [`gonka_client::payload_auth`]; the chain decides
+//! who may read ([`chain_access`]: the record's assigned validator or a member of its dispute
+//! committee). Answers:
+//! - 200 `application/octet-stream`: the body, byte for byte;
+//! - 401 `authentication_error`: missing or malformed headers, bad signature, key not of the
+//!   address, timestamp more than 60 s off (checked first);
+//! - 404 `invalid_request_error` / `payload_not_found`: unknown id or pruned (checked before
+//!   asking the chain);
+//! - 403 `permission_error` / `not_assigned`: the chain does not assign this record to the
+//!   caller;
+//! - 503 `chain_unavailable`: the chain could not be asked.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures_util::future::BoxFuture;
+use gonka_client::payload_auth::verify_payload_request;
+use gonka_client::rpc::QueryError;
+use gonka_proto::disputes as dpb;
+use redb::{Database, ReadableTable, TableDefinition};
+
+use super::auth::unauthorized;
+use super::server::Clock;
+use gonka_client::openai::ApiError;
+use gonka_client::Chain;
+
+/// Bodies: inference id → (stored at, unix seconds; body).
+const BODIES: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("bodies");
+/// Pruning index: (stored at, inference id) → ().
+const BY_AGE: TableDefinition<(u64, &str), ()> = TableDefinition::new("by_age");
+/// Codespace of the disputes module's query errors (e.g. a record that was not sampled).
+const DISPUTES_CODESPACE: &str = "disputes";
+
+/// The durable store of request bodies.
+pub struct PayloadStore {
+    db: Database,
+}
+
+impl std::fmt::Debug for PayloadStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PayloadStore").finish_non_exhaustive()
+    }
+}
+
+impl PayloadStore {
+    /// Opens (or creates) the store at `path`.
+    pub fn open(path: &Path) -> Result<PayloadStore> {
+        let db = Database::create(path)
+            .with_context(|| format!("opening the payload store {}", path.display()))?;
+        let tx = db.begin_write()?;
+        tx.open_table(BODIES)?;
+        tx.open_table(BY_AGE)?;
+        tx.commit()?;
+        Ok(PayloadStore { db })
+    }
+
+    /// Durably keeps `body` of `inference_id`, stored at `now_secs`.
+    pub fn put(&self, inference_id: &str, body: &[u8], now_secs: u64) -> Result<()> {
+        let tx = self.db.begin_write()?;
+        {
+            let mut bodies = tx.open_table(BODIES)?;
+            let previous = bodies
+                .insert(inference_id, (now_secs, body))?
+                .map(|old| old.value().0);
+            let mut by_age = tx.open_table(BY_AGE)?;
+            if let Some(at) = previous {
+                by_age.remove((at, inference_id))?;
+            }
+            by_age.insert((now_secs, inference_id), ())?;
+        }
+        tx.commit()
+            .context("writing a request body to the payload store")
+    }
+
+    /// The body of `inference_id`, `None` if unknown or pruned.
+    pub fn get(&self, inference_id: &str) -> Result<Option<Vec<u8>>> {
+        let read = self.db.begin_read()?;
+        let bodies = read.open_table(BODIES)?;
+        Ok(bodies.get(inference_id)?.map(|v| v.value().1.to_vec()))
+    }
+
+    /// Removes every body stored before `cutoff_secs`; returns how many.
+    pub fn prune(&self, cutoff_secs: u64) -> Result<usize> {
+        let tx = self.db.begin_write()?;
+        let removed = {
+            let mut by_age = tx.open_table(BY_AGE)?;
+            let mut bodies = tx.open_table(BODIES)?;
+            let old: Vec<(u64, String)> = by_age
+                .range((0, "")..(cutoff_secs, ""))?
+                .map(|entry| entry.map(|(k, _)| (k.value().0, k.value().1.to_string())))
+                .collect::<Result<_, _>>()?;
+            for (at, id) in &old {
+                by_age.remove((*at, id.as_str()))?;
+                bodies.remove(id.as_str())?;
+            }
+            old.len()
+        };
+        tx.commit().context("pruning the payload store")?;
+        Ok(removed)
+    }
+}
+
+/// Prunes bodies older than `retention` every `every`, on the wall clock `clock`.
+pub async fn run_pruner(
+    store: Arc<PayloadStore>,
+    retention: Duration,
+    every: Duration,
+    clock: Clock,
+) {
+    loop {
+        tokio::time::sleep(every).await;
+        let cutoff = clock().saturating_sub(retention.as_secs());
+        match store.prune(cutoff) {
+            Ok(0) => {}
+            Ok(removed) => {
+                tracing::info!(removed, "pruned request bodies past the validation window")
+            }
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "cannot prune the payload store; retrying at the next interval")
+            }
+        }
+    }
+}
+
+/// Whether `address` may read the payload of `inference_id` (arguments in that order);
+/// `Err` when that cannot be decided now (e.g. the chain is unreachable).
+pub type AccessCheck =
+    Arc<dyn Fn(String, String) -> BoxFuture<'static, Result<bool>> + Send + Sync>;
+
+/// The chain's rule: `address` is the validator assigned to the record, or sits on the
+/// committee of a dispute over it.
+pub fn chain_access(chain: Arc<Chain>) -> AccessCheck {
+    Arc::new(move |address: String, inference_id: String| {
+        let chain = chain.clone();
+        Box::pin(async move { assigned_on_chain(&chain, &address, &inference_id).await })
+    })
+}
+
+async fn assigned_on_chain(chain: &Chain, address: &str, inference_id: &str) -> Result<bool> {
+    let client = chain.client();
+    let validation = client
+        .query_msg::<_, dpb::QueryValidationResponse>(
+            "/disputes/validation",
+            &dpb::QueryValidationRequest {
+                inference_id: inference_id.to_string(),
+            },
+        )
+        .await;
+    match validation {
+        Ok(r)
+            if r.validation
+                .as_ref()
+                .is_some_and(|v| v.validator == address) =>
+        {
+            return Ok(true)
+        }
+        Ok(_) => {}
+        // Not sampled: only a user dispute can make the record readable.
+        Err(e)
+            if e.downcast_ref::<QueryError>()
+                .is_some_and(|q| q.codespace == DISPUTES_CODESPACE) => {}
+        Err(e) => return Err(e),
+    }
+    let disputes = client
+        .query_msg::<_, dpb::QueryParticipantDisputesResponse>(
+            "/disputes/participant",
+            &dpb::QueryParticipantDisputesRequest {
+                address: address.to_string(),
+            },
+        )
+        .await?
+        .disputes;
+    Ok(disputes
+        .iter()
+        .any(|d| d.inference_id == inference_id && d.committee.iter().any(|m| m == address)))
+}
+
+/// What the payload route needs: the store, who may read, and the clock the signed
+/// timestamps are checked against.
+pub struct Payloads {
+    /// The stored bodies.
+    pub store: Arc<PayloadStore>,
+    access: AccessCheck,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for Payloads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Payloads").finish_non_exhaustive()
+    }
+}
+
+impl Payloads {
+    /// Serves `store`, letting readers through when `access` says so; signed timestamps are
+    /// checked against `clock` (unix seconds).
+    pub fn new(store: Arc<PayloadStore>, access: AccessCheck, clock: Clock) -> Arc<Payloads> {
+        Arc::new(Payloads {
+            store,
+            access,
+            clock,
+        })
+    }
+
+    /// Keeps `body` of `inference_id` now; a failure is logged (the record still settles,
+    /// but its validator will not find the body).
+    pub fn keep(&self, inference_id: &str, body: &[u8]) {
+        if let Err(e) = self.store.put(inference_id, body, (self.clock)()) {
+            tracing::error!(inference = %inference_id, error = %format!("{e:#}"), "cannot keep the request body; a validator assigned to this record will not be able to fetch it");
+        }
+    }
+}
+
+/// The route `GET /v1/payloads/{inference_id}` over `payloads`.
+pub fn router(payloads: Arc<Payloads>) -> axum::Router {
+    axum::Router::new()
+        .route("/v1/payloads/{inference_id}", get(fetch))
+        .with_state(payloads)
+}
+
+async fn fetch(
+    State(payloads): State<Arc<Payloads>>,
+    UrlPath(inference_id): UrlPath<String>,
+    headers: HeaderMap,
+) -> Response {
+    match serve(&payloads, &inference_id, &headers).await {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response(),
+        Err(e) => {
+            tracing::info!(inference = %inference_id, status = e.status.as_u16(), code = e.code, "payload refused");
+            e.into_response()
+        }
+    }
+}
+
+async fn serve(
+    payloads: &Payloads,
+    inference_id: &str,
+    headers: &HeaderMap,
+) -> Result<Vec<u8>, ApiError> {
+    let address = verify_payload_request(
+        |name| headers.get(name).and_then(|v| v.to_str().ok()),
+        inference_id,
+        (payloads.clock)(),
+    )
+    .map_err(|e| unauthorized(e.code, e.message))?;
+    // Existence first: a probe for an unknown id costs no chain query.
+    let body = payloads
+        .store
+        .get(inference_id)
+        .map_err(|e| ApiError::internal(format!("cannot read the payload store: {e:#}")))?
+        .ok_or_else(|| ApiError {
+            status: StatusCode::NOT_FOUND,
+            message: format!("this transfer agent holds no request body for work record {inference_id}: unknown id, or older than its retention window"),
+            kind: "invalid_request_error",
+            code: "payload_not_found",
+            retry_after_secs: None,
+        })?;
+    let allowed = (payloads.access)(address.clone(), inference_id.to_string())
+        .await
+        .map_err(|e| ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: format!("cannot ask the chain who is assigned to work record {inference_id}: {e:#}; retry later"),
+            kind: "server_error",
+            code: "chain_unavailable",
+            retry_after_secs: Some(2),
+        })?;
+    if !allowed {
+        return Err(ApiError {
+            status: StatusCode::FORBIDDEN,
+            message: format!("{address} is neither the validator assigned to work record {inference_id} nor on its dispute committee, as the chain says"),
+            kind: "permission_error",
+            code: "not_assigned",
+            retry_after_secs: None,
+        });
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_survive_reopen_and_are_pruned_by_age() {
+        let path = std::env::temp_dir().join(format!("gonka-payloads-{}.redb", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        {
+            let store = PayloadStore::open(&path).unwrap();
+            store.put("a", b"{\"a\":1}", 100).unwrap();
+            store.put("b", b"{\"b\":2}", 200).unwrap();
+            store.put("c", b"", 300).unwrap();
+            // Storing again moves the body's age forward.
+            store.put("a", b"{\"a\":1}", 250).unwrap();
+        }
+        let store = PayloadStore::open(&path).unwrap();
+        assert_eq!(store.get("a").unwrap().as_deref(), Some(&b"{\"a\":1}"[..]));
+        assert_eq!(store.get("c").unwrap().as_deref(), Some(&b""[..]));
+        assert_eq!(store.get("zz").unwrap(), None);
+        assert_eq!(store.prune(250).unwrap(), 1, "only b is older than 250");
+        assert_eq!(store.get("b").unwrap(), None);
+        assert!(store.get("a").unwrap().is_some());
+        drop(store);
+        let store = PayloadStore::open(&path).unwrap();
+        assert_eq!(store.get("b").unwrap(), None, "pruning is durable");
+        assert_eq!(store.prune(1000).unwrap(), 2);
+        assert_eq!(store.get("a").unwrap(), None);
+        drop(store);
+        std::fs::remove_file(&path).unwrap();
+    }
+}

@@ -1,0 +1,120 @@
+//! The `gonka-sidecar validator` command line.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{follow, Compare, ValidatorConfig};
+use gonka_client::http as upstream;
+use gonka_client::{key_from_mnemonic_file, Chain};
+
+/// Arguments of `gonka-sidecar validator`.
+///
+/// Re-executes the work records the chain assigns to this participant (validations and
+/// dispute-committee seats) on its own ML node and submits the result hashes.
+#[derive(Debug, clap::Args)]
+pub struct ValidatorArgs {
+    /// CometBFT RPC of a node of the chain, e.g. http://127.0.0.1:26657.
+    #[arg(long, value_name = "URL")]
+    chain_rpc: String,
+    /// File holding the BIP-39 mnemonic of the validator's participant account, which signs
+    /// payload fetches and the answers.
+    #[arg(long, value_name = "PATH")]
+    mnemonic_file: PathBuf,
+    /// The validator's own ML node that re-executes requests, http://HOST:PORT.
+    #[arg(long, value_name = "URL", value_parser = parse_http_url)]
+    ml_node: String,
+    /// Pause between polls of the chain for pending work, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    poll_ms: u64,
+    /// Fee in ngnk of each transaction (at least the chain's minimum fee).
+    #[arg(long, default_value_t = 1000)]
+    fee: u128,
+    /// How the own completion is compared with the executor's: `exact` (the deterministic
+    /// reference model) or `prefix:N` (first N characters agree, for real upstream models;
+    /// needs the executor's text, otherwise exact). Top-k log-prob comparison is not done.
+    #[arg(long, default_value = "exact")]
+    compare: Compare,
+}
+
+/// `host:port` of an `http://HOST:PORT` URL.
+fn parse_http_url(url: &str) -> Result<String, String> {
+    upstream::authority(url)
+}
+
+/// Runs the validator until Ctrl-C.
+pub async fn run(args: ValidatorArgs) -> anyhow::Result<()> {
+    // One copy signs the payload fetches, the other the transactions.
+    let key = key_from_mnemonic_file(&args.mnemonic_file)?;
+    let chain = loop {
+        let signer = key_from_mnemonic_file(&args.mnemonic_file)?;
+        match Chain::connect(&args.chain_rpc, signer, args.fee).await {
+            Ok(chain) => break chain,
+            Err(e) => {
+                tracing::warn!(rpc = %args.chain_rpc, error = %format!("{e:#}"), "chain not reachable yet; retrying in 2 s");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    };
+    if let Compare::Prefix(n) = args.compare {
+        tracing::warn!(
+            n,
+            "--compare prefix:N needs the executor's response text, which transfer agents do not serve yet; comparing exactly"
+        );
+    }
+    tracing::info!(role = "validator", address = %chain.address(), chain_id = %chain.chain_id(), ml_node = %args.ml_node, compare = ?args.compare, "validator polling for assigned work");
+    let config = ValidatorConfig {
+        ml_node: args.ml_node,
+        poll: Duration::from_millis(args.poll_ms),
+        compare: args.compare,
+        connect_timeout: Duration::from_secs(5),
+        // Re-execution on a real model may take a while; the deadline is blocks away.
+        request_timeout: Duration::from_secs(120),
+        inclusion_timeout: Duration::from_secs(30),
+    };
+    tokio::select! {
+        () = follow(chain, key, config) => Ok(()),
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!(role = "validator", "shutting down");
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ValidatorArgs,
+    }
+
+    #[test]
+    fn flags_parse_with_defaults() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let base = [
+            "validator",
+            "--chain-rpc=http://127.0.0.1:26657",
+            "--mnemonic-file=/m",
+            "--ml-node=http://127.0.0.1:8080",
+        ];
+        let a = Cli::try_parse_from(base).unwrap().args;
+        assert_eq!(a.ml_node, "127.0.0.1:8080");
+        assert_eq!((a.poll_ms, a.fee, a.compare), (1000, 1000, Compare::Exact));
+        let a = Cli::try_parse_from(base.iter().copied().chain(["--compare=prefix:16"]))
+            .unwrap()
+            .args;
+        assert_eq!(a.compare, Compare::Prefix(16));
+        assert!(
+            Cli::try_parse_from(&base[..3]).is_err(),
+            "--ml-node is required"
+        );
+        assert!(
+            Cli::try_parse_from(base[..3].iter().copied().chain(["--ml-node=https://x:1"]))
+                .is_err()
+        );
+    }
+}
