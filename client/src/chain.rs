@@ -9,6 +9,7 @@
 //! (which counts the node's mempool; the committed account may lag behind it) or re-reads the
 //! account, and signs again, up to [`SEQUENCE_RETRIES`] times.
 
+use gonka_proto::query as q;
 use std::path::Path;
 use std::time::Duration;
 
@@ -134,10 +135,7 @@ impl Chain {
     pub async fn models(&self) -> Result<Vec<pb::Model>> {
         Ok(self
             .client
-            .query_msg::<_, pb::QueryModelsResponse>(
-                "/inference/models",
-                &pb::QueryModelsRequest {},
-            )
+            .query::<q::inference::Models>(&pb::QueryModelsRequest {})
             .await?
             .models)
     }
@@ -146,10 +144,7 @@ impl Chain {
     pub async fn nodes(&self) -> Result<Vec<pb::Node>> {
         Ok(self
             .client
-            .query_msg::<_, pb::QueryNodesResponse>(
-                "/inference/nodes",
-                &pb::QueryNodesRequest::default(),
-            )
+            .query::<q::inference::Nodes>(&pb::QueryNodesRequest::default())
             .await?
             .nodes)
     }
@@ -158,10 +153,7 @@ impl Chain {
     pub async fn transfer_agents(&self) -> Result<Vec<pb::TransferAgent>> {
         Ok(self
             .client
-            .query_msg::<_, pb::QueryTransferAgentsResponse>(
-                "/inference/transfer_agents",
-                &pb::QueryTransferAgentsRequest {},
-            )
+            .query::<q::inference::TransferAgents>(&pb::QueryTransferAgentsRequest {})
             .await?
             .transfer_agents)
     }
@@ -170,10 +162,7 @@ impl Chain {
     pub async fn inference_params(&self) -> Result<pb::Params> {
         match self
             .client
-            .query_msg::<_, pb::QueryParamsResponse>(
-                "/inference/params",
-                &pb::QueryParamsRequest {},
-            )
+            .query::<q::inference::Params>(&pb::QueryParamsRequest {})
             .await?
             .params
         {
@@ -187,11 +176,7 @@ impl Chain {
         let request = pb::QueryRecordRequest {
             inference_id: inference_id.to_string(),
         };
-        match self
-            .client
-            .query_msg::<_, pb::QueryRecordResponse>("/inference/record", &request)
-            .await
-        {
+        match self.client.query::<q::inference::Record>(&request).await {
             Ok(_) => Ok(true),
             Err(e)
                 if e.downcast_ref::<crate::rpc::QueryError>()

@@ -168,22 +168,13 @@ impl Client {
     /// Asks the chain query `Q` (a `gonka_proto::query` marker, which names the path and
     /// both message types); a non-zero code becomes a [`QueryError`].
     pub async fn query<Q: Query>(&self, request: &Q::Request) -> Result<Q::Response> {
-        self.query_msg(Q::PATH, request).await
-    }
-
-    /// Runs `abci_query` on `path` with `request` protobuf-encoded and decodes the answer
-    /// as `R`; a non-zero code becomes a [`QueryError`].
-    pub async fn query_msg<Q: Message, R: Message + Name + Default>(
-        &self,
-        path: &str,
-        request: &Q,
-    ) -> Result<R> {
-        let bytes = self.query_raw(path, request.encode_to_vec()).await?;
-        R::decode(bytes.as_slice()).with_context(|| {
+        let bytes = self.query_raw(Q::PATH, request.encode_to_vec()).await?;
+        Q::Response::decode(bytes.as_slice()).with_context(|| {
             format!(
-                "the answer of {} to {path} is not a valid {}; do client and node versions match?",
+                "the answer of {} to {} is not a valid {}; do client and node versions match?",
                 self.url,
-                R::full_name()
+                Q::PATH,
+                <Q::Response as Name>::full_name()
             )
         })
     }

@@ -12,13 +12,14 @@
 //! logged as errors with the chain's log line and retried every [`RETRY_LATER`], so the node
 //! registers by itself once the operator fixes the cause.
 
+use gonka_proto::query as q;
 use std::time::Duration;
 
 use gonka_client::rpc::QueryError;
 use gonka_client::{
     msg_register_node, msg_update_node, sign, Any, Client, Key, NodeSpec, SignerData, TxRejected,
 };
-use gonka_proto::inference::{Node, QueryNodeRequest, QueryNodeResponse};
+use gonka_proto::inference::{Node, QueryNodeRequest};
 
 /// Pause before retrying a failure that heals by itself.
 pub const RETRY_SOON: Duration = Duration::from_secs(2);
@@ -168,10 +169,7 @@ async fn registered_node(client: &Client, node_id: &str) -> Result<Option<Node>,
     let request = QueryNodeRequest {
         node_id: node_id.to_string(),
     };
-    match client
-        .query_msg::<_, QueryNodeResponse>("/inference/node", &request)
-        .await
-    {
+    match client.query::<q::inference::Node>(&request).await {
         Ok(response) => Ok(response.node),
         Err(e) => match e.downcast_ref::<QueryError>() {
             Some(q) if q.codespace == "inference" && q.code == UNKNOWN_NODE => Ok(None),

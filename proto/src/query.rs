@@ -1,7 +1,7 @@
 //! The query contract: every `abci_query` path of the chain with its protobuf request and
 //! response types, defined once. A module's router answers a [`Query`] with its handler
 //! (`gonka_sdk::QueryRouter::on::<Q>`), and clients ask it by type
-//! (`gonka_client::Client::query_msg::<Q>`), so the two sides cannot disagree on a path or a
+//! (`gonka_client::Client::query::<Q>`), so the two sides cannot disagree on a path or a
 //! type.
 
 /// One query: its path (`/<module>/<query>`) and its request and response messages.

@@ -19,6 +19,7 @@
 //!   caller;
 //! - 503 `chain_unavailable`: the chain could not be asked.
 
+use gonka_proto::query as q;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -154,12 +155,9 @@ pub fn chain_access(chain: Arc<Chain>) -> AccessCheck {
 async fn assigned_on_chain(chain: &Chain, address: &str, inference_id: &str) -> Result<bool> {
     let client = chain.client();
     let validation = client
-        .query_msg::<_, dpb::QueryValidationResponse>(
-            "/disputes/validation",
-            &dpb::QueryValidationRequest {
-                inference_id: inference_id.to_string(),
-            },
-        )
+        .query::<q::disputes::Validation>(&dpb::QueryValidationRequest {
+            inference_id: inference_id.to_string(),
+        })
         .await;
     match validation {
         Ok(r)
@@ -177,12 +175,9 @@ async fn assigned_on_chain(chain: &Chain, address: &str, inference_id: &str) -> 
         Err(e) => return Err(e),
     }
     let disputes = client
-        .query_msg::<_, dpb::QueryParticipantDisputesResponse>(
-            "/disputes/participant",
-            &dpb::QueryParticipantDisputesRequest {
-                address: address.to_string(),
-            },
-        )
+        .query::<q::disputes::Participant>(&dpb::QueryParticipantDisputesRequest {
+            address: address.to_string(),
+        })
         .await?
         .disputes;
     Ok(disputes

@@ -23,6 +23,7 @@
 
 pub mod cli;
 
+use gonka_proto::query as q;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -236,12 +237,9 @@ pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
 async fn pending(chain: &Chain) -> Result<Vec<dpb::PendingWork>> {
     Ok(chain
         .client()
-        .query_msg::<_, dpb::QueryPendingResponse>(
-            "/disputes/pending",
-            &dpb::QueryPendingRequest {
-                validator: chain.address().to_string(),
-            },
-        )
+        .query::<q::disputes::Pending>(&dpb::QueryPendingRequest {
+            validator: chain.address().to_string(),
+        })
         .await?
         .work)
 }
@@ -255,12 +253,9 @@ async fn answer(
 ) -> Result<(), Failure> {
     let stored = chain
         .client()
-        .query_msg::<_, ipb::QueryRecordResponse>(
-            "/inference/record",
-            &ipb::QueryRecordRequest {
-                inference_id: work.inference_id.clone(),
-            },
-        )
+        .query::<q::inference::Record>(&ipb::QueryRecordRequest {
+            inference_id: work.inference_id.clone(),
+        })
         .await?
         .record
         .ok_or_else(|| anyhow!("the chain answered /inference/record without a record"))?;
