@@ -8,10 +8,10 @@
 use cosmrs::proto::cosmos::crypto::secp256k1::PubKey as CosmosPubKey;
 use cosmrs::proto::cosmos::tx::signing::v1beta1::SignMode;
 use cosmrs::proto::cosmos::tx::v1beta1::{mode_info, AuthInfo, SignDoc, TxBody, TxRaw};
-use gonka_auth::{address_of_key, validate_address, AuthError, AuthRead, AuthWrite};
+use gonka_auth::{address_of_key, validate_address, AuthError, AuthParams, AuthRead, AuthWrite};
 use gonka_bank::{fee_collector_address, parse_coins, transfer, Coin, NATIVE_DENOM};
-use gonka_proto::auth::{Params, SignDocHint};
-use gonka_sdk::{parse_amount, type_url, Error, ErrorCode, Event, Module, Msg, Result, StateWrite};
+use gonka_proto::auth::SignDocHint;
+use gonka_sdk::{type_url, Error, ErrorCode, Event, Module, Msg, Result, StateWrite};
 use k256::ecdsa::signature::Verifier;
 use k256::ecdsa::{Signature, VerifyingKey};
 use prost::Message;
@@ -42,7 +42,7 @@ fn shape_err(log: String) -> Error {
 }
 
 /// Decodes `bytes` and runs every stateless check.
-pub fn decode(modules: &[Box<dyn Module>], params: &Params, bytes: &[u8]) -> Result<DecodedTx> {
+pub fn decode(modules: &[Box<dyn Module>], params: &AuthParams, bytes: &[u8]) -> Result<DecodedTx> {
     if bytes.len() as u64 > params.max_tx_bytes {
         return Err(AuthError::TxTooLarge.err(format!(
             "tx is {} bytes, the limit is {} bytes",
@@ -266,7 +266,7 @@ pub fn authenticate(tx: &DecodedTx, chain_id: &str, state: &mut dyn StateWrite) 
         )));
     }
 
-    let min_fee = parse_amount("auth min_fee", &state.auth_params()?.min_fee)?;
+    let min_fee = state.auth_params()?.min_fee;
     if tx.fee.amount < min_fee {
         return Err(AuthError::InsufficientFee.err(format!(
             "fee {} is below the minimum {min_fee}{NATIVE_DENOM}",

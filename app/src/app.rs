@@ -93,8 +93,8 @@ impl App {
         Self::open_with_modules(path, crate::modules::all())
     }
 
-    /// Opens the state database at `path` with a custom module list: for tests that add a
-    /// stand-in for a module that does not exist yet (e.g. one crediting work).
+    /// Opens the state database at `path` with a custom module list: for tests and benches
+    /// that add a test-only module (e.g. one that credits work or slashes on command).
     pub fn open_with_modules(path: &Path, modules: Vec<Box<dyn Module>>) -> anyhow::Result<App> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
@@ -149,8 +149,9 @@ impl App {
         self.inner
             .store
             .auth_params()
-            .unwrap_or_else(|_| gonka_auth::default_params())
-            .max_tx_bytes
+            .map_or(gonka_auth::default_params().max_tx_bytes, |p| {
+                p.max_tx_bytes
+            })
     }
 
     /// Last committed height and app hash; `(0, None)` before the first block.
@@ -272,6 +273,7 @@ impl App {
         };
 
         for module in self.modules() {
+            let _span = hook_span(module.name(), height, "begin_block");
             module
                 .begin_block(block, &mut state)
                 .map_err(|e| anyhow::anyhow!("begin_block of {}: {e}", module.name()))?;
@@ -283,6 +285,7 @@ impl App {
             .collect();
         let mut validators = ValidatorChanges::default();
         for module in self.modules() {
+            let _span = hook_span(module.name(), height, "end_block");
             let output = module
                 .end_block(block, &mut state)
                 .map_err(|e| anyhow::anyhow!("end_block of {}: {e}", module.name()))?;
@@ -290,6 +293,7 @@ impl App {
         }
         if let Some(epoch) = gonka_epochs::ends_at(&state, height)? {
             for module in self.modules() {
+                let _span = hook_span(module.name(), height, "end_epoch");
                 let output = module
                     .end_epoch(block, epoch, &mut state)
                     .map_err(|e| anyhow::anyhow!("end_epoch {epoch} of {}: {e}", module.name()))?;
@@ -339,4 +343,9 @@ impl App {
         tracing::info!(height, "committed");
         Ok(height)
     }
+}
+
+/// The span a module's hook runs in: whatever the module logs carries its name and the height.
+fn hook_span(module: &'static str, height: u64, hook: &'static str) -> tracing::span::EnteredSpan {
+    tracing::debug_span!("hook", module, height, hook).entered()
 }

@@ -67,6 +67,8 @@ pub fn execute(
     let mut msg_state = tx_state.fork();
     let mut failure = None;
     for (type_url, msg) in &decoded.msgs {
+        let _span =
+            tracing::debug_span!("msg", action = %type_url, height = block.height).entered();
         msg_state.emit(
             Event::new("message")
                 .attr("action", type_url)

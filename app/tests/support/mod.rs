@@ -806,7 +806,7 @@ pub fn expected_powers(
     params: &stake::Params,
 ) -> Option<BTreeMap<String, i64>> {
     const SCALE: u128 = 1_000_000_000_000;
-    const PPM: u128 = 1_000_000;
+    const PPM: u128 = gonka_sdk::PPM as u128;
     let eligible = eligible(participants, params);
     if eligible.is_empty() {
         return None;

@@ -3,7 +3,7 @@
 use gonka_proto::auth::GenesisState;
 use gonka_sdk::{Genesis, HookOutput, Result, StateRead, StateWrite};
 
-use crate::{default_params, validate_address, validate_params, Auth, AuthRead, AuthWrite, NAME};
+use crate::{default_params, validate_address, Auth, AuthParams, AuthRead, AuthWrite, NAME};
 
 impl Genesis for Auth {
     const NAME: &'static str = NAME;
@@ -15,8 +15,7 @@ impl Genesis for Auth {
         state: &mut dyn StateWrite,
         genesis: GenesisState,
     ) -> Result<HookOutput> {
-        let params = genesis.params.unwrap_or_else(default_params);
-        validate_params(&params)?;
+        let params = AuthParams::from_proto(&genesis.params.unwrap_or_else(default_params))?;
         state.put_auth_params(&params);
         for address in &genesis.addresses {
             validate_address("app_state.auth.addresses[]", address)?;
@@ -30,7 +29,7 @@ impl Genesis for Auth {
     /// no old signature replays there, and each key is learned again from its first tx.
     fn export_genesis(&self, state: &dyn StateRead) -> Result<GenesisState> {
         Ok(GenesisState {
-            params: Some(state.auth_params()?),
+            params: Some(state.auth_params()?.to_proto()),
             addresses: state.accounts()?.into_iter().map(|a| a.address).collect(),
         })
     }

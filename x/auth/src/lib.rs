@@ -17,7 +17,7 @@ pub use address::{
     address_of_key, address_of_pubkey, module_address, validate_address, ADDRESS_PREFIX,
 };
 pub use errors::AuthError;
-pub use params::{default_params, validate_params};
+pub use params::{default_params, AuthParams};
 pub use state::{AuthRead, AuthWrite};
 
 use gonka_sdk::{Module, Result, StateRead};

@@ -28,7 +28,7 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
         })
         .on::<q::Params>(|_| {
             Ok(QueryParamsResponse {
-                params: Some(state.auth_params()?),
+                params: Some(state.auth_params()?.to_proto()),
             })
         })
         .on::<CosmosAccount>(|r| cosmos_account(state, &r.address))

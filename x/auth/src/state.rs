@@ -1,17 +1,16 @@
 //! Typed access to auth state; other crates use these traits, never the keys.
 
-use gonka_proto::auth::{Account, Params};
+use gonka_proto::auth::Account;
 use gonka_sdk::{ErrorCode, Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
-use crate::{default_params, keys, AuthError};
+use crate::{default_params, keys, AuthError, AuthParams};
 
 /// Reads of auth state.
 pub trait AuthRead: StateRead {
     /// Current parameters (defaults if never set).
-    fn auth_params(&self) -> Result<Params> {
-        Ok(self
-            .get_proto(&keys::params())?
-            .unwrap_or_else(default_params))
+    fn auth_params(&self) -> Result<AuthParams> {
+        let stored = self.get_proto(&keys::params())?;
+        AuthParams::from_proto(&stored.unwrap_or_else(default_params))
     }
 
     /// The account at `address`, if it exists.
@@ -45,8 +44,8 @@ impl<T: StateRead + ?Sized> AuthRead for T {}
 /// Writes of auth state.
 pub trait AuthWrite: StateWrite {
     /// Replaces the parameters.
-    fn put_auth_params(&mut self, params: &Params) {
-        self.put_proto(keys::params(), params);
+    fn put_auth_params(&mut self, params: &AuthParams) {
+        self.put_proto(keys::params(), &params.to_proto());
     }
 
     /// Stores `account` under its address.

@@ -253,6 +253,7 @@ fn slash_into_escrow(
     let taken = gonka_stake::slash(state, loser, fraction, &escrow_address())?;
     dispute.slashed = loser.into();
     dispute.slashed_amount = taken.to_string();
+    tracing::info!(dispute = dispute.id, loser, taken, "stake slashed");
     state.emit(events::slashed(dispute.id, loser, fraction, taken));
     Ok(taken)
 }
@@ -405,6 +406,7 @@ pub fn settle(
     dispute.status = outcome.into();
     dispute.resolved_height = height;
     state.update_dispute(dispute, &old_status);
+    tracing::info!(dispute = dispute.id, outcome = %dispute.status, "dispute resolved");
     state.emit(events::resolved(dispute));
     Ok(())
 }

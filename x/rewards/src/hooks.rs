@@ -23,7 +23,7 @@ fn pay(state: &mut dyn StateWrite, to: &str, amount: u128) -> Result<()> {
 /// 1. mints `emission(epoch)` into the rewards pool and moves the whole fee collector balance
 ///    there (the epoch's fees): `total = emission + fees`;
 /// 2. `validation = ⌊total·validation_share_ppm/10^6⌋` goes to the validation pool;
-/// 3. the rest `R` is split over the epoch's work records whose participant exists and is
+/// 3. the rest `R` is split over the epoch's work credits whose participant exists and is
 ///    not jailed: each gets `⌊R·units/W⌋` (`W` = the counted units), rounded down so the
 ///    sum never exceeds `R`;
 /// 4. the dust `R − Σpaid` (all of `R` when `W = 0`) goes to the community pool.
@@ -59,12 +59,12 @@ pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<()> {
 
     // Work of jailed (or unknown) participants earns nothing; the others share all of R.
     let mut counted = Vec::new();
-    for record in state.work_credits(epoch)? {
-        if record.units == 0 {
+    for credit in state.work_credits(epoch)? {
+        if credit.units == 0 {
             continue;
         }
-        match state.participant(&record.operator)? {
-            Some(participant) if !participant.jailed => counted.push(record),
+        match state.participant(&credit.operator)? {
+            Some(participant) if !participant.jailed => counted.push(credit),
             _ => {}
         }
     }
@@ -72,16 +72,16 @@ pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<()> {
 
     let mut distributed = 0u128;
     if total_work > 0 {
-        for record in &counted {
+        for credit in &counted {
             // Floor: units ≤ W, so the share is at most R and always fits.
             let amount =
-                mul_div_floor(to_distribute, record.units.into(), total_work).unwrap_or_default();
-            pay(state, &record.operator, amount)?;
+                mul_div_floor(to_distribute, credit.units.into(), total_work).unwrap_or_default();
+            pay(state, &credit.operator, amount)?;
             distributed += amount;
             let reward = ParticipantReward {
                 epoch,
-                operator: record.operator.clone(),
-                work: record.units,
+                operator: credit.operator.clone(),
+                work: credit.units,
                 amount: amount.to_string(),
             };
             state.put_participant_reward(&reward);
@@ -104,6 +104,12 @@ pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<()> {
         total_work: u64::try_from(total_work).unwrap_or(u64::MAX),
     };
     state.put_epoch_rewards(&settled);
+    tracing::info!(
+        epoch,
+        emission = %settled.emission,
+        distributed = %settled.distributed,
+        "epoch rewards settled"
+    );
     state.emit(events::settled(&settled));
     Ok(())
 }
