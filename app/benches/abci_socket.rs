@@ -32,7 +32,7 @@ fn main() {
         .bind("127.0.0.1:0", app)
         .unwrap();
     let baseline_addr: SocketAddr = baseline.local_addr().parse().unwrap();
-    std::thread::spawn(move || baseline.listen());
+    std::thread::spawn(move || baseline.listen().map_err(|e| e.to_string()));
 
     println!("one Info + Flush round trip, {CALLS} calls each:");
     for (name, addr) in [
