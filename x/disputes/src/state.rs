@@ -188,32 +188,23 @@ pub trait DisputesWrite: StateWrite {
     /// Removes and returns the inference ids whose validation deadline is below `height`,
     /// in deadline then id order.
     fn take_validations_due(&mut self, height: u64) -> Result<Vec<String>> {
-        let mut due = Vec::new();
-        for (key, _) in self.prefix_raw(&keys::validation_deadlines())? {
-            match keys::parse_validation_deadline(&key) {
-                Some((deadline, _)) if deadline >= height => break,
-                Some((_, id)) => due.push(id),
-                // Not a key this module writes; drop it rather than stall the queue.
-                None => {}
-            }
-            self.delete_raw(key);
-        }
-        Ok(due)
+        take_due(
+            self,
+            &keys::validation_deadlines(),
+            height,
+            keys::parse_validation_deadline,
+        )
     }
 
     /// Removes and returns the ids of the disputes whose deadline is below `height`, in
     /// deadline then id order.
     fn take_disputes_due(&mut self, height: u64) -> Result<Vec<u64>> {
-        let mut due = Vec::new();
-        for (key, _) in self.prefix_raw(&keys::dispute_deadlines())? {
-            match keys::parse_dispute_deadline(&key) {
-                Some((deadline, _)) if deadline >= height => break,
-                Some((_, id)) => due.push(id),
-                None => {}
-            }
-            self.delete_raw(key);
-        }
-        Ok(due)
+        take_due(
+            self,
+            &keys::dispute_deadlines(),
+            height,
+            keys::parse_dispute_deadline,
+        )
     }
 
     /// Queues record `inference_id` of `epoch` for sampling in the next block and marks it
@@ -243,3 +234,24 @@ pub trait DisputesWrite: StateWrite {
 }
 
 impl<T: StateWrite + ?Sized> DisputesWrite for T {}
+
+/// Removes the entries of the deadline index under `prefix` whose height (as `parse` reads
+/// it from the key) is below `height`, and returns what `parse` found, in key order. An entry
+/// `parse` cannot read is dropped rather than left to stall the index.
+fn take_due<S: StateWrite + ?Sized, T>(
+    state: &mut S,
+    prefix: &[u8],
+    height: u64,
+    parse: fn(&[u8]) -> Option<(u64, T)>,
+) -> Result<Vec<T>> {
+    let mut due = Vec::new();
+    for (key, _) in state.prefix_raw(prefix)? {
+        match parse(&key) {
+            Some((deadline, _)) if deadline >= height => break,
+            Some((_, entry)) => due.push(entry),
+            None => {}
+        }
+        state.delete_raw(key);
+    }
+    Ok(due)
+}
