@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 
 use gonka_bank::{transfer, BankRead, Coin, NATIVE_DENOM};
 use gonka_proto::stake::Participant;
-use gonka_sdk::{parse_amount, HookOutput, Result, StateRead, StateWrite, ValidatorUpdate};
+use gonka_sdk::{HookOutput, Result, StateRead, StateWrite, ValidatorUpdate};
 
 use crate::power::{self, Candidate};
-use crate::state::bonded;
+use crate::state::{bonded, unbonding_amount};
 use crate::{bonded_pool_address, events, unbonding_pool_address, StakeRead, StakeWrite};
 
 fn validator_update(participant: &Participant, power: i64) -> Option<ValidatorUpdate> {
@@ -49,7 +49,7 @@ pub fn end_block(state: &mut dyn StateWrite) -> Result<HookOutput> {
 /// epoch's powers from this epoch's work.
 pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<HookOutput> {
     for entry in state.unbondings_completing(epoch)? {
-        let amount = parse_amount("unbonding amount", &entry.amount)?;
+        let amount = unbonding_amount(&entry)?;
         transfer(
             state,
             &unbonding_pool_address(),
@@ -137,7 +137,7 @@ pub fn check_invariants(state: &dyn StateRead) -> std::result::Result<(), String
         .unbonding_entries()
         .map_err(fail)?
         .iter()
-        .map(|e| parse_amount("amount", &e.amount))
+        .map(unbonding_amount)
         .sum::<Result<u128>>()
         .map_err(fail)?;
     let bonded_pool = state

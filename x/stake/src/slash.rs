@@ -2,9 +2,9 @@
 
 use gonka_bank::{transfer, Coin};
 use gonka_proto::stake::UnbondingEntry;
-use gonka_sdk::{parse_amount, ErrorCode, Result, StateWrite};
+use gonka_sdk::{ErrorCode, Result, StateWrite};
 
-use crate::state::bonded;
+use crate::state::{bonded, unbonding_amount};
 use crate::{
     bonded_pool_address, events, unbonding_pool_address, StakeError, StakeRead, StakeWrite,
 };
@@ -48,7 +48,7 @@ pub fn slash(
         .filter(|e| e.operator == operator)
         .collect();
     for mut entry in entries {
-        let amount = parse_amount("unbonding amount", &entry.amount)?;
+        let amount = unbonding_amount(&entry)?;
         let cut = portion(amount, fraction_ppm);
         if cut == 0 {
             continue;

@@ -23,6 +23,11 @@ pub fn bonded(participant: &Participant) -> Result<u128> {
     parse_amount("bonded", &participant.bonded)
 }
 
+/// An unbonding entry's amount as a number.
+pub fn unbonding_amount(entry: &UnbondingEntry) -> Result<u128> {
+    parse_amount("unbonding amount", &entry.amount)
+}
+
 /// Reads of stake state.
 pub trait StakeRead: StateRead {
     /// Current parameters, parsed.
