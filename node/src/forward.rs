@@ -110,16 +110,12 @@ impl Upstream {
                 bytes.len()
             ))
         })?;
-        let usage = body
-            .get("usage")
-            .cloned()
-            .and_then(|u| serde_json::from_value::<Usage>(u).ok())
-            .ok_or_else(|| {
-                self.failed(
-                    "the answer has no `usage` {prompt_tokens, completion_tokens, total_tokens}"
-                        .to_string(),
-                )
-            })?;
+        let usage = body.get("usage").and_then(upstream_usage).ok_or_else(|| {
+            self.failed(
+                "the answer has no `usage` {prompt_tokens, completion_tokens, total_tokens}"
+                    .to_string(),
+            )
+        })?;
         let content = body["choices"][0]["message"]["content"]
             .as_str()
             .unwrap_or_default()
@@ -450,9 +446,9 @@ impl Relay {
             .as_object_mut()
             .ok_or_else(|| invalid(&format!("expected a JSON object chunk, found {data}")))?;
         if let Some(usage) = object.get("usage").filter(|u| !u.is_null()) {
-            let usage = serde_json::from_value::<Usage>(usage.clone())
-                .map_err(|e| invalid(&format!("malformed usage {usage}: {e}")))?;
-            self.usage = Some(usage);
+            let counts = upstream_usage(usage)
+                .ok_or_else(|| invalid(&format!("malformed usage {usage}")))?;
+            self.usage = Some(counts);
         }
         object.insert("model".into(), json!(self.served_model));
         if !self.include_usage {
@@ -474,6 +470,17 @@ impl Relay {
             content,
         }))
     }
+}
+
+/// The token counts of an upstream's `usage`, which must give all three counts: the node
+/// signs them in its receipt, so a count the upstream left out is not guessed as 0.
+fn upstream_usage(usage: &Value) -> Option<Usage> {
+    let count = |name: &str| usage.get(name).and_then(Value::as_u64);
+    Some(Usage {
+        prompt_tokens: count("prompt_tokens")?,
+        completion_tokens: count("completion_tokens")?,
+        total_tokens: count("total_tokens")?,
+    })
 }
 
 #[cfg(test)]
@@ -521,5 +528,25 @@ mod tests {
             Some(StreamItem::Chunk { .. })
         ));
         assert!(relay.chunk("not json").is_err());
+    }
+
+    #[test]
+    fn an_upstream_usage_missing_a_count_is_refused_not_read_as_zero() {
+        let full = json!({"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5});
+        assert_eq!(
+            upstream_usage(&full),
+            Some(Usage {
+                prompt_tokens: 3,
+                completion_tokens: 2,
+                total_tokens: 5
+            })
+        );
+        for partial in [
+            json!({"prompt_tokens": 3, "total_tokens": 5}),
+            json!({"completion_tokens": 2, "total_tokens": 5}),
+            json!({"prompt_tokens": 3, "completion_tokens": "2", "total_tokens": 5}),
+        ] {
+            assert_eq!(upstream_usage(&partial), None, "{partial}");
+        }
     }
 }
