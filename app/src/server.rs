@@ -135,7 +135,7 @@ mod tests {
     }
 
     #[test]
-    fn answers_pipelined_requests_in_order_over_a_nodelay_socket() {
+    fn answers_pipelined_requests_in_order() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         std::thread::spawn(move || serve_abci(listener, Fixed));
