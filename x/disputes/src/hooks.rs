@@ -1,7 +1,8 @@
-//! Block and epoch hooks: expire validations and disputes, sample last block's records,
-//! notice the records stored in this block.
+//! Block hook: expire validations and disputes, sample the records stored in the last block
+//! (x/inference queues them as it stores them, so this work follows the block, not the
+//! epoch).
 
-use gonka_inference::InferenceRead;
+use gonka_inference::{InferenceRead, InferenceWrite};
 use gonka_proto::disputes::Validation;
 use gonka_sdk::{BlockContext, Result, StateWrite};
 
@@ -36,9 +37,10 @@ pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()>
     sample_queued(ctx, state)
 }
 
-/// Samples every queued record (stored in the previous block) in inference-id order.
+/// Samples every record stored since the last block (x/inference's queue), in inference-id
+/// order.
 fn sample_queued(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
-    let queued = state.take_sample_queue()?;
+    let queued = state.take_new_records()?;
     if queued.is_empty() {
         return Ok(());
     }
@@ -80,28 +82,4 @@ fn sample_queued(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
         state.put_executor_stats(&stats);
     }
     Ok(())
-}
-
-/// After the block's transactions: queues the records stored in this block for sampling
-/// in the next one. They are found by comparing the current epoch's records with the ones
-/// already seen (records are always stored in the current epoch).
-pub fn end_block(state: &mut dyn StateWrite) -> Result<()> {
-    let epoch = gonka_epochs::current(state)?;
-    let seen = state.seen_in_epoch(epoch)?;
-    for stored in state.records_of_epoch(epoch)? {
-        let Some(record) = stored.record else {
-            continue;
-        };
-        let id = record.inference_id;
-        if !seen.contains(&id) {
-            state.queue_for_sampling(epoch, &id);
-        }
-    }
-    Ok(())
-}
-
-/// At the end of `epoch` (after its last `end_block`, so every record of it has been
-/// seen): forgets which of its records were seen.
-pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<()> {
-    state.forget_seen(epoch)
 }

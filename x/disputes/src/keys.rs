@@ -8,30 +8,6 @@ pub fn params() -> Vec<u8> {
     b"disputes/params".to_vec()
 }
 
-/// Prefix of the records already seen by the sampler in `epoch`.
-pub fn seen_in_epoch(epoch: u64) -> Vec<u8> {
-    format!("disputes/seen/{epoch:020}/").into_bytes()
-}
-
-/// Marker: record `inference_id` of `epoch` was seen by the sampler.
-pub fn seen(epoch: u64, inference_id: &str) -> Vec<u8> {
-    let mut key = seen_in_epoch(epoch);
-    key.extend_from_slice(inference_id.as_bytes());
-    key
-}
-
-/// Prefix of the records stored in the last block, to be sampled in the next one.
-pub fn to_sample_queue() -> Vec<u8> {
-    b"disputes/to_sample/".to_vec()
-}
-
-/// Queue entry of one record awaiting sampling.
-pub fn to_sample(inference_id: &str) -> Vec<u8> {
-    let mut key = to_sample_queue();
-    key.extend_from_slice(inference_id.as_bytes());
-    key
-}
-
 /// The validation of a sampled record.
 pub fn validation(inference_id: &str) -> Vec<u8> {
     format!("disputes/validation/{inference_id}").into_bytes()
@@ -146,16 +122,6 @@ pub fn parse_dispute_deadline(key: &[u8]) -> Option<(u64, u64)> {
     Some((height.parse().ok()?, id.parse().ok()?))
 }
 
-/// The inference id of a [`seen`] key of `epoch`.
-pub fn parse_seen(epoch: u64, key: &[u8]) -> Option<String> {
-    suffix(key, &seen_in_epoch(epoch)).map(str::to_string)
-}
-
-/// The inference id of a [`to_sample`] key.
-pub fn parse_to_sample(key: &[u8]) -> Option<String> {
-    suffix(key, &to_sample_queue()).map(str::to_string)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,24 +137,6 @@ mod tests {
         assert_eq!(record_dispute(ID), b"disputes/record_dispute/ab12");
         assert_eq!(executor_stats(HOST), b"disputes/executor/gonka1host");
         assert_eq!(reputation(HOST), b"disputes/reputation/gonka1host");
-    }
-
-    #[test]
-    fn seen_keys_sort_by_epoch_and_parse_back() {
-        let key = seen(7, ID);
-        assert_eq!(key, b"disputes/seen/00000000000000000007/ab12");
-        assert!(key.starts_with(&seen_in_epoch(7)));
-        assert!(seen(9, ID) < seen(10, ID));
-        assert_eq!(parse_seen(7, &key).as_deref(), Some(ID));
-        assert_eq!(parse_seen(8, &key), None);
-    }
-
-    #[test]
-    fn sample_queue_keys_parse_back() {
-        let key = to_sample(ID);
-        assert_eq!(key, b"disputes/to_sample/ab12");
-        assert_eq!(parse_to_sample(&key).as_deref(), Some(ID));
-        assert_eq!(parse_to_sample(b"disputes/other/ab12"), None);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! the validator (or requester) who falsely accused it.
 //!
 //! ## Sampling (in `begin_block`)
-//! A record stored at height `H` is noticed in `end_block` of `H` and sampled in
-//! `begin_block` of `H + 1` with the seed `SHA-256(block_hash(H + 1) ‖ inference_id)`:
+//! A record stored at height `H` is queued by x/inference as it is stored and sampled in
+//! `begin_block` of `H + 1` (which drains the queue, so the work follows the block's records,
+//! never the epoch's) with the seed `SHA-256(block_hash(H + 1) ‖ inference_id)`:
 //! nobody knows the hash of a later block when the record is submitted, and every node
 //! computes the same seed. The record is sampled when the seed's first 8 bytes (u64 BE)
 //! modulo 10^6 are below the executor's rate. The executor is the record's
@@ -104,7 +105,7 @@ pub use params::{default_params, min_deposit, validate_params};
 pub use settle::reason;
 pub use state::{escrow_address, DisputesRead, DisputesWrite};
 
-use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
+use gonka_sdk::{Any, BlockContext, Module, Msg, Result, StateRead, StateWrite};
 
 /// Module name: key namespace, codespace, query prefix and genesis section.
 pub const NAME: &str = "disputes";
@@ -153,21 +154,6 @@ impl Module for Disputes {
 
     fn begin_block(&self, ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
         hooks::begin_block(ctx, state)
-    }
-
-    fn end_block(&self, _ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<HookOutput> {
-        hooks::end_block(state)?;
-        Ok(HookOutput::default())
-    }
-
-    fn end_epoch(
-        &self,
-        _ctx: &BlockContext,
-        epoch: u64,
-        state: &mut dyn StateWrite,
-    ) -> Result<HookOutput> {
-        hooks::end_epoch(epoch, state)?;
-        Ok(HookOutput::default())
     }
 
     fn query(&self, path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {

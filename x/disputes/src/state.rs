@@ -4,8 +4,6 @@ use gonka_auth::module_address;
 use gonka_proto::disputes::{Dispute, ExecutorStats, Params, Reputation, Validation};
 use gonka_sdk::{Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
-use std::collections::BTreeSet;
-
 use crate::{default_params, keys, status, ESCROW};
 use gonka_sdk::PPM;
 
@@ -103,15 +101,6 @@ pub trait DisputesRead: StateRead {
                 ..Default::default()
             }))
     }
-
-    /// The records of `epoch` already queued for sampling.
-    fn seen_in_epoch(&self, epoch: u64) -> Result<BTreeSet<String>> {
-        Ok(self
-            .prefix_raw(&keys::seen_in_epoch(epoch))?
-            .into_iter()
-            .filter_map(|(key, _)| keys::parse_seen(epoch, &key))
-            .collect())
-    }
 }
 
 impl<T: StateRead + ?Sized> DisputesRead for T {}
@@ -205,31 +194,6 @@ pub trait DisputesWrite: StateWrite {
             height,
             keys::parse_dispute_deadline,
         )
-    }
-
-    /// Queues record `inference_id` of `epoch` for sampling in the next block and marks it
-    /// seen, so it is queued once.
-    fn queue_for_sampling(&mut self, epoch: u64, inference_id: &str) {
-        self.put_raw(keys::seen(epoch, inference_id), Vec::new());
-        self.put_raw(keys::to_sample(inference_id), Vec::new());
-    }
-
-    /// Removes and returns the queued records, in inference-id order.
-    fn take_sample_queue(&mut self) -> Result<Vec<String>> {
-        let mut queued = Vec::new();
-        for (key, _) in self.prefix_raw(&keys::to_sample_queue())? {
-            queued.extend(keys::parse_to_sample(&key));
-            self.delete_raw(key);
-        }
-        Ok(queued)
-    }
-
-    /// Forgets which records of `epoch` were seen.
-    fn forget_seen(&mut self, epoch: u64) -> Result<()> {
-        for (key, _) in self.prefix_raw(&keys::seen_in_epoch(epoch))? {
-            self.delete_raw(key);
-        }
-        Ok(())
     }
 }
 

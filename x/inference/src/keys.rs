@@ -61,6 +61,25 @@ pub fn record_in_epoch(epoch: u64, inference_id: &str) -> Vec<u8> {
     key
 }
 
+/// Prefix of the queue of records stored since the disputes sampler last drained it (once
+/// per block), so per-block sampling work follows that block's records, not the epoch's.
+pub fn new_records() -> Vec<u8> {
+    b"inference/new_record/".to_vec()
+}
+
+/// Queue entry: record `inference_id` was stored and awaits sampling.
+pub fn new_record(inference_id: &str) -> Vec<u8> {
+    let mut key = new_records();
+    key.extend_from_slice(inference_id.as_bytes());
+    key
+}
+
+/// The inference id of a [`new_record`] key.
+pub fn parse_new_record(key: &[u8]) -> Option<String> {
+    let id = key.strip_prefix(new_records().as_slice())?;
+    String::from_utf8(id.to_vec()).ok()
+}
+
 /// Prefix of the index of records executed by `node` in `epoch` (value: the inference id).
 pub fn records_of_executor(node: &str, epoch: u64) -> Vec<u8> {
     format!("inference/record_executor/{node}/{epoch:020}/").into_bytes()
@@ -96,6 +115,14 @@ mod tests {
             b"inference/transfer_agent/gonka1ta"
         );
         assert!(transfer_agent("gonka1ta").starts_with(&transfer_agents()));
+    }
+
+    #[test]
+    fn new_record_queue_keys_parse_back() {
+        assert_eq!(new_record(ID), b"inference/new_record/ab12");
+        assert!(new_record(ID).starts_with(&new_records()));
+        assert_eq!(parse_new_record(&new_record(ID)).as_deref(), Some(ID));
+        assert_eq!(parse_new_record(&record(ID)), None);
     }
 
     #[test]

@@ -111,8 +111,9 @@ pub trait InferenceWrite: StateWrite {
         self.put_proto(keys::transfer_agent(&agent.address), agent);
     }
 
-    /// Stores a work record and indexes it by epoch and by executor node. `stored.record`
-    /// must be set (every record this module builds carries it); a bare one is a bug.
+    /// Stores a work record, indexes it by epoch and by executor node, and queues it for
+    /// sampling ([`InferenceWrite::take_new_records`]). `stored.record` must be set (every
+    /// record this module builds carries it); a bare one is a bug.
     fn put_record(&mut self, stored: &StoredRecord) {
         let record = stored
             .record
@@ -128,6 +129,19 @@ pub trait InferenceWrite: StateWrite {
             keys::record_of_executor(&record.executor_node, stored.epoch, id),
             id.as_bytes().to_vec(),
         );
+        self.put_raw(keys::new_record(id), Vec::new());
+    }
+
+    /// Removes and returns the ids of the records stored since the last call, in id order:
+    /// the disputes sampler drains it once per block, so its work is proportional to the
+    /// records of that block.
+    fn take_new_records(&mut self) -> Result<Vec<String>> {
+        let mut ids = Vec::new();
+        for (key, _) in self.prefix_raw(&keys::new_records())? {
+            ids.extend(keys::parse_new_record(&key));
+            self.delete_raw(key);
+        }
+        Ok(ids)
     }
 }
 
