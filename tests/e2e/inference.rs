@@ -220,6 +220,11 @@ fn a_signed_chat_request_settles_on_chain_and_clients_fail_over_between_transfer
         assert_eq!(stored.executor_host, hosts[host_index]);
         assert_eq!(stored.cost, cost.to_string());
 
+        // Every node read below has committed the record's block (node 1 answered the
+        // record; the others may be a block behind).
+        for i in 0..3 {
+            net.wait_for_height(i, stored.height, WAIT).await;
+        }
         // Exact balance moves (no epoch ends, alice and the executor's host send no txs).
         assert_eq!(
             net.balance(0, &addr("alice")).await,
