@@ -11,34 +11,16 @@
 // A benchmark measures wall-clock time; it is not part of the state machine.
 #![allow(clippy::disallowed_methods)]
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use gonka_inference::{InferenceRead, InferenceWrite};
 use gonka_proto::inference::{StoredRecord, WorkRecord};
-use gonka_sdk::{BlockContext, Delta, Module, Result, StateRead};
+use gonka_sdk::{BlockContext, Delta, MemoryState, Module};
 
 /// Records the block under test stores.
 const NEW_PER_BLOCK: usize = 10;
 /// Blocks timed per size.
 const BLOCKS: usize = 20;
-
-/// The committed state: a plain ordered map.
-struct Committed(BTreeMap<Vec<u8>, Vec<u8>>);
-
-impl StateRead for Committed {
-    fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.0.get(key).cloned())
-    }
-    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        Ok(self
-            .0
-            .range(prefix.to_vec()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect())
-    }
-}
 
 fn record(n: usize) -> StoredRecord {
     StoredRecord {
@@ -58,20 +40,14 @@ fn record(n: usize) -> StoredRecord {
 
 /// An epoch already holding `records` sampled records (the queue drained, as after their
 /// blocks).
-fn epoch_with(records: usize) -> Committed {
-    let empty = Committed(BTreeMap::new());
+fn epoch_with(records: usize) -> MemoryState {
+    let empty = MemoryState::default();
     let mut state = Delta::new(&empty);
     for n in 0..records {
         state.put_record(&record(n));
     }
     state.take_new_records().unwrap();
-    let (writes, _) = state.into_parts();
-    Committed(
-        writes
-            .into_iter()
-            .filter_map(|(k, v)| v.map(|v| (k, v)))
-            .collect(),
-    )
+    MemoryState::from_changes(state.into_parts().0)
 }
 
 fn main() {

@@ -23,7 +23,7 @@ pub use genesis::{Genesis, GenesisJson};
 pub use gonka_proto::query::Query;
 pub use module::{HookOutput, Module, Msg, ValidatorUpdate};
 pub use query::QueryRouter;
-pub use state::{Delta, Overlay, StateRead, StateReadExt, StateWrite, StateWriteExt};
+pub use state::{Delta, MemoryState, Overlay, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
 /// The Any type used in transactions and queries (shared with cosmrs and tendermint-proto).
 pub use tendermint_proto::google::protobuf::Any;

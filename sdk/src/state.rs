@@ -191,32 +191,66 @@ impl StateWrite for Delta<'_> {
     }
 }
 
+/// Committed state held in memory: a stand-in for the store in unit tests, attack tests and
+/// benchmarks. It counts the rows it hands out ([`MemoryState::rows_read`]), so a test can
+/// show that some work reads a bounded part of the state.
+#[derive(Debug, Default)]
+pub struct MemoryState {
+    rows: BTreeMap<Vec<u8>, Vec<u8>>,
+    rows_read: std::cell::Cell<usize>,
+}
+
+impl MemoryState {
+    /// State holding the writes of `changes` (deletions dropped).
+    pub fn from_changes(changes: ChangeSet) -> Self {
+        let rows = changes
+            .into_iter()
+            .filter_map(|(key, value)| value.map(|value| (key, value)))
+            .collect();
+        Self {
+            rows,
+            rows_read: Default::default(),
+        }
+    }
+
+    /// Rows handed out by `get_raw` and `prefix_raw` since the last [`MemoryState::reset_reads`].
+    pub fn rows_read(&self) -> usize {
+        self.rows_read.get()
+    }
+
+    /// Starts counting rows read from zero.
+    pub fn reset_reads(&self) {
+        self.rows_read.set(0);
+    }
+}
+
+impl StateRead for MemoryState {
+    fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.rows_read.set(self.rows_read.get() + 1);
+        Ok(self.rows.get(key).cloned())
+    }
+
+    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let rows: Vec<_> = self
+            .rows
+            .range(prefix.to_vec()..)
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        self.rows_read.set(self.rows_read.get() + rows.len());
+        Ok(rows)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A parent with fixed contents, standing in for the committed store.
-    struct Fixed(BTreeMap<Vec<u8>, Vec<u8>>);
-
-    impl StateRead for Fixed {
-        fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-            Ok(self.0.get(key).cloned())
-        }
-        fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-            Ok(self
-                .0
-                .iter()
-                .filter(|(k, _)| k.starts_with(prefix))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect())
-        }
-    }
-
-    fn base() -> Fixed {
-        Fixed(
+    fn base() -> MemoryState {
+        MemoryState::from_changes(
             [("a/1", "x"), ("a/2", "y"), ("b/1", "z")]
                 .into_iter()
-                .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                .map(|(k, v)| (k.as_bytes().to_vec(), Some(v.as_bytes().to_vec())))
                 .collect(),
         )
     }

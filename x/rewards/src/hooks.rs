@@ -116,32 +116,12 @@ pub fn end_epoch(epoch: u64, state: &mut dyn StateWrite) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use gonka_auth::module_address;
-    use gonka_sdk::{Delta, GenesisJson, StateRead};
+    use gonka_sdk::{Delta, GenesisJson, MemoryState};
     use serde_json::json;
 
     use super::*;
     use crate::Rewards;
-
-    /// A committed store stand-in.
-    #[derive(Default)]
-    struct Mem(BTreeMap<Vec<u8>, Vec<u8>>);
-
-    impl StateRead for Mem {
-        fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-            Ok(self.0.get(key).cloned())
-        }
-        fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-            Ok(self
-                .0
-                .range(prefix.to_vec()..)
-                .take_while(|(k, _)| k.starts_with(prefix))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect())
-        }
-    }
 
     fn operator(i: u8) -> String {
         module_address(&format!("operator-{i}"))
@@ -177,7 +157,7 @@ mod tests {
 
     #[test]
     fn splits_by_work_rounding_down_with_dust_fees_and_validation_share() {
-        let base = Mem::default();
+        let base = MemoryState::default();
         let mut state = Delta::new(&base);
         genesis(&mut state, 100_000);
         state
@@ -234,7 +214,7 @@ mod tests {
 
     #[test]
     fn an_epoch_without_work_pays_the_community_pool() {
-        let base = Mem::default();
+        let base = MemoryState::default();
         let mut state = Delta::new(&base);
         genesis(&mut state, 0);
         end_epoch(0, &mut state).unwrap();
@@ -246,7 +226,7 @@ mod tests {
 
     #[test]
     fn unsettled_epoch_query_is_a_readable_error() {
-        let base = Mem::default();
+        let base = MemoryState::default();
         let mut state = Delta::new(&base);
         genesis(&mut state, 0);
         let request = gonka_proto::rewards::QueryEpochRewardsRequest { epoch: 4 };
