@@ -9,11 +9,11 @@
 // A benchmark measures wall-clock time; it is not part of the state machine.
 #![allow(clippy::disallowed_methods)]
 
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Instant;
 
-use gonka_app::App;
+use gonka_app::{read_delimited, App};
 use prost::Message;
 use tendermint_proto::v0_38::abci::{request, Request, RequestInfo, Response};
 
@@ -62,8 +62,9 @@ fn calls(addr: SocketAddr) -> Vec<f64> {
             let started = Instant::now();
             stream.write_all(&info).unwrap();
             stream.write_all(&flush).unwrap();
-            read_response(&mut reader);
-            read_response(&mut reader);
+            for _ in 0..2 {
+                read_delimited::<Response>(&mut reader).unwrap().unwrap();
+            }
             started.elapsed().as_secs_f64() * 1e3
         })
         .collect()
@@ -71,19 +72,4 @@ fn calls(addr: SocketAddr) -> Vec<f64> {
 
 fn encode(value: request::Value) -> Vec<u8> {
     Request { value: Some(value) }.encode_length_delimited_to_vec()
-}
-
-fn read_response(reader: &mut impl Read) -> Response {
-    let mut length = 0u64;
-    for shift in (0..).step_by(7) {
-        let mut byte = [0u8; 1];
-        reader.read_exact(&mut byte).unwrap();
-        length |= u64::from(byte[0] & 0x7f) << shift;
-        if byte[0] & 0x80 == 0 {
-            break;
-        }
-    }
-    let mut body = vec![0u8; length as usize];
-    reader.read_exact(&mut body).unwrap();
-    Response::decode(body.as_slice()).unwrap()
 }

@@ -19,7 +19,7 @@ mod server;
 mod tx;
 
 pub use app::{App, CHAIN_ID_KEY};
-pub use server::serve_abci;
+pub use server::{read_delimited, serve_abci};
 
 use std::path::Path;
 

@@ -18,9 +18,9 @@ use prost::Message;
 use tendermint_abci::Application;
 use tendermint_proto::v0_38::abci::{request, response, Request, Response};
 
-/// Largest request accepted: well above CometBFT's maximum block size (100 MiB), so only a
+/// Largest message accepted: well above CometBFT's maximum block size (100 MiB), so only a
 /// broken peer hits it.
-const MAX_REQUEST_BYTES: u64 = 128 * 1024 * 1024;
+const MAX_MESSAGE_BYTES: u64 = 128 * 1024 * 1024;
 
 /// Serves `app` on `listener` until accepting fails; each connection runs on its own thread.
 pub fn serve_abci<A: Application>(listener: TcpListener, app: A) -> std::io::Result<()> {
@@ -41,7 +41,7 @@ pub fn serve_abci<A: Application>(listener: TcpListener, app: A) -> std::io::Res
 fn serve_connection<A: Application>(stream: TcpStream, app: &A) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = BufWriter::new(stream);
-    while let Some(request) = read_request(&mut reader)? {
+    while let Some(request) = read_delimited::<Request>(&mut reader)? {
         let response = dispatch(app, request)?;
         writer.write_all(&response.encode_length_delimited_to_vec())?;
         // Write out whenever no further request is already buffered, so pipelined requests
@@ -53,8 +53,9 @@ fn serve_connection<A: Application>(stream: TcpStream, app: &A) -> std::io::Resu
     writer.flush()
 }
 
-/// Reads one length-prefixed request; `None` when the peer closed the connection cleanly.
-fn read_request(reader: &mut impl Read) -> std::io::Result<Option<Request>> {
+/// Reads one message in CometBFT's socket framing (a varint length, then the protobuf);
+/// `None` when the peer closed the connection cleanly before it.
+pub fn read_delimited<M: Message + Default>(reader: &mut impl Read) -> std::io::Result<Option<M>> {
     let mut length: u64 = 0;
     for i in 0..10 {
         let mut byte = [0u8; 1];
@@ -66,16 +67,16 @@ fn read_request(reader: &mut impl Read) -> std::io::Result<Option<Request>> {
         }
         length |= u64::from(byte[0] & 0x7f) << (7 * i);
         if byte[0] & 0x80 == 0 {
-            if length > MAX_REQUEST_BYTES {
+            if length > MAX_MESSAGE_BYTES {
                 return Err(invalid(format!(
-                    "ABCI request of {length} bytes exceeds the {MAX_REQUEST_BYTES}-byte limit"
+                    "ABCI message of {length} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit"
                 )));
             }
             let mut body = vec![0u8; length as usize];
             reader.read_exact(&mut body)?;
-            return Request::decode(body.as_slice())
+            return M::decode(body.as_slice())
                 .map(Some)
-                .map_err(|e| invalid(format!("ABCI request is not a valid protobuf: {e}")));
+                .map_err(|e| invalid(format!("ABCI message is not a valid protobuf: {e}")));
         }
     }
     Err(invalid("ABCI length prefix is longer than 10 bytes".into()))
@@ -149,11 +150,8 @@ mod tests {
         let mut reader = BufReader::new(client);
         let mut answers = Vec::new();
         for _ in 0..3 {
-            let mut length = [0u8; 1];
-            reader.read_exact(&mut length).unwrap();
-            let mut body = vec![0u8; length[0] as usize];
-            reader.read_exact(&mut body).unwrap();
-            answers.push(Response::decode(body.as_slice()).unwrap().value.unwrap());
+            let answer = read_delimited::<Response>(&mut reader).unwrap().unwrap();
+            answers.push(answer.value.unwrap());
         }
         assert!(matches!(&answers[0], response::Value::Echo(e) if e.message == "hi"));
         assert!(matches!(&answers[1], response::Value::Info(i) if i.data == "fixed"));
@@ -163,11 +161,13 @@ mod tests {
     #[test]
     fn refuses_an_oversized_or_garbled_request() {
         let mut too_long = Vec::new();
-        prost::encoding::encode_varint(MAX_REQUEST_BYTES + 1, &mut too_long);
-        let err = read_request(&mut too_long.as_slice()).unwrap_err();
+        prost::encoding::encode_varint(MAX_MESSAGE_BYTES + 1, &mut too_long);
+        let err = read_delimited::<Request>(&mut too_long.as_slice()).unwrap_err();
         assert!(err.to_string().contains("exceeds"), "{err}");
         let garbled = [3u8, 0xff, 0xff, 0xff];
-        assert!(read_request(&mut garbled.as_slice()).is_err());
-        assert!(read_request(&mut [].as_slice()).unwrap().is_none());
+        assert!(read_delimited::<Request>(&mut garbled.as_slice()).is_err());
+        assert!(read_delimited::<Request>(&mut [].as_slice())
+            .unwrap()
+            .is_none());
     }
 }

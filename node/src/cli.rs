@@ -129,18 +129,14 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
     }
 }
 
-/// Node ids as the chain accepts them: 1 to 64 of `[A-Za-z0-9._-]`.
+/// Node ids as the chain accepts them ([`gonka_proto::ids::is_valid_node_id`]).
 fn parse_node_id(id: &str) -> Result<String, String> {
-    let ok = !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
+    if gonka_proto::ids::is_valid_node_id(id) {
         Ok(id.to_string())
     } else {
         Err(format!(
-            "node id {id:?} must be 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '-'"
+            "node id {id:?} must be {}",
+            gonka_proto::ids::NODE_ID_RULE
         ))
     }
 }

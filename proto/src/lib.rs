@@ -65,5 +65,6 @@ pub use gonka::{
 pub use prost::Name;
 
 pub mod address;
+pub mod ids;
 pub mod query;
 pub mod signing;

@@ -7,6 +7,7 @@ mod submit_work_batch;
 mod update_node;
 
 use gonka_auth::validate_address;
+use gonka_proto::ids::{is_valid_node_id, NODE_ID_RULE};
 use gonka_proto::inference::Node;
 use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, StateRead};
 use gonka_stake::StakeRead;
@@ -35,19 +36,12 @@ pub fn validate_model_id(field: &str, id: &str) -> Result<()> {
     }
 }
 
-/// Node ids: 1 to 64 of `[A-Za-z0-9._-]`.
+/// Node ids: [`gonka_proto::ids::is_valid_node_id`].
 pub fn validate_node_id(field: &str, id: &str) -> Result<()> {
-    let ok = !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
+    if is_valid_node_id(id) {
         Ok(())
     } else {
-        Err(InferenceError::InvalidNode.err(format!(
-            "{field} {id:?} must be 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '-'"
-        )))
+        Err(InferenceError::InvalidNode.err(format!("{field} {id:?} must be {NODE_ID_RULE}")))
     }
 }
 

@@ -1,0 +1,29 @@
+//! Shape rules of identifiers that both the chain and the sidecar roles check, so a node
+//! refuses at start what the chain would refuse at registration.
+
+/// Whether `id` is a valid ML node id: 1 to 64 of `[A-Za-z0-9._-]` (so it never holds the
+/// `/` of the chain's index keys).
+pub fn is_valid_node_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+/// What [`is_valid_node_id`] asks for, for error messages.
+pub const NODE_ID_RULE: &str = "1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '-'";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_ids() {
+        assert!(is_valid_node_id("gpu-node_1.a"));
+        assert!(is_valid_node_id(&"x".repeat(64)));
+        for bad in ["", "has space", "a/b", &"x".repeat(65)] {
+            assert!(!is_valid_node_id(bad), "{bad:?}");
+        }
+    }
+}
