@@ -28,14 +28,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use common::key;
 use gonka_client::disputes::{msg_submit_validation, msg_vote_dispute};
 use gonka_client::tx::{
-    msg_register_node, msg_register_transfer_agent, msg_submit_work_batch, signed_work_record,
-    NodeSpec, WorkRecordInput,
+    msg_register_node, msg_register_transfer_agent, msg_submit_work_batch, node_key_proof,
+    signed_work_record, NodeSpec,
 };
 use gonka_proto::disputes as pb;
 use k256::ecdsa::SigningKey;
-use k256::sha2::{Digest, Sha256};
 use serde_json::json;
-use support::{addr, Block, Rng, Setup, World};
+use support::{addr, exec, found, lie, request, truth, Block, Rng, Setup, World, CHAIN_ID};
 use tendermint_proto::v0_38::abci::Event;
 
 const MODEL: &str = "sim/model";
@@ -77,14 +76,6 @@ fn node_key(host: usize) -> SigningKey {
     let mut seed = [7u8; 32];
     seed[..8].copy_from_slice(&(host as u64 + 1).to_be_bytes());
     SigningKey::from_slice(&seed).unwrap()
-}
-
-fn truth(nonce: &str) -> Vec<u8> {
-    Sha256::digest(format!("response {nonce}")).to_vec()
-}
-
-fn lie(nonce: &str) -> Vec<u8> {
-    Sha256::digest(format!("fake {nonce}")).to_vec()
 }
 
 fn host(i: usize) -> String {
@@ -138,8 +129,10 @@ fn world() -> World {
         )],
     )];
     for i in 0..HOSTS {
+        let node_id = format!("n{i}");
         let spec = NodeSpec {
-            node_id: format!("n{i}"),
+            key_proof: node_key_proof(&node_key(i), CHAIN_ID, &addr(&host(i)), &node_id),
+            node_id,
             models: vec![MODEL.into()],
             vram_mib: 1,
             bandwidth_mbps: 1,
@@ -169,7 +162,7 @@ fn run(scenario: &Scenario) -> Outcome {
         ..Default::default()
     };
     // Facts the simulation knows about each record: the truth and its tokens.
-    let mut truths: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut truths: BTreeMap<String, [u8; 32]> = BTreeMap::new();
     let mut first_caught: BTreeMap<String, u64> = BTreeMap::new();
     let mut faked_of: BTreeMap<String, u128> = BTreeMap::new();
     let labels: Vec<String> = (0..HOSTS).map(host).collect();
@@ -186,19 +179,13 @@ fn run(scenario: &Scenario) -> Outcome {
                 nonce += 1;
                 let tag = format!("r{nonce}");
                 let fake = cheater && rng.chance(scenario.cheat_rate_percent);
-                let input = WorkRecordInput {
-                    model: MODEL.into(),
-                    prompt_hash: Sha256::digest(format!("prompt {tag}")).into(),
-                    timestamp: 1_700_000_000,
-                    nonce: tag.clone(),
-                    response_hash: (if fake { lie(&tag) } else { truth(&tag) })
-                        .try_into()
-                        .unwrap(),
-                    prompt_tokens: TOKENS / 2,
-                    completion_tokens: TOKENS / 2,
-                    executor_node: format!("n{i}"),
-                    commission: 0,
-                };
+                let (label, node) = (host(i), format!("n{i}"));
+                // Signed below with this bench's own `node_key(i)`, not a seeded key.
+                let on = exec(&label, &node, 0);
+                let mut input = request("p0", &tag, MODEL, on, (TOKENS / 2, TOKENS / 2), 0);
+                if fake {
+                    input.response_hash = lie(&tag);
+                }
                 let record = signed_work_record(key("alice"), &node_key(i), &input).unwrap();
                 truths.insert(record.inference_id.clone(), truth(&tag));
                 out.records += 1;
@@ -251,7 +238,7 @@ fn run(scenario: &Scenario) -> Outcome {
                     })
                     .work;
                 for item in owed {
-                    let result = &truths[&item.inference_id];
+                    let result = &found(truths[&item.inference_id], (TOKENS / 2, TOKENS / 2));
                     out.reexecuted_tokens += u128::from(TOKENS);
                     let msg = if item.kind == "validation" {
                         msg_submit_validation(&addr(label), &item.inference_id, result)

@@ -1,10 +1,24 @@
 //! The red-team suite: one test per known attack on work integrity, each running the attack
-//! and asserting that it fails. (The work-integrity issue adds the rest; each test names the
-//! hole it closes.)
+//! and asserting that it fails: the attacker gains nothing, the honest side loses nothing,
+//! and the chain names the refusal with its code. Each test names the hole it closes.
 
+mod common;
+mod support;
+
+use std::collections::BTreeMap;
+
+use gonka_client::disputes::{msg_submit_validation, msg_vote_dispute};
+use gonka_client::tx::{
+    msg_register_node, msg_remove_node, msg_submit_work_batch, msg_update_node, node_key_proof,
+};
 use gonka_inference::InferenceWrite;
-use gonka_proto::inference::{StoredRecord, WorkRecord};
-use gonka_sdk::{BlockContext, Delta, MemoryState, Module};
+use gonka_proto::disputes as dpb;
+use gonka_proto::inference::{self as pb, StoredRecord, WorkRecord};
+use gonka_proto::query::{self as q, Query};
+use gonka_sdk::{Any, BlockContext, Delta, MemoryState, Module};
+use serde_json::json;
+use support::*;
+use tendermint_proto::v0_38::abci::ExecTxResult;
 
 fn record(n: usize) -> StoredRecord {
     StoredRecord {
@@ -59,4 +73,649 @@ fn filling_an_epoch_with_records_does_not_make_later_blocks_read_more() {
         full, small,
         "the sampler read {small} committed rows with 10 records in the epoch and {full} with 2,000"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Attacks through signed txs on a running chain.
+
+const MODEL: &str = "meta/llama-8b";
+const PRICE: u128 = 10;
+/// Bond of every participant p0..p4.
+const BOND: u128 = 1_000_000;
+/// The chain's `min_stake` (`Setup::new`).
+const MIN_STAKE: u128 = 1_000;
+/// The transfer agent the requesters sign for, and another registered transfer agent.
+const TA: &str = "p3";
+const OTHER_TA: &str = "p4";
+/// n0 of host p0 (key seed 10) and n1 of host p1 (key seed 11).
+const N0: Exec<'static> = exec("p0", "n0", 10);
+const N1: Exec<'static> = exec("p1", "n1", 11);
+/// Accounts whose balances the attacks watch.
+const WATCHED: [&str; 7] = ["alice", "bob", "p0", "p1", "p2", TA, OTHER_TA];
+
+/// Five participants p0..p4 bonding `BOND`; one model at `PRICE`; every record sampled for
+/// validation, committees of 3, 20% slashed; TAs p3 and p4 registered; n0 (host p0) and n1
+/// (host p1) registered; the validation pool funded by bob.
+fn world() -> World {
+    let mut setup = Setup::new(5, BOND);
+    setup.epoch_length = 1_000;
+    let disputes = dpb::Params {
+        min_sample_ppm: 1_000_000,
+        max_sample_ppm: 1_000_000,
+        decay_validations: 20,
+        validation_deadline_blocks: 4,
+        dispute_deadline_blocks: 20,
+        committee_size: 3,
+        slash_fraction_ppm: 200_000,
+        min_deposit: "10000".into(),
+        validation_reward_ppm: 1_000_000,
+        jail_after_misses: 100,
+        miss_penalty_ppm: 100_000,
+    };
+    let mut w = World::with_genesis(setup, |state| {
+        state["inference"] = json!({
+            "params": {"max_records_per_batch": 10, "max_tokens_per_record": 100000},
+            "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
+        });
+        state["disputes"] = json!({ "params": disputes });
+    });
+    let txs = vec![
+        w.tx(TA, vec![register_ta(TA, "https://ta.example")]),
+        w.tx(
+            OTHER_TA,
+            vec![register_ta(OTHER_TA, "https://other.example")],
+        ),
+        w.tx(
+            "p0",
+            vec![msg_register_node(
+                &addr("p0"),
+                &node_spec("p0", "n0", &[MODEL], 24_000, 10),
+            )],
+        ),
+        w.tx(
+            "p1",
+            vec![msg_register_node(
+                &addr("p1"),
+                &node_spec("p1", "n1", &[MODEL], 24_000, 11),
+            )],
+        ),
+        w.tx(
+            "bob",
+            vec![gonka_client::msg_send(
+                &addr("bob"),
+                &gonka_rewards::validation_pool_address(),
+                1_000_000,
+            )],
+        ),
+    ];
+    let block = w.block(txs);
+    for i in 0..5 {
+        assert_eq!(
+            block.result(i).code,
+            0,
+            "setup tx {i}: {}",
+            block.result(i).log
+        );
+    }
+    w
+}
+
+fn balances(w: &World) -> BTreeMap<&'static str, u128> {
+    WATCHED.into_iter().map(|l| (l, w.balance_of(l))).collect()
+}
+
+/// `expected` with the given changes applied (`(label, signed delta)`).
+fn moved(
+    before: &BTreeMap<&'static str, u128>,
+    changes: &[(&'static str, i128)],
+) -> BTreeMap<&'static str, u128> {
+    let mut after = before.clone();
+    for (label, delta) in changes {
+        let balance = after.get_mut(label).unwrap();
+        *balance = (*balance as i128 + delta) as u128;
+    }
+    after
+}
+
+fn fee() -> i128 {
+    FEE as i128
+}
+
+/// A record by alice for `TA` on `on` with `(prompt, completion)` tokens and `commission`.
+fn honest(nonce: &str, on: Exec<'_>, tokens: (u64, u64), commission: u128) -> WorkRecord {
+    work_record("alice", TA, nonce, MODEL, on, tokens, commission)
+}
+
+/// What an honest record of `tokens` costs its requester (without commission).
+fn cost(tokens: (u64, u64)) -> i128 {
+    (u128::from(tokens.0 + tokens.1) * PRICE) as i128
+}
+
+fn batch(ta: &str, records: Vec<WorkRecord>) -> Any {
+    msg_submit_work_batch(&addr(ta), records)
+}
+
+fn stored(w: &World, id: &str) -> Option<pb::StoredRecord> {
+    let response = w.chain.query(
+        q::inference::Record::PATH,
+        prost::Message::encode_to_vec(&pb::QueryRecordRequest {
+            inference_id: id.into(),
+        }),
+    );
+    if response.code != 0 {
+        return None;
+    }
+    let decoded: pb::QueryRecordResponse = prost::Message::decode(response.value.as_ref()).unwrap();
+    decoded.record
+}
+
+fn work_of(w: &World, label: &str) -> u64 {
+    w.work(w.current_epoch())
+        .into_iter()
+        .find(|(operator, _)| *operator == addr(label))
+        .map(|(_, units)| units)
+        .unwrap_or(0)
+}
+
+fn assert_failed(result: &ExecTxResult, codespace: &str, code: u32, fragment: &str) {
+    assert_eq!(
+        (result.codespace.as_str(), result.code),
+        (codespace, code),
+        "{}",
+        result.log
+    );
+    assert!(
+        result.log.contains(fragment),
+        "{:?} lacks {fragment:?}",
+        result.log
+    );
+}
+
+/// Attack: the TA and the executor claim more completion tokens than the requester signed
+/// for, so the requester pays for tokens it never agreed to buy. Refused with
+/// `TokensAboveSigned`: nothing is charged, paid or credited for it.
+#[test]
+fn inflated_tokens_beyond_the_signed_max_are_refused() {
+    let mut w = world();
+    let good = honest("good", N0, (10, 10), 2);
+    // alice signs for at most 50 completion tokens; n0 signs a receipt for 80.
+    let mut input = request(TA, "inflated", MODEL, N0, (100, 50), 3);
+    input.completion_tokens = 80;
+    let inflated = signed_record("alice", 10, &input);
+    let before = balances(&w);
+    let tx = w.tx(TA, vec![batch(TA, vec![inflated.clone(), good.clone()])]);
+    let block = w.block(vec![tx]);
+    assert_refused(
+        block.result(0),
+        0,
+        &inflated.inference_id,
+        25,
+        "claims 80 completion tokens but the requester signed for at most 50",
+    );
+    assert!(stored(&w, &inflated.inference_id).is_none());
+    assert!(stored(&w, &good.inference_id).is_some());
+    // Only the good record moved money and work.
+    let c = cost((10, 10));
+    assert_eq!(
+        balances(&w),
+        moved(&before, &[("alice", -c - 2), ("p0", c), (TA, 2 - fee())])
+    );
+    assert_eq!(work_of(&w, "p0"), 20);
+}
+
+/// Attack: the chain's price of a model is above what the requester agreed to pay per
+/// token (the price rose, or the TA routed to a dearer model). Refused with
+/// `PriceAboveSigned`.
+#[test]
+fn a_model_priced_above_the_signed_max_is_refused() {
+    let mut w = world();
+    let mut input = request(TA, "cheap", MODEL, N0, (100, 50), 3);
+    input.terms.max_price_per_token = PRICE - 1;
+    let dear = signed_record("alice", 10, &input);
+    let good = honest("good", N0, (1, 1), 0);
+    let before = balances(&w);
+    let tx = w.tx(TA, vec![batch(TA, vec![good.clone(), dear.clone()])]);
+    let block = w.block(vec![tx]);
+    assert_refused(
+        block.result(0),
+        1,
+        &dear.inference_id,
+        24,
+        "costs 10ngnk per token but the requester signed for at most 9ngnk",
+    );
+    assert!(stored(&w, &dear.inference_id).is_none());
+    let c = cost((1, 1));
+    assert_eq!(
+        balances(&w),
+        moved(&before, &[("alice", -c), ("p0", c), (TA, -fee())])
+    );
+    assert_eq!(work_of(&w, "p0"), 2);
+}
+
+/// Attack: TA B copies a record out of TA A's batch (from the mempool or a block) and
+/// submits it first, to collect the commission the requester promised A, or rewrites the
+/// record's transfer agent to itself. Refused with `WrongTransferAgent` (and the rewrite
+/// with `RequestHashMismatch`); B earns nothing and A's own submission still succeeds.
+#[test]
+fn a_ta_cannot_submit_records_signed_for_another_ta() {
+    let mut w = world();
+    let record = honest("for-a", N0, (10, 10), 50);
+    let mut rewritten = honest("for-a-2", N0, (10, 10), 50);
+    rewritten.transfer_agent = addr(OTHER_TA);
+    let before = balances(&w);
+    let tx = w.tx(
+        OTHER_TA,
+        vec![batch(OTHER_TA, vec![record.clone(), rewritten.clone()])],
+    );
+    let block = w.block(vec![tx]);
+    assert_refused(
+        block.result(0),
+        0,
+        &record.inference_id,
+        23,
+        "was signed for transfer agent",
+    );
+    assert_refused(
+        block.result(0),
+        1,
+        &rewritten.inference_id,
+        22,
+        "the requester signed different terms",
+    );
+    assert!(stored(&w, &record.inference_id).is_none());
+    assert_eq!(
+        balances(&w),
+        moved(&before, &[(OTHER_TA, -fee())]),
+        "B pays its fee and earns nothing; alice pays nothing"
+    );
+    assert_eq!(work_of(&w, "p0"), 0);
+
+    // A submits its record afterwards: stored, A earns the commission.
+    let tx = w.tx(TA, vec![batch(TA, vec![record.clone()])]);
+    let block = w.block(vec![tx]);
+    assert_eq!(
+        record_outcomes(block.result(0)),
+        vec![(record.inference_id.clone(), "stored".into(), String::new())]
+    );
+    let c = cost((10, 10));
+    assert_eq!(
+        balances(&w),
+        moved(
+            &before,
+            &[
+                ("alice", -c - 50),
+                ("p0", c),
+                (TA, 50 - fee()),
+                (OTHER_TA, -fee())
+            ]
+        )
+    );
+    assert_eq!(
+        stored(&w, &record.inference_id).unwrap().transfer_agent,
+        addr(TA)
+    );
+}
+
+/// Attack: poison a batch with one bad record (a replay of a stored one, or a record of a
+/// node that was removed) so that the honest records sharing the batch are never settled.
+/// Each bad record is refused alone with its code; the good ones are stored and paid.
+#[test]
+fn one_bad_record_does_not_fail_its_batch() {
+    let mut w = world();
+    let replayed = honest("replayed", N0, (1, 1), 0);
+    let on_n1 = honest("on-n1", N1, (3, 3), 0);
+    let txs = vec![
+        w.tx(TA, vec![batch(TA, vec![replayed.clone()])]),
+        w.tx("p1", vec![msg_remove_node(&addr("p1"), "n1")]),
+    ];
+    let block = w.block(txs);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_eq!(block.result(1).code, 0, "{}", block.result(1).log);
+
+    let good1 = honest("good-1", N0, (10, 5), 1);
+    let good2 = honest("good-2", N0, (20, 5), 2);
+    let before = balances(&w);
+    let work_before = work_of(&w, "p0");
+    let tx = w.tx(
+        TA,
+        vec![batch(
+            TA,
+            vec![
+                good1.clone(),
+                replayed.clone(),
+                on_n1.clone(),
+                good2.clone(),
+            ],
+        )],
+    );
+    let block = w.block(vec![tx]);
+    let result = block.result(0);
+    assert_refused(result, 1, &replayed.inference_id, 18, "already recorded");
+    assert_refused(result, 2, &on_n1.inference_id, 8, "not registered");
+    let outcomes = record_outcomes(result);
+    assert_eq!(
+        (outcomes[0].1.as_str(), outcomes[3].1.as_str()),
+        ("stored", "stored")
+    );
+    let summary = &tx_events(result, "work_batch")[0];
+    assert_eq!(
+        (summary["stored"].as_str(), summary["refused"].as_str()),
+        ("2", "2")
+    );
+    assert!(stored(&w, &good1.inference_id).is_some());
+    assert!(stored(&w, &good2.inference_id).is_some());
+    assert!(stored(&w, &on_n1.inference_id).is_none());
+    let c = cost((10, 5)) + cost((20, 5));
+    assert_eq!(
+        balances(&w),
+        moved(&before, &[("alice", -c - 3), ("p0", c), (TA, 3 - fee())])
+    );
+    assert_eq!(work_of(&w, "p0"), work_before + 40);
+    assert_eq!(work_of(&w, "p1"), 0);
+}
+
+/// Attack: register a node key one does not hold (another host's, to claim its receipts),
+/// replay a proof made for another host, node or chain, or register one key for two nodes.
+/// Refused with `InvalidKeyProof` or `DuplicateNodeKey`; nothing is registered and n0's
+/// records still verify against its own key.
+#[test]
+fn a_node_key_cannot_be_registered_without_possession_or_twice() {
+    let mut w = world();
+    let p1 = addr("p1");
+    let with_proof = |id: &str, seed: u8, proof: Vec<u8>| {
+        let mut spec = node_spec("p1", id, &[MODEL], 24_000, seed);
+        spec.key_proof = proof;
+        spec
+    };
+    let cases: Vec<(&str, Any, u32, &str)> = vec![
+        (
+            "p1",
+            msg_register_node(
+                &p1,
+                &with_proof("nx", 20, node_key_proof(&node_key(21), CHAIN_ID, &p1, "nx")),
+            ),
+            27,
+            "key_proof",
+        ),
+        (
+            "p1",
+            msg_register_node(
+                &p1,
+                &with_proof(
+                    "nx",
+                    20,
+                    node_key_proof(&node_key(20), CHAIN_ID, &addr("p0"), "nx"),
+                ),
+            ),
+            27,
+            "key_proof",
+        ),
+        (
+            "p1",
+            msg_register_node(
+                &p1,
+                &with_proof(
+                    "nx",
+                    20,
+                    node_key_proof(&node_key(20), "other-chain", &p1, "nx"),
+                ),
+            ),
+            27,
+            "key_proof",
+        ),
+        (
+            "p1",
+            msg_register_node(
+                &p1,
+                &with_proof("nx", 20, node_key_proof(&node_key(20), CHAIN_ID, &p1, "ny")),
+            ),
+            27,
+            "key_proof",
+        ),
+        (
+            "p1",
+            msg_register_node(&p1, &with_proof("nx", 20, Vec::new())),
+            27,
+            "key_proof (0 bytes)",
+        ),
+        // n0's key with n0's own (valid, public) proof: bound to host p0 and node n0.
+        (
+            "p1",
+            msg_register_node(
+                &p1,
+                &with_proof(
+                    "nx",
+                    10,
+                    node_spec("p0", "n0", &[MODEL], 24_000, 10).key_proof,
+                ),
+            ),
+            27,
+            "key_proof",
+        ),
+        // p0 holds n0's key and proves it, but one key serves one node only.
+        (
+            "p0",
+            msg_register_node(&addr("p0"), &node_spec("p0", "n0b", &[MODEL], 24_000, 10)),
+            28,
+            "already registered for node n0",
+        ),
+        (
+            "p1",
+            msg_update_node(&p1, &node_spec("p1", "n1", &[MODEL], 24_000, 10)),
+            28,
+            "already registered for node n0",
+        ),
+    ];
+    w.block(vec![]);
+    let state_before = w.raw_prefix(b"inference/");
+    let before = balances(&w);
+    let txs: Vec<Vec<u8>> = cases
+        .iter()
+        .map(|(signer, msg, _, _)| w.tx(signer, vec![msg.clone()]))
+        .collect();
+    let block = w.block(txs);
+    for (i, (_, _, code, fragment)) in cases.iter().enumerate() {
+        assert_failed(block.result(i), "inference", *code, fragment);
+    }
+    assert_eq!(
+        w.raw_prefix(b"inference/"),
+        state_before,
+        "a refused registration changed the registry"
+    );
+    let fees = |label| cases.iter().filter(|c| c.0 == label).count() as i128 * fee();
+    assert_eq!(
+        balances(&w),
+        moved(&before, &[("p0", -fees("p0")), ("p1", -fees("p1"))])
+    );
+    // n0 still signs for p0: its records settle.
+    let r = honest("still-n0", N0, (1, 1), 0);
+    let tx = w.tx(TA, vec![batch(TA, vec![r.clone()])]);
+    let block = w.block(vec![tx]);
+    assert_eq!(record_outcomes(block.result(0))[0].1, "stored");
+}
+
+/// Attack: reuse a node's receipt for another host (the receipt is what pays a host), for
+/// example when a node key signs a receipt naming a host that is not the node's registered
+/// host. The receipt binds node id and host, so its signature does not verify:
+/// `InvalidExecutorSignature`; neither host is paid.
+#[test]
+fn a_receipt_bound_to_another_host_is_refused() {
+    let mut w = world();
+    let mut input = request(TA, "other-host", MODEL, N0, (10, 10), 1);
+    input.host = addr("p1");
+    let misbound = signed_record("alice", 10, &input);
+    // And n0's key signing a receipt for node n1 (of host p1).
+    let mut input = request(TA, "other-node", MODEL, N1, (10, 10), 1);
+    input.host = addr("p1");
+    let foreign = signed_record("alice", 10, &input);
+    let before = balances(&w);
+    let tx = w.tx(TA, vec![batch(TA, vec![misbound.clone(), foreign.clone()])]);
+    let block = w.block(vec![tx]);
+    assert_refused(
+        block.result(0),
+        0,
+        &misbound.inference_id,
+        17,
+        "receipt for host",
+    );
+    assert_refused(
+        block.result(0),
+        1,
+        &foreign.inference_id,
+        17,
+        "receipt for host",
+    );
+    assert!(stored(&w, &misbound.inference_id).is_none());
+    assert!(stored(&w, &foreign.inference_id).is_none());
+    assert_eq!(balances(&w), moved(&before, &[(TA, -fee())]));
+    assert_eq!((work_of(&w, "p0"), work_of(&w, "p1")), (0, 0));
+}
+
+/// Attack: the executor (with its TA) claims more prompt tokens than the request had; the
+/// requester's signed maximum bounds only the completion, so the record is stored. A
+/// validator that re-executes and reports the true counts finds a mismatch (a wrong count
+/// is a fault like a wrong answer); the dispute it opens faults the executor: slashed, its
+/// work voided and the requester refunded.
+#[test]
+fn inflated_token_counts_lose_the_validation() {
+    let mut w = world();
+    let truth_tokens = (100, 50);
+    let mut input = request(TA, "padded", MODEL, N0, truth_tokens, 0);
+    input.prompt_tokens = 120;
+    let padded = signed_record("alice", 10, &input);
+    let id = padded.inference_id.clone();
+    let (alice, p0) = (w.balance_of("alice"), w.balance_of("p0"));
+    let tx = w.tx(TA, vec![batch(TA, vec![padded])]);
+    let block = w.block(vec![tx]);
+    assert_eq!(record_outcomes(block.result(0))[0].1, "stored");
+    let charged = cost((120, 50)) as u128;
+    assert_eq!(w.balance_of("alice"), alice - charged);
+    let sampling = w.block(vec![]);
+    assert_eq!(sampling.events("validation_sampled")[0]["inference_id"], id);
+    let validator = w
+        .query::<q::disputes::Validation>(dpb::QueryValidationRequest {
+            inference_id: id.clone(),
+        })
+        .validation
+        .unwrap()
+        .validator;
+    let label = ["p1", "p2", "p3", "p4"]
+        .into_iter()
+        .find(|l| addr(l) == validator)
+        .unwrap();
+    // The right answer with the true counts.
+    let re_execution = found(truth("padded"), truth_tokens);
+    let tx = w.tx(
+        label,
+        vec![msg_submit_validation(&validator, &id, &re_execution)],
+    );
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_eq!(
+        tx_events(block.result(0), "validation_submitted")[0]["outcome"],
+        "mismatch"
+    );
+    assert_eq!(
+        tx_events(block.result(0), "dispute_opened")[0]["kind"],
+        "validation"
+    );
+    let dispute = w
+        .query::<q::disputes::Dispute>(dpb::QueryDisputeRequest { id: 0 })
+        .dispute
+        .unwrap();
+    assert_eq!(dispute.inference_id, id);
+
+    // The committee re-executes too and reports the same true counts.
+    let votes: Vec<Vec<u8>> = dispute.committee[..2]
+        .iter()
+        .map(|member| {
+            let label = ["p1", "p2", "p3", "p4"]
+                .into_iter()
+                .find(|l| addr(l) == *member)
+                .unwrap();
+            w.tx(label, vec![msg_vote_dispute(member, 0, &re_execution)])
+        })
+        .collect();
+    let block = w.block(votes);
+    assert_eq!(block.result(1).code, 0, "{}", block.result(1).log);
+    assert_eq!(
+        tx_events(block.result(1), "dispute_resolved")[0]["outcome"],
+        "executor_faulted"
+    );
+    assert_eq!(
+        w.balance_of("alice"),
+        alice,
+        "the requester is refunded in full"
+    );
+    assert_eq!(
+        w.balance_of("p0"),
+        p0,
+        "the executor keeps none of the payment"
+    );
+    assert_eq!(
+        w.bonded("p0"),
+        BOND - BOND / 5,
+        "the executor is slashed 20%"
+    );
+    assert_eq!(work_of(&w, "p0"), 0, "the padded work is voided");
+}
+
+/// Attack: act as host or transfer agent without stake at risk: a host that unbonds below
+/// `min_stake` after registering its node keeps serving, and a TA below `min_stake` keeps
+/// submitting. The host's records are refused with `NotStaked` (the batch's other records
+/// settle), and the TA's batch is refused as a whole with `NotStaked`.
+#[test]
+fn an_unstaked_host_or_ta_earns_nothing() {
+    let mut w = world();
+    let keep = MIN_STAKE - 1;
+    let txs = vec![
+        w.tx("p1", vec![unstake_msg("p1", BOND - keep)]),
+        w.tx(OTHER_TA, vec![unstake_msg(OTHER_TA, BOND - keep)]),
+    ];
+    let block = w.block(txs);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_eq!(block.result(1).code, 0, "{}", block.result(1).log);
+    assert_eq!((w.bonded("p1"), w.bonded(OTHER_TA)), (keep, keep));
+
+    let on_n1 = honest("unstaked-host", N1, (10, 10), 1);
+    let good = honest("staked-host", N0, (10, 10), 1);
+    let for_other = work_record("bob", OTHER_TA, "unstaked-ta", MODEL, N0, (10, 10), 1);
+    let before = balances(&w);
+    let txs = vec![
+        w.tx(TA, vec![batch(TA, vec![on_n1.clone(), good.clone()])]),
+        w.tx(OTHER_TA, vec![batch(OTHER_TA, vec![for_other.clone()])]),
+    ];
+    let block = w.block(txs);
+    assert_refused(
+        block.result(0),
+        0,
+        &on_n1.inference_id,
+        4,
+        "host paid for work",
+    );
+    assert_eq!(record_outcomes(block.result(0))[1].1, "stored");
+    assert_failed(
+        block.result(1),
+        "inference",
+        4,
+        "transfer agent submitting work",
+    );
+    assert!(tx_events(block.result(1), "inference_record").is_empty());
+    assert!(stored(&w, &on_n1.inference_id).is_none());
+    assert!(stored(&w, &for_other.inference_id).is_none());
+    let c = cost((10, 10));
+    assert_eq!(
+        balances(&w),
+        moved(
+            &before,
+            &[
+                ("alice", -c - 1),
+                ("p0", c),
+                (TA, 1 - fee()),
+                (OTHER_TA, -fee())
+            ]
+        ),
+        "neither p1 nor p4 earns; bob pays nothing"
+    );
+    assert_eq!(work_of(&w, "p1"), 0);
 }

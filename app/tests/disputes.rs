@@ -15,7 +15,9 @@ mod support;
 use gonka_proto::query as q;
 use std::collections::{BTreeMap, BTreeSet};
 
-use gonka_client::disputes::{msg_open_dispute, msg_submit_validation, msg_vote_dispute};
+use gonka_client::disputes::{
+    msg_open_dispute, msg_submit_validation, msg_vote_dispute, ReExecution,
+};
 use gonka_client::tx::{msg_register_node, msg_submit_work_batch, NodeSpec};
 use gonka_proto::disputes as pb;
 use gonka_proto::inference::WorkRecord;
@@ -102,15 +104,23 @@ fn world(params: pb::Params) -> World {
     world
 }
 
-/// ML node `n{index}` serving the model, with key seed `10 + index`.
+/// ML node `n{index}` of host `p{index}` serving the model, with key seed `10 + index`.
 fn spec(index: u8) -> NodeSpec {
-    node_spec(&format!("n{index}"), &[MODEL], 24_000, 10 + index)
+    node_spec(
+        &format!("p{index}"),
+        &format!("n{index}"),
+        &[MODEL],
+        24_000,
+        10 + index,
+    )
 }
 
-/// A record by alice executed on node `n{node}` with `tokens`; `honest` records claim the
-/// truth, the others a [`lie`].
+/// A record by alice for the TA executed on node `n{node}` of host `p{node}` with `tokens`;
+/// `honest` records claim the truth, the others a [`lie`].
 fn record_on(node: u8, nonce: &str, honest: bool, tokens: (u64, u64)) -> WorkRecord {
-    let mut input = request(nonce, MODEL, &format!("n{node}"), tokens, 0);
+    let (host, id) = (format!("p{node}"), format!("n{node}"));
+    let on = exec(&host, &id, 10 + node);
+    let mut input = request(TA, nonce, MODEL, on, tokens, 0);
     if !honest {
         input.response_hash = lie(nonce);
     }
@@ -120,6 +130,12 @@ fn record_on(node: u8, nonce: &str, honest: bool, tokens: (u64, u64)) -> WorkRec
 /// A scenario record of `TOKENS` tokens on n0 (host p0).
 fn record(nonce: &str, honest: bool) -> WorkRecord {
     record_on(0, nonce, honest, (100, 50))
+}
+
+/// A re-execution of a scenario record that found answer `result_hash` and the record's true
+/// token counts.
+fn answer(result_hash: [u8; 32]) -> ReExecution {
+    found(result_hash, (100, 50))
 }
 
 /// Submits `records` in one batch, then commits the next (empty) block, which samples them.
@@ -224,7 +240,11 @@ fn work_of(world: &World, label: &str) -> u64 {
 
 /// Submits a record and has its assigned validator answer `result`; returns the record id,
 /// the validator's label and the answering block.
-fn validate(world: &mut World, rec: WorkRecord, result: &[u8]) -> (String, &'static str, Block) {
+fn validate(
+    world: &mut World,
+    rec: WorkRecord,
+    result: &ReExecution,
+) -> (String, &'static str, Block) {
     let id = rec.inference_id.clone();
     let sampling = submit(world, vec![rec]);
     let sampled = sampling.events("validation_sampled");
@@ -281,7 +301,11 @@ fn honest_executor_validation_matches_and_both_are_paid() {
 
     let tx = w.tx(
         label,
-        vec![msg_submit_validation(&v.validator, &id, &truth("honest"))],
+        vec![msg_submit_validation(
+            &v.validator,
+            &id,
+            &answer(truth("honest")),
+        )],
     );
     let block = w.block(vec![tx]);
     assert_ok(&block, 0);
@@ -324,7 +348,7 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
     let tx = w.tx("p0", vec![unstake_msg("p0", 100_000)]);
     assert_ok(&w.block(vec![tx]), 0);
     let alice_paid = w.balance_of("alice");
-    let (id, accuser, block) = validate(&mut w, record("cheat", false), &truth("cheat"));
+    let (id, accuser, block) = validate(&mut w, record("cheat", false), &answer(truth("cheat")));
     assert_eq!(w.balance_of("alice"), alice_paid - COST);
     let submitted = &tx_events(block.result(0), "validation_submitted")[0];
     assert_eq!(submitted["outcome"], "mismatch");
@@ -337,7 +361,7 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
         (d.inference_id.as_str(), d.status.as_str()),
         (id.as_str(), "open")
     );
-    assert_eq!(d.claimed_hash, lie("cheat"));
+    assert_eq!(d.claimed_hash, commitment("cheat", &lie("cheat")));
     assert_eq!(d.accuser_hash, truth("cheat"));
     // Five participants minus the executor's host and the accuser leave exactly three.
     let committee: BTreeSet<&str> = d.committee.iter().map(|m| label_of(m)).collect();
@@ -364,8 +388,14 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
     let before = balances(&w);
     let (pool_before, community_before) = (pool(&w), community(&w));
     let votes = vec![
-        w.tx(m1, vec![msg_vote_dispute(&addr(m1), 0, &truth("cheat"))]),
-        w.tx(m2, vec![msg_vote_dispute(&addr(m2), 0, &truth("cheat"))]),
+        w.tx(
+            m1,
+            vec![msg_vote_dispute(&addr(m1), 0, &answer(truth("cheat")))],
+        ),
+        w.tx(
+            m2,
+            vec![msg_vote_dispute(&addr(m2), 0, &answer(truth("cheat")))],
+        ),
     ];
     let block = w.block(votes);
     assert_ok(&block, 0);
@@ -435,7 +465,7 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
 #[test]
 fn false_accusation_is_punished() {
     let mut w = world(scenario_params());
-    let (_, accuser, block) = validate(&mut w, record("fine", true), &lie("fine"));
+    let (_, accuser, block) = validate(&mut w, record("fine", true), &answer(lie("fine")));
     assert_eq!(
         tx_events(block.result(0), "validation_submitted")[0]["outcome"],
         "mismatch"
@@ -445,8 +475,14 @@ fn false_accusation_is_punished() {
     let before = balances(&w);
     let (pool_before, community_before) = (pool(&w), community(&w));
     let votes = vec![
-        w.tx(m1, vec![msg_vote_dispute(&addr(m1), 0, &truth("fine"))]),
-        w.tx(m2, vec![msg_vote_dispute(&addr(m2), 0, &truth("fine"))]),
+        w.tx(
+            m1,
+            vec![msg_vote_dispute(&addr(m1), 0, &answer(truth("fine")))],
+        ),
+        w.tx(
+            m2,
+            vec![msg_vote_dispute(&addr(m2), 0, &answer(truth("fine")))],
+        ),
     ];
     let block = w.block(votes);
     assert_ok(&block, 1);
@@ -499,8 +535,14 @@ fn user_dispute_won_refunds_returns_the_deposit_and_pays_a_share() {
     let (m1, m2) = (label_of(&d.committee[0]), label_of(&d.committee[1]));
     let before = balances(&w);
     let votes = vec![
-        w.tx(m1, vec![msg_vote_dispute(&addr(m1), 0, &truth("user-won"))]),
-        w.tx(m2, vec![msg_vote_dispute(&addr(m2), 0, &truth("user-won"))]),
+        w.tx(
+            m1,
+            vec![msg_vote_dispute(&addr(m1), 0, &answer(truth("user-won")))],
+        ),
+        w.tx(
+            m2,
+            vec![msg_vote_dispute(&addr(m2), 0, &answer(truth("user-won")))],
+        ),
     ];
     let block = w.block(votes);
     assert_ok(&block, 1);
@@ -552,8 +594,14 @@ fn the_refund_comes_from_the_slash_when_the_host_cannot_pay() {
     let (m1, m2) = (label_of(&d.committee[0]), label_of(&d.committee[1]));
     let alice = w.balance_of("alice");
     let votes = vec![
-        w.tx(m1, vec![msg_vote_dispute(&addr(m1), 0, &truth("poor"))]),
-        w.tx(m2, vec![msg_vote_dispute(&addr(m2), 0, &truth("poor"))]),
+        w.tx(
+            m1,
+            vec![msg_vote_dispute(&addr(m1), 0, &answer(truth("poor")))],
+        ),
+        w.tx(
+            m2,
+            vec![msg_vote_dispute(&addr(m2), 0, &answer(truth("poor")))],
+        ),
     ];
     assert_ok(&w.block(votes), 1);
     // 500 from the host, the other 1,000 from the 200,000 slashed; 199,000 shared by three
@@ -619,11 +667,11 @@ fn user_dispute_lost_forfeits_the_deposit_to_the_executor() {
     let votes = vec![
         w.tx(
             m1,
-            vec![msg_vote_dispute(&addr(m1), 0, &truth("user-lost"))],
+            vec![msg_vote_dispute(&addr(m1), 0, &answer(truth("user-lost")))],
         ),
         w.tx(
             m2,
-            vec![msg_vote_dispute(&addr(m2), 0, &truth("user-lost"))],
+            vec![msg_vote_dispute(&addr(m2), 0, &answer(truth("user-lost")))],
         ),
     ];
     let block = w.block(votes);
@@ -744,7 +792,7 @@ fn missed_validations_cost_reputation_then_jail() {
 fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
     let mut w = world(scenario_params());
     // A: validated (match). B: its deadline passes.
-    let (a, a_validator, _) = validate(&mut w, record("a", true), &truth("a"));
+    let (a, a_validator, _) = validate(&mut w, record("a", true), &answer(truth("a")));
     let b_rec = record("b", true);
     let b = b_rec.inference_id.clone();
     submit(&mut w, vec![b_rec]);
@@ -764,11 +812,19 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
     let mismatches = vec![
         w.tx(
             label_of(&vc.validator),
-            vec![msg_submit_validation(&vc.validator, &c_id, &truth("c"))],
+            vec![msg_submit_validation(
+                &vc.validator,
+                &c_id,
+                &answer(truth("c")),
+            )],
         ),
         w.tx(
             label_of(&ve.validator),
-            vec![msg_submit_validation(&ve.validator, &e_id, &truth("e"))],
+            vec![msg_submit_validation(
+                &ve.validator,
+                &e_id,
+                &answer(truth("e")),
+            )],
         ),
     ];
     let block = w.block(mismatches);
@@ -779,14 +835,17 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
     let voted = label_of(&d0.committee[0]);
     let e_voters = (label_of(&d1.committee[0]), label_of(&d1.committee[1]));
     let votes = vec![
-        w.tx(voted, vec![msg_vote_dispute(&addr(voted), 0, &truth("c"))]),
+        w.tx(
+            voted,
+            vec![msg_vote_dispute(&addr(voted), 0, &answer(truth("c")))],
+        ),
         w.tx(
             e_voters.0,
-            vec![msg_vote_dispute(&addr(e_voters.0), 1, &truth("e"))],
+            vec![msg_vote_dispute(&addr(e_voters.0), 1, &answer(truth("e")))],
         ),
         w.tx(
             e_voters.1,
-            vec![msg_vote_dispute(&addr(e_voters.1), 1, &truth("e"))],
+            vec![msg_vote_dispute(&addr(e_voters.1), 1, &answer(truth("e")))],
         ),
     ];
     let block = w.block(votes);
@@ -821,25 +880,25 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
     let cases: Vec<(&str, Any, u32, &str)> = vec![
         (
             intruder,
-            msg_submit_validation(&addr(intruder), &f_id, &truth("f")),
+            msg_submit_validation(&addr(intruder), &f_id, &answer(truth("f"))),
             5,
             "is assigned to",
         ),
         (
             b_label,
-            msg_submit_validation(&b_validation.validator, &b, &truth("b")),
+            msg_submit_validation(&b_validation.validator, &b, &answer(truth("b"))),
             6,
             "was due by height",
         ),
         (
             a_validator,
-            msg_submit_validation(&addr(a_validator), &a, &truth("a")),
+            msg_submit_validation(&addr(a_validator), &a, &answer(truth("a"))),
             7,
             "already submitted",
         ),
         (
             "p1",
-            msg_submit_validation(&addr("p1"), &unknown, &truth("x")),
+            msg_submit_validation(&addr("p1"), &unknown, &answer(truth("x"))),
             8,
             "no work record",
         ),
@@ -875,25 +934,25 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
         ),
         (
             "p1",
-            msg_vote_dispute(&addr("p1"), 99, &truth("x")),
+            msg_vote_dispute(&addr("p1"), 99, &answer(truth("x"))),
             12,
             "no dispute with id 99",
         ),
         (
             outsider,
-            msg_vote_dispute(&addr(outsider), 0, &truth("c")),
+            msg_vote_dispute(&addr(outsider), 0, &answer(truth("c"))),
             13,
             "is not on the committee of dispute 0",
         ),
         (
             voted,
-            msg_vote_dispute(&addr(voted), 0, &truth("c")),
+            msg_vote_dispute(&addr(voted), 0, &answer(truth("c"))),
             14,
             "already voted on dispute 0",
         ),
         (
             closed_member,
-            msg_vote_dispute(&addr(closed_member), 1, &truth("e")),
+            msg_vote_dispute(&addr(closed_member), 1, &answer(truth("e"))),
             15,
             "was resolved (executor_faulted)",
         ),
@@ -903,7 +962,17 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
         .map(|(signer, msg, _, _)| w.tx(signer, vec![msg.clone()]))
         .collect();
     // Stateless: refused before the ante step, so no fee and no sequence.
-    txs.push(w.tx_unsequenced("p1", vec![msg_vote_dispute(&addr("p1"), 0, &[1; 31])]));
+    let short_hash = Any {
+        type_url: "/gonka.disputes.v1.MsgVoteDispute".into(),
+        value: prost::Message::encode_to_vec(&pb::MsgVoteDispute {
+            voter: addr("p1"),
+            dispute_id: 0,
+            result_hash: vec![1; 31],
+            prompt_tokens: 100,
+            completion_tokens: 50,
+        }),
+    };
+    txs.push(w.tx_unsequenced("p1", vec![short_hash]));
     txs.push(w.tx_unsequenced(
         "alice",
         vec![msg_open_dispute(&addr("alice"), "ABC", MIN_DEPOSIT)],
@@ -979,18 +1048,21 @@ fn logged(w: &mut World, log: &mut Log, txs: Vec<Vec<u8>>) -> Block {
 /// Submits `count` cheap records on each node of `plan` (`(node, count, expected rate)`),
 /// 500 per block in batches of 100, checks each following block's sampling against the rule
 /// (the exact set of ids, recomputed here from the block hash, at the node's expected
-/// rate), and returns the sampled ids per node.
+/// rate), and returns the sampled ids per node; notes each record's true answer in `truths`.
 fn phase(
     w: &mut World,
     log: &mut Log,
     tag: &str,
     plan: &[(u8, usize, u64)],
+    truths: &mut BTreeMap<String, [u8; 32]>,
 ) -> BTreeMap<u8, Vec<String>> {
     let mut records = Vec::new();
     let mut rate_of: BTreeMap<String, (u8, u64)> = BTreeMap::new();
     for (node, count, rate) in plan {
         for i in 0..*count {
-            let record = record_on(*node, &format!("{tag}-n{node}-{i}"), true, (1, 1));
+            let nonce = format!("{tag}-n{node}-{i}");
+            let record = record_on(*node, &nonce, true, (1, 1));
+            truths.insert(record.inference_id.clone(), truth(&nonce));
             rate_of.insert(record.inference_id.clone(), (*node, *rate));
             records.push(record);
         }
@@ -1037,22 +1109,28 @@ fn phase(
 fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>, Vec<String>) {
     let params = sampling_params();
     // Phase 1: a new executor is checked at the maximum, 10%.
-    let first = phase(w, log, "new", &[(0, 1_000, params.max_sample_ppm)])
-        .remove(&0)
-        .unwrap();
+    let mut truths: BTreeMap<String, [u8; 32]> = BTreeMap::new();
+    let first = phase(
+        w,
+        log,
+        "new",
+        &[(0, 1_000, params.max_sample_ppm)],
+        &mut truths,
+    )
+    .remove(&0)
+    .unwrap();
     assert_eq!(stats(w, "p0").current_rate_ppm, params.max_sample_ppm);
-    let truths: BTreeMap<String, Vec<u8>> = w
+    // Every stored record of n0 is one of phase 1's.
+    let stored: BTreeSet<String> = w
         .query::<q::inference::Records>(gonka_proto::inference::QueryRecordsRequest {
             epoch: 0,
             executor: "n0".into(),
         })
         .records
         .into_iter()
-        .map(|r| {
-            let r = r.record.unwrap();
-            (r.inference_id, r.response_hash)
-        })
+        .map(|r| r.record.unwrap().inference_id)
         .collect();
+    assert_eq!(stored, truths.keys().cloned().collect());
     // A record that was not sampled cannot be validated.
     let unsampled = truths
         .keys()
@@ -1061,7 +1139,11 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
         .clone();
     let tx = w.tx(
         "p1",
-        vec![msg_submit_validation(&addr("p1"), &unsampled, &[0; 32])],
+        vec![msg_submit_validation(
+            &addr("p1"),
+            &unsampled,
+            &found([0; 32], (1, 1)),
+        )],
     );
     let refused = logged(w, log, vec![tx]);
     assert_err(refused.result(0), 4, "was not sampled", "unsampled record");
@@ -1075,7 +1157,11 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
                 let v = validation(w, id);
                 w.tx(
                     label_of(&v.validator),
-                    vec![msg_submit_validation(&v.validator, id, &truths[id])],
+                    vec![msg_submit_validation(
+                        &v.validator,
+                        id,
+                        &found(truths[id], (1, 1)),
+                    )],
                 )
             })
             .collect();
@@ -1104,6 +1190,7 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
             (0, 1_000, params.min_sample_ppm),
             (1, 500, params.max_sample_ppm),
         ],
+        &mut truths,
     );
     (
         first,

@@ -39,7 +39,7 @@ fn moved_world() -> World {
             "p3",
             vec![msg_register_node(
                 &addr("p3"),
-                &node_spec("n-3", &[MODEL], 24_000, 3),
+                &node_spec("p3", "n-3", &[MODEL], 24_000, 3),
             )],
         ),
     ];

@@ -34,7 +34,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 6] = ["p0", "p1", "p2", "p3", "p4", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "116be5fd4e48f1c793f7a0c851afc421f25c9e21022d77634e43e7fdf64a03ee";
+const GOLDEN: &str = "9fd6a89ef698149cb06b4aa70d4cd4e3fd3d781d94bf0854a4aed0ff39b54edb";
 
 /// Five genesis participants p0..p4 bonding `BOND`; alice, bob, carol and dave funded;
 /// 10-block epochs; 1-epoch unbonding and jail; 10% of each epoch's rewards to the
@@ -143,10 +143,17 @@ fn dispute(w: &World, id: u64) -> pb::Dispute {
         .unwrap()
 }
 
-/// A record of request `nonce` by `requester` on n0 (key seed 10), 100 prompt and 50
-/// completion tokens; `honest` records claim the [`truth`], the others a [`lie`].
+/// A record of request `nonce` by `requester` for the TA on n0 (host p0, key seed 10), 100
+/// prompt and 50 completion tokens; `honest` records claim the [`truth`], the others a [`lie`].
 fn record(requester: &str, nonce: &str, model: &str, honest: bool, commission: u128) -> WorkRecord {
-    let mut input = request(nonce, model, "n0", (100, 50), commission);
+    let mut input = request(
+        TA,
+        nonce,
+        model,
+        exec("p0", "n0", 10),
+        (100, 50),
+        commission,
+    );
     if !honest {
         input.response_hash = lie(nonce);
     }
@@ -184,14 +191,14 @@ fn scenario(w: &mut World) -> Log {
             "p0",
             vec![msg_register_node(
                 &addr("p0"),
-                &node_spec("n0", &[LLAMA], 24_000, 10),
+                &node_spec("p0", "n0", &[LLAMA], 24_000, 10),
             )],
         ),
         w.tx(
             "p1",
             vec![msg_register_node(
                 &addr("p1"),
-                &node_spec("n1", &[LLAMA], 24_000, 11),
+                &node_spec("p1", "n1", &[LLAMA], 24_000, 11),
             )],
         ),
         w.tx(
@@ -272,10 +279,24 @@ fn scenario(w: &mut World) -> Log {
     );
 
     // Height 3: n0 also serves qwen, n1 leaves, the TA submits three records on n0: an
-    // honest one, a faked one (for a validation dispute) and a faked one bob will dispute.
+    // honest one, a faked one (for a validation dispute) and a faked one bob will dispute;
+    // a fourth record, signed for another transfer agent, is refused alone.
     let honest = record("alice", "golden-honest", LLAMA, true, 5);
     let cheat = record("alice", "golden-cheat", QWEN, false, 0);
     let disputed = record("bob", "golden-user", LLAMA, false, 0);
+    let foreign = signed_record(
+        "carol",
+        10,
+        &request(
+            "p3",
+            "golden-foreign",
+            LLAMA,
+            exec("p0", "n0", 10),
+            (1, 1),
+            0,
+        ),
+    );
+    let foreign_id = foreign.inference_id.clone();
     let ids: Vec<String> = [&honest, &cheat, &disputed]
         .iter()
         .map(|r| r.inference_id.clone())
@@ -285,7 +306,7 @@ fn scenario(w: &mut World) -> Log {
             "p0",
             vec![msg_update_node(
                 &addr("p0"),
-                &node_spec("n0", &[QWEN, LLAMA], 96_000, 10),
+                &node_spec("p0", "n0", &[QWEN, LLAMA], 96_000, 10),
             )],
         ),
         w.tx("p1", vec![msg_remove_node(&addr("p1"), "n1")]),
@@ -293,7 +314,7 @@ fn scenario(w: &mut World) -> Log {
             TA,
             vec![msg_submit_work_batch(
                 &addr(TA),
-                vec![honest, cheat, disputed],
+                vec![honest, cheat, disputed, foreign],
             )],
         ),
     ];
@@ -306,7 +327,13 @@ fn scenario(w: &mut World) -> Log {
         &[("node_id", "n0"), ("models", &both)],
     );
     assert_tx(&b, 1, "node_removed", &[("node_id", "n1"), ("host", &p1)]);
-    assert_tx(&b, 2, "work_batch", &[("stored", "3"), ("refused", "0")]);
+    assert_tx(&b, 2, "work_batch", &[("stored", "3"), ("refused", "1")]);
+    assert_tx(
+        &b,
+        2,
+        "inference_record",
+        &[("id", &foreign_id), ("outcome", "refused"), ("code", "23")],
+    );
     for id in &ids {
         assert_tx(
             &b,
@@ -333,7 +360,7 @@ fn scenario(w: &mut World) -> Log {
             vec![msg_submit_validation(
                 &validators[0],
                 &ids[0],
-                &truth("golden-honest"),
+                &found(truth("golden-honest"), (100, 50)),
             )],
         ),
         w.tx(
@@ -341,7 +368,7 @@ fn scenario(w: &mut World) -> Log {
             vec![msg_submit_validation(
                 &validators[1],
                 &ids[1],
-                &truth("golden-cheat"),
+                &found(truth("golden-cheat"), (100, 50)),
             )],
         ),
     ];
@@ -372,7 +399,11 @@ fn scenario(w: &mut World) -> Log {
         .map(|member| {
             w.tx(
                 label_of(member),
-                vec![msg_vote_dispute(member, 0, &truth("golden-cheat"))],
+                vec![msg_vote_dispute(
+                    member,
+                    0,
+                    &found(truth("golden-cheat"), (100, 50)),
+                )],
             )
         })
         .collect();
@@ -439,7 +470,11 @@ fn scenario(w: &mut World) -> Log {
         .map(|member| {
             w.tx(
                 label_of(member),
-                vec![msg_vote_dispute(member, 1, &truth("golden-user"))],
+                vec![msg_vote_dispute(
+                    member,
+                    1,
+                    &found(truth("golden-user"), (100, 50)),
+                )],
             )
         })
         .collect();
@@ -528,7 +563,7 @@ fn scenario(w: &mut World) -> Log {
 ///   time is over);
 /// - inference: `MsgRegisterTransferAgent`, `MsgRegisterNode`, `MsgUpdateNode`,
 ///   `MsgRemoveNode`, `MsgSubmitWorkBatch` (three records with requester and executor
-///   signatures);
+///   signatures, and one signed for another transfer agent, refused alone);
 /// - disputes: `MsgSubmitValidation` (a match and a mismatch, which opens a validation
 ///   dispute), `MsgOpenDispute` (a user dispute), `MsgVoteDispute` (both disputes decided
 ///   against the executor).

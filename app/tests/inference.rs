@@ -1,7 +1,8 @@
 //! x/inference through the ABCI harness with ordinary signed txs: the registry (happy paths
 //! and every rejection, which changes nothing), work batches (payment, commission, work
 //! credit, stored and queryable records, events), a requester who cannot pay refused alone,
-//! and transfer-agent misbehaviour failing the whole tx with its code.
+//! every bad record refused alone with its code while the good records of its batch are
+//! stored, and a batch that is too large or not from a transfer agent failing as a whole.
 //!
 //! Every block goes through `World::block`, which checks that balances sum to the supply,
 //! that the supply does not change outside epoch ends (so inference moves funds, never mints
@@ -34,6 +35,9 @@ const QWEN_PRICE: u128 = 50;
 const TA: &str = "p2";
 /// Liquid balance of the poor requester: less than any record below costs.
 const CAROL: u128 = 100;
+/// n0 of host p0 (key seed 10) and n1 of host p1 (key seed 11).
+const N0: Exec<'static> = exec("p0", "n0", 10);
+const N1: Exec<'static> = exec("p1", "n1", 11);
 
 fn setup() -> Setup {
     let mut setup = Setup::new(3, 1_000_000);
@@ -66,14 +70,14 @@ fn registered_world() -> World {
             "p0",
             vec![msg_register_node(
                 &addr("p0"),
-                &node_spec("n0", &[LLAMA], 24_000, 10),
+                &node_spec("p0", "n0", &[LLAMA], 24_000, 10),
             )],
         ),
         world.tx(
             "p1",
             vec![msg_register_node(
                 &addr("p1"),
-                &node_spec("n1", &[LLAMA, QWEN], 80_000, 11),
+                &node_spec("p1", "n1", &[LLAMA, QWEN], 80_000, 11),
             )],
         ),
     ];
@@ -82,6 +86,18 @@ fn registered_world() -> World {
         assert_eq!(block.result(i).code, 0, "{}", block.result(i).log);
     }
     world
+}
+
+/// A record by `requester` for the transfer agent `TA`.
+fn record(
+    requester: &str,
+    nonce: &str,
+    model: &str,
+    on: Exec<'_>,
+    tokens: (u64, u64),
+    commission: u128,
+) -> WorkRecord {
+    work_record(requester, TA, nonce, model, on, tokens, commission)
 }
 
 fn batch(records: Vec<WorkRecord>) -> Any {
@@ -159,7 +175,7 @@ fn registry_happy_paths_and_queries() {
         "p0",
         vec![msg_update_node(
             &addr("p0"),
-            &node_spec("n0", &[QWEN, LLAMA], 96_000, 12),
+            &node_spec("p0", "n0", &[QWEN, LLAMA], 96_000, 12),
         )],
     );
     let remove = world.tx("p1", vec![msg_remove_node(&addr("p1"), "n1")]);
@@ -212,7 +228,7 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
     let cases: Vec<(&str, Any, u32, &str)> = vec![
         (
             "bob",
-            msg_register_node(&addr("bob"), &node_spec("nb", &[LLAMA], 24_000, 20)),
+            msg_register_node(&addr("bob"), &node_spec("bob", "nb", &[LLAMA], 24_000, 20)),
             4,
             "is not a participant",
         ),
@@ -228,13 +244,13 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
         ),
         (
             "p1",
-            msg_register_node(&addr("p1"), &node_spec("nj", &[LLAMA], 24_000, 21)),
+            msg_register_node(&addr("p1"), &node_spec("p1", "nj", &[LLAMA], 24_000, 21)),
             4,
             "is jailed",
         ),
         (
             "p0",
-            msg_register_node(&addr("p0"), &node_spec("n0", &[LLAMA], 24_000, 22)),
+            msg_register_node(&addr("p0"), &node_spec("p0", "n0", &[LLAMA], 24_000, 22)),
             5,
             "already registered",
         ),
@@ -242,14 +258,17 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
             "p0",
             msg_register_node(
                 &addr("p0"),
-                &node_spec("nu", &["no/such-model"], 24_000, 23),
+                &node_spec("p0", "nu", &["no/such-model"], 24_000, 23),
             ),
             6,
             "does not price",
         ),
         (
             "p0",
-            msg_register_node(&addr("p0"), &node_spec("nv", &[LLAMA, QWEN], 40_000, 24)),
+            msg_register_node(
+                &addr("p0"),
+                &node_spec("p0", "nv", &[LLAMA, QWEN], 40_000, 24),
+            ),
             7,
             "needs at least 80000 MiB",
         ),
@@ -261,7 +280,7 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
         ),
         (
             "p0",
-            msg_update_node(&addr("p0"), &node_spec("n1", &[LLAMA], 24_000, 25)),
+            msg_update_node(&addr("p0"), &node_spec("p0", "n1", &[LLAMA], 24_000, 25)),
             9,
             "is hosted by",
         ),
@@ -271,9 +290,9 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
         .map(|(signer, msg, _, _)| world.tx(signer, vec![msg.clone()]))
         .collect();
     // Stateless rejections: refused before the ante step, so they use no sequence.
-    let mut bad_key = node_spec("nk", &[LLAMA], 24_000, 26);
+    let mut bad_key = node_spec("p0", "nk", &[LLAMA], 24_000, 26);
     bad_key.pubkey = vec![9; 33];
-    let mut bad_url = node_spec("nw", &[LLAMA], 24_000, 27);
+    let mut bad_url = node_spec("p0", "nw", &[LLAMA], 24_000, 27);
     bad_url.endpoint = "ftp://x".into();
     let stateless: Vec<(Any, u32, &str)> = vec![
         (
@@ -283,7 +302,10 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
         ),
         (msg_register_node(&addr("p0"), &bad_url), 10, "http://"),
         (
-            msg_register_node(&addr("p0"), &node_spec("bad/id", &[LLAMA], 24_000, 28)),
+            msg_register_node(
+                &addr("p0"),
+                &node_spec("p0", "bad/id", &[LLAMA], 24_000, 28),
+            ),
             10,
             "node_id",
         ),
@@ -333,9 +355,9 @@ fn batch_charges_requesters_pays_hosts_and_ta_credits_work_and_stores_records() 
     };
     let before = balances(&world);
     let records = vec![
-        work_record("alice", "a-1", LLAMA, "n0", 10, (100, 50), 7),
-        work_record("bob", "b-1", QWEN, "n1", 11, (10, 20), 0),
-        work_record("alice", "a-2", LLAMA, "n1", 11, (1, 1), 3),
+        record("alice", "a-1", LLAMA, N0, (100, 50), 7),
+        record("bob", "b-1", QWEN, N1, (10, 20), 0),
+        record("alice", "a-2", LLAMA, N1, (1, 1), 3),
     ];
     let ids: Vec<String> = records.iter().map(|r| r.inference_id.clone()).collect();
     let tx = world.tx(TA, vec![batch(records)]);
@@ -416,10 +438,10 @@ fn a_requester_who_cannot_pay_is_refused_alone() {
         world.balance_of("p0"),
     );
     // carol holds 100 ngnk; her record costs 10 × 10 + 1 commission = 101.
-    let poor = work_record("carol", "c-1", LLAMA, "n0", 10, (5, 5), 1);
-    let fine = work_record("alice", "a-9", LLAMA, "n0", 10, (3, 4), 0);
+    let poor = record("carol", "c-1", LLAMA, N0, (5, 5), 1);
+    let fine = record("alice", "a-9", LLAMA, N0, (3, 4), 0);
     let (poor_id, fine_id) = (poor.inference_id.clone(), fine.inference_id.clone());
-    let tx = world.tx(TA, vec![batch(vec![poor, fine])]);
+    let tx = world.tx(TA, vec![batch(vec![poor.clone(), fine])]);
     let block = world.block(vec![tx]);
     let result = block.result(0);
     assert_eq!(result.code, 0, "{}", result.log);
@@ -434,51 +456,62 @@ fn a_requester_who_cannot_pay_is_refused_alone() {
     assert!(stored(&world, &fine_id).is_some());
     assert_eq!(world.work(0), vec![(addr("p0"), 7)]);
 
-    let outcomes: Vec<(String, String)> = tx_events(result, "inference_record")
-        .into_iter()
-        .map(|e| (e["id"].clone(), e["outcome"].clone()))
-        .collect();
     assert_eq!(
-        outcomes,
+        record_outcomes(result),
         vec![
-            (poor_id, "refused_insufficient_funds".to_string()),
-            (fine_id, "stored".to_string())
+            (poor_id.clone(), "refused".to_string(), "26".to_string()),
+            (fine_id, "stored".to_string(), String::new())
         ]
     );
+    assert_refused(result, 0, &poor_id, 26, "holds 100ngnk but owes 101ngnk");
     let summary = &tx_events(result, "work_batch")[0];
     assert_eq!(
         (summary["stored"].as_str(), summary["refused"].as_str()),
         ("1", "1")
     );
+
+    // The refused record twice in one batch: the copy is a duplicate within the batch.
+    let tx = world.tx(TA, vec![batch(vec![poor.clone(), poor])]);
+    let block = world.block(vec![tx]);
+    assert_refused(block.result(0), 0, &poor_id, 26, "owes 101ngnk");
+    assert_refused(
+        block.result(0),
+        1,
+        &poor_id,
+        18,
+        "appears earlier in this batch",
+    );
+    assert_eq!(world.balance_of("carol"), carol, "carol was not charged");
 }
 
 #[test]
-fn transfer_agent_misbehaviour_fails_the_whole_batch_with_its_code() {
+fn a_bad_record_is_refused_alone_with_its_code_and_the_good_ones_are_stored() {
     let mut world = registered_world();
     // One stored record, so a resubmission is a duplicate.
-    let first = work_record("alice", "dup", LLAMA, "n0", 10, (1, 1), 0);
+    let first = record("alice", "dup", LLAMA, N0, (1, 1), 0);
     let tx = world.tx(TA, vec![batch(vec![first.clone()])]);
     assert_eq!(world.block(vec![tx]).result(0).code, 0);
 
-    let good = || work_record("bob", "good", LLAMA, "n0", 10, (2, 2), 1);
-    let forged_executor = work_record("alice", "fe", LLAMA, "n0", 99, (1, 1), 0);
-    let mut forged_requester = work_record("alice", "fr", LLAMA, "n0", 10, (1, 1), 0);
+    // Good records are bob's, (2, 2) tokens and a commission of 1 each; bad ones alice's.
+    let good = |i: usize| record("bob", &format!("good-{i}"), LLAMA, N0, (2, 2), 1);
+    let forged_executor = record("alice", "fe", LLAMA, exec("p0", "n0", 99), (1, 1), 0);
+    let mut forged_requester = record("alice", "fr", LLAMA, N0, (1, 1), 0);
     forged_requester.requester_signature =
-        work_record("alice", "other", LLAMA, "n0", 10, (1, 1), 0).requester_signature;
-    let mut stolen_key = work_record("alice", "sk", LLAMA, "n0", 10, (1, 1), 0);
+        record("alice", "other", LLAMA, N0, (1, 1), 0).requester_signature;
+    let mut stolen_key = record("alice", "sk", LLAMA, N0, (1, 1), 0);
     stolen_key.requester_pubkey = key("bob").public_key().to_bytes();
-    let mut wrong_id = work_record("alice", "wi", LLAMA, "n0", 10, (1, 1), 0);
+    let mut wrong_id = record("alice", "wi", LLAMA, N0, (1, 1), 0);
     wrong_id.inference_id = hex::encode(digest("something else"));
-    let mut raised_commission = work_record("alice", "rc", LLAMA, "n0", 10, (1, 1), 1);
+    let mut raised_commission = record("alice", "rc", LLAMA, N0, (1, 1), 1);
     raised_commission.commission = "1000".into();
-    let mut bad_nonce = work_record("alice", "bn", LLAMA, "n0", 10, (1, 1), 0);
+    let mut bad_nonce = record("alice", "bn", LLAMA, N0, (1, 1), 0);
     bad_nonce.nonce = "has space".into();
-    let mut malformed_sig = work_record("alice", "ms", LLAMA, "n0", 10, (1, 1), 0);
+    let mut malformed_sig = record("alice", "ms", LLAMA, N0, (1, 1), 0);
     malformed_sig.executor_signature.truncate(10);
-    let unknown_model = work_record("alice", "um", "no/model", "n0", 10, (1, 1), 0);
-    let not_served = work_record("alice", "ns", QWEN, "n0", 10, (1, 1), 0);
-    let unknown_node = work_record("alice", "un", LLAMA, "zz", 10, (1, 1), 0);
-    let too_many_tokens = work_record("alice", "tm", LLAMA, "n0", 10, (100_000, 1), 0);
+    let unknown_model = record("alice", "um", "no/model", N0, (1, 1), 0);
+    let not_served = record("alice", "ns", QWEN, N0, (1, 1), 0);
+    let unknown_node = record("alice", "un", LLAMA, exec("p0", "zz", 10), (1, 1), 0);
+    let too_many_tokens = record("alice", "tm", LLAMA, N0, (100_000, 1), 0);
 
     let balances = |w: &World| -> Vec<u128> {
         ["alice", "bob", "p0", TA]
@@ -486,134 +519,214 @@ fn transfer_agent_misbehaviour_fails_the_whole_batch_with_its_code() {
             .map(|l| w.balance_of(l))
             .collect()
     };
-    // One empty block first, so the sampler has drained the queue of records stored before
-    // and the snapshot below holds only what a refused batch could change.
-    world.block(vec![]);
     let before = balances(&world);
-    let state_before = world.raw_prefix(b"inference/");
     let work_before = world.work(0);
 
-    // (records, code, log fragment, stateless)
-    let cases: Vec<(Vec<WorkRecord>, u32, &str, bool)> = vec![
+    // (bad record, code, reason fragment): each in a batch after a good record.
+    let mut cases: Vec<(WorkRecord, u32, &str)> = vec![
+        (forged_executor, 17, "executor signature"),
+        (malformed_sig, 17, "(10 bytes)"),
+        (first.clone(), 18, "already recorded"),
+        (forged_requester, 16, "requester signature"),
+        (stolen_key, 21, "belongs to"),
+        (wrong_id, 15, "lowercase hex"),
         (
-            vec![good(), forged_executor],
-            17,
-            "executor signature",
-            false,
-        ),
-        (vec![good(), malformed_sig], 17, "(10 bytes)", false),
-        (vec![good(), first.clone()], 18, "already recorded", false),
-        (vec![good(), good()], 18, "twice in the batch", true),
-        (
-            vec![good(), forged_requester],
-            16,
-            "requester signature",
-            true,
-        ),
-        (vec![good(), stolen_key], 21, "belongs to", true),
-        (vec![good(), wrong_id], 15, "lowercase hex", true),
-        (
-            vec![good(), raised_commission],
+            raised_commission,
             22,
-            "commission 1000ngnk",
-            true,
+            "the requester signed different terms",
         ),
-        (vec![good(), bad_nonce], 14, "printable ASCII", true),
-        (vec![good(), unknown_model], 6, "does not price", false),
-        (vec![good(), not_served], 19, "does not serve", false),
-        (vec![good(), unknown_node], 8, "not registered", false),
-        (
-            vec![good(), too_many_tokens],
-            14,
-            "max_tokens_per_record",
-            false,
-        ),
-        (
-            (0..5)
-                .map(|i| work_record("bob", &format!("many-{i}"), LLAMA, "n0", 10, (1, 1), 0))
-                .collect(),
-            13,
-            "at most 4 records",
-            false,
-        ),
+        (bad_nonce, 14, "printable ASCII"),
+        (unknown_model, 6, "does not price"),
+        (not_served, 19, "does not serve"),
+        (unknown_node, 8, "not registered"),
+        (too_many_tokens, 14, "max_tokens_per_record"),
     ];
-    let mut txs = Vec::new();
-    let mut charged = 0;
-    for (records, _, _, stateless) in &cases {
-        let msg = batch(records.clone());
-        txs.push(if *stateless {
-            world.tx_unsequenced(TA, vec![msg])
-        } else {
-            charged += 1;
-            world.tx(TA, vec![msg])
-        });
-    }
-    // A batch from an account that is not a transfer agent.
+    // The same record twice in one batch: the first is stored, the second refused.
+    cases.push((good(cases.len()), 18, "already recorded"));
+    let goods: Vec<WorkRecord> = (0..cases.len()).map(good).collect();
+    let mut txs: Vec<Vec<u8>> = goods
+        .iter()
+        .zip(&cases)
+        .map(|(good, (bad, _, _))| world.tx(TA, vec![batch(vec![good.clone(), bad.clone()])]))
+        .collect();
+    // Batches that fail as a whole: too many records, and a submitter that is not a
+    // transfer agent.
+    let many: Vec<WorkRecord> = (0..5)
+        .map(|i| record("bob", &format!("many-{i}"), LLAMA, N0, (1, 1), 0))
+        .collect();
+    let not_ta = record("bob", "not-ta", LLAMA, N0, (2, 2), 1);
+    txs.push(world.tx(TA, vec![batch(many.clone())]));
     txs.push(world.tx(
         "alice",
-        vec![msg_submit_work_batch(&addr("alice"), vec![good()])],
+        vec![msg_submit_work_batch(&addr("alice"), vec![not_ta.clone()])],
     ));
     let block = world.block(txs);
-    for (i, (_, code, log, _)) in cases.iter().enumerate() {
+    for (i, (good, (bad, code, fragment))) in goods.iter().zip(&cases).enumerate() {
         let result = block.result(i);
-        assert_code(result, *code, &format!("case {i}"));
-        assert!(
-            result.log.contains(log),
-            "case {i}: {:?} lacks {log:?}",
-            result.log
+        assert_eq!(result.code, 0, "case {i}: {}", result.log);
+        let outcomes = record_outcomes(result);
+        assert_eq!(
+            outcomes[0],
+            (good.inference_id.clone(), "stored".into(), String::new()),
+            "case {i}"
         );
+        assert_refused(result, 1, &bad.inference_id, *code, fragment);
+        let summary = &tx_events(result, "work_batch")[0];
+        assert_eq!(
+            (summary["stored"].as_str(), summary["refused"].as_str()),
+            ("1", "1"),
+            "case {i}"
+        );
+    }
+    let too_many = block.result(cases.len());
+    assert_code(too_many, 13, "too many records");
+    assert!(
+        too_many.log.contains("at most 4 records"),
+        "{}",
+        too_many.log
+    );
+    let not_agent = block.result(cases.len() + 1);
+    assert_code(not_agent, 12, "not a transfer agent");
+    for result in [too_many, not_agent] {
         assert!(tx_events(result, "inference_record").is_empty());
     }
-    assert_code(block.result(cases.len()), 12, "not a transfer agent");
 
+    // Exactly the good records (and the first one) are stored; bad ones and the records of
+    // failed batches are not.
+    let of_epoch: pb::QueryRecordsResponse =
+        world.query::<q::inference::Records>(pb::QueryRecordsRequest {
+            epoch: 0,
+            executor: String::new(),
+        });
+    let mut got: Vec<String> = of_epoch
+        .records
+        .iter()
+        .map(|r| r.record.as_ref().unwrap().inference_id.clone())
+        .collect();
+    got.sort();
+    let mut want: Vec<String> = goods
+        .iter()
+        .chain([&first])
+        .map(|r| r.inference_id.clone())
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    for bad in cases
+        .iter()
+        .map(|(bad, _, _)| bad)
+        .chain(&many)
+        .chain([&not_ta])
+    {
+        if bad.inference_id != first.inference_id && !want.contains(&bad.inference_id) {
+            assert!(stored(&world, &bad.inference_id).is_none());
+        }
+    }
+
+    // Only the good records moved money and credited work.
+    let n = goods.len() as u128;
+    let cost = 4 * LLAMA_PRICE;
     let after = balances(&world);
     assert_eq!(
         after[0],
         before[0] - FEE,
         "alice pays only her failed tx's fee"
     );
-    assert_eq!(after[1], before[1], "bob");
-    assert_eq!(after[2], before[2], "host");
-    assert_eq!(after[3], before[3] - charged * FEE, "the TA pays only fees");
-    assert_eq!(world.raw_prefix(b"inference/"), state_before);
-    assert_eq!(world.work(0), work_before);
+    assert_eq!(after[1], before[1] - n * (cost + 1), "bob pays the goods");
+    assert_eq!(after[2], before[2] + n * cost, "host");
+    assert_eq!(
+        after[3],
+        before[3] + n - (n + 1) * FEE,
+        "the TA earns the goods' commissions and pays its fees"
+    );
+    let mut work_after = work_before;
+    work_after[0].1 += 4 * goods.len() as u64;
+    assert_eq!(world.work(0), work_after);
 }
 
-/// The bytes a requester and an executor sign, rebuilt here byte by byte from the layout
-/// `proto/src/signing.rs` documents (domain strings written out, big-endian integers of the
-/// stated widths), equal what the client signs; the signatures verify over them with plain
-/// ECDSA; and the chain accepts the client's record and refuses it once a signed field is
-/// changed.
+/// Appends `text` as the signed formats encode a string: u32 big-endian length, UTF-8.
+fn push_text(layout: &mut Vec<u8>, text: &str) {
+    layout.extend_from_slice(&(text.len() as u32).to_be_bytes());
+    layout.extend_from_slice(text.as_bytes());
+}
+
+/// The bytes a requester, an executor and a node key's proof sign, rebuilt here byte by
+/// byte from the layouts `proto/src/signing.rs` documents (domain strings written out,
+/// big-endian integers of the stated widths, length-prefixed strings), equal what the
+/// client signs; the signatures verify over them with plain ECDSA; the chain's checks agree;
+/// and the chain stores the client's record and refuses it once a signed field is changed.
 #[test]
 fn client_and_chain_agree_on_signed_bytes() {
-    let input = request("z", LLAMA, "n0", (4, 5), 7);
+    let input = request(TA, "z", LLAMA, N0, (4, 5), 7);
     let r = signed_record("alice", 10, &input);
 
-    // SHA-256("gonka/request/v1" ‖ body hash ‖ timestamp u64 ‖ commission u128 ‖ nonce).
-    let mut layout = b"gonka/request/v1".to_vec();
+    // SHA-256("gonka/request/v2" ‖ chain id ‖ body hash ‖ timestamp u64 ‖ commission u128 ‖
+    // transfer agent ‖ model ‖ max price per token u128 ‖ max completion tokens u64 ‖ nonce).
+    let mut layout = b"gonka/request/v2".to_vec();
+    push_text(&mut layout, CHAIN_ID);
     layout.extend_from_slice(&digest("prompt z"));
     layout.extend_from_slice(&1_700_000_000u64.to_be_bytes());
     layout.extend_from_slice(&7u128.to_be_bytes());
-    layout.extend_from_slice(b"z");
+    push_text(&mut layout, &addr(TA));
+    push_text(&mut layout, LLAMA);
+    layout.extend_from_slice(&MAX_PRICE_PER_TOKEN.to_be_bytes());
+    layout.extend_from_slice(&5u64.to_be_bytes());
+    push_text(&mut layout, "z");
     let request_hash: [u8; 32] = Sha256::digest(&layout).into();
+    assert_eq!(input.terms.hash(), request_hash);
     assert_eq!(r.request_hash, request_hash);
     assert_eq!(r.inference_id, hex::encode(request_hash));
-
-    // SHA-256("gonka/executor/v1" ‖ request hash ‖ response hash ‖ model ‖ prompt tokens
-    // u64 ‖ completion tokens u64).
-    let mut layout = b"gonka/executor/v1".to_vec();
-    layout.extend_from_slice(&request_hash);
-    layout.extend_from_slice(&truth("z"));
-    layout.extend_from_slice(LLAMA.as_bytes());
-    layout.extend_from_slice(&4u64.to_be_bytes());
-    layout.extend_from_slice(&5u64.to_be_bytes());
-    let executor_bytes: [u8; 32] = Sha256::digest(&layout).into();
     assert_eq!(
-        gonka_client::tx::executor_sign_bytes(&request_hash, &truth("z"), LLAMA, 4, 5),
-        executor_bytes
+        (
+            r.transfer_agent.as_str(),
+            r.max_price_per_token.as_str(),
+            r.max_completion_tokens
+        ),
+        (addr(TA).as_str(), "1000000", 5)
     );
 
-    // Both signatures are ECDSA (SHA-256 prehash) over exactly those 32 bytes.
+    // SHA-256("gonka/output/text/v1" ‖ salt ‖ response hash): the salted commitment.
+    let mut layout = b"gonka/output/text/v1".to_vec();
+    layout.extend_from_slice(&salt("z"));
+    layout.extend_from_slice(&truth("z"));
+    let output_commitment: [u8; 32] = Sha256::digest(&layout).into();
+    assert_eq!(r.output_commitment, output_commitment);
+    assert_eq!(r.output_salt, salt("z"));
+    assert_eq!(commitment("z", &truth("z")), output_commitment);
+
+    // SHA-256("gonka/receipt/v2" ‖ request hash ‖ output commitment ‖ prompt tokens u64 ‖
+    // completion tokens u64 ‖ node id ‖ host).
+    let mut layout = b"gonka/receipt/v2".to_vec();
+    layout.extend_from_slice(&request_hash);
+    layout.extend_from_slice(&output_commitment);
+    layout.extend_from_slice(&4u64.to_be_bytes());
+    layout.extend_from_slice(&5u64.to_be_bytes());
+    push_text(&mut layout, "n0");
+    push_text(&mut layout, &addr("p0"));
+    let receipt_bytes: [u8; 32] = Sha256::digest(&layout).into();
+    let receipt = gonka_inference::ReceiptTerms {
+        request_hash,
+        output_commitment,
+        prompt_tokens: 4,
+        completion_tokens: 5,
+        node_id: "n0".into(),
+        host: addr("p0"),
+    };
+    assert_eq!(receipt.sign_bytes(), receipt_bytes);
+
+    // SHA-256("gonka/node-key/v1" ‖ chain id ‖ host ‖ node id ‖ u32 length ‖ public key).
+    let mut layout = b"gonka/node-key/v1".to_vec();
+    push_text(&mut layout, CHAIN_ID);
+    push_text(&mut layout, &addr("p0"));
+    push_text(&mut layout, "n0");
+    layout.extend_from_slice(&33u32.to_be_bytes());
+    layout.extend_from_slice(&pubkey(&node_key(10)));
+    let proof_bytes: [u8; 32] = Sha256::digest(&layout).into();
+    assert_eq!(
+        gonka_inference::node_key_proof_bytes(CHAIN_ID, &addr("p0"), "n0", &pubkey(&node_key(10))),
+        proof_bytes
+    );
+
+    // Every signature is ECDSA (SHA-256 prehash) over exactly those 32 bytes.
     let verify = |key: &VerifyingKey, message: &[u8; 32], signature: &[u8]| {
         key.verify(message, &Signature::from_slice(signature).unwrap())
             .is_ok()
@@ -622,39 +735,79 @@ fn client_and_chain_agree_on_signed_bytes() {
     assert!(verify(&alice, &request_hash, &r.requester_signature));
     assert!(verify(
         node_key(10).verifying_key(),
-        &executor_bytes,
+        &receipt_bytes,
         &r.executor_signature
     ));
+    let spec = node_spec("p0", "n0", &[LLAMA], 24_000, 10);
+    assert!(verify(
+        node_key(10).verifying_key(),
+        &proof_bytes,
+        &spec.key_proof
+    ));
 
-    // The chain checks the same bytes: the record verifies, a changed field does not.
-    assert!(gonka_inference::request_signature_ok(
+    // The chain's checks agree: the signatures verify, a changed field does not.
+    let ok = gonka_inference::signature_ok;
+    assert!(ok(
         &r.requester_pubkey,
-        &r.request_hash,
+        &request_hash,
         &r.requester_signature
     ));
-    let executor_ok = |response: &[u8], completion: u64| {
-        gonka_inference::executor_signature_ok(
-            &pubkey(&node_key(10)),
-            &r.request_hash,
-            response,
-            LLAMA,
-            4,
-            completion,
-            &r.executor_signature,
-        )
-    };
-    assert!(executor_ok(&r.response_hash, 5));
-    assert!(!executor_ok(&lie("z"), 5), "another response");
-    assert!(!executor_ok(&r.response_hash, 6), "another token count");
-    assert!(!gonka_inference::request_signature_ok(
+    assert!(!ok(
         &r.requester_pubkey,
         &digest("another request"),
         &r.requester_signature
     ));
+    let n0_key = pubkey(&node_key(10));
+    assert!(ok(&n0_key, &receipt_bytes, &r.executor_signature));
+    let changes: [fn(&mut gonka_inference::ReceiptTerms); 4] = [
+        |t| t.completion_tokens += 1,
+        |t| t.prompt_tokens += 1,
+        |t| t.output_commitment = [0; 32],
+        |t| t.host = "someone else".into(),
+    ];
+    for change in changes {
+        let mut changed = receipt.clone();
+        change(&mut changed);
+        assert!(!ok(&n0_key, &changed.sign_bytes(), &r.executor_signature));
+    }
+    assert!(ok(&n0_key, &proof_bytes, &spec.key_proof));
+    assert!(gonka_inference::result_matches(&r, &truth("z"), 4, 5));
+    assert!(
+        !gonka_inference::result_matches(&r, &lie("z"), 4, 5),
+        "another answer"
+    );
+    assert!(
+        !gonka_inference::result_matches(&r, &truth("z"), 4, 6),
+        "another count"
+    );
     assert_eq!(
         gonka_auth::address_of_pubkey(&r.requester_pubkey),
         Some(addr("alice"))
     );
+
+    // The chain stores the record as signed, and refuses it with a signed field changed.
+    let mut world = registered_world();
+    let mut more_completion = r.clone();
+    more_completion.max_completion_tokens = 6;
+    let mut more_prompt = r.clone();
+    more_prompt.prompt_tokens = 5;
+    let mut other_model = r.clone();
+    other_model.model = QWEN.into();
+    let changed = world.tx(
+        TA,
+        vec![batch(vec![more_completion, more_prompt, other_model])],
+    );
+    let signed = world.tx(TA, vec![batch(vec![r.clone()])]);
+    let block = world.block(vec![changed, signed]);
+    let result = block.result(0);
+    assert_refused(result, 0, &r.inference_id, 22, "request/v2");
+    assert_refused(result, 1, &r.inference_id, 17, "executor signature");
+    assert_refused(result, 2, &r.inference_id, 22, "request/v2");
+    assert_eq!(
+        record_outcomes(block.result(1)),
+        vec![(r.inference_id.clone(), "stored".into(), String::new())]
+    );
+    assert_eq!(stored(&world, &r.inference_id).unwrap().record.unwrap(), r);
 }
 
 #[test]

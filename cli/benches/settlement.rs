@@ -82,9 +82,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
 use gonka_client::keys::well_known_mnemonic;
-use gonka_client::tx::{msg_submit_work_batch, signed_work_record, WorkRecordInput};
+use gonka_client::tx::{msg_submit_work_batch, signed_work_record, RequestTerms, WorkRecordInput};
 use gonka_client::{
-    msg_register_node, msg_register_transfer_agent, sign, Client, Key, NodeSpec, SignerData,
+    msg_register_node, msg_register_transfer_agent, node_key_proof, sign, Client, Key, NodeSpec,
+    SignerData,
 };
 use gonka_localnet::{
     find_cometbft, find_free_base_port, AppStateFn, GenesisValidatorKey, Localnet, LocalnetConfig,
@@ -431,20 +432,30 @@ fn sign_records(actors: &Actors, b: usize, count: usize) -> Result<Vec<WorkRecor
     (0..count)
         .map(|i| {
             // Distinct per record; the chain only checks the lengths.
-            let mut prompt_hash = [0x50; 32];
-            prompt_hash[..8].copy_from_slice(&(i as u64).to_be_bytes());
+            let mut body_hash = [0x50; 32];
+            body_hash[..8].copy_from_slice(&(i as u64).to_be_bytes());
             let mut response_hash = [0x52; 32];
             response_hash[..8].copy_from_slice(&(i as u64).to_be_bytes());
+            let mut salt = [0x53; 32];
+            salt[..8].copy_from_slice(&(i as u64).to_be_bytes());
             let input = WorkRecordInput {
-                model: MODEL.into(),
-                prompt_hash,
-                timestamp,
-                nonce: format!("bench-b{b}-{i}"),
+                terms: RequestTerms {
+                    chain_id: CHAIN_ID.into(),
+                    body_hash,
+                    timestamp,
+                    nonce: format!("bench-b{b}-{i}"),
+                    commission: COMMISSION,
+                    transfer_agent: actors.transfer_agent.address().to_string(),
+                    model: MODEL.into(),
+                    max_price_per_token: PRICE,
+                    max_completion_tokens: COMPLETION_TOKENS,
+                },
                 response_hash,
+                salt,
                 prompt_tokens: PROMPT_TOKENS,
                 completion_tokens: COMPLETION_TOKENS,
                 executor_node: NODE_ID.into(),
-                commission: COMMISSION,
+                host: actors.host.address().to_string(),
             };
             signed_work_record(
                 &actors.requesters[i % actors.requesters.len()],
@@ -751,6 +762,7 @@ async fn run(net: &Localnet, settings: &Settings, actors: &Actors) -> Result<(f6
             .to_encoded_point(true)
             .as_bytes()
             .to_vec(),
+        key_proof: node_key_proof(&actors.executor, CHAIN_ID, actors.host.address(), NODE_ID),
     };
     let ta = &actors.transfer_agent;
     tokio::try_join!(

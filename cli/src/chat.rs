@@ -44,9 +44,13 @@ pub struct Args {
     /// Model to ask.
     #[arg(long, default_value = DEFAULT_MODEL)]
     model: String,
-    /// Most tokens to generate; the ML node's default when omitted.
+    /// Most tokens to generate (signed with the request) [default: 256].
     #[arg(long, value_name = "N")]
     max_tokens: Option<u32>,
+    /// Most to pay per token (signed with the request; 10ngnk or a bare number of ngnk);
+    /// the price the transfer agent lists for the model when omitted.
+    #[arg(long, value_name = "NGNK", value_parser = parse_ngnk)]
+    max_price: Option<u128>,
     /// Commission offered to the transfer agent, signed with the request (1500ngnk, 0.5gnk
     /// or a bare number of ngnk); higher bids are served first when ML nodes are busy.
     #[arg(long, value_name = "NGNK", default_value = "0", value_parser = parse_ngnk)]
@@ -79,6 +83,7 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
         model: args.model,
         messages,
         max_tokens: args.max_tokens,
+        max_price_per_token: args.max_price,
         stream: !args.no_stream,
         commission: args.commission,
     };

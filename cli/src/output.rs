@@ -36,8 +36,10 @@ const HEX_FIELDS: &[&str] = &[
     "requester_signature",
     "request_hash",
     "prompt_hash",
-    "response_hash",
+    "output_commitment",
+    "output_salt",
     "executor_signature",
+    "key_proof",
 ];
 
 /// A protobuf message as JSON with its .proto field names; the byte fields of
@@ -160,7 +162,7 @@ mod tests {
             requester_pubkey: vec![3; 33],
             requester_signature: vec![1; 64],
             prompt_hash: vec![0; 32],
-            response_hash: vec![0x10; 32],
+            output_commitment: vec![0x10; 32],
             executor_signature: vec![],
             prompt_tokens: 7,
             ..Default::default()
@@ -177,7 +179,7 @@ mod tests {
         assert_eq!(r["requester_pubkey"], "03".repeat(33));
         assert_eq!(r["requester_signature"], "01".repeat(64));
         assert_eq!(r["prompt_hash"], "00".repeat(32));
-        assert_eq!(r["response_hash"], "10".repeat(32));
+        assert_eq!(r["output_commitment"], "10".repeat(32));
         assert_eq!(r["executor_signature"], "");
         assert_eq!(r["prompt_tokens"], 7);
         assert_eq!(json["record"]["epoch"], 4);

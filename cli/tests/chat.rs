@@ -88,7 +88,13 @@ async fn stub_ta(
         );
         http_response(status, &body)
     });
-    let identity = identity.map(|id| http_response("200 OK", &id.to_string()));
+    // Every stub says who it is (requests are signed for a TA's address and chain), so the
+    // fail-over happens where the tests look at it: on the chat request.
+    let identity = identity.unwrap_or_else(|| {
+        serde_json::json!({"address": "gonka1stub", "pubkey": "02", "url": url, "chain_id": "",
+               "models": [{"id": DEFAULT_MODEL_ID, "price_per_token": "0"}]})
+    });
+    let identity = Some(http_response("200 OK", &identity.to_string()));
     let counter = hits.clone();
     tokio::spawn(async move {
         loop {
@@ -96,10 +102,12 @@ async fn stub_ta(
             let (error, identity, counter) = (error.clone(), identity.clone(), counter.clone());
             tokio::spawn(async move {
                 let head = read_request(&mut socket).await;
-                counter.fetch_add(1, Ordering::SeqCst);
                 let answer = match identity {
                     Some(identity) if head.starts_with("GET /v1/identity ") => Some(identity),
-                    _ => error,
+                    _ => {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        error
+                    }
                 };
                 match answer {
                     Some(answer) => {
@@ -390,8 +398,8 @@ async fn gonkad_chat_prints_the_library_answer() {
     assert!(stderr.contains(&format!("via TA {url} ")), "{stderr}");
     assert_eq!(
         stub_hits.load(Ordering::SeqCst),
-        2,
-        "identity, then the chat request"
+        1,
+        "one chat request (identity calls are not counted)"
     );
 
     let closed = closed_port().await;

@@ -21,12 +21,15 @@ use reqwest::{StatusCode, Url};
 use serde::{Deserialize, Serialize};
 
 use crate::openai::Usage;
-use crate::request::sign_request;
+use crate::request::{sign_request, RequestTerms};
 use crate::sse::SseParser;
 use crate::{unix_now, Key};
 
 /// The model of the built-in reference ML node, which every localnet serves.
 pub const DEFAULT_MODEL: &str = "gonka/reference-1";
+
+/// Completion budget signed when a request sets none.
+pub const DEFAULT_MAX_TOKENS: u32 = 256;
 
 /// How long a TA may take to start answering, and, in a stream, between two chunks.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -74,8 +77,12 @@ pub struct ChatRequest {
     pub model: String,
     /// The conversation so far.
     pub messages: Vec<Message>,
-    /// Most tokens to generate; the ML node's default when `None`.
+    /// Most tokens to generate (signed as `x-gonka-max-tokens`); [`DEFAULT_MAX_TOKENS`]
+    /// when `None`.
     pub max_tokens: Option<u32>,
+    /// Most ngnk per token to pay (signed as `x-gonka-max-price`); the price the TA lists
+    /// for the model when `None`.
+    pub max_price_per_token: Option<u128>,
     /// Ask for server-sent events, handed to the caller delta by delta.
     pub stream: bool,
     /// ngnk the requester agrees to pay the transfer agent; part of the signed message.
@@ -89,12 +96,19 @@ impl ChatRequest {
             model: model.into(),
             messages,
             max_tokens: None,
+            max_price_per_token: None,
             stream: true,
             commission: 0,
         }
     }
 
-    /// The OpenAI JSON body; a stream asks for a final usage chunk.
+    /// The completion budget that is signed and sent.
+    pub fn max_tokens(&self) -> u32 {
+        self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)
+    }
+
+    /// The OpenAI JSON body (`max_tokens` always set to the signed budget); a stream asks
+    /// for a final usage chunk.
     fn body(&self) -> Vec<u8> {
         #[derive(Serialize)]
         struct StreamOptions {
@@ -104,8 +118,7 @@ impl ChatRequest {
         struct Body<'a> {
             model: &'a str,
             messages: &'a [Message],
-            #[serde(skip_serializing_if = "Option::is_none")]
-            max_tokens: Option<u32>,
+            max_tokens: u32,
             stream: bool,
             #[serde(skip_serializing_if = "Option::is_none")]
             stream_options: Option<StreamOptions>,
@@ -113,7 +126,7 @@ impl ChatRequest {
         serde_json::to_vec(&Body {
             model: &self.model,
             messages: &self.messages,
-            max_tokens: self.max_tokens,
+            max_tokens: self.max_tokens(),
             stream: self.stream,
             stream_options: self.stream.then_some(StreamOptions {
                 include_usage: true,
@@ -228,6 +241,8 @@ pub struct ChatClient {
     transfer_agents: Vec<String>,
     timeout: Duration,
     http: reqwest::Client,
+    /// Each TA's identity, by base URL, once asked.
+    identities: std::sync::Mutex<std::collections::BTreeMap<String, Identity>>,
 }
 
 impl ChatClient {
@@ -249,6 +264,7 @@ impl ChatClient {
             transfer_agents: urls,
             timeout: DEFAULT_TIMEOUT,
             http: http_client()?,
+            identities: Default::default(),
         })
     }
 
@@ -292,6 +308,54 @@ impl ChatClient {
         Err(ChatError::Exhausted(failed))
     }
 
+    /// The terms to sign for `request` at the TA `url`: its address and chain (asked once
+    /// at its `/v1/identity`), the request's model and budget, and the ceiling price (the
+    /// request's own, or the price the TA lists for the model).
+    async fn terms_at(
+        &self,
+        url: &str,
+        request: &ChatRequest,
+    ) -> Result<RequestTerms, AttemptError> {
+        let known = self
+            .identities
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(url)
+            .cloned();
+        let ta = match known {
+            Some(ta) => ta,
+            None => {
+                let ta = identity(url, self.timeout)
+                    .await
+                    .map_err(|e| AttemptError::Next(format!("{e:#}")))?;
+                self.identities
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(url.to_string(), ta.clone());
+                ta
+            }
+        };
+        let listed = ta
+            .models
+            .iter()
+            .find(|m| m.id == request.model)
+            .and_then(|m| m.price_per_token.parse().ok());
+        // A model the TA does not list is signed at 0: the TA refuses it (404, or 400
+        // `max_price_too_low` if it is priced after all), which is the caller's answer.
+        let max_price_per_token = request.max_price_per_token.or(listed).unwrap_or(0);
+        Ok(RequestTerms {
+            chain_id: ta.chain_id,
+            body_hash: [0; 32],
+            timestamp: unix_now(),
+            nonce: nonce(),
+            commission: request.commission,
+            transfer_agent: ta.address,
+            model: request.model.clone(),
+            max_price_per_token,
+            max_completion_tokens: u64::from(request.max_tokens()),
+        })
+    }
+
     /// One signed attempt at the TA `url`.
     async fn attempt(
         &self,
@@ -300,7 +364,8 @@ impl ChatClient {
         body: &[u8],
         on_delta: &mut impl FnMut(&str),
     ) -> Result<ChatResponse, AttemptError> {
-        let headers = sign_request(&self.key, body, unix_now(), &nonce(), request.commission)
+        let terms = self.terms_at(url, request).await?;
+        let headers = sign_request(&self.key, body, terms)
             .map_err(|e| AttemptError::Stop(ChatError::Signing(format!("{e:#}"))))?;
         let mut post = self
             .http
@@ -594,12 +659,25 @@ pub struct Identity {
     pub pubkey: String,
     /// Its public base URL.
     pub url: String,
-    /// The chain it serves (absent in older TAs).
+    /// The chain it serves (empty for a TA without a chain).
     #[serde(default)]
-    pub chain_id: Option<String>,
-    /// Other TAs it knows of (absent, hence empty, in older TAs).
+    pub chain_id: String,
+    /// Every TA registered on chain (this one included), so clients can fail over.
     #[serde(default)]
     pub transfer_agents: Vec<KnownTransferAgent>,
+    /// The models it serves with the chain's price per token: what a requester signs as
+    /// `x-gonka-max-price` unless it sets its own ceiling.
+    #[serde(default)]
+    pub models: Vec<PricedModel>,
+}
+
+/// A model and its price on chain, as a TA's [`Identity`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PricedModel {
+    /// Model id.
+    pub id: String,
+    /// ngnk per token (decimal).
+    pub price_per_token: String,
 }
 
 /// Asks the TA at `url` who it is and which other TAs it knows, waiting at most `timeout`.
@@ -762,6 +840,7 @@ mod tests {
             serde_json::json!({
                 "model": DEFAULT_MODEL,
                 "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": DEFAULT_MAX_TOKENS,
                 "stream": true,
                 "stream_options": {"include_usage": true},
             })
@@ -780,13 +859,14 @@ mod tests {
         let old: Identity =
             serde_json::from_str(r#"{"address":"gonka1ta","pubkey":"02ab","url":"http://ta"}"#)
                 .unwrap();
-        assert_eq!(old.chain_id, None);
-        assert!(old.transfer_agents.is_empty());
+        assert_eq!(old.chain_id, "");
+        assert!(old.transfer_agents.is_empty() && old.models.is_empty());
         let new: Identity = serde_json::from_str(
-            r#"{"address":"a","pubkey":"p","url":"u","chain_id":"gonka-1","transfer_agents":[{"address":"b","url":"http://b"}]}"#,
+            r#"{"address":"a","pubkey":"p","url":"u","chain_id":"gonka-1","transfer_agents":[{"address":"b","url":"http://b"}],"models":[{"id":"m","price_per_token":"3"}]}"#,
         )
         .unwrap();
-        assert_eq!(new.chain_id.as_deref(), Some("gonka-1"));
+        assert_eq!(new.chain_id, "gonka-1");
+        assert_eq!(new.models[0].price_per_token, "3");
         assert_eq!(new.transfer_agents[0].url, "http://b");
     }
 

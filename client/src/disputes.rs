@@ -11,13 +11,26 @@ fn any_of<M: Message + Name>(msg: &M) -> Any {
     }
 }
 
-/// `/gonka.disputes.v1.MsgSubmitValidation`: assigned `validator` reports `result_hash`
-/// (SHA-256 of its own response) for sampled record `inference_id`.
-pub fn msg_submit_validation(validator: &str, inference_id: &str, result_hash: &[u8]) -> Any {
+/// What a validator or committee member found when it re-executed a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReExecution {
+    /// SHA-256 of its own answer text.
+    pub result_hash: [u8; 32],
+    /// Prompt tokens it counted.
+    pub prompt_tokens: u64,
+    /// Completion tokens it counted.
+    pub completion_tokens: u64,
+}
+
+/// `/gonka.disputes.v1.MsgSubmitValidation`: assigned `validator` reports what it found for
+/// sampled record `inference_id`.
+pub fn msg_submit_validation(validator: &str, inference_id: &str, found: &ReExecution) -> Any {
     any_of(&MsgSubmitValidation {
         validator: validator.into(),
         inference_id: inference_id.into(),
-        result_hash: result_hash.to_vec(),
+        result_hash: found.result_hash.to_vec(),
+        prompt_tokens: found.prompt_tokens,
+        completion_tokens: found.completion_tokens,
     })
 }
 
@@ -31,12 +44,14 @@ pub fn msg_open_dispute(requester: &str, inference_id: &str, deposit: u128) -> A
     })
 }
 
-/// `/gonka.disputes.v1.MsgVoteDispute`: committee member `voter` votes `result_hash` on
+/// `/gonka.disputes.v1.MsgVoteDispute`: committee member `voter` votes what it found on
 /// dispute `dispute_id`.
-pub fn msg_vote_dispute(voter: &str, dispute_id: u64, result_hash: &[u8]) -> Any {
+pub fn msg_vote_dispute(voter: &str, dispute_id: u64, found: &ReExecution) -> Any {
     any_of(&MsgVoteDispute {
         voter: voter.into(),
         dispute_id,
-        result_hash: result_hash.to_vec(),
+        result_hash: found.result_hash.to_vec(),
+        prompt_tokens: found.prompt_tokens,
+        completion_tokens: found.completion_tokens,
     })
 }

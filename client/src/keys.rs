@@ -1,6 +1,6 @@
 //! secp256k1 account keys from BIP-39 mnemonics on the Cosmos path m/44'/118'/0'/0/0.
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use cosmrs::bip32::{DerivationPath, XPrv};
 use cosmrs::crypto::secp256k1::SigningKey;
 use k256::elliptic_curve::rand_core::{OsRng, RngCore};
@@ -82,6 +82,34 @@ pub fn well_known_mnemonic(label: &str) -> String {
 pub fn normalize_mnemonic(mnemonic: &str) -> Result<String> {
     Key::from_mnemonic(mnemonic).context("cannot import key")?;
     Ok(mnemonic.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// A secp256k1 secret key from the hex of its 32 bytes (an ML node's response key file).
+pub fn parse_secret_key_hex(text: &str) -> Result<k256::ecdsa::SigningKey> {
+    let digits = text.trim();
+    let bytes = hex::decode(digits).map_err(|e| {
+        anyhow!(
+            "expected the hex of a 32-byte secp256k1 secret key, found text that is not hex ({e})"
+        )
+    })?;
+    if bytes.len() != 32 {
+        bail!(
+            "expected the hex of a 32-byte secp256k1 secret key (64 hex digits), found {} bytes",
+            bytes.len()
+        );
+    }
+    k256::ecdsa::SigningKey::from_slice(&bytes).map_err(|_| {
+        anyhow!(
+            "the 32 bytes are not a valid secp256k1 secret key (zero or not below the curve order)"
+        )
+    })
+}
+
+/// Reads a secret key file written as [`parse_secret_key_hex`] reads it.
+pub fn read_secret_key_file(path: &std::path::Path) -> Result<k256::ecdsa::SigningKey> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the key file {}", path.display()))?;
+    parse_secret_key_hex(&text).with_context(|| format!("key file {}", path.display()))
 }
 
 #[cfg(test)]

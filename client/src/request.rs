@@ -1,24 +1,32 @@
 //! Signed inference requests: the headers a requester attaches to an OpenAI request so a
-//! transfer agent can authenticate it and the chain can later verify the work record.
+//! transfer agent and the ML node can authenticate it and the chain can later verify the
+//! work record. Every term the chain reads is an explicit, signed header (request/v2, see
+//! [`gonka_proto::signing::RequestTerms`]); the body's own `model` and `max_tokens` must
+//! agree with them ([`body_agrees`]).
 //!
-//! | header               | format                                                        |
-//! |----------------------|---------------------------------------------------------------|
-//! | `x-gonka-address`    | the requester's bech32 account address (`gonka1…`)            |
-//! | `x-gonka-pubkey`     | hex of the 33-byte compressed secp256k1 public key            |
-//! | `x-gonka-timestamp`  | unix seconds (decimal)                                        |
-//! | `x-gonka-nonce`      | 1–64 printable ASCII characters, unique per request           |
-//! | `x-gonka-commission` | ngnk the requester agrees to pay the transfer agent (decimal, optional, default 0) |
-//! | `x-gonka-signature`  | hex of the 64-byte ECDSA signature `r ‖ s`                    |
+//! | header                    | format                                                   |
+//! |---------------------------|----------------------------------------------------------|
+//! | `x-gonka-address`         | the requester's bech32 account address (`gonka1…`)       |
+//! | `x-gonka-pubkey`          | hex of the 33-byte compressed secp256k1 public key       |
+//! | `x-gonka-timestamp`       | unix seconds (decimal)                                   |
+//! | `x-gonka-nonce`           | 1–64 printable ASCII characters, unique per request      |
+//! | `x-gonka-chain-id`        | the chain id (a request signed for one chain is void on another) |
+//! | `x-gonka-transfer-agent`  | address of the transfer agent that may submit the record and earn the commission |
+//! | `x-gonka-model`           | the model id; the body's `model` must be the same        |
+//! | `x-gonka-max-price`       | most ngnk per token the requester pays (decimal)         |
+//! | `x-gonka-max-tokens`      | most completion tokens it pays for; the body's `max_tokens` (or `max_completion_tokens`), if any, must be the same |
+//! | `x-gonka-commission`      | ngnk the requester pays the transfer agent (decimal, optional, default 0) |
+//! | `x-gonka-signature`       | hex of the 64-byte ECDSA signature `r ‖ s`               |
 //!
-//! The signed message is the 32-byte [`request_hash`] of SHA-256(body), the timestamp, the
-//! commission and the nonce; the signature is ECDSA/secp256k1 over SHA-256 of those 32 bytes
-//! (k256's `Signer`), exactly what the chain checks in a work record. The inference id is
-//! `hex(request_hash)`.
+//! The signed message is the 32-byte request hash [`RequestTerms::hash`]; the signature is
+//! ECDSA/secp256k1 over SHA-256 of those 32 bytes (k256's `Signer`), exactly what the chain
+//! checks in a work record. The inference id is `hex(request hash)`.
 
 use anyhow::{anyhow, Result};
-pub use gonka_proto::signing::{body_hash, request_hash, MAX_NONCE_LEN};
+pub use gonka_proto::signing::{body_hash, nonce_ok, RequestTerms, MAX_NONCE_LEN};
 use k256::ecdsa::signature::Verifier;
 use k256::ecdsa::{Signature, VerifyingKey};
+use serde::Deserialize;
 
 use crate::keys::Key;
 pub use gonka_proto::address::address_of_pubkey;
@@ -31,30 +39,60 @@ pub const HEADER_PUBKEY: &str = "x-gonka-pubkey";
 pub const HEADER_TIMESTAMP: &str = "x-gonka-timestamp";
 /// Header carrying the nonce.
 pub const HEADER_NONCE: &str = "x-gonka-nonce";
+/// Header carrying the chain id.
+pub const HEADER_CHAIN_ID: &str = "x-gonka-chain-id";
+/// Header carrying the address of the transfer agent the request is for.
+pub const HEADER_TRANSFER_AGENT: &str = "x-gonka-transfer-agent";
+/// Header carrying the model id.
+pub const HEADER_MODEL: &str = "x-gonka-model";
+/// Header carrying the most ngnk per token the requester pays.
+pub const HEADER_MAX_PRICE: &str = "x-gonka-max-price";
+/// Header carrying the most completion tokens the requester pays for.
+pub const HEADER_MAX_TOKENS: &str = "x-gonka-max-tokens";
 /// Header carrying the signed commission in ngnk (absent means 0).
 pub const HEADER_COMMISSION: &str = "x-gonka-commission";
 /// Header carrying the hex signature `r ‖ s`.
 pub const HEADER_SIGNATURE: &str = "x-gonka-signature";
 
-/// The authentication headers of one request with `body`, signed by `key`.
+/// Every header of a signed request, in the order [`sign_request`] writes them: what a
+/// transfer agent forwards to the ML node so the node can check the request itself.
+pub const REQUEST_HEADERS: [&str; 11] = [
+    HEADER_ADDRESS,
+    HEADER_PUBKEY,
+    HEADER_TIMESTAMP,
+    HEADER_NONCE,
+    HEADER_CHAIN_ID,
+    HEADER_TRANSFER_AGENT,
+    HEADER_MODEL,
+    HEADER_MAX_PRICE,
+    HEADER_MAX_TOKENS,
+    HEADER_COMMISSION,
+    HEADER_SIGNATURE,
+];
+
+/// The authentication headers of one request with `body` on the `terms` given (their
+/// `body_hash` is set from `body`), signed by `key`.
 pub fn sign_request(
     key: &Key,
     body: &[u8],
-    timestamp: u64,
-    nonce: &str,
-    commission: u128,
+    mut terms: RequestTerms,
 ) -> Result<Vec<(&'static str, String)>> {
-    let hash = request_hash(&body_hash(body), timestamp, commission, nonce);
+    terms.body_hash = body_hash(body);
     let signature = key
         .signing_key()
-        .sign(&hash)
+        .sign(&terms.hash())
         .map_err(|e| anyhow!("signing the request failed: {e}"))?;
     Ok(vec![
         (HEADER_ADDRESS, key.address().to_string()),
         (HEADER_PUBKEY, hex::encode(key.public_key().to_bytes())),
-        (HEADER_TIMESTAMP, timestamp.to_string()),
-        (HEADER_NONCE, nonce.to_string()),
-        (HEADER_COMMISSION, commission.to_string()),
+        (HEADER_TIMESTAMP, terms.timestamp.to_string()),
+        (HEADER_NONCE, terms.nonce),
+        (HEADER_CHAIN_ID, terms.chain_id),
+        (HEADER_TRANSFER_AGENT, terms.transfer_agent),
+        (HEADER_MODEL, terms.model),
+        (HEADER_MAX_PRICE, terms.max_price_per_token.to_string()),
+        (HEADER_MAX_TOKENS, terms.max_completion_tokens.to_string()),
+        (HEADER_COMMISSION, terms.commission.to_string()),
         (HEADER_SIGNATURE, hex::encode(signature.to_bytes())),
     ])
 }
@@ -196,30 +234,211 @@ pub fn verify_signed_headers<'a>(
     })
 }
 
+/// A request whose signed headers verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedRequest {
+    /// Who signed it.
+    pub caller: SignedCaller,
+    /// What was signed (`caller.signed` is `terms.hash()`).
+    pub terms: RequestTerms,
+}
+
+fn decimal<'a, T: std::str::FromStr>(
+    header: &impl Fn(&str) -> Option<&'a str>,
+    name: &str,
+    what: &str,
+) -> Result<T, HeaderAuthError> {
+    let text = required_header(header, name)?;
+    text.parse().map_err(|_| {
+        failure(
+            "invalid_auth_header",
+            format!("the `{name}` header must be {what} but is `{text}`"),
+        )
+    })
+}
+
+/// Checks a signed request: every header of the module table present and well formed, the
+/// key derives to the address, the signature verifies over the request hash of `body` and
+/// the signed terms, and the timestamp is within `max_skew_secs` of `now_secs`. Whether the
+/// terms suit the server (its chain, its address, its model and price) is the caller's
+/// business. `header` looks headers up by name.
+pub fn verify_request<'a>(
+    header: &impl Fn(&str) -> Option<&'a str>,
+    body: &[u8],
+    now_secs: u64,
+    max_skew_secs: u64,
+) -> Result<SignedRequest, HeaderAuthError> {
+    let nonce = required_header(header, HEADER_NONCE)?;
+    if !nonce_ok(nonce) {
+        return Err(failure(
+            "invalid_auth_header",
+            format!("the `{HEADER_NONCE}` header must be 1 to {MAX_NONCE_LEN} printable ASCII characters"),
+        ));
+    }
+    let commission = match header(HEADER_COMMISSION).map(str::trim) {
+        None => 0,
+        Some(_) => decimal(header, HEADER_COMMISSION, "a decimal amount of ngnk")?,
+    };
+    let mut terms = RequestTerms {
+        chain_id: required_header(header, HEADER_CHAIN_ID)?.to_string(),
+        body_hash: body_hash(body),
+        timestamp: 0,
+        nonce: nonce.to_string(),
+        commission,
+        transfer_agent: required_header(header, HEADER_TRANSFER_AGENT)?.to_string(),
+        model: required_header(header, HEADER_MODEL)?.to_string(),
+        max_price_per_token: decimal(header, HEADER_MAX_PRICE, "a decimal amount of ngnk")?,
+        max_completion_tokens: decimal(header, HEADER_MAX_TOKENS, "a decimal token count")?,
+    };
+    let caller = verify_signed_headers(
+        header,
+        |timestamp| {
+            terms.timestamp = timestamp;
+            terms.hash()
+        },
+        "the request/v2 hash of the body and the signed x-gonka-* terms",
+        now_secs,
+        max_skew_secs,
+    )?;
+    Ok(SignedRequest { caller, terms })
+}
+
+/// The fields of a chat body that signed terms bind.
+#[derive(Deserialize)]
+struct BoundFields {
+    model: String,
+    #[serde(default)]
+    max_tokens: Option<i64>,
+    #[serde(default)]
+    max_completion_tokens: Option<i64>,
+}
+
+/// Checks that a chat `body` agrees with the signed `terms`: the same `model`, and a
+/// `max_tokens` (or `max_completion_tokens`), when given, equal to the signed
+/// `max_completion_tokens`. Returns the completion budget, which is always the signed one.
+/// Refusals carry the code `terms_mismatch` (or `invalid_json`).
+pub fn body_agrees(body: &[u8], terms: &RequestTerms) -> Result<u64, HeaderAuthError> {
+    let fields: BoundFields = serde_json::from_slice(body).map_err(|e| {
+        failure(
+            "invalid_json",
+            format!("expected a JSON chat completion request {{model, messages, ...}}: {e}"),
+        )
+    })?;
+    if fields.model != terms.model {
+        return Err(failure(
+            "terms_mismatch",
+            format!(
+                "the body asks for model `{}` but `{HEADER_MODEL}` signs `{}`; they must be the same",
+                fields.model, terms.model
+            ),
+        ));
+    }
+    match fields.max_tokens.or(fields.max_completion_tokens) {
+        Some(n) if u64::try_from(n).ok() != Some(terms.max_completion_tokens) => Err(failure(
+            "terms_mismatch",
+            format!(
+                "the body's max_tokens is {n} but `{HEADER_MAX_TOKENS}` signs {}; they must be the same (or leave max_tokens out)",
+                terms.max_completion_tokens
+            ),
+        )),
+        _ => Ok(terms.max_completion_tokens),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::keys::well_known_mnemonic;
-    use k256::ecdsa::signature::Verifier;
+
+    fn terms() -> RequestTerms {
+        RequestTerms {
+            chain_id: "chain-1".into(),
+            body_hash: [0; 32],
+            timestamp: 7,
+            nonce: "n-1".into(),
+            commission: 3,
+            transfer_agent: "gonka1ta".into(),
+            model: "m".into(),
+            max_price_per_token: 10,
+            max_completion_tokens: 16,
+        }
+    }
+
+    fn lookup<'h>(headers: &'h [(&'static str, String)]) -> impl Fn(&str) -> Option<&'h str> {
+        move |name| {
+            headers
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.as_str())
+        }
+    }
 
     #[test]
-    fn headers_verify_and_bind_the_address() {
+    fn headers_verify_and_bind_every_term() {
         let key = Key::from_mnemonic(&well_known_mnemonic("alice")).unwrap();
-        let headers = sign_request(&key, b"{}", 7, "n-1", 3).unwrap();
-        let get = |name: &str| headers.iter().find(|(n, _)| *n == name).unwrap().1.clone();
-        assert_eq!(get(HEADER_ADDRESS), key.address());
-        assert_eq!(get(HEADER_COMMISSION), "3");
-        let pubkey = hex::decode(get(HEADER_PUBKEY)).unwrap();
-        assert_eq!(address_of_pubkey(&pubkey).as_deref(), Some(key.address()));
-        let verifying = k256::ecdsa::VerifyingKey::from_sec1_bytes(&pubkey).unwrap();
-        let signature =
-            k256::ecdsa::Signature::from_slice(&hex::decode(get(HEADER_SIGNATURE)).unwrap())
-                .unwrap();
-        let signed = request_hash(&body_hash(b"{}"), 7, 3, "n-1");
-        verifying.verify(&signed, &signature).unwrap();
-        // A different commission is a different message.
-        let raised = request_hash(&body_hash(b"{}"), 7, 4, "n-1");
-        assert!(verifying.verify(&raised, &signature).is_err());
+        let body = br#"{"model":"m","messages":[]}"#;
+        let headers = sign_request(&key, body, terms()).unwrap();
+        let names: Vec<&str> = headers.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, REQUEST_HEADERS);
+        let verified = verify_request(&lookup(&headers), body, 7, 60).unwrap();
+        assert_eq!(verified.caller.address, key.address());
+        let expected = RequestTerms {
+            body_hash: body_hash(body),
+            ..terms()
+        };
+        assert_eq!(verified.terms, expected);
+        assert_eq!(verified.caller.signed, expected.hash());
+        // Any term changed in transit no longer verifies.
+        for name in [
+            HEADER_CHAIN_ID,
+            HEADER_TRANSFER_AGENT,
+            HEADER_MODEL,
+            HEADER_MAX_PRICE,
+            HEADER_MAX_TOKENS,
+            HEADER_COMMISSION,
+            HEADER_NONCE,
+        ] {
+            let mut changed = headers.clone();
+            let value = &mut changed.iter_mut().find(|(n, _)| *n == name).unwrap().1;
+            *value = if name == HEADER_MAX_PRICE
+                || name == HEADER_MAX_TOKENS
+                || name == HEADER_COMMISSION
+            {
+                "99".into()
+            } else {
+                format!("{value}x")
+            };
+            let e = verify_request(&lookup(&changed), body, 7, 60).unwrap_err();
+            assert_eq!(e.code, "invalid_signature", "{name}");
+        }
+        let e = verify_request(&lookup(&headers), b"{}", 7, 60).unwrap_err();
+        assert_eq!(e.code, "invalid_signature", "another body");
+        let missing: Vec<_> = headers
+            .iter()
+            .filter(|(n, _)| *n != HEADER_MAX_TOKENS)
+            .cloned()
+            .collect();
+        let e = verify_request(&lookup(&missing), body, 7, 60).unwrap_err();
+        assert_eq!(e.code, "missing_auth_header");
         assert_eq!(address_of_pubkey(&[2; 5]), None);
+    }
+
+    #[test]
+    fn the_body_must_agree_with_the_signed_terms() {
+        let t = terms();
+        assert_eq!(body_agrees(br#"{"model":"m"}"#, &t), Ok(16));
+        assert_eq!(body_agrees(br#"{"model":"m","max_tokens":16}"#, &t), Ok(16));
+        assert_eq!(
+            body_agrees(br#"{"model":"m","max_completion_tokens":16}"#, &t),
+            Ok(16)
+        );
+        for body in [
+            &br#"{"model":"other"}"#[..],
+            br#"{"model":"m","max_tokens":17}"#,
+            br#"{"model":"m","max_tokens":-1}"#,
+        ] {
+            assert_eq!(body_agrees(body, &t).unwrap_err().code, "terms_mismatch");
+        }
+        assert_eq!(body_agrees(b"nope", &t).unwrap_err().code, "invalid_json");
     }
 }

@@ -128,8 +128,26 @@ pub struct NodeSpec {
     pub max_concurrency: u64,
     /// `http://` or `https://` URL transfer agents reach the node at.
     pub endpoint: String,
-    /// Compressed (33-byte) secp256k1 public key that signs the node's responses.
+    /// Compressed (33-byte) secp256k1 public key that signs the node's receipts.
     pub pubkey: Vec<u8>,
+    /// The node key's proof of possession ([`node_key_proof`]).
+    pub key_proof: Vec<u8>,
+}
+
+/// The proof that the holder of node key `key` registers it as node `node_id` of `host` on
+/// chain `chain_id`: its signature over [`gonka_proto::signing::node_key_proof_bytes`].
+pub fn node_key_proof(
+    key: &k256::ecdsa::SigningKey,
+    chain_id: &str,
+    host: &str,
+    node_id: &str,
+) -> Vec<u8> {
+    use k256::ecdsa::signature::Signer;
+    let pubkey = key.verifying_key().to_encoded_point(true);
+    let bytes =
+        gonka_proto::signing::node_key_proof_bytes(chain_id, host, node_id, pubkey.as_bytes());
+    let signature: k256::ecdsa::Signature = key.sign(&bytes);
+    signature.to_bytes().to_vec()
 }
 
 /// The node `host` declares in `MsgRegisterNode` / `MsgUpdateNode`.
@@ -143,6 +161,7 @@ fn node_of(host: &str, spec: &NodeSpec) -> Node {
         max_concurrency: spec.max_concurrency,
         endpoint: spec.endpoint.clone(),
         pubkey: spec.pubkey.clone(),
+        key_proof: spec.key_proof.clone(),
     }
 }
 
@@ -186,75 +205,75 @@ pub fn msg_submit_work_batch(transfer_agent: &str, records: Vec<WorkRecord>) -> 
     })
 }
 
-pub use gonka_proto::signing::{executor_sign_bytes, inference_id, EXECUTOR_DOMAIN};
+pub use gonka_proto::signing::{inference_id, RequestTerms};
 
 /// The facts of one served inference, before signing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkRecordInput {
-    /// Model id.
-    pub model: String,
-    /// SHA-256 of the request body ([`gonka_proto::signing::body_hash`]).
-    pub prompt_hash: [u8; 32],
-    /// Unix seconds the requester signed.
-    pub timestamp: u64,
-    /// Nonce the requester signed.
-    pub nonce: String,
-    /// SHA-256 of the response.
+    /// What the requester signed (`body_hash` is the record's `prompt_hash`).
+    pub terms: RequestTerms,
+    /// SHA-256 of the answer text ([`gonka_proto::signing::response_hash`]).
     pub response_hash: [u8; 32],
+    /// The salt of the output commitment.
+    pub salt: [u8; 32],
     /// Prompt tokens.
     pub prompt_tokens: u64,
     /// Completion tokens.
     pub completion_tokens: u64,
     /// Id of the executing ML node.
     pub executor_node: String,
-    /// Transfer agent commission in ngnk.
-    pub commission: u128,
+    /// Its host.
+    pub host: String,
 }
 
-/// A complete work record: the requester's signature over `request_hash` (by `requester`,
-/// whose compressed public key is included) and the executor node's signature over
-/// [`executor_sign_bytes`] (by `executor`), both SHA-256 prehashed ECDSA in compact form.
+/// A complete work record: the requester's signature over the request/v2 hash of
+/// `input.terms` (by `requester`, whose compressed public key is included) and the executor
+/// node's receipt/v2 signature (by `executor`), both SHA-256 prehashed ECDSA in compact form.
 pub fn signed_work_record(
     requester: &Key,
     executor: &k256::ecdsa::SigningKey,
     input: &WorkRecordInput,
 ) -> Result<WorkRecord> {
+    use gonka_proto::signing::{text_output_commitment, ReceiptTerms};
     use k256::ecdsa::signature::Signer;
-    let request_hash = gonka_proto::signing::request_hash(
-        &input.prompt_hash,
-        input.timestamp,
-        input.commission,
-        &input.nonce,
-    );
+    let terms = &input.terms;
+    let request_hash = terms.hash();
     let requester_signature = requester
         .signing_key()
         .sign(&request_hash)
         .map_err(|e| anyhow!("requester signing failed: {e}"))?
         .to_bytes()
         .to_vec();
-    let executor_signature: k256::ecdsa::Signature = executor.sign(&executor_sign_bytes(
-        &request_hash,
-        &input.response_hash,
-        &input.model,
-        input.prompt_tokens,
-        input.completion_tokens,
-    ));
+    let output_commitment = text_output_commitment(&input.salt, &input.response_hash);
+    let receipt = ReceiptTerms {
+        request_hash,
+        output_commitment,
+        prompt_tokens: input.prompt_tokens,
+        completion_tokens: input.completion_tokens,
+        node_id: input.executor_node.clone(),
+        host: input.host.clone(),
+    };
+    let executor_signature: k256::ecdsa::Signature = executor.sign(&receipt.sign_bytes());
     Ok(WorkRecord {
         inference_id: inference_id(&request_hash),
         requester: requester.address().to_string(),
         requester_pubkey: requester.public_key().to_bytes(),
         requester_signature,
         request_hash: request_hash.to_vec(),
-        model: input.model.clone(),
-        prompt_hash: input.prompt_hash.to_vec(),
-        response_hash: input.response_hash.to_vec(),
+        model: terms.model.clone(),
+        prompt_hash: terms.body_hash.to_vec(),
+        output_commitment: output_commitment.to_vec(),
         prompt_tokens: input.prompt_tokens,
         completion_tokens: input.completion_tokens,
         executor_node: input.executor_node.clone(),
-        commission: input.commission.to_string(),
+        commission: terms.commission.to_string(),
         executor_signature: executor_signature.to_bytes().to_vec(),
-        timestamp: input.timestamp,
-        nonce: input.nonce.clone(),
+        timestamp: terms.timestamp,
+        nonce: terms.nonce.clone(),
+        transfer_agent: terms.transfer_agent.clone(),
+        max_price_per_token: terms.max_price_per_token.to_string(),
+        max_completion_tokens: terms.max_completion_tokens,
+        output_salt: input.salt.to_vec(),
     })
 }
 
@@ -308,6 +327,7 @@ mod tests {
             max_concurrency: 2,
             endpoint: "http://127.0.0.1:9000".into(),
             pubkey: vec![2; 33],
+            key_proof: vec![4; 64],
         };
         let registered = decode::<MsgRegisterNode>(&msg_register_node("gonka1h", &node))
             .node
@@ -333,34 +353,58 @@ mod tests {
 
         let requester = Key::from_mnemonic(&crate::keys::well_known_mnemonic("req")).unwrap();
         let executor = k256::ecdsa::SigningKey::from_slice(&[7; 32]).unwrap();
-        let input = WorkRecordInput {
-            model: "m".into(),
-            prompt_hash: [1; 32],
+        let terms = RequestTerms {
+            chain_id: "c".into(),
+            body_hash: [1; 32],
             timestamp: 9,
             nonce: "n".into(),
+            commission: 5,
+            transfer_agent: "gonka1t".into(),
+            model: "m".into(),
+            max_price_per_token: 10,
+            max_completion_tokens: 4,
+        };
+        let input = WorkRecordInput {
+            terms: terms.clone(),
             response_hash: [2; 32],
+            salt: [6; 32],
             prompt_tokens: 3,
             completion_tokens: 4,
             executor_node: "n1".into(),
-            commission: 5,
+            host: "gonka1h".into(),
         };
         let record = signed_work_record(&requester, &executor, &input).unwrap();
-        let request_hash = gonka_proto::signing::request_hash(&[1; 32], 9, 5, "n");
+        let request_hash = terms.hash();
         assert_eq!(record.inference_id, inference_id(&request_hash));
         assert_eq!(record.request_hash, request_hash);
         assert_eq!(record.requester_pubkey.len(), 33);
+        assert_eq!(
+            (
+                record.transfer_agent.as_str(),
+                record.max_price_per_token.as_str()
+            ),
+            ("gonka1t", "10")
+        );
+        use gonka_proto::signing::{text_output_commitment, ReceiptTerms};
         use k256::ecdsa::signature::Verifier;
         let requester_key =
             k256::ecdsa::VerifyingKey::from_sec1_bytes(&record.requester_pubkey).unwrap();
         let signature = k256::ecdsa::Signature::from_slice(&record.requester_signature).unwrap();
         requester_key.verify(&request_hash, &signature).unwrap();
         let signature = k256::ecdsa::Signature::from_slice(&record.executor_signature).unwrap();
+        let commitment = text_output_commitment(&[6; 32], &[2; 32]);
+        assert_eq!(record.output_commitment, commitment);
+        let receipt = ReceiptTerms {
+            request_hash,
+            output_commitment: commitment,
+            prompt_tokens: 3,
+            completion_tokens: 4,
+            node_id: "n1".into(),
+            host: "gonka1h".into(),
+        };
         executor
             .verifying_key()
-            .verify(
-                &executor_sign_bytes(&request_hash, &[2; 32], "m", 3, 4),
-                &signature,
-            )
+            .verify(&receipt.sign_bytes(), &signature)
             .unwrap();
         let batch = decode::<MsgSubmitWorkBatch>(&msg_submit_work_batch("gonka1t", vec![record]));
         assert_eq!(batch.records.len(), 1);

@@ -6,7 +6,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
 use gonka_client::Client;
 use gonka_proto::inference::Node;
 use k256::ecdsa::SigningKey;
@@ -177,21 +177,7 @@ fn load_or_create_response_key(path: &Path) -> anyhow::Result<SigningKey> {
 
 /// A response key from the hex of its 32-byte secret.
 fn parse_response_key(text: &str) -> anyhow::Result<SigningKey> {
-    let digits = text.trim();
-    let bytes = hex::decode(digits).map_err(|e| {
-        anyhow!(
-            "expected the hex of a 32-byte secp256k1 secret key, found text that is not hex ({e})"
-        )
-    })?;
-    if bytes.len() != 32 {
-        bail!(
-            "expected the hex of a 32-byte secp256k1 secret key (64 hex digits), found {} bytes",
-            bytes.len()
-        );
-    }
-    SigningKey::from_slice(&bytes).map_err(|_| {
-        anyhow!("the 32 bytes are not a valid secp256k1 secret key (zero or not below the curve order); delete the file to create a new key")
-    })
+    gonka_client::keys::parse_secret_key_hex(text)
 }
 
 /// Runs an ML node until Ctrl-C, registering it on chain in the background with
@@ -224,6 +210,11 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
         listen: args.listen,
         model_id: args.model_id,
         node_id: args.node_id,
+        host: chain
+            .as_ref()
+            .map(|(_, host)| host.address().to_string())
+            .unwrap_or_default(),
+        max_skew_secs: MlNodeConfig::default().max_skew_secs,
         response_key,
         upstream,
         seed: args.seed,
@@ -283,11 +274,13 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
                     .to_encoded_point(true)
                     .as_bytes()
                     .to_vec(),
+                key_proof: Vec::new(),
             };
             tokio::spawn(register::run(Registration {
                 client,
                 host,
                 node,
+                node_key: key.clone(),
                 fee: args.fee_ngnk,
             }));
         }

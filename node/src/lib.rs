@@ -11,12 +11,18 @@
 //! `{"error": {"message", "type", "code"}}` (see [`ApiError`]).
 //!
 //! # Execution receipts
-//! A request carrying the header [`HEADER_REQUEST_HASH`] (64 hex digits; anything else is
-//! refused with 400 `invalid_request_hash`) is answered, when the node has a response key,
-//! with a signed [`Receipt`] over the content the client receives and the token counts of
-//! `usage`: in the [`HEADER_RECEIPT`] header of a plain answer, or as the SSE comment
-//! [`Receipt::sse_comment`] just before `data: [DONE]` of a stream. Without the header (direct
-//! use) there is no receipt.
+//! A request carrying the requester's signed headers ([`REQUEST_HEADERS`], forwarded by the
+//! transfer agent) is checked by the node itself before it runs: the signature must verify
+//! over the request/v2 hash of the body it executes and the signed terms (401 otherwise),
+//! the timestamp must be within `max_skew_secs`, the body must agree with the terms and the
+//! signed model must be this node's (400 `terms_mismatch`, 404). The completion budget is the
+//! signed `x-gonka-max-tokens`. Such a request is answered, when the node has a response key,
+//! with a signed [`Receipt`] (receipt/v2: the request hash the node computed, a salted
+//! commitment to the content the client receives, the token counts of `usage`, the node id
+//! and its host): in the [`HEADER_RECEIPT`] header of a plain answer, or as the SSE comment
+//! [`Receipt::sse_comment`] just before `data: [DONE]` of a stream. Nobody can obtain a
+//! receipt for a request hash of their choosing. A request without signed headers (direct
+//! use) gets no receipt.
 //!
 //! # Cheating (tests and the simulation only, `testing` feature)
 //! Built with the `testing` cargo feature, a node configured with
@@ -47,7 +53,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -58,7 +64,8 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 pub use api::*;
 use forward::Upstream;
 pub use gonka_client::openai::ApiError;
-use gonka_client::receipt::{Receipt, HEADER_RECEIPT, HEADER_REQUEST_HASH};
+use gonka_client::receipt::{Receipt, HEADER_RECEIPT};
+use gonka_client::request::{body_agrees, verify_request, HEADER_SIGNATURE};
 use gonka_client::unix_now;
 use gonka_model::{self as reference, ChatTurn, ReferenceModel};
 
@@ -71,6 +78,11 @@ pub struct MlNodeConfig {
     pub model_id: String,
     /// The id the node is registered under on chain and names in its receipts.
     pub node_id: String,
+    /// The host account the node is registered by, named in its receipts (empty off chain).
+    pub host: String,
+    /// Allowed difference between a signed request's timestamp and the node's clock, in
+    /// seconds (larger than the TA's: a request may wait in the TA's queue).
+    pub max_skew_secs: u64,
     /// The key that signs execution receipts (its public key is registered on chain);
     /// without one the node answers without receipts.
     pub response_key: Option<SigningKey>,
@@ -105,6 +117,8 @@ impl Default for MlNodeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             model_id: DEFAULT_MODEL_ID.to_string(),
             node_id: DEFAULT_NODE_ID.to_string(),
+            host: String::new(),
+            max_skew_secs: 300,
             response_key: None,
             upstream: None,
             seed: reference::DEFAULT_SEED,
@@ -252,13 +266,52 @@ struct Admitted {
     max_tokens: usize,
     stream: bool,
     include_usage: bool,
+    /// The request/v2 hash of a signed request, computed by this node from the body and the
+    /// requester's signed terms.
+    request_hash: Option<[u8; 32]>,
     /// The generation slot, held until the answer is complete.
     permit: OwnedSemaphorePermit,
 }
 
-/// Checks a request in the order a client would fix it: body size, JSON shape, model,
-/// messages, max_tokens, prompt size; then takes a generation slot.
-async fn admit(node: &Node, body: Body) -> Result<Admitted, ApiError> {
+/// 401 with an OpenAI-style body.
+fn unauthorized(code: &'static str, message: String) -> ApiError {
+    ApiError {
+        status: StatusCode::UNAUTHORIZED,
+        message,
+        kind: "authentication_error",
+        code,
+        retry_after_secs: None,
+    }
+}
+
+/// Checks a requester-signed request (see the module docs): the request hash the node
+/// computed itself, and the signed completion budget.
+fn check_signed(
+    cfg: &MlNodeConfig,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<([u8; 32], i64), ApiError> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let signed = verify_request(&header, body, unix_now(), cfg.max_skew_secs)
+        .map_err(|e| unauthorized(e.code, e.message))?;
+    let budget =
+        body_agrees(body, &signed.terms).map_err(|e| ApiError::invalid_value(e.code, e.message))?;
+    if signed.terms.model != cfg.model_id {
+        return Err(ApiError::model_not_found(
+            &signed.terms.model,
+            &cfg.model_id,
+        ));
+    }
+    Ok((
+        signed.caller.signed,
+        i64::try_from(budget).unwrap_or(i64::MAX),
+    ))
+}
+
+/// Checks a request in the order a client would fix it: body size, signed terms (when
+/// signed), JSON shape, model, messages, max_tokens, prompt size; then takes a generation
+/// slot.
+async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted, ApiError> {
     let cfg = &node.config;
     let bytes = axum::body::to_bytes(body, cfg.max_body_bytes)
         .await
@@ -268,6 +321,10 @@ async fn admit(node: &Node, body: Body) -> Result<Admitted, ApiError> {
                 format!("request body must be at most {} bytes", cfg.max_body_bytes),
             )
         })?;
+    let signed = match headers.contains_key(HEADER_SIGNATURE) {
+        true => Some(check_signed(cfg, headers, &bytes)?),
+        false => None,
+    };
     let req: ChatCompletionRequest = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::invalid_json(format!(
             "expected a JSON chat completion request {{model, messages, ...}}: {e}"
@@ -283,7 +340,11 @@ async fn admit(node: &Node, body: Body) -> Result<Admitted, ApiError> {
         ));
     }
     let cap = i64::from(cfg.max_tokens_cap);
-    let max_tokens = match req.max_tokens.or(req.max_completion_tokens) {
+    let asked = match signed {
+        Some((_, budget)) => Some(budget),
+        None => req.max_tokens.or(req.max_completion_tokens),
+    };
+    let max_tokens = match asked {
         None => i64::from(cfg.default_max_tokens.min(cfg.max_tokens_cap)),
         Some(n) if (1..=cap).contains(&n) => n,
         Some(n) => {
@@ -326,6 +387,7 @@ async fn admit(node: &Node, body: Body) -> Result<Admitted, ApiError> {
         max_tokens: max_tokens as usize,
         stream: req.stream,
         include_usage: req.stream_options.is_some_and(|o| o.include_usage),
+        request_hash: signed.map(|(hash, _)| hash),
         permit,
     })
 }
@@ -369,41 +431,17 @@ impl Backend {
     }
 }
 
-/// The request hash a caller sent in [`HEADER_REQUEST_HASH`]: `None` without the header; 400
-/// `invalid_request_hash` for a malformed one.
-fn request_hash_header(headers: &HeaderMap) -> Result<Option<[u8; 32]>, ApiError> {
-    let Some(value) = headers.get(HEADER_REQUEST_HASH) else {
-        return Ok(None);
-    };
-    value
-        .to_str()
-        .ok()
-        .filter(|text| text.len() == 64)
-        .and_then(|text| hex::decode(text).ok())
-        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
-        .map(Some)
-        .ok_or_else(|| {
-            ApiError::invalid_value(
-                "invalid_request_hash",
-                format!(
-                    "header {HEADER_REQUEST_HASH} must be 64 hex digits (a 32-byte request hash) but is {:?}",
-                    String::from_utf8_lossy(value.as_bytes())
-                ),
-            )
-        })
-}
-
 /// A receipt the caller asked for and this node can sign.
 struct ReceiptOrder {
     key: SigningKey,
     node_id: String,
-    model: String,
+    host: String,
     request_hash: [u8; 32],
 }
 
 impl ReceiptOrder {
-    /// The receipt a request with `request_hash` (from [`HEADER_REQUEST_HASH`]) asks for:
-    /// `None` without a request hash or without a response key.
+    /// The receipt a signed request with `request_hash` asks for: `None` for an unsigned
+    /// request or without a response key.
     fn for_request(config: &MlNodeConfig, request_hash: Option<[u8; 32]>) -> Option<Self> {
         let request_hash = request_hash?;
         let Some(key) = &config.response_key else {
@@ -413,7 +451,7 @@ impl ReceiptOrder {
         Some(Self {
             key: key.clone(),
             node_id: config.node_id.clone(),
-            model: config.model_id.clone(),
+            host: config.host.clone(),
             request_hash,
         })
     }
@@ -422,8 +460,8 @@ impl ReceiptOrder {
         Receipt::sign(
             &self.key,
             &self.node_id,
+            &self.host,
             &self.request_hash,
-            &self.model,
             text,
             usage.prompt_tokens,
             usage.completion_tokens,
@@ -437,10 +475,9 @@ async fn chat_completions(
     body: Body,
 ) -> Response {
     let served = async {
-        let request_hash = request_hash_header(&headers)?;
-        let order = ReceiptOrder::for_request(&node.config, request_hash);
-        let admitted = admit(&node, body).await?;
-        let backend = node.backend_for(request_hash.as_ref());
+        let admitted = admit(&node, &headers, body).await?;
+        let order = ReceiptOrder::for_request(&node.config, admitted.request_hash);
+        let backend = node.backend_for(admitted.request_hash.as_ref());
         if admitted.stream {
             let items = backend.stream(&node, admitted).await?;
             Ok(stream_response(items, order))

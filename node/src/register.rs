@@ -17,9 +17,11 @@ use std::time::Duration;
 
 use gonka_client::rpc::QueryError;
 use gonka_client::{
-    msg_register_node, msg_update_node, sign, Any, Client, Key, NodeSpec, SignerData, TxRejected,
+    msg_register_node, msg_update_node, node_key_proof, sign, Any, Client, Key, NodeSpec,
+    SignerData, TxRejected,
 };
 use gonka_proto::inference::{Node, QueryNodeRequest};
+use k256::ecdsa::SigningKey;
 
 /// Pause before retrying a failure that heals by itself.
 pub const RETRY_SOON: Duration = Duration::from_secs(2);
@@ -36,8 +38,11 @@ pub struct Registration {
     pub client: Client,
     /// The host's account key; a staked participant.
     pub host: Key,
-    /// The node as it should be registered (its `host` is the key's address).
+    /// The node as it should be registered (its `host` is the key's address; its
+    /// `key_proof` is made on the chain's id before each attempt).
     pub node: Node,
+    /// The node's response key, which proves possession of `node.pubkey`.
+    pub node_key: SigningKey,
     /// Fee of each tx in ngnk.
     pub fee: u128,
 }
@@ -60,6 +65,7 @@ pub fn registration_msg(existing: Option<&Node>, desired: &Node, host: &str) -> 
         max_concurrency: node.max_concurrency,
         endpoint: node.endpoint.clone(),
         pubkey: node.pubkey.clone(),
+        key_proof: node.key_proof.clone(),
     };
     match existing {
         None => Some(msg_register_node(host, &spec)),
@@ -107,9 +113,18 @@ async fn attempt(registration: &Registration) -> Result<(), Failure> {
         client,
         host,
         node,
+        node_key,
         fee,
     } = registration;
     let address = host.address();
+    let chain_id = client
+        .chain_id()
+        .await
+        .map_err(|e| Failure::Transient(one_line(&e)))?;
+    let node = &Node {
+        key_proof: node_key_proof(node_key, &chain_id, address, &node.id),
+        ..node.clone()
+    };
     let existing = registered_node(client, &node.id).await?;
     if let Some(registered) = existing.as_ref().filter(|n| n.host != address) {
         return Err(Failure::Refused(format!(
@@ -227,6 +242,7 @@ mod tests {
             max_concurrency: 4,
             endpoint: "http://127.0.0.1:8080".into(),
             pubkey: vec![2; 33],
+            key_proof: vec![3; 64],
         }
     }
 
@@ -239,6 +255,7 @@ mod tests {
             max_concurrency: node.max_concurrency,
             endpoint: node.endpoint.clone(),
             pubkey: node.pubkey.clone(),
+            key_proof: node.key_proof.clone(),
         }
     }
 

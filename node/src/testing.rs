@@ -117,3 +117,34 @@ pub fn assert_error(resp: &HttpResponse, status: u16, code: &str) {
     assert_eq!(error["code"], code, "body: {}", resp.body);
     assert_eq!(body.as_object().unwrap().len(), 1);
 }
+
+/// Address the test requests of [`signed_request`] are signed for as their transfer agent.
+pub const TEST_TRANSFER_AGENT: &str = "gonka1testtransferagent";
+
+/// The requester key of [`signed_request`].
+pub fn test_requester() -> gonka_client::Key {
+    gonka_client::Key::from_mnemonic(&gonka_client::keys::well_known_mnemonic("requester"))
+        .expect("the well-known mnemonic is valid")
+}
+
+/// The requester-signed headers of a request with `body` (its `model`, and its `max_tokens`
+/// or 64 when absent, are the signed terms) for [`TEST_TRANSFER_AGENT`] with `nonce`, as a
+/// transfer agent forwards them to an ML node; and the request hash the node must compute.
+pub fn signed_request(body: &[u8], nonce: &str) -> (Vec<(&'static str, String)>, [u8; 32]) {
+    let fields: Value = serde_json::from_slice(body).expect("a JSON test body");
+    let terms = gonka_client::request::RequestTerms {
+        chain_id: String::new(),
+        body_hash: gonka_client::request::body_hash(body),
+        timestamp: gonka_client::unix_now(),
+        nonce: nonce.to_string(),
+        commission: 0,
+        transfer_agent: TEST_TRANSFER_AGENT.to_string(),
+        model: fields["model"].as_str().unwrap_or_default().to_string(),
+        max_price_per_token: 0,
+        max_completion_tokens: fields["max_tokens"].as_u64().unwrap_or(64),
+    };
+    let hash = terms.hash();
+    let headers = gonka_client::request::sign_request(&test_requester(), body, terms)
+        .expect("signing a test request");
+    (headers, hash)
+}

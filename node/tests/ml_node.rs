@@ -4,14 +4,13 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use gonka_client::receipt::{Receipt, HEADER_RECEIPT, HEADER_REQUEST_HASH};
+use gonka_client::receipt::{Receipt, HEADER_RECEIPT};
 use gonka_node::forward::Upstream;
 use gonka_node::{self as ml_node, MlNodeConfig, DEFAULT_MODEL_ID};
-use gonka_proto::signing::executor_sign_bytes;
+use gonka_proto::signing::ReceiptTerms;
 use k256::ecdsa::signature::Verifier;
 use k256::ecdsa::{Signature, SigningKey};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -314,9 +313,6 @@ async fn models_and_load_endpoints() {
     );
 }
 
-/// The request hash every receipt test names.
-const REQUEST_HASH: [u8; 32] = [0xab; 32];
-
 fn response_key(byte: u8) -> SigningKey {
     SigningKey::from_slice(&[byte; 32]).unwrap()
 }
@@ -328,17 +324,20 @@ fn pubkey(key: &SigningKey) -> Vec<u8> {
         .to_vec()
 }
 
-/// A chat request asking for a receipt of [`REQUEST_HASH`].
-async fn chat_with_receipt(addr: SocketAddr, body: Value) -> HttpResponse {
-    let headers = [(HEADER_REQUEST_HASH, hex::encode(REQUEST_HASH))];
-    http_request(
+/// A requester-signed chat request (nonce `n-1`), as a transfer agent forwards it; and the
+/// request hash its receipt must name.
+async fn chat_with_receipt(addr: SocketAddr, body: Value) -> (HttpResponse, [u8; 32]) {
+    let body = body.to_string();
+    let (headers, request_hash) = signed_request(body.as_bytes(), "n-1");
+    let resp = http_request(
         addr,
         "POST",
         "/v1/chat/completions",
         &headers,
-        body.to_string().as_bytes(),
+        body.as_bytes(),
     )
-    .await
+    .await;
+    (resp, request_hash)
 }
 
 /// The concatenated `delta.content` of the chunks of a stream.
@@ -355,21 +354,31 @@ fn streamed_text(body: &str) -> String {
         .collect()
 }
 
-/// Checks `receipt` for `model` with `key` both through [`Receipt::verify`] and by hand over
-/// the chain's executor sign bytes; returns its response hash.
-fn assert_receipt_verifies(receipt: &Receipt, key: &SigningKey, model: &str) -> [u8; 32] {
-    let (response_hash, signature) = receipt.verify(&pubkey(key), &REQUEST_HASH, model).unwrap();
-    let signed = executor_sign_bytes(
-        &REQUEST_HASH,
-        &response_hash,
-        model,
-        receipt.prompt_tokens,
-        receipt.completion_tokens,
-    );
+/// Checks `receipt` for `request_hash` with `key` (host `host`) both through
+/// [`Receipt::verify`] and by hand over the chain's receipt/v2 sign bytes; returns its output
+/// commitment.
+fn assert_receipt_verifies(
+    receipt: &Receipt,
+    key: &SigningKey,
+    host: &str,
+    request_hash: &[u8; 32],
+) -> [u8; 32] {
+    let verified = receipt.verify(&pubkey(key), host, request_hash).unwrap();
+    let signed = ReceiptTerms {
+        request_hash: *request_hash,
+        output_commitment: verified.output_commitment,
+        prompt_tokens: receipt.prompt_tokens,
+        completion_tokens: receipt.completion_tokens,
+        node_id: receipt.node_id.clone(),
+        host: host.to_string(),
+    };
     key.verifying_key()
-        .verify(&signed, &Signature::from_slice(&signature).unwrap())
+        .verify(
+            &signed.sign_bytes(),
+            &Signature::from_slice(&verified.signature).unwrap(),
+        )
         .unwrap();
-    response_hash
+    verified.output_commitment
 }
 
 /// A stream's receipt, which must sit immediately before `data: [DONE]`.
@@ -388,35 +397,52 @@ async fn receipts_of_plain_and_streamed_answers_verify_and_agree() {
     let key = response_key(7);
     let addr = start(MlNodeConfig {
         node_id: "node-a".into(),
+        host: "gonka1host".into(),
         response_key: Some(key.clone()),
         ..config()
     })
     .await;
 
-    let plain = chat_with_receipt(addr, request("Sign this answer.", 32, false)).await;
+    let (plain, request_hash) =
+        chat_with_receipt(addr, request("Sign this answer.", 32, false)).await;
     assert_eq!(plain.status, 200, "body: {}", plain.body);
     let receipt = Receipt::from_header(plain.header(HEADER_RECEIPT).unwrap()).unwrap();
     let v = plain.json();
     let content = v["choices"][0]["message"]["content"].as_str().unwrap();
-    assert_eq!(receipt.node_id, "node-a");
+    assert_eq!(
+        (receipt.node_id.as_str(), receipt.host.as_str()),
+        ("node-a", "gonka1host")
+    );
     assert_eq!(receipt.prompt_tokens, v["usage"]["prompt_tokens"]);
     assert_eq!(receipt.completion_tokens, v["usage"]["completion_tokens"]);
-    let response_hash = assert_receipt_verifies(&receipt, &key, DEFAULT_MODEL_ID);
-    assert_eq!(response_hash, <[u8; 32]>::from(Sha256::digest(content)));
-    // Another request hash or model does not verify.
+    assert_receipt_verifies(&receipt, &key, "gonka1host", &request_hash);
+    assert!(receipt.commits_to(content));
+    // Another request hash or host does not verify.
     assert!(receipt
-        .verify(&pubkey(&key), &[0xcd; 32], DEFAULT_MODEL_ID)
+        .verify(&pubkey(&key), "gonka1host", &[0xcd; 32])
+        .is_err());
+    assert!(receipt
+        .verify(&pubkey(&key), "gonka1other", &request_hash)
         .is_err());
 
-    let streamed = chat_with_receipt(addr, request("Sign this answer.", 32, true)).await;
+    let (streamed, stream_hash) =
+        chat_with_receipt(addr, request("Sign this answer.", 32, true)).await;
     assert_eq!(streamed.status, 200);
     assert_eq!(streamed_text(&streamed.body), content);
     let stream_receipt = stream_receipt(&streamed.body);
-    assert_receipt_verifies(&stream_receipt, &key, DEFAULT_MODEL_ID);
-    // Same completion, same counts, same hash (and, ECDSA being deterministic, same signature).
-    assert_eq!(stream_receipt, receipt);
+    assert_receipt_verifies(&stream_receipt, &key, "gonka1host", &stream_hash);
+    // Same completion, same counts, a commitment to the same text (under its own salt).
+    assert!(stream_receipt.commits_to(content));
+    assert_eq!(
+        (
+            stream_receipt.prompt_tokens,
+            stream_receipt.completion_tokens
+        ),
+        (receipt.prompt_tokens, receipt.completion_tokens)
+    );
+    assert_ne!(stream_receipt.salt, receipt.salt);
 
-    // Direct use without the header: no receipt.
+    // Direct use without signed headers: no receipt.
     let direct = chat(addr, request("Sign this answer.", 32, false)).await;
     assert_eq!(direct.status, 200);
     assert_eq!(direct.header(HEADER_RECEIPT), None);
@@ -426,37 +452,9 @@ async fn receipts_of_plain_and_streamed_answers_verify_and_agree() {
 
     // A node without a response key answers without a receipt.
     let keyless = start(config()).await;
-    let resp = chat_with_receipt(keyless, request("Sign this answer.", 32, false)).await;
+    let (resp, _) = chat_with_receipt(keyless, request("Sign this answer.", 32, false)).await;
     assert_eq!(resp.status, 200);
     assert_eq!(resp.header(HEADER_RECEIPT), None);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn malformed_request_hash_gets_400() {
-    let signing = start(MlNodeConfig {
-        response_key: Some(response_key(7)),
-        ..config()
-    })
-    .await;
-    let keyless = start(config()).await;
-    for addr in [signing, keyless] {
-        for bad in [
-            "abcd".to_string(),
-            "zz".repeat(32),
-            "ab".repeat(33),
-            String::new(),
-        ] {
-            let resp = http_request(
-                addr,
-                "POST",
-                "/v1/chat/completions",
-                &[(HEADER_REQUEST_HASH, bad)],
-                request("hi", 4, false).to_string().as_bytes(),
-            )
-            .await;
-            assert_error(&resp, 400, "invalid_request_hash");
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -529,7 +527,7 @@ async fn forwarding_node_relays_the_upstream_and_signs_with_its_own_key() {
     let expected = direct["choices"][0]["message"]["content"].as_str().unwrap();
 
     // Plain: the upstream's content and usage, the served model id, the forwarder's receipt.
-    let plain = chat_with_receipt(forwarder, request(prompt, 40, false)).await;
+    let (plain, request_hash) = chat_with_receipt(forwarder, request(prompt, 40, false)).await;
     assert_eq!(plain.status, 200, "body: {}", plain.body);
     let v = plain.json();
     assert_eq!(v["model"], DEFAULT_MODEL_ID);
@@ -541,13 +539,13 @@ async fn forwarding_node_relays_the_upstream_and_signs_with_its_own_key() {
         receipt.completion_tokens,
         direct["usage"]["completion_tokens"]
     );
-    let response_hash = assert_receipt_verifies(&receipt, &key, DEFAULT_MODEL_ID);
-    assert_eq!(response_hash, <[u8; 32]>::from(Sha256::digest(expected)));
+    assert_receipt_verifies(&receipt, &key, "", &request_hash);
+    assert!(receipt.commits_to(expected));
 
     // Stream with usage: relayed chunks under the served id, the usage chunk, the receipt.
     let mut body = request(prompt, 40, true);
     body["stream_options"] = json!({"include_usage": true});
-    let streamed = chat_with_receipt(forwarder, body).await;
+    let (streamed, _) = chat_with_receipt(forwarder, body).await;
     assert_eq!(streamed.status, 200);
     assert!(streamed
         .header("content-type")
@@ -561,12 +559,17 @@ async fn forwarding_node_relays_the_upstream_and_signs_with_its_own_key() {
         .collect();
     assert!(chunks.iter().all(|c| c["model"] == DEFAULT_MODEL_ID));
     assert_eq!(chunks.last().unwrap()["usage"], direct["usage"]);
-    assert_eq!(stream_receipt(&streamed.body), receipt);
+    assert!(stream_receipt(&streamed.body).commits_to(expected));
 
     // Stream without usage: the forced usage chunk is not relayed, the receipt still is.
-    let streamed = chat_with_receipt(forwarder, request(prompt, 40, true)).await;
+    let (streamed, _) = chat_with_receipt(forwarder, request(prompt, 40, true)).await;
     assert!(!streamed.body.contains("\"usage\""));
-    assert_eq!(stream_receipt(&streamed.body), receipt);
+    let streamed_receipt = stream_receipt(&streamed.body);
+    assert!(streamed_receipt.commits_to(expected));
+    assert_eq!(
+        streamed_receipt.completion_tokens,
+        receipt.completion_tokens
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

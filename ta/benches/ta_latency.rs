@@ -85,7 +85,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use gonka_client::keys::well_known_mnemonic;
-use gonka_client::request::sign_request;
+use gonka_client::request::{body_hash, RequestTerms};
 use gonka_client::{unix_now, Key};
 use gonka_model::{encode_chat, ChatTurn, ReferenceModel, DEFAULT_SEED};
 use gonka_node::forward::Upstream;
@@ -442,8 +442,7 @@ fn run_phase(
                 Path::Direct(nodes) => nodes[index % nodes.len()].clone(),
                 Path::ViaTa { addr, key } => {
                     let t0 = Instant::now();
-                    let headers = sign_request(key, &body, unix_now(), &fresh_nonce(), 0)
-                        .expect("signing a request");
+                    let headers = sign_request(key, &body).expect("signing a request");
                     sign_times.push(t0.elapsed());
                     (*addr, http_message(*addr, &headers, &body))
                 }
@@ -528,6 +527,27 @@ fn time_generation(runs: usize) -> Duration {
     used
 }
 
+/// The address of the benchmarked TA, which requests are signed for.
+const TA_ADDRESS: &str = "gonka1benchta";
+
+/// Signed headers of `body` (its model and max_tokens are the terms) for [`TA_ADDRESS`], now,
+/// with a fresh nonce.
+fn sign_request(key: &Key, body: &[u8]) -> anyhow::Result<Vec<(&'static str, String)>> {
+    let fields: serde_json::Value = serde_json::from_slice(body)?;
+    let terms = RequestTerms {
+        chain_id: String::new(),
+        body_hash: body_hash(body),
+        timestamp: unix_now(),
+        nonce: fresh_nonce(),
+        commission: 0,
+        transfer_agent: TA_ADDRESS.to_string(),
+        model: fields["model"].as_str().unwrap_or_default().to_string(),
+        max_price_per_token: 0,
+        max_completion_tokens: fields["max_tokens"].as_u64().unwrap_or(64),
+    };
+    gonka_client::request::sign_request(key, body, terms)
+}
+
 /// Times the TA's authentication of one request (signature verification, address derivation,
 /// replay check) in-process, excluding signing.
 fn time_authentication(key: &Key, runs: usize) -> Duration {
@@ -535,7 +555,7 @@ fn time_authentication(key: &Key, runs: usize) -> Duration {
     let mut cache = ReplayCache::default();
     let requests: Vec<HeaderMap> = (0..runs)
         .map(|_| {
-            sign_request(key, &body, unix_now(), &fresh_nonce(), 0)
+            sign_request(key, &body)
                 .expect("signing a request")
                 .into_iter()
                 .map(|(k, v)| {
@@ -616,6 +636,7 @@ fn start_stack(rt: &Runtime, backend: Backend, key: &Arc<Key>) -> Stack {
             nodes.push(addr);
         }
         let config = TaConfig {
+            address: TA_ADDRESS.to_string(),
             nodes: nodes
                 .iter()
                 .enumerate()
@@ -675,7 +696,7 @@ fn main() {
         Arc::new(Key::from_mnemonic(&well_known_mnemonic("requester")).expect("well-known key"));
     let body = request_body();
     let sign_alone = median_time(runs, || {
-        let headers = sign_request(&key, &body, unix_now(), &fresh_nonce(), 0);
+        let headers = sign_request(&key, &body);
         std::hint::black_box(headers.expect("signing a request"));
     });
     println!(

@@ -1,21 +1,18 @@
 //! Request authentication for the transfer agent.
 //!
-//! The headers and the signed bytes are defined once in [`gonka_client::request`] (the
-//! requester side) and [`gonka_proto::signing::request_hash`] (what the chain recomputes).
-//!
-//! The TA checks: headers present and well-formed, the public key derives to the claimed
-//! address, the signature is valid over `request_hash(SHA-256(body), timestamp, commission,
-//! nonce)`, the timestamp is within ±`max_skew` of its clock, and the nonce was not seen before
-//! within the skew window. Whether the account can pay is checked by the server against the
-//! chain (402), not here.
+//! The headers and the signed bytes are defined once in [`gonka_client::request`] (request/v2:
+//! every term the chain reads is a signed header). The TA checks, cheapest first: headers
+//! present and well-formed, the public key derives to the claimed address, the signature is
+//! valid over the request hash of the body and the terms, the timestamp is within
+//! ±`max_skew` of its clock ([`verify`]); then that the terms are for this TA on this chain
+//! and that the body agrees with them ([`check_terms`]). Whether the account can pay is checked
+//! by the server against the chain (402), and only then is the nonce remembered
+//! ([`ReplayCache::admit`]), so requests that are refused fill no cache.
 
 use std::collections::BTreeSet;
 
 use axum::http::{HeaderMap, StatusCode};
-use gonka_client::request::{
-    body_hash, request_hash, required_header, verify_signed_headers, HeaderAuthError,
-    HEADER_COMMISSION, HEADER_NONCE, MAX_NONCE_LEN,
-};
+use gonka_client::request::{body_agrees, verify_request, HeaderAuthError, RequestTerms};
 
 use gonka_client::openai::ApiError;
 
@@ -26,18 +23,12 @@ pub struct Authenticated {
     pub address: String,
     /// The 33-byte compressed public key.
     pub pubkey: Vec<u8>,
-    /// The signed 32-byte request hash.
+    /// The signed 32-byte request hash (`terms.hash()`).
     pub request_hash: [u8; 32],
     /// The 64-byte signature `r ‖ s`.
     pub signature: Vec<u8>,
-    /// The signed timestamp (unix seconds).
-    pub timestamp: u64,
-    /// The signed nonce.
-    pub nonce: String,
-    /// The signed commission in ngnk the requester pays the TA.
-    pub commission: u128,
-    /// SHA-256 of the body (the work record's `prompt_hash`).
-    pub body_hash: [u8; 32],
+    /// What the requester signed.
+    pub terms: RequestTerms,
 }
 
 impl Authenticated {
@@ -46,6 +37,10 @@ impl Authenticated {
         hex::encode(self.request_hash)
     }
 }
+
+/// Most `(timestamp, address, nonce)` entries the replay cache holds; beyond it new requests
+/// are refused (503) until old entries age out of the skew window.
+pub const MAX_REPLAY_ENTRIES: usize = 200_000;
 
 /// Bounded replay cache: `(timestamp, address, nonce)` seen within the skew window.
 #[derive(Debug, Default, Clone)]
@@ -74,13 +69,20 @@ impl ReplayCache {
         max_skew_secs: u64,
     ) -> Result<(), ApiError> {
         self.prune(now_secs.saturating_sub(max_skew_secs));
-        if !self.insert(auth.timestamp, &auth.address, &auth.nonce) {
+        if self.seen.len() >= MAX_REPLAY_ENTRIES {
+            return Err(ApiError {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: format!("this transfer agent holds {MAX_REPLAY_ENTRIES} recent nonces, its limit; retry shortly"),
+                kind: "server_error",
+                code: "replay_cache_full",
+                retry_after_secs: Some(u32::try_from(max_skew_secs.max(1)).unwrap_or(u32::MAX)),
+            });
+        }
+        let nonce = &auth.terms.nonce;
+        if !self.insert(auth.terms.timestamp, &auth.address, nonce) {
             return Err(unauthorized(
                 "replayed_nonce",
-                format!(
-                    "the nonce `{}` was already used with this timestamp and address",
-                    auth.nonce
-                ),
+                format!("the nonce `{nonce}` was already used with this timestamp and address"),
             ));
         }
         Ok(())
@@ -118,45 +120,84 @@ pub fn verify(
     max_skew_secs: u64,
 ) -> Result<Authenticated, ApiError> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let refused = |e: HeaderAuthError| unauthorized(e.code, e.message);
-    let nonce = required_header(&header, HEADER_NONCE).map_err(refused)?;
-    if nonce.is_empty()
-        || nonce.len() > MAX_NONCE_LEN
-        || !nonce.bytes().all(|b| b.is_ascii_graphic())
-    {
-        return Err(unauthorized(
-            "invalid_auth_header",
-            format!("the `{HEADER_NONCE}` header must be 1 to {MAX_NONCE_LEN} printable ASCII characters"),
+    let signed = verify_request(&header, body, now_secs, max_skew_secs)
+        .map_err(|e| unauthorized(e.code, e.message))?;
+    Ok(Authenticated {
+        address: signed.caller.address,
+        pubkey: signed.caller.pubkey,
+        request_hash: signed.caller.signed,
+        signature: signed.caller.signature,
+        terms: signed.terms,
+    })
+}
+
+/// 400 with an OpenAI-style body naming the problem.
+fn invalid(code: &'static str, message: String) -> ApiError {
+    ApiError {
+        status: StatusCode::BAD_REQUEST,
+        message,
+        kind: "invalid_request_error",
+        code,
+        retry_after_secs: None,
+    }
+}
+
+/// Checks that verified terms are for this TA (`address`) on this chain (`chain_id`), that
+/// the body agrees with them, and that the model costs no more than the requester signed
+/// (`price_per_token`) and the budget fits `1..=max_tokens_per_record` (0: no limit). Returns
+/// the completion budget.
+pub fn check_terms(
+    auth: &Authenticated,
+    body: &[u8],
+    address: &str,
+    chain_id: &str,
+    price_per_token: u128,
+    max_tokens_per_record: u64,
+) -> Result<u64, ApiError> {
+    let terms = &auth.terms;
+    if terms.transfer_agent != address {
+        return Err(invalid(
+            "wrong_transfer_agent",
+            format!(
+                "the request is signed for transfer agent `{}` but this is `{address}`; sign x-gonka-transfer-agent with the address from /v1/identity",
+                terms.transfer_agent
+            ),
         ));
     }
-    let commission = match header(HEADER_COMMISSION).map(str::trim) {
-        None => 0,
-        Some(text) => text.parse::<u128>().map_err(|_| {
-            unauthorized(
-                "invalid_auth_header",
-                format!("the `{HEADER_COMMISSION}` header must be a decimal amount of ngnk but is `{text}`"),
-            )
-        })?,
-    };
-    let body_hash = body_hash(body);
-    let caller = verify_signed_headers(
-        &header,
-        |timestamp| request_hash(&body_hash, timestamp, commission, nonce),
-        "the request hash SHA-256(\"gonka/request/v1\" ‖ SHA-256(body) ‖ timestamp u64 BE ‖ commission u128 BE ‖ nonce)",
-        now_secs,
-        max_skew_secs,
-    )
-    .map_err(refused)?;
-    Ok(Authenticated {
-        address: caller.address,
-        pubkey: caller.pubkey,
-        request_hash: caller.signed,
-        signature: caller.signature,
-        timestamp: caller.timestamp,
-        nonce: nonce.to_string(),
-        commission,
-        body_hash,
-    })
+    if terms.chain_id != chain_id {
+        return Err(invalid(
+            "wrong_chain",
+            format!(
+                "the request is signed for chain `{}` but this transfer agent serves `{chain_id}`",
+                terms.chain_id
+            ),
+        ));
+    }
+    let max_tokens =
+        body_agrees(body, terms).map_err(|e: HeaderAuthError| invalid(e.code, e.message))?;
+    if max_tokens == 0 || (max_tokens_per_record != 0 && max_tokens > max_tokens_per_record) {
+        return Err(invalid(
+            "invalid_max_tokens",
+            format!(
+                "x-gonka-max-tokens must be between 1 and {} but is {max_tokens}",
+                if max_tokens_per_record == 0 {
+                    u64::MAX
+                } else {
+                    max_tokens_per_record
+                }
+            ),
+        ));
+    }
+    if price_per_token > terms.max_price_per_token {
+        return Err(invalid(
+            "max_price_too_low",
+            format!(
+                "model `{}` costs {price_per_token} ngnk per token but the request signs at most {} (x-gonka-max-price)",
+                terms.model, terms.max_price_per_token
+            ),
+        ));
+    }
+    Ok(max_tokens)
 }
 
 #[cfg(test)]
@@ -164,7 +205,9 @@ mod tests {
     use super::*;
     use axum::http::HeaderValue;
     use gonka_client::keys::well_known_mnemonic;
-    use gonka_client::request::{sign_request, HEADER_ADDRESS, HEADER_PUBKEY};
+    use gonka_client::request::{
+        body_hash, sign_request, HEADER_ADDRESS, HEADER_COMMISSION, HEADER_NONCE, HEADER_PUBKEY,
+    };
     use gonka_client::Key;
 
     /// What the server does: [`verify`], then [`ReplayCache::admit`].
@@ -184,13 +227,30 @@ mod tests {
         Key::from_mnemonic(&well_known_mnemonic(label)).unwrap()
     }
 
-    fn signed(body: &[u8], timestamp: u64, nonce: &str, commission: u128) -> HeaderMap {
-        let pairs = sign_request(&key("alice"), body, timestamp, nonce, commission).unwrap();
+    fn terms(timestamp: u64, nonce: &str, commission: u128) -> RequestTerms {
+        RequestTerms {
+            chain_id: "chain".into(),
+            body_hash: [0; 32],
+            timestamp,
+            nonce: nonce.into(),
+            commission,
+            transfer_agent: "gonka1ta".into(),
+            model: "m".into(),
+            max_price_per_token: 10,
+            max_completion_tokens: 16,
+        }
+    }
+
+    fn headers_of(pairs: Vec<(&'static str, String)>) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
             h.insert(k, HeaderValue::from_str(&v).unwrap());
         }
         h
+    }
+
+    fn signed(body: &[u8], timestamp: u64, nonce: &str, commission: u128) -> HeaderMap {
+        headers_of(sign_request(&key("alice"), body, terms(timestamp, nonce, commission)).unwrap())
     }
 
     #[test]
@@ -199,14 +259,13 @@ mod tests {
         let h = signed(body, 1000, "n1", 7);
         let mut cache = ReplayCache::default();
         let a = authenticate(&h, body, 1010, 60, &mut cache).unwrap();
-        assert_eq!(
-            a.inference_id(),
-            hex::encode(request_hash(&body_hash(body), 1000, 7, "n1"))
-        );
-        assert_eq!(
-            (a.commission, a.address.as_str()),
-            (7, key("alice").address())
-        );
+        let expected = RequestTerms {
+            body_hash: body_hash(body),
+            ..terms(1000, "n1", 7)
+        };
+        assert_eq!(a.inference_id(), hex::encode(expected.hash()));
+        assert_eq!(a.terms, expected);
+        assert_eq!(a.address, key("alice").address());
         let e = authenticate(&h, body, 1010, 60, &mut cache).unwrap_err();
         assert_eq!(
             (e.status, e.code),
@@ -249,5 +308,62 @@ mod tests {
         let e = authenticate(&other_address, body, 1000, 60, &mut cache).unwrap_err();
         assert_eq!(e.code, "address_mismatch");
         authenticate(&h, body, 1000, 60, &mut cache).unwrap();
+    }
+
+    #[test]
+    fn terms_must_name_this_ta_chain_and_an_affordable_price() {
+        let body = br#"{"model":"m","max_tokens":16}"#;
+        let auth = verify(&signed(body, 1000, "n", 0), body, 1000, 60).unwrap();
+        assert_eq!(
+            check_terms(&auth, body, "gonka1ta", "chain", 10, 100),
+            Ok(16)
+        );
+        let code = |r: Result<u64, ApiError>| r.unwrap_err().code;
+        assert_eq!(
+            code(check_terms(&auth, body, "gonka1other", "chain", 10, 100)),
+            "wrong_transfer_agent"
+        );
+        assert_eq!(
+            code(check_terms(&auth, body, "gonka1ta", "chain-2", 10, 100)),
+            "wrong_chain"
+        );
+        assert_eq!(
+            code(check_terms(&auth, body, "gonka1ta", "chain", 11, 100)),
+            "max_price_too_low"
+        );
+        assert_eq!(
+            code(check_terms(&auth, body, "gonka1ta", "chain", 10, 15)),
+            "invalid_max_tokens"
+        );
+        let other_model = br#"{"model":"m2","max_tokens":16}"#;
+        let auth = verify(&signed(other_model, 1000, "n", 0), other_model, 1000, 60).unwrap();
+        assert_eq!(
+            code(check_terms(
+                &auth,
+                other_model,
+                "gonka1ta",
+                "chain",
+                10,
+                100
+            )),
+            "terms_mismatch"
+        );
+    }
+
+    #[test]
+    fn the_replay_cache_is_bounded() {
+        let body = br#"{"model":"m"}"#;
+        let auth = verify(&signed(body, 1000, "n", 0), body, 1000, 60).unwrap();
+        let mut cache = ReplayCache::default();
+        for i in 0..MAX_REPLAY_ENTRIES {
+            cache.insert(1000, "gonka1x", &i.to_string());
+        }
+        let e = cache.admit(&auth, 1000, 60).unwrap_err();
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::SERVICE_UNAVAILABLE, "replay_cache_full")
+        );
+        // Old entries age out and make room.
+        cache.admit(&auth, 1100, 60).unwrap();
     }
 }

@@ -64,4 +64,4 @@ pub mod settle;
 pub use queue::{QueueFull, Ticket, WaitQueue};
 pub use registry::Registry;
 pub use routing::{Backoff, Lease, NodeInfo, NodeStatus, Outcome, Router};
-pub use server::{Identity, PeerTa, TaConfig, TaNodeConfig, TransferAgent};
+pub use server::{TaConfig, TaNodeConfig, TransferAgent};

@@ -24,6 +24,8 @@ pub struct RegisteredNode {
     pub authority: String,
     /// Its registered response key (SEC1), empty when unknown (no chain).
     pub pubkey: Vec<u8>,
+    /// Its registered host, whom its receipts name (empty without a chain).
+    pub host: String,
 }
 
 /// The chain's terms for a model.
@@ -67,6 +69,7 @@ impl Registry {
                     },
                     authority: upstream::authority(&n.url)?,
                     pubkey: Vec::new(),
+                    host: String::new(),
                 },
             );
         }
@@ -120,6 +123,7 @@ impl Registry {
                     },
                     authority,
                     pubkey: n.pubkey,
+                    host: n.host,
                 },
             );
         }
@@ -202,6 +206,7 @@ mod tests {
             max_concurrency: 2,
             endpoint: endpoint.into(),
             pubkey: vec![2; 33],
+            key_proof: Vec::new(),
         }
     }
 

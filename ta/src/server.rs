@@ -28,7 +28,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
@@ -37,12 +37,14 @@ use gonka_proto::inference::{TransferAgent as RegisteredTa, WorkRecord};
 
 use super::auth::{self, Authenticated, ReplayCache};
 use super::payloads::{self, Payloads};
-use super::registry::Registry;
+use super::registry::{RegisteredNode, Registry};
 use super::settle::Outbox;
 use super::{Backoff, Lease, NodeStatus, Outcome, Router, WaitQueue};
+use gonka_client::chat::{Identity, KnownTransferAgent, PricedModel};
 use gonka_client::http as upstream;
 use gonka_client::openai::{ApiError, ModelCard, ModelList, Usage};
-use gonka_client::receipt::{Receipt, HEADER_RECEIPT, HEADER_REQUEST_HASH};
+use gonka_client::receipt::{Receipt, VerifiedReceipt, HEADER_RECEIPT};
+use gonka_client::request::REQUEST_HEADERS;
 use gonka_client::sse::SseParser;
 use gonka_client::{unix_now, Chain};
 
@@ -88,8 +90,6 @@ pub struct TaConfig {
     pub connect_timeout: Duration,
     /// Cooldown of a node after failures.
     pub backoff: Backoff,
-    /// `max_tokens` assumed for the payment check when a request names none.
-    pub default_max_tokens: u64,
 }
 
 impl Default for TaConfig {
@@ -106,7 +106,6 @@ impl Default for TaConfig {
             max_body_bytes: 1024 * 1024,
             connect_timeout: Duration::from_secs(2),
             backoff: Backoff::default(),
-            default_max_tokens: 256,
         }
     }
 }
@@ -283,12 +282,9 @@ impl TransferAgent {
         lock(&self.sched).router.nodes().cloned().collect()
     }
 
-    /// The node's address and registered key.
-    fn endpoint(&self, node_id: &str) -> Option<(String, Vec<u8>)> {
-        self.registry()
-            .nodes
-            .get(node_id)
-            .map(|n| (n.authority.clone(), n.pubkey.clone()))
+    /// The node as registered (address, key, host).
+    fn registered_node(&self, node_id: &str) -> Option<RegisteredNode> {
+        self.registry().nodes.get(node_id).cloned()
     }
 
     /// Releases a lease and wakes the best waiter.
@@ -436,52 +432,36 @@ pub async fn serve(
         .await
 }
 
-/// Another transfer agent, as `/v1/identity` lists it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct PeerTa {
-    /// Account address.
-    pub address: String,
-    /// Public URL.
-    pub url: String,
-}
-
-/// The TA's identity as served at `/v1/identity`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Identity {
-    /// Account address.
-    pub address: String,
-    /// Hex compressed public key.
-    pub pubkey: String,
-    /// Public URL.
-    pub url: String,
-    /// Chain id (empty without a chain).
-    #[serde(default)]
-    pub chain_id: String,
-    /// Every transfer agent registered on chain (this one included), so clients can fail over.
-    #[serde(default)]
-    pub transfer_agents: Vec<PeerTa>,
+/// This TA's address and chain id: what requests must be signed for (`x-gonka-transfer-agent`,
+/// `x-gonka-chain-id`). A chain-less TA has its configured address and no chain id.
+fn own_terms(ta: &TransferAgent) -> (String, String) {
+    match &ta.sink {
+        Sink::Chain { chain, .. } => (chain.address().to_string(), chain.chain_id().to_string()),
+        Sink::Memory(_) => (ta.config.address.clone(), String::new()),
+    }
 }
 
 async fn identity(State(ta): State<Arc<TransferAgent>>) -> Json<Identity> {
-    let (address, pubkey, chain_id) = match &ta.sink {
-        Sink::Chain { chain, .. } => (
-            chain.address().to_string(),
-            hex::encode(chain.pubkey()),
-            chain.chain_id().to_string(),
-        ),
-        Sink::Memory(_) => (
-            ta.config.address.clone(),
-            ta.config.pubkey.clone(),
-            String::new(),
-        ),
+    let (address, chain_id) = own_terms(&ta);
+    let pubkey = match &ta.sink {
+        Sink::Chain { chain, .. } => hex::encode(chain.pubkey()),
+        Sink::Memory(_) => ta.config.pubkey.clone(),
     };
-    let transfer_agents = ta
-        .registry()
+    let registry = ta.registry();
+    let transfer_agents = registry
         .transfer_agents
         .iter()
-        .map(|t: &RegisteredTa| PeerTa {
+        .map(|t: &RegisteredTa| KnownTransferAgent {
             address: t.address.clone(),
             url: t.url.clone(),
+        })
+        .collect();
+    let models = registry
+        .model_ids()
+        .into_iter()
+        .map(|id| PricedModel {
+            price_per_token: registry.terms(&id).price_per_token.to_string(),
+            id,
         })
         .collect();
     Json(Identity {
@@ -490,6 +470,7 @@ async fn identity(State(ta): State<Arc<TransferAgent>>) -> Json<Identity> {
         url: ta.config.public_url.clone(),
         chain_id,
         transfer_agents,
+        models,
     })
 }
 
@@ -510,23 +491,31 @@ async fn models(State(ta): State<Arc<TransferAgent>>) -> Json<ModelList> {
     })
 }
 
-/// Just the fields the TA routes and prices on.
+/// The body field the TA routes on beyond the signed terms.
 #[derive(Deserialize)]
 struct Routing {
-    model: String,
     #[serde(default)]
     stream: bool,
-    #[serde(default)]
-    max_tokens: Option<i64>,
-    #[serde(default)]
-    max_completion_tokens: Option<i64>,
 }
 
-/// `usage` of a completion or of a stream's usage chunk.
+/// The text and `usage` of a plain completion.
 #[derive(Deserialize, Default)]
-struct UsageOnly {
+struct AnswerOnly {
+    #[serde(default)]
+    choices: Vec<serde_json::Value>,
     #[serde(default)]
     usage: Option<Usage>,
+}
+
+impl AnswerOnly {
+    /// `choices[0].message.content`, the text the receipt commits to.
+    fn text(&self) -> String {
+        self.choices
+            .first()
+            .and_then(|c| c["message"]["content"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    }
 }
 
 async fn chat_completions(
@@ -545,37 +534,46 @@ async fn chat_completions(
 
 /// What the ML node proved about one answer.
 struct Served {
-    response_hash: Vec<u8>,
-    executor_signature: Vec<u8>,
+    receipt: VerifiedReceipt,
     tokens: Usage,
 }
 
-/// Checks a node's receipt. With a chain it is required and must verify with the node's
-/// registered key (the chain would refuse the record otherwise); a chain-less TA takes a
-/// receipt as given when there is one and the reported usage otherwise.
+/// Checks a node's receipt for the answer `text` the TA relays. With a chain it is required,
+/// must verify with the node's registered key and host (the chain would refuse the record
+/// otherwise), and must commit to exactly `text` (else the node signed something other than
+/// what the requester got); a chain-less TA takes a receipt as given when there is one and
+/// the reported usage otherwise.
 fn served(
     ta: &TransferAgent,
-    node: &str,
-    pubkey: &[u8],
+    node: &RegisteredNode,
     auth: &Authenticated,
-    model: &str,
+    text: &str,
     receipt: Option<Receipt>,
     usage: Usage,
 ) -> Result<Served, String> {
+    let id = &node.info.id;
     let Some(receipt) = receipt else {
         return match ta.sink {
-            Sink::Chain { .. } => Err(format!("node `{node}` sent no execution receipt")),
+            Sink::Chain { .. } => Err(format!("node `{id}` sent no execution receipt")),
             Sink::Memory(_) => Ok(Served {
-                response_hash: Vec::new(),
-                executor_signature: Vec::new(),
+                receipt: VerifiedReceipt {
+                    output_commitment: [0; 32],
+                    salt: [0; 32],
+                    signature: Vec::new(),
+                },
                 tokens: usage,
             }),
         };
     };
-    if receipt.node_id != node {
+    if receipt.node_id != *id {
         return Err(format!(
-            "node `{node}` sent a receipt of node `{}`",
+            "node `{id}` sent a receipt of node `{}`",
             receipt.node_id
+        ));
+    }
+    if !receipt.commits_to(text) {
+        return Err(format!(
+            "node `{id}` sent a receipt that does not commit to the answer it sent"
         ));
     }
     let tokens = Usage {
@@ -585,50 +583,55 @@ fn served(
             .prompt_tokens
             .saturating_add(receipt.completion_tokens),
     };
-    let (response_hash, executor_signature) = match ta.sink {
-        Sink::Chain { .. } => {
-            let (hash, signature) = receipt.verify(pubkey, &auth.request_hash, model)?;
-            (hash.to_vec(), signature)
-        }
-        Sink::Memory(_) => (
-            hex::decode(&receipt.response_hash).unwrap_or_default(),
-            hex::decode(&receipt.signature).unwrap_or_default(),
-        ),
+    if tokens.completion_tokens > auth.terms.max_completion_tokens {
+        return Err(format!(
+            "node `{id}` claims {} completion tokens but the requester signed for at most {}",
+            tokens.completion_tokens, auth.terms.max_completion_tokens
+        ));
+    }
+    let receipt = match ta.sink {
+        Sink::Chain { .. } => receipt.verify(&node.pubkey, &node.host, &auth.request_hash)?,
+        Sink::Memory(_) => VerifiedReceipt {
+            output_commitment: hex32(&receipt.output_commitment),
+            salt: hex32(&receipt.salt),
+            signature: hex::decode(&receipt.signature).unwrap_or_default(),
+        },
     };
-    Ok(Served {
-        response_hash,
-        executor_signature,
-        tokens,
-    })
+    Ok(Served { receipt, tokens })
+}
+
+fn hex32(text: &str) -> [u8; 32] {
+    hex::decode(text)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .unwrap_or([0; 32])
 }
 
 /// Turns a served request into a work record and hands it to the sink (with a chain: the
 /// request `body` to the payload store, then the record to the durable outbox, charging the
 /// requester tokens × price + commission).
-fn record(
-    ta: &TransferAgent,
-    auth: &Authenticated,
-    body: &[u8],
-    model: &str,
-    node: &str,
-    served: Served,
-) {
+fn record(ta: &TransferAgent, auth: &Authenticated, body: &[u8], node: &str, served: Served) {
+    let terms = &auth.terms;
     let record = WorkRecord {
         inference_id: auth.inference_id(),
         requester: auth.address.clone(),
         requester_pubkey: auth.pubkey.clone(),
         requester_signature: auth.signature.clone(),
         request_hash: auth.request_hash.to_vec(),
-        model: model.to_string(),
-        prompt_hash: auth.body_hash.to_vec(),
-        response_hash: served.response_hash,
+        model: terms.model.clone(),
+        prompt_hash: terms.body_hash.to_vec(),
+        output_commitment: served.receipt.output_commitment.to_vec(),
         prompt_tokens: served.tokens.prompt_tokens,
         completion_tokens: served.tokens.completion_tokens,
         executor_node: node.to_string(),
-        commission: auth.commission.to_string(),
-        executor_signature: served.executor_signature,
-        timestamp: auth.timestamp,
-        nonce: auth.nonce.clone(),
+        commission: terms.commission.to_string(),
+        executor_signature: served.receipt.signature,
+        timestamp: terms.timestamp,
+        nonce: terms.nonce.clone(),
+        transfer_agent: terms.transfer_agent.clone(),
+        max_price_per_token: terms.max_price_per_token.to_string(),
+        max_completion_tokens: terms.max_completion_tokens,
+        output_salt: served.receipt.salt.to_vec(),
     };
     match &ta.sink {
         Sink::Memory(records) => lock(records).push(record),
@@ -638,8 +641,8 @@ fn record(
             payloads.keep(&record.inference_id, body);
             let tokens = u128::from(record.prompt_tokens) + u128::from(record.completion_tokens);
             let cost = tokens
-                .saturating_mul(ta.registry().terms(model).price_per_token)
-                .saturating_add(auth.commission);
+                .saturating_mul(ta.registry().terms(&terms.model).price_per_token)
+                .saturating_add(terms.commission);
             if let Err(e) = outbox.put(&record, cost) {
                 tracing::error!(inference = %record.inference_id, error = %e, "cannot write the work record to the outbox; it will not be settled");
             }
@@ -662,7 +665,7 @@ async fn check_funds(
     let bound = (body_len as u128)
         .saturating_add(u128::from(max_tokens))
         .saturating_mul(price_per_token)
-        .saturating_add(auth.commission);
+        .saturating_add(auth.terms.commission);
     let balance = chain.balance(&auth.address).await.map_err(|e| ApiError {
         status: StatusCode::SERVICE_UNAVAILABLE,
         message: format!("cannot check the requester's balance on chain: {e:#}"),
@@ -698,45 +701,36 @@ async fn handle_chat(
             format!("request body must be at most {limit} bytes"),
         )
     })?;
-    // The signature check runs outside every lock; only the replay check is serialised.
+    // The signature check runs outside every lock; only the replay check is serialised,
+    // and it runs last so that refused requests fill no cache.
     let now = (ta.clock)();
     let auth = auth::verify(&headers, &bytes, now, ta.config.max_skew_secs)?;
-    lock(&ta.replay).admit(&auth, now, ta.config.max_skew_secs)?;
     let routing: Routing = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::invalid_json(format!(
             "expected a JSON chat completion request {{model, messages, ...}}: {e}"
         ))
     })?;
+    let model = auth.terms.model.clone();
     let (serves, terms, token_limit) = {
         let registry = ta.registry();
         (
-            registry.serves(&routing.model),
-            registry.terms(&routing.model),
+            registry.serves(&model),
+            registry.terms(&model),
             registry.max_tokens_per_record,
         )
     };
+    let (address, chain_id) = own_terms(&ta);
+    let max_tokens = auth::check_terms(
+        &auth,
+        &bytes,
+        &address,
+        &chain_id,
+        terms.price_per_token,
+        token_limit,
+    )?;
     if !serves {
-        return Err(model_unknown(&routing.model));
+        return Err(model_unknown(&model));
     }
-    let max_tokens = match routing.max_tokens.or(routing.max_completion_tokens) {
-        None => ta.config.default_max_tokens,
-        Some(n) if n >= 1 && (token_limit == 0 || n.unsigned_abs() <= token_limit) => {
-            n.unsigned_abs()
-        }
-        Some(n) => {
-            return Err(ApiError::invalid_value(
-                "invalid_max_tokens",
-                format!(
-                    "`max_tokens` must be between 1 and {} but is {n}",
-                    if token_limit == 0 {
-                        i64::MAX as u64
-                    } else {
-                        token_limit
-                    }
-                ),
-            ))
-        }
-    };
     if let Sink::Chain { chain, outbox, .. } = &ta.sink {
         check_funds(
             chain,
@@ -748,26 +742,39 @@ async fn handle_chat(
         )
         .await?;
     }
+    lock(&ta.replay).admit(&auth, now, ta.config.max_skew_secs)?;
     // The queue orders by the signed commission; bids beyond u64 ngnk all rank first.
-    let commission = u64::try_from(auth.commission).unwrap_or(u64::MAX);
-    let request_hash = hex::encode(auth.request_hash);
+    let commission = u64::try_from(auth.terms.commission).unwrap_or(u64::MAX);
+    let inference_id = auth.inference_id();
+    // The requester's signed headers go to the ML node, which checks the request itself.
+    let forwarded: Vec<(&str, &str)> = REQUEST_HEADERS
+        .iter()
+        .filter_map(|name| {
+            headers
+                .get(*name)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| (*name, v))
+        })
+        .collect();
 
     let mut last_error = String::new();
     for attempt in 1..=ta.config.max_attempts.max(1) {
-        let lease = ta
-            .acquire(&routing.model, terms.min_vram_mib, commission)
-            .await?;
+        let lease = ta.acquire(&model, terms.min_vram_mib, commission).await?;
         let mut guard = LeaseGuard {
             ta: ta.clone(),
             lease: Some(lease),
         };
         let node = guard.node_id();
-        let (authority, pubkey) = ta.endpoint(&node).unwrap_or_default();
+        let Some(registered) = ta.registered_node(&node) else {
+            last_error = format!("node `{node}` left the registry");
+            guard.finish(Outcome::Failed);
+            continue;
+        };
         let resp = match upstream::request_with_headers(
-            &authority,
+            &registered.authority,
             "POST",
             "/v1/chat/completions",
-            &[(HEADER_REQUEST_HASH, &request_hash)],
+            &forwarded,
             &bytes,
             ta.config.connect_timeout,
         )
@@ -803,8 +810,7 @@ async fn handle_chat(
             let settle = ok.then(|| Settle {
                 auth: auth.clone(),
                 body: bytes.clone(),
-                model: routing.model.clone(),
-                pubkey: pubkey.clone(),
+                node: registered.clone(),
             });
             stream_body(ta.clone(), guard, resp, settle)
         } else {
@@ -817,12 +823,11 @@ async fn handle_chat(
                 }
             };
             if ok {
-                let usage = serde_json::from_slice::<UsageOnly>(&full)
-                    .ok()
-                    .and_then(|u| u.usage)
-                    .unwrap_or_default();
-                match served(&ta, &node, &pubkey, &auth, &routing.model, receipt, usage) {
-                    Ok(served) => record(&ta, &auth, &bytes, &routing.model, &node, served),
+                let answer = serde_json::from_slice::<AnswerOnly>(&full).unwrap_or_default();
+                let text = answer.text();
+                let usage = answer.usage.unwrap_or_default();
+                match served(&ta, &registered, &auth, &text, receipt, usage) {
+                    Ok(served) => record(&ta, &auth, &bytes, &node, served),
                     Err(e) => {
                         tracing::warn!(%node, attempt, error = %e, "answer cannot settle; retrying elsewhere");
                         last_error = e;
@@ -844,7 +849,7 @@ async fn handle_chat(
         }
         response.headers_mut().insert(
             "x-gonka-inference-id",
-            HeaderValue::from_str(&request_hash).expect("hex is a valid header value"),
+            HeaderValue::from_str(&inference_id).expect("hex is a valid header value"),
         );
         response.headers_mut().insert(
             "x-gonka-executor",
@@ -863,112 +868,120 @@ struct Settle {
     auth: Authenticated,
     /// The request body as signed, for the payload store.
     body: Bytes,
-    model: String,
-    pubkey: Vec<u8>,
+    node: RegisteredNode,
 }
 
-/// Tokens of a finished event stream: the usage chunk if any, else the content chunks.
-fn stream_usage(sse: &[u8]) -> Usage {
+/// The answer text (the content deltas, concatenated) and the tokens of a finished event
+/// stream: the usage chunk if any, else one completion token per content chunk.
+fn stream_answer(sse: &[u8]) -> (String, Usage) {
+    let mut text = String::new();
     let mut content_chunks = 0u64;
+    let mut usage = None;
     for data in SseParser::parse_all(sse) {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&data) else {
             continue;
         };
         if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
             if let Ok(t) = serde_json::from_value::<Usage>(u.clone()) {
-                return t;
+                usage = Some(t);
             }
         }
-        let has_content = v["choices"][0]["delta"]["content"]
+        if let Some(delta) = v["choices"][0]["delta"]["content"]
             .as_str()
-            .is_some_and(|s| !s.is_empty());
-        if has_content {
+            .filter(|s| !s.is_empty())
+        {
+            text.push_str(delta);
             content_chunks += 1;
         }
     }
-    Usage {
+    let usage = usage.unwrap_or(Usage {
         prompt_tokens: 0,
         completion_tokens: content_chunks,
         total_tokens: content_chunks,
+    });
+    (text, usage)
+}
+
+/// Chunks relayed to the client that may wait unread.
+const RELAY_BUFFER_CHUNKS: usize = 64;
+
+/// Longest a client may leave a full relay buffer unread before the TA stops relaying to it
+/// (and finishes reading the node without it).
+const CLIENT_STALL: Duration = Duration::from_secs(30);
+
+/// Hands `chunk` to the client unless it is gone or stalled, in which case it is dropped for
+/// the rest of the stream: the node is read to the end regardless, to settle what was served.
+async fn relay(
+    client: &mut Option<tokio::sync::mpsc::Sender<std::io::Result<Bytes>>>,
+    chunk: Bytes,
+    node: &str,
+) {
+    let Some(tx) = client else { return };
+    let sent = tokio::time::timeout(CLIENT_STALL, tx.send(Ok(chunk))).await;
+    if !matches!(sent, Ok(Ok(()))) {
+        tracing::info!(%node, "the client left or stopped reading the stream; finishing it without the client");
+        *client = None;
     }
 }
 
-/// Relays the node's event stream as it arrives; records the request at a clean end.
+/// Relays the node's event stream as it arrives and records the request at a clean end.
+///
+/// A task reads the node, not the client's connection: when the client hangs up after
+/// content was delivered, the task still reads the stream to its end and its receipt, and
+/// the delivered work is settled (the requester got the tokens it asked for).
 fn stream_body(
     ta: Arc<TransferAgent>,
-    guard: LeaseGuard,
+    mut guard: LeaseGuard,
     resp: upstream::UpstreamResponse,
     settle: Option<Settle>,
 ) -> Body {
-    struct St {
-        ta: Arc<TransferAgent>,
-        guard: LeaseGuard,
-        node: String,
-        stream: tokio::net::TcpStream,
-        first: Option<Vec<u8>>,
-        seen: Vec<u8>,
-        settle: Option<Settle>,
-        done: bool,
-    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(RELAY_BUFFER_CHUNKS);
     let node = guard.node_id();
-    let st = St {
-        ta,
-        guard,
-        node,
-        stream: resp.stream,
-        first: Some(resp.leftover).filter(|b| !b.is_empty()),
-        seen: Vec::new(),
-        settle,
-        done: false,
-    };
-    let events = futures_util::stream::unfold(st, |mut st| async move {
-        if st.done {
-            return None;
-        }
-        if let Some(first) = st.first.take() {
-            st.seen.extend_from_slice(&first);
-            return Some((Ok::<_, std::io::Error>(Bytes::from(first)), st));
+    tokio::spawn(async move {
+        let mut stream = resp.stream;
+        let mut seen = resp.leftover;
+        let mut client = Some(tx);
+        if !seen.is_empty() {
+            relay(&mut client, Bytes::from(seen.clone()), &node).await;
         }
         let mut buf = vec![0u8; 8192];
-        match st.stream.read(&mut buf).await {
-            Ok(0) => {
-                let complete = st.seen.ends_with(b"data: [DONE]\n\n");
-                if complete {
-                    let mut outcome = Outcome::Ok;
-                    if let Some(s) = st.settle.take() {
-                        let receipt = Receipt::find_in_sse(&st.seen);
-                        let usage = stream_usage(&st.seen);
-                        match served(
-                            &st.ta, &st.node, &s.pubkey, &s.auth, &s.model, receipt, usage,
-                        ) {
-                            Ok(served) => {
-                                record(&st.ta, &s.auth, &s.body, &s.model, &st.node, served)
-                            }
-                            Err(e) => {
-                                tracing::warn!(node = %st.node, error = %e, "streamed answer cannot settle");
-                                outcome = Outcome::Failed;
-                            }
-                        }
-                    }
-                    st.guard.finish(outcome);
-                } else {
-                    tracing::warn!(node = %st.node, "ML node ended the stream early");
-                    st.guard.finish(Outcome::Failed);
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) => break,
+                Ok(n) => {
+                    seen.extend_from_slice(&buf[..n]);
+                    relay(&mut client, Bytes::copy_from_slice(&buf[..n]), &node).await;
                 }
-                None
-            }
-            Ok(n) => {
-                buf.truncate(n);
-                st.seen.extend_from_slice(&buf);
-                Some((Ok(Bytes::from(buf)), st))
-            }
-            Err(e) => {
-                tracing::warn!(node = %st.node, error = %e, "ML node stream broke");
-                st.guard.finish(Outcome::Failed);
-                st.done = true;
-                Some((Err(e), st))
+                Err(e) => {
+                    tracing::warn!(%node, error = %e, "ML node stream broke");
+                    if let Some(tx) = client.take() {
+                        let _ = tx.send(Err(e)).await;
+                    }
+                    guard.finish(Outcome::Failed);
+                    return;
+                }
             }
         }
+        if !seen.ends_with(b"data: [DONE]\n\n") {
+            tracing::warn!(%node, "ML node ended the stream early");
+            guard.finish(Outcome::Failed);
+            return;
+        }
+        let mut outcome = Outcome::Ok;
+        if let Some(s) = settle {
+            let receipt = Receipt::find_in_sse(&seen);
+            let (text, usage) = stream_answer(&seen);
+            match served(&ta, &s.node, &s.auth, &text, receipt, usage) {
+                Ok(served) => record(&ta, &s.auth, &s.body, &node, served),
+                Err(e) => {
+                    tracing::warn!(%node, error = %e, "streamed answer cannot settle");
+                    outcome = Outcome::Failed;
+                }
+            }
+        }
+        guard.finish(outcome);
     });
-    Body::from_stream(events)
+    Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    }))
 }

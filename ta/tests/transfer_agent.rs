@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use gonka_client::keys::well_known_mnemonic;
-use gonka_client::request::{self as auth, body_hash, request_hash};
+use gonka_client::request::{self as auth, body_hash, RequestTerms};
 use gonka_client::Key;
 use gonka_node::{self as ml_node, MlNodeConfig, DEFAULT_MODEL_ID};
 use gonka_ta::{server, TaConfig, TaNodeConfig, TransferAgent};
@@ -26,6 +26,26 @@ fn account(label: &str) -> Key {
     Key::from_mnemonic(&well_known_mnemonic(label)).unwrap()
 }
 
+/// The address every test TA has, which requests are signed for.
+const TA_ADDRESS: &str = "gonka1ta";
+
+/// The terms of a request with `body` (its model and max_tokens, 64 when absent) for the test
+/// TA (no chain, every model free).
+fn terms(body: &[u8], timestamp: u64, nonce: &str, commission: u128) -> RequestTerms {
+    let fields: Value = serde_json::from_slice(body).unwrap_or_default();
+    RequestTerms {
+        chain_id: String::new(),
+        body_hash: body_hash(body),
+        timestamp,
+        nonce: nonce.to_string(),
+        commission,
+        transfer_agent: TA_ADDRESS.to_string(),
+        model: fields["model"].as_str().unwrap_or_default().to_string(),
+        max_price_per_token: 0,
+        max_completion_tokens: fields["max_tokens"].as_u64().unwrap_or(64),
+    }
+}
+
 /// The signed headers of `body` by `key` (commission 0).
 fn sign_request(
     key: &Key,
@@ -33,7 +53,7 @@ fn sign_request(
     timestamp: u64,
     nonce: &str,
 ) -> Vec<(&'static str, String)> {
-    auth::sign_request(key, body, timestamp, nonce, 0).unwrap()
+    auth::sign_request(key, body, terms(body, timestamp, nonce, 0)).unwrap()
 }
 
 fn now() -> u64 {
@@ -129,7 +149,7 @@ async fn three_nodes(max_concurrency: usize, delay_ms: u64) -> Vec<(SocketAddr, 
 
 fn ta_config(nodes: &[(SocketAddr, JoinHandle<()>)], max_concurrency: u32) -> TaConfig {
     TaConfig {
-        address: "gonka1ta".to_string(),
+        address: TA_ADDRESS.to_string(),
         pubkey: "02ab".to_string(),
         public_url: "http://ta.example".to_string(),
         nodes: nodes
@@ -158,7 +178,8 @@ async fn signed_requests_are_forwarded_and_recorded() {
     assert_eq!(
         id,
         json!({"address": "gonka1ta", "pubkey": "02ab", "url": "http://ta.example",
-               "chain_id": "", "transfer_agents": []})
+               "chain_id": "", "transfer_agents": [],
+               "models": [{"id": DEFAULT_MODEL_ID, "price_per_token": "0"}]})
     );
 
     let plain = signed_chat(ta_addr, &request("Hello there", 24, false)).await;
@@ -184,12 +205,13 @@ async fn signed_requests_are_forwarded_and_recorded() {
     assert_eq!(r.inference_id, hex::encode(&r.request_hash));
     assert_eq!(
         r.request_hash[..],
-        request_hash(
-            &body_hash(request("Hello there", 24, false).to_string().as_bytes()),
+        terms(
+            request("Hello there", 24, false).to_string().as_bytes(),
             r.timestamp,
-            0,
-            &r.nonce
-        )[..]
+            &r.nonce,
+            0
+        )
+        .hash()[..]
     );
     assert_eq!(
         plain.header("x-gonka-inference-id"),
@@ -204,6 +226,10 @@ async fn signed_requests_are_forwarded_and_recorded() {
         plain_json["usage"]["completion_tokens"].as_u64().unwrap()
     );
     assert!(r.executor_node.starts_with("node-"));
+    assert_eq!(
+        (r.transfer_agent.as_str(), r.max_completion_tokens),
+        (TA_ADDRESS, 24)
+    );
     assert_eq!(records[1].completion_tokens, r.completion_tokens);
 }
 
@@ -244,7 +270,13 @@ async fn authentication_failures_are_401_and_unknown_model_404() {
     // Bad signature: another key's signature with this pubkey.
     let mut swapped = sign_request(&key(), &body, now(), "a4");
     let foreign = sign_request(&account("other"), &body, now(), "a4");
-    swapped[5].1 = foreign[5].1.clone();
+    let signature = |h: &[(&'static str, String)]| {
+        h.iter()
+            .position(|(k, _)| *k == auth::HEADER_SIGNATURE)
+            .unwrap()
+    };
+    let at = signature(&swapped);
+    swapped[at].1 = foreign[signature(&foreign)].1.clone();
     assert_error(&post(swapped, body.clone()).await, 401, "invalid_signature");
     // Stale and future timestamps.
     let stale = sign_request(&key(), &body, now() - 600, "a5");
@@ -413,6 +445,7 @@ async fn wait_until(mut f: impl FnMut() -> bool) {
 async fn saturated_nodes_queue_then_429() {
     let (addr, release) = stuck_node().await;
     let config = TaConfig {
+        address: TA_ADDRESS.to_string(),
         nodes: vec![node("stuck", addr, 1)],
         queue_capacity: 1,
         queue_timeout: Duration::from_secs(10),
@@ -438,6 +471,7 @@ async fn saturated_nodes_queue_then_429() {
 
     // A queued request that times out also gets 429.
     let config = TaConfig {
+        address: TA_ADDRESS.to_string(),
         nodes: vec![node("stuck", addr, 1)],
         queue_capacity: 4,
         queue_timeout: Duration::from_millis(100),
@@ -461,7 +495,12 @@ async fn signed_chat_with_commission(
     commission: u128,
 ) -> HttpResponse {
     let bytes = body.to_string().into_bytes();
-    let headers = auth::sign_request(&key(), &bytes, now(), &fresh_nonce(), commission).unwrap();
+    let headers = auth::sign_request(
+        &key(),
+        &bytes,
+        terms(&bytes, now(), &fresh_nonce(), commission),
+    )
+    .unwrap();
     http_request(addr, "POST", "/v1/chat/completions", &headers, &bytes).await
 }
 
@@ -474,6 +513,7 @@ async fn saturated_nodes_serve_queued_requests_in_commission_order() {
         nodes.push(stuck_node().await);
     }
     let config = TaConfig {
+        address: TA_ADDRESS.to_string(),
         nodes: nodes
             .iter()
             .enumerate()
@@ -523,4 +563,48 @@ async fn saturated_nodes_serve_queued_requests_in_commission_order() {
     for task in tasks {
         assert_eq!(task.await.unwrap().status, 200);
     }
+}
+
+/// Attack (issue 10, hole 11): a client that hangs up right after the content it wanted used
+/// to get it for free, because the TA recorded a stream only when the client read it to the
+/// end. Now the TA reads the node's stream to its end regardless and settles the work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn attack_hanging_up_mid_stream_does_not_make_the_answer_free() {
+    let nodes = three_nodes(1, 15).await;
+    let (ta_addr, ta) = start_ta(ta_config(&nodes, 1)).await;
+    let body = request("Stream me and leave", 24, true)
+        .to_string()
+        .into_bytes();
+    let headers = sign_request(&key(), &body, now(), &fresh_nonce());
+    let mut stream = TcpStream::connect(ta_addr).await.unwrap();
+    let mut head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {ta_addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in &headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body).await.unwrap();
+    // Read until the first content delta arrives, then hang up.
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&seen).contains("\"content\":\"") {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the TA closed before any content");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(stream);
+    assert!(
+        ta.completed_records().is_empty(),
+        "the answer is still being generated"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ta.completed_records().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let records = ta.completed_records();
+    assert_eq!(records.len(), 1, "the delivered answer is settled");
+    assert!(records[0].completion_tokens > 0);
 }

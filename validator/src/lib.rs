@@ -13,9 +13,13 @@
 //!    evidence against the record, not re-executed, and answered with SHA-256 of the bytes
 //!    received (which no honest completion hashes to);
 //! 4. re-executes the body on its own ML node (`POST /v1/chat/completions` with `stream`
-//!    forced to false, which does not change the text of the deterministic reference model);
-//! 5. compares ([`Compare`]) and submits its result hash (SHA-256 of
-//!    `choices[0].message.content`, as [`gonka_client::receipt::response_hash`]).
+//!    forced to false, which does not change the text of the deterministic reference model,
+//!    and `max_tokens` set to the record's signed `max_completion_tokens`);
+//! 5. compares ([`Compare`]) and submits its result: the SHA-256 of
+//!    `choices[0].message.content` ([`gonka_client::receipt::response_hash`]) and the prompt
+//!    and completion tokens its node counted. The chain matches it against the record's
+//!    salted output commitment and token counts, so inflated counts are caught like wrong
+//!    answers.
 //!
 //! Handled items are remembered in memory so each is answered once. A failure to reach the
 //! chain, the TA or the ML node is logged and retried at the next poll; a refusal by the
@@ -28,7 +32,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use gonka_client::disputes::{msg_submit_validation, msg_vote_dispute};
+use gonka_client::disputes::{msg_submit_validation, msg_vote_dispute, ReExecution};
 use gonka_client::payload_auth::sign_payload_request;
 use gonka_client::request::body_hash;
 use gonka_client::{Any, Key, TxRejected};
@@ -39,6 +43,7 @@ use sha2::{Digest, Sha256};
 use gonka_client::http as upstream;
 use gonka_client::receipt::response_hash;
 use gonka_client::{unix_now, Chain};
+use gonka_proto::signing::result_matches;
 use Finding::{Match, Mismatch, TamperedPayload};
 
 /// Pending-work kind answered with `MsgSubmitValidation`.
@@ -92,10 +97,21 @@ pub enum Finding {
 pub struct Decision {
     /// What was found.
     pub finding: Finding,
-    /// The submitted result hash.
-    pub result_hash: [u8; 32],
+    /// The submitted result.
+    pub found: ReExecution,
     /// `MsgSubmitValidation` or `MsgVoteDispute` carrying it.
     pub msg: Any,
+}
+
+/// What the validator's own ML node produced for a record's request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnAnswer {
+    /// `choices[0].message.content`.
+    pub text: String,
+    /// Its `usage.prompt_tokens`.
+    pub prompt_tokens: u64,
+    /// Its `usage.completion_tokens`.
+    pub completion_tokens: u64,
 }
 
 /// Whether `payload` is the body the requester signed: SHA-256(payload) = `prompt_hash`.
@@ -104,46 +120,63 @@ pub fn payload_matches(record: &ipb::WorkRecord, payload: &[u8]) -> bool {
 }
 
 /// The pure part of the validator: how `validator` answers `work` on `record`, given the
-/// `payload` the TA served, the validator's own completion text `own` (ignored when the
-/// payload does not match the record) and, for [`Compare::Prefix`], the executor's text if
-/// known (trusted only when it hashes to the record's `response_hash`).
+/// `payload` the TA served, the validator's `own` answer (ignored when the payload does not
+/// match the record) and, for [`Compare::Prefix`], the executor's text if known (trusted
+/// only when the record's output commitment is to exactly that text).
 pub fn decide(
     validator: &str,
     work: &dpb::PendingWork,
     record: &ipb::WorkRecord,
     payload: &[u8],
-    own: &str,
+    own: &OwnAnswer,
     compare: Compare,
     executor_text: Option<&str>,
 ) -> Result<Decision> {
-    let (finding, result_hash) = if !payload_matches(record, payload) {
-        (TamperedPayload, Sha256::digest(payload).into())
+    let own_result = ReExecution {
+        result_hash: response_hash(&own.text),
+        prompt_tokens: own.prompt_tokens,
+        completion_tokens: own.completion_tokens,
+    };
+    let (finding, found) = if !payload_matches(record, payload) {
+        let evidence = ReExecution {
+            result_hash: Sha256::digest(payload).into(),
+            prompt_tokens: 0,
+            completion_tokens: 0,
+        };
+        (TamperedPayload, evidence)
     } else {
-        let own_hash = response_hash(own);
         let vouched = match (compare, executor_text) {
             (Compare::Prefix(n), Some(theirs))
-                if response_hash(theirs).as_slice() == record.response_hash =>
+                if own.text.chars().take(n).eq(theirs.chars().take(n)) =>
             {
-                own.chars().take(n).eq(theirs.chars().take(n))
+                // Vouch for the executor's text at the counts the validator found for the
+                // prompt and the executor claimed for its own (close) completion.
+                Some(ReExecution {
+                    result_hash: response_hash(theirs),
+                    prompt_tokens: own.prompt_tokens,
+                    completion_tokens: record.completion_tokens,
+                })
             }
-            _ => own_hash.as_slice() == record.response_hash,
-        };
-        if vouched {
-            let agreed: [u8; 32] = record.response_hash.as_slice().try_into().map_err(|_| {
-                anyhow!(
-                    "record {} has a response_hash of {} bytes, expected 32",
-                    record.inference_id,
-                    record.response_hash.len()
-                )
-            })?;
-            (Match, agreed)
-        } else {
-            (Mismatch, own_hash)
+            _ => None,
+        }
+        .filter(|v| result_matches(record, &v.result_hash, v.prompt_tokens, v.completion_tokens));
+        match vouched {
+            Some(v) => (Match, v),
+            None if result_matches(
+                record,
+                &own_result.result_hash,
+                own_result.prompt_tokens,
+                own_result.completion_tokens,
+            ) =>
+            {
+                (Match, own_result)
+            }
+            None => (Mismatch, own_result),
         }
     };
     let msg = match work.kind.as_str() {
-        KIND_VALIDATION => msg_submit_validation(validator, &work.inference_id, &result_hash),
-        KIND_DISPUTE => msg_vote_dispute(validator, work.dispute_id, &result_hash),
+        KIND_VALIDATION => msg_submit_validation(validator, &work.inference_id, &found),
+        KIND_DISPUTE => msg_vote_dispute(validator, work.dispute_id, &found),
         other => bail!(
             "pending work of kind {other:?} for {}: expected {KIND_VALIDATION:?} or {KIND_DISPUTE:?}; is the sidecar older than the chain?",
             work.inference_id
@@ -151,7 +184,7 @@ pub fn decide(
     };
     Ok(Decision {
         finding,
-        result_hash,
+        found,
         msg,
     })
 }
@@ -276,10 +309,20 @@ async fn answer(
         })?;
     let payload = fetch_payload(key, &ta_url, &work.inference_id, config).await?;
     let own = if payload_matches(&record, &payload) {
-        reexecute(&config.ml_node, &payload, config).await?
+        reexecute(
+            &config.ml_node,
+            &payload,
+            record.max_completion_tokens,
+            config,
+        )
+        .await?
     } else {
         tracing::warn!(inference = %work.inference_id, ta = %ta_url, "the transfer agent served a body whose SHA-256 is not the record's prompt_hash; answering with a mismatch");
-        String::new()
+        OwnAnswer {
+            text: String::new(),
+            prompt_tokens: 0,
+            completion_tokens: 0,
+        }
     };
     let decision = decide(
         chain.address(),
@@ -313,7 +356,7 @@ async fn answer(
         Mismatch => "mismatch",
         TamperedPayload => "tampered payload",
     };
-    let result_hash = hex::encode(decision.result_hash);
+    let result_hash = hex::encode(decision.found.result_hash);
     if work.kind == KIND_DISPUTE {
         tracing::info!(inference = %work.inference_id, dispute = work.dispute_id, finding, %result_hash, height = included.height, "voted");
     } else {
@@ -376,15 +419,22 @@ async fn fetch_payload(
     }
 }
 
-/// The text the validator's own ML node at `ml_node` (`host:port`) generates for `payload`,
-/// with `stream` forced to false.
-async fn reexecute(ml_node: &str, payload: &[u8], config: &ValidatorConfig) -> Result<String> {
+/// What the validator's own ML node at `ml_node` (`host:port`) answers to `payload`, with
+/// `stream` forced to false and `max_tokens` set to the signed budget `max_tokens`.
+async fn reexecute(
+    ml_node: &str,
+    payload: &[u8],
+    max_tokens: u64,
+    config: &ValidatorConfig,
+) -> Result<OwnAnswer> {
     let mut request: serde_json::Value = serde_json::from_slice(payload)
         .context("the payload is not JSON; the record's request cannot be re-executed")?;
     let Some(fields) = request.as_object_mut() else {
         bail!("the payload is JSON but not an object {{model, messages, ...}}");
     };
     fields.insert("stream".into(), serde_json::Value::Bool(false));
+    fields.remove("max_completion_tokens");
+    fields.insert("max_tokens".into(), max_tokens.into());
     let body = serde_json::to_vec(&request).context("re-serializing the request")?;
     let (status, answer) = exchange(ml_node, "POST", "/v1/chat/completions", &[], &body, config)
         .await
@@ -397,28 +447,55 @@ async fn reexecute(ml_node: &str, payload: &[u8], config: &ValidatorConfig) -> R
     }
     let completion: serde_json::Value = serde_json::from_slice(&answer)
         .with_context(|| format!("the ML node at {ml_node} answered something that is not JSON"))?;
-    completion["choices"][0]["message"]["content"]
+    let text = completion["choices"][0]["message"]["content"]
         .as_str()
         .map(str::to_string)
         .ok_or_else(|| {
             anyhow!("the ML node at {ml_node} answered without choices[0].message.content")
+        })?;
+    let count = |field: &str| {
+        completion["usage"][field].as_u64().ok_or_else(|| {
+            anyhow!("the ML node at {ml_node} answered without usage.{field}; token counts are part of the result")
         })
+    };
+    Ok(OwnAnswer {
+        text,
+        prompt_tokens: count("prompt_tokens")?,
+        completion_tokens: count("completion_tokens")?,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use gonka_proto::disputes::{MsgSubmitValidation, MsgVoteDispute};
+    use gonka_proto::signing::text_output_commitment;
     use prost::Message;
 
     const PAYLOAD: &[u8] = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
 
+    /// Token counts of every answer in these tests.
+    const COUNTS: (u64, u64) = (5, 3);
+
     fn record(executor_text: &str) -> ipb::WorkRecord {
+        let salt = [1u8; 32];
         ipb::WorkRecord {
             inference_id: "ab".into(),
             prompt_hash: body_hash(PAYLOAD).to_vec(),
-            response_hash: response_hash(executor_text).to_vec(),
+            output_commitment: text_output_commitment(&salt, &response_hash(executor_text))
+                .to_vec(),
+            output_salt: salt.to_vec(),
+            prompt_tokens: COUNTS.0,
+            completion_tokens: COUNTS.1,
             ..ipb::WorkRecord::default()
+        }
+    }
+
+    fn own(text: &str) -> OwnAnswer {
+        OwnAnswer {
+            text: text.into(),
+            prompt_tokens: COUNTS.0,
+            completion_tokens: COUNTS.1,
         }
     }
 
@@ -446,7 +523,7 @@ mod tests {
             &work(KIND_VALIDATION),
             &rec,
             PAYLOAD,
-            "hello",
+            &own("hello"),
             Compare::Exact,
             None,
         )
@@ -459,7 +536,7 @@ mod tests {
             &work(KIND_VALIDATION),
             &rec,
             PAYLOAD,
-            "olleh",
+            &own("olleh"),
             Compare::Exact,
             None,
         )
@@ -469,13 +546,34 @@ mod tests {
     }
 
     #[test]
+    fn the_same_text_with_other_token_counts_is_a_mismatch() {
+        let inflated = ipb::WorkRecord {
+            completion_tokens: COUNTS.1 + 100,
+            ..record("hello")
+        };
+        let d = decide(
+            "v",
+            &work(KIND_VALIDATION),
+            &inflated,
+            PAYLOAD,
+            &own("hello"),
+            Compare::Exact,
+            None,
+        )
+        .unwrap();
+        assert_eq!(d.finding, Mismatch);
+        let m = MsgSubmitValidation::decode(d.msg.value.as_slice()).unwrap();
+        assert_eq!((m.prompt_tokens, m.completion_tokens), COUNTS);
+    }
+
+    #[test]
     fn dispute_seats_vote() {
         let d = decide(
             "v",
             &work(KIND_DISPUTE),
             &record("x"),
             PAYLOAD,
-            "y",
+            &own("y"),
             Compare::Exact,
             None,
         )
@@ -489,7 +587,7 @@ mod tests {
             &work("other"),
             &record("x"),
             PAYLOAD,
-            "x",
+            &own("x"),
             Compare::Exact,
             None
         )
@@ -504,7 +602,7 @@ mod tests {
             &work(KIND_VALIDATION),
             &record("x"),
             tampered,
-            "x",
+            &own("x"),
             Compare::Exact,
             None,
         )
@@ -524,7 +622,7 @@ mod tests {
             &work(KIND_VALIDATION),
             &rec,
             PAYLOAD,
-            "the cat ran",
+            &own("the cat ran"),
             close,
             Some("the cat sat"),
         )
@@ -536,7 +634,7 @@ mod tests {
             &work(KIND_VALIDATION),
             &rec,
             PAYLOAD,
-            "a dog ran",
+            &own("a dog ran"),
             close,
             Some("the cat sat"),
         )
@@ -548,7 +646,7 @@ mod tests {
             &work(KIND_VALIDATION),
             &rec,
             PAYLOAD,
-            "the cat ran",
+            &own("the cat ran"),
             close,
             Some("the cat ran"),
         )
@@ -559,7 +657,7 @@ mod tests {
             &work(KIND_VALIDATION),
             &rec,
             PAYLOAD,
-            "the cat ran",
+            &own("the cat ran"),
             close,
             None,
         )

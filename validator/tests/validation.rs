@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::payload_auth::{sign_payload_request, HEADER_SIGNATURE};
-use gonka_client::receipt::{response_hash, Receipt, HEADER_RECEIPT, HEADER_REQUEST_HASH};
+use gonka_client::receipt::{response_hash, Receipt, HEADER_RECEIPT};
 use gonka_client::request::body_hash;
 use gonka_client::Key;
 use gonka_node::{self as ml_node, cheat, MlNodeConfig};
 use gonka_proto::disputes::PendingWork;
 use gonka_proto::inference::WorkRecord;
 use gonka_ta::payloads::{self, AccessCheck, PayloadStore, Payloads};
-use gonka_validator::{decide, Compare, Finding, KIND_VALIDATION};
+use gonka_validator::{decide, Compare, Finding, OwnAnswer, KIND_VALIDATION};
 use k256::ecdsa::SigningKey;
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -131,16 +131,10 @@ async fn start_node(cheat_fraction: f64, key_byte: u8) -> SocketAddr {
     addr
 }
 
-/// The content and receipt of a plain answer to `BODY` sent with `request_hash`.
-async fn complete(addr: SocketAddr, request_hash: &[u8; 32]) -> (String, Receipt) {
-    let resp = http_request(
-        addr,
-        "POST",
-        "/v1/chat/completions",
-        &[(HEADER_REQUEST_HASH, hex::encode(request_hash))],
-        BODY,
-    )
-    .await;
+/// The content and receipt of a plain answer to `body` signed with `nonce`.
+async fn complete(addr: SocketAddr, body: &[u8], nonce: &str) -> (String, Receipt) {
+    let (headers, _) = signed_request(body, nonce);
+    let resp = http_request(addr, "POST", "/v1/chat/completions", &headers, body).await;
     assert_eq!(resp.status, 200, "body: {}", resp.body);
     let receipt = Receipt::from_header(resp.header(HEADER_RECEIPT).unwrap()).unwrap();
     let content = resp.json()["choices"][0]["message"]["content"]
@@ -148,6 +142,19 @@ async fn complete(addr: SocketAddr, request_hash: &[u8; 32]) -> (String, Receipt
         .unwrap()
         .to_string();
     (content, receipt)
+}
+
+/// A nonce whose signed request of `body` the cheat selects (`selected`) or spares, and
+/// that request's hash.
+fn nonce_where(body: &[u8], selected: bool) -> (String, [u8; 32]) {
+    (0..)
+        .map(|i| format!("n-{i}"))
+        .map(|nonce| {
+            let (_, hash) = signed_request(body, &nonce);
+            (nonce, hash)
+        })
+        .find(|(_, hash)| cheat::selects(0.5, hash) == selected)
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,23 +165,22 @@ async fn a_cheating_node_signs_wrong_answers_that_a_validator_catches() {
         .unwrap()
         .verifying_key()
         .to_encoded_point(true);
-    let selected = [0x00; 32];
-    let spared = [0xff; 32];
-    assert!(cheat::selects(0.5, &selected) && !cheat::selects(0.5, &spared));
+    let (selected_nonce, selected) = nonce_where(BODY, true);
+    let (spared_nonce, _) = nonce_where(BODY, false);
 
-    let (truth, _) = complete(honest, &selected).await;
-    let (wrong, receipt) = complete(cheater, &selected).await;
+    let (truth, _) = complete(honest, BODY, &selected_nonce).await;
+    let (wrong, receipt) = complete(cheater, BODY, &selected_nonce).await;
     assert_ne!(
         wrong, truth,
         "a selected request gets a different completion"
     );
-    let (recorded_hash, _) = receipt
-        .verify(cheater_pubkey.as_bytes(), &selected, "gonka/reference-1")
+    let verified = receipt
+        .verify(cheater_pubkey.as_bytes(), "", &selected)
         .expect("the wrong answer carries a receipt that verifies");
-    assert_eq!(recorded_hash, response_hash(&wrong));
+    assert!(receipt.commits_to(&wrong));
 
-    let (spared_truth, _) = complete(honest, &spared).await;
-    let (spared_answer, _) = complete(cheater, &spared).await;
+    let (spared_truth, _) = complete(honest, BODY, &spared_nonce).await;
+    let (spared_answer, _) = complete(cheater, BODY, &spared_nonce).await;
     assert_eq!(
         spared_answer, spared_truth,
         "unselected requests are answered honestly"
@@ -183,25 +189,43 @@ async fn a_cheating_node_signs_wrong_answers_that_a_validator_catches() {
     // Streaming a selected request cheats the same way.
     let mut streamed: serde_json::Value = serde_json::from_slice(BODY).unwrap();
     streamed["stream"] = json!(true);
+    let streamed = streamed.to_string();
+    let (streamed_nonce, _) = nonce_where(streamed.as_bytes(), true);
+    let (headers, _) = signed_request(streamed.as_bytes(), &streamed_nonce);
     let resp = http_request(
         cheater,
         "POST",
         "/v1/chat/completions",
-        &[(HEADER_REQUEST_HASH, hex::encode(selected))],
-        streamed.to_string().as_bytes(),
+        &headers,
+        streamed.as_bytes(),
     )
     .await;
     let stream_receipt = Receipt::find_in_sse(resp.body.as_bytes()).unwrap();
-    assert_eq!(
-        stream_receipt.response_hash,
-        hex::encode(response_hash(&wrong))
+    let streamed_text: String = resp
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_ne!(
+        streamed_text, truth,
+        "the stream of a selected request is wrong too"
     );
+    assert!(stream_receipt.commits_to(&streamed_text));
 
     // The record the TA would settle, judged by a validator that re-executed honestly.
     let record = WorkRecord {
         inference_id: hex::encode(selected),
         prompt_hash: body_hash(BODY).to_vec(),
-        response_hash: recorded_hash.to_vec(),
+        output_commitment: verified.output_commitment.to_vec(),
+        output_salt: verified.salt.to_vec(),
+        prompt_tokens: receipt.prompt_tokens,
+        completion_tokens: receipt.completion_tokens,
         ..WorkRecord::default()
     };
     let work = PendingWork {
@@ -209,7 +233,19 @@ async fn a_cheating_node_signs_wrong_answers_that_a_validator_catches() {
         inference_id: record.inference_id.clone(),
         ..PendingWork::default()
     };
-    let caught = decide("v", &work, &record, BODY, &truth, Compare::Exact, None).unwrap();
+    let own = OwnAnswer {
+        text: truth.clone(),
+        prompt_tokens: receipt.prompt_tokens,
+        completion_tokens: receipt.completion_tokens,
+    };
+    let caught = decide("v", &work, &record, BODY, &own, Compare::Exact, None).unwrap();
     assert_eq!(caught.finding, Finding::Mismatch);
-    assert_eq!(caught.result_hash, response_hash(&truth));
+    assert_eq!(caught.found.result_hash, response_hash(&truth));
+    // Had it answered honestly, the same validator would have matched.
+    let honest_own = OwnAnswer {
+        text: wrong.clone(),
+        ..own
+    };
+    let matched = decide("v", &work, &record, BODY, &honest_own, Compare::Exact, None).unwrap();
+    assert_eq!(matched.finding, Finding::Match);
 }

@@ -9,8 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
 use gonka_app::harness::TestChain;
+use gonka_client::disputes::ReExecution;
 use gonka_client::tx::{
-    msg_register_transfer_agent, signed_work_record, NodeSpec, WorkRecordInput,
+    msg_register_transfer_agent, signed_work_record, NodeSpec, RequestTerms, WorkRecordInput,
 };
 use gonka_client::{sign, SignerData};
 use gonka_proto::inference::WorkRecord;
@@ -929,9 +930,10 @@ pub fn pubkey(key: &SigningKey) -> Vec<u8> {
         .to_vec()
 }
 
-/// ML node `id` serving `models` with `vram_mib`, signing with `node_key(seed)`, reachable at
+/// ML node `id` of host `host` (a label) serving `models` with `vram_mib`, signing with
+/// `node_key(seed)` (with its proof of possession on [`CHAIN_ID`]), reachable at
 /// `http://127.0.0.1:90{seed}`.
-pub fn node_spec(id: &str, models: &[&str], vram_mib: u64, seed: u8) -> NodeSpec {
+pub fn node_spec(host: &str, id: &str, models: &[&str], vram_mib: u64, seed: u8) -> NodeSpec {
     NodeSpec {
         node_id: id.into(),
         models: models.iter().map(|m| m.to_string()).collect(),
@@ -940,6 +942,7 @@ pub fn node_spec(id: &str, models: &[&str], vram_mib: u64, seed: u8) -> NodeSpec
         max_concurrency: 4,
         endpoint: format!("http://127.0.0.1:90{seed:02}"),
         pubkey: pubkey(&node_key(seed)),
+        key_proof: gonka_client::node_key_proof(&node_key(seed), CHAIN_ID, &addr(host), id),
     }
 }
 
@@ -963,25 +966,74 @@ pub fn lie(nonce: &str) -> [u8; 32] {
     digest(&format!("fake {nonce}"))
 }
 
+/// The most ngnk per token every test requester signs for: above every test model's price.
+pub const MAX_PRICE_PER_TOKEN: u128 = 1_000_000;
+
+/// The ML node that executes a request: the label of its host, its id and its key seed
+/// (`node_key(seed)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exec<'a> {
+    pub host: &'a str,
+    pub node: &'a str,
+    pub seed: u8,
+}
+
+/// Node `node` of host `host` (a label), signing with `node_key(seed)`.
+pub const fn exec<'a>(host: &'a str, node: &'a str, seed: u8) -> Exec<'a> {
+    Exec { host, node, seed }
+}
+
+/// The salt of request `nonce`'s output commitment.
+pub fn salt(nonce: &str) -> [u8; 32] {
+    digest(&format!("salt {nonce}"))
+}
+
+/// The output commitment of a record of request `nonce` claiming answer `response_hash`
+/// (what a dispute's `claimed_hash` is).
+pub fn commitment(nonce: &str, response_hash: &[u8; 32]) -> Vec<u8> {
+    gonka_proto::signing::text_output_commitment(&salt(nonce), response_hash).to_vec()
+}
+
+/// What a validator or committee member reports: answer hash `result_hash` and
+/// `(prompt, completion)` tokens.
+pub fn found(result_hash: [u8; 32], tokens: (u64, u64)) -> ReExecution {
+    ReExecution {
+        result_hash,
+        prompt_tokens: tokens.0,
+        completion_tokens: tokens.1,
+    }
+}
+
 /// The facts of request `nonce` (prompt `digest("prompt {nonce}")`, signed at unix time
-/// 1,700,000,000) executed honestly on node `node` with `(prompt, completion)` tokens.
+/// 1,700,000,000 on [`CHAIN_ID`] for transfer agent `ta` (a label), at most
+/// [`MAX_PRICE_PER_TOKEN`] and exactly the completion tokens) executed honestly on `on` with
+/// `(prompt, completion)` tokens, its answer committed with [`salt`]`(nonce)`.
 pub fn request(
+    ta: &str,
     nonce: &str,
     model: &str,
-    node: &str,
+    on: Exec<'_>,
     tokens: (u64, u64),
     commission: u128,
 ) -> WorkRecordInput {
     WorkRecordInput {
-        model: model.into(),
-        prompt_hash: digest(&format!("prompt {nonce}")),
-        timestamp: 1_700_000_000,
-        nonce: nonce.into(),
+        terms: RequestTerms {
+            chain_id: CHAIN_ID.into(),
+            body_hash: digest(&format!("prompt {nonce}")),
+            timestamp: 1_700_000_000,
+            nonce: nonce.into(),
+            commission,
+            transfer_agent: addr(ta),
+            model: model.into(),
+            max_price_per_token: MAX_PRICE_PER_TOKEN,
+            max_completion_tokens: tokens.1,
+        },
         response_hash: truth(nonce),
+        salt: salt(nonce),
         prompt_tokens: tokens.0,
         completion_tokens: tokens.1,
-        executor_node: node.into(),
-        commission,
+        executor_node: on.node.into(),
+        host: addr(on.host),
     }
 }
 
@@ -990,19 +1042,65 @@ pub fn signed_record(requester: &str, seed: u8, input: &WorkRecordInput) -> Work
     signed_work_record(key(requester), &node_key(seed), input).unwrap()
 }
 
-/// An honest record by `requester` of request `nonce` executed by `node` (key seed `seed`).
+/// An honest record by `requester` of request `nonce` for transfer agent `ta`, executed by
+/// `on`.
 pub fn work_record(
     requester: &str,
+    ta: &str,
     nonce: &str,
     model: &str,
-    node: &str,
-    seed: u8,
+    on: Exec<'_>,
     tokens: (u64, u64),
     commission: u128,
 ) -> WorkRecord {
     signed_record(
         requester,
-        seed,
-        &request(nonce, model, node, tokens, commission),
+        on.seed,
+        &request(ta, nonce, model, on, tokens, commission),
     )
+}
+
+/// The `inference_record` events of a batch tx as `(id, outcome, code)`, the code empty
+/// for a stored record.
+pub fn record_outcomes(result: &ExecTxResult) -> Vec<(String, String, String)> {
+    tx_events(result, "inference_record")
+        .into_iter()
+        .map(|e| {
+            (
+                e["id"].clone(),
+                e["outcome"].clone(),
+                e.get("code").cloned().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Asserts the record at `index` of batch tx `result` (inference `id`) was refused alone with
+/// inference code `code` and a reason containing `fragment`, while the batch itself passed.
+pub fn assert_refused(result: &ExecTxResult, index: usize, id: &str, code: u32, fragment: &str) {
+    assert_eq!(result.code, 0, "the batch itself must pass: {}", result.log);
+    let events = tx_events(result, "inference_record");
+    let event = events
+        .get(index)
+        .unwrap_or_else(|| panic!("no inference_record event at {index}: {events:?}"));
+    assert_eq!(
+        (
+            event["id"].as_str(),
+            event["outcome"].as_str(),
+            event.get("codespace").map(String::as_str),
+            event.get("code").map(String::as_str),
+        ),
+        (
+            id,
+            "refused",
+            Some("inference"),
+            Some(code.to_string().as_str())
+        ),
+        "record {index}: {event:?}"
+    );
+    assert!(
+        event["reason"].contains(fragment),
+        "record {index}: reason {:?} lacks {fragment:?}",
+        event["reason"]
+    );
 }

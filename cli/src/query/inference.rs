@@ -173,6 +173,8 @@ fn record_text(s: &pb::StoredRecord) -> String {
         ("transfer_agent", s.transfer_agent.clone()),
         ("request_hash", hex::encode(&w.request_hash)),
         ("prompt_hash", hex::encode(&w.prompt_hash)),
-        ("response_hash", hex::encode(&w.response_hash)),
+        ("output_commitment", hex::encode(&w.output_commitment)),
+        ("max_price_per_token", show_ngnk(&w.max_price_per_token)),
+        ("max_completion_tokens", w.max_completion_tokens.to_string()),
     ])
 }

@@ -1,7 +1,9 @@
 //! `gonkad tx disputes`: submit a validation, open a user dispute, vote on a dispute.
 
 use anyhow::Result;
-use gonka_client::disputes::{msg_open_dispute, msg_submit_validation, msg_vote_dispute};
+use gonka_client::disputes::{
+    msg_open_dispute, msg_submit_validation, msg_vote_dispute, ReExecution,
+};
 
 use super::{sign_broadcast_print, TxOptions};
 use crate::{amount::parse_ngnk, keys::load_key, Global};
@@ -24,9 +26,15 @@ pub struct ValidateArgs {
     from: String,
     /// Inference id of the sampled record (64 lowercase hex digits).
     inference_id: String,
-    /// Hex of the SHA-256 of your own response (64 hex digits).
+    /// Hex of the SHA-256 of your own answer text (64 hex digits).
     #[arg(value_parser = parse_hash_arg)]
     result_hash: Hash,
+    /// Prompt tokens your re-execution counted.
+    #[arg(long)]
+    prompt_tokens: u64,
+    /// Completion tokens your re-execution counted.
+    #[arg(long)]
+    completion_tokens: u64,
     #[command(flatten)]
     tx: TxOptions,
 }
@@ -51,9 +59,15 @@ pub struct VoteArgs {
     from: String,
     /// Dispute id.
     dispute_id: u64,
-    /// Hex of the SHA-256 of your own response (64 hex digits).
+    /// Hex of the SHA-256 of your own answer text (64 hex digits).
     #[arg(value_parser = parse_hash_arg)]
     result_hash: Hash,
+    /// Prompt tokens your re-execution counted.
+    #[arg(long)]
+    prompt_tokens: u64,
+    /// Completion tokens your re-execution counted.
+    #[arg(long)]
+    completion_tokens: u64,
     #[command(flatten)]
     tx: TxOptions,
 }
@@ -71,13 +85,29 @@ pub fn parse_hash_hex(text: &str) -> Result<Vec<u8>> {
     super::parse_fixed_hex(text, 32, "a SHA-256 hash")
 }
 
+/// The result of a re-execution as the arguments give it.
+fn re_execution(hash: &Hash, prompt_tokens: u64, completion_tokens: u64) -> ReExecution {
+    let mut result_hash = [0u8; 32];
+    result_hash.copy_from_slice(&hash.0); // parse_hash_hex checked the length
+    ReExecution {
+        result_hash,
+        prompt_tokens,
+        completion_tokens,
+    }
+}
+
 /// Runs a `gonkad tx disputes` subcommand.
 pub async fn run(global: &Global, command: Command) -> Result<()> {
     let home = global.home();
     let (key, msg, tx) = match command {
         Command::Validate(args) => {
             let key = load_key(&home, &args.from)?;
-            let msg = msg_submit_validation(key.address(), &args.inference_id, &args.result_hash.0);
+            let found = re_execution(
+                &args.result_hash,
+                args.prompt_tokens,
+                args.completion_tokens,
+            );
+            let msg = msg_submit_validation(key.address(), &args.inference_id, &found);
             (key, msg, args.tx)
         }
         Command::Open(args) => {
@@ -91,7 +121,12 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         }
         Command::Vote(args) => {
             let key = load_key(&home, &args.from)?;
-            let msg = msg_vote_dispute(key.address(), args.dispute_id, &args.result_hash.0);
+            let found = re_execution(
+                &args.result_hash,
+                args.prompt_tokens,
+                args.completion_tokens,
+            );
+            let msg = msg_vote_dispute(key.address(), args.dispute_id, &found);
             (key, msg, args.tx)
         }
     };

@@ -2,7 +2,8 @@
 
 use anyhow::{bail, Result};
 use gonka_client::{
-    msg_register_node, msg_register_transfer_agent, msg_remove_node, msg_update_node, NodeSpec,
+    msg_register_node, msg_register_transfer_agent, msg_remove_node, msg_update_node,
+    node_key_proof, NodeSpec,
 };
 
 use super::{sign_broadcast_print, TxOptions};
@@ -44,9 +45,11 @@ pub struct NodeArgs {
     /// http:// or https:// URL transfer agents reach the node at.
     #[arg(long)]
     endpoint: String,
-    /// Hex of the compressed (33-byte) secp256k1 public key that signs the node's responses.
-    #[arg(long, value_parser = parse_pubkey_arg)]
-    pubkey: PubKey,
+    /// The ML node's response key file (hex of the 32-byte secret, as `gonka-sidecar ml-node
+    /// --response-key-file` keeps it): its public key is registered and its signature proves
+    /// the host holds it.
+    #[arg(long, value_name = "PATH")]
+    response_key_file: std::path::PathBuf,
     #[command(flatten)]
     tx: TxOptions,
 }
@@ -99,16 +102,27 @@ pub fn parse_pubkey_hex(text: &str) -> Result<Vec<u8>> {
 }
 
 impl NodeArgs {
-    fn spec(&self) -> NodeSpec {
-        NodeSpec {
+    /// The node `host` declares, with its key's proof of possession on the chain.
+    async fn spec(&self, global: &Global, host: &str) -> Result<NodeSpec> {
+        let node_key = gonka_client::keys::read_secret_key_file(&self.response_key_file)?;
+        let chain_id = match &global.chain_id {
+            Some(id) => id.clone(),
+            None => global.client()?.chain_id().await?,
+        };
+        Ok(NodeSpec {
             node_id: self.id.clone(),
             models: self.models.clone(),
             vram_mib: self.vram_mib,
             bandwidth_mbps: self.bandwidth_mbps,
             max_concurrency: self.max_concurrency,
             endpoint: self.endpoint.clone(),
-            pubkey: self.pubkey.0.clone(),
-        }
+            pubkey: node_key
+                .verifying_key()
+                .to_encoded_point(true)
+                .as_bytes()
+                .to_vec(),
+            key_proof: node_key_proof(&node_key, &chain_id, host, &self.id),
+        })
     }
 }
 
@@ -118,12 +132,12 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
     let (key, msg, tx) = match command {
         Command::RegisterNode(args) => {
             let key = load_key(&home, &args.from)?;
-            let msg = msg_register_node(key.address(), &args.spec());
+            let msg = msg_register_node(key.address(), &args.spec(global, key.address()).await?);
             (key, msg, args.tx)
         }
         Command::UpdateNode(args) => {
             let key = load_key(&home, &args.from)?;
-            let msg = msg_update_node(key.address(), &args.spec());
+            let msg = msg_update_node(key.address(), &args.spec(global, key.address()).await?);
             (key, msg, args.tx)
         }
         Command::RemoveNode(args) => {

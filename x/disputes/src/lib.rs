@@ -29,7 +29,10 @@
 //! result hash) in blocks up to and including the deadline.
 //!
 //! ## Validation
-//! - **Match** (result hash = the record's `response_hash`): the validator earns the
+//! - **Match** (the salted commitment of the validator's answer hash is the record's
+//!   `output_commitment` and its prompt and completion token counts are the record's, see
+//!   [`gonka_inference::result_matches`]; a wrong count is a fault like a wrong answer):
+//!   the validator earns the
 //!   *validation reward*, the executor keeps its payment and work credit and its clean
 //!   streak grows.
 //! - **Mismatch**: a validation dispute opens, the validator being the accuser (unless the
@@ -52,8 +55,9 @@
 //! `SHA-256("gonka/dispute-committee/v1" ‖ block_hash ‖ id ‖ inference_id)`. With fewer
 //! candidates than seats every candidate sits, minus one if that is even (so 2 candidates
 //! make a committee of 1); with none, the dispute is resolved at once as `undecided`.
-//! Members vote their result hash with `MsgVoteDispute` by `dispute_deadline_blocks` (30);
-//! a vote supports the executor when it equals the executor's `response_hash`. The dispute
+//! Members vote their result (answer hash and token counts) with `MsgVoteDispute` by
+//! `dispute_deadline_blocks` (30); a vote supports the executor when it matches the record
+//! as a validation does. The dispute
 //! is decided as soon as one side has `⌊n/2⌋ + 1` votes; otherwise, in the first block
 //! after the deadline, by the majority of the votes cast, a tie (or no vote) being
 //! `undecided`.

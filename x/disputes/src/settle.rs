@@ -144,7 +144,7 @@ pub fn open(
         executor_node: record.executor_node.clone(),
         model: record.model.clone(),
         transfer_agent: stored.transfer_agent.clone(),
-        claimed_hash: record.response_hash.clone(),
+        claimed_hash: record.output_commitment.clone(),
         accuser_hash: opening.accuser_hash,
         committee: committee(&seed, candidates, params.committee_size),
         votes: Vec::new(),

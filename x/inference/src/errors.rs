@@ -44,9 +44,21 @@ pub enum InferenceError {
     UnknownRecord = 20,
     /// `requester_pubkey` is malformed or does not derive to `requester`.
     RequesterKeyMismatch = 21,
-    /// `request_hash` is not the hash of the record's `prompt_hash`, `timestamp`,
-    /// `commission` and `nonce` (e.g. a transfer agent charging more than was signed).
+    /// `request_hash` is not the request/v2 hash of the record's signed terms on this chain
+    /// (e.g. a transfer agent charging more than was signed).
     RequestHashMismatch = 22,
+    /// A record signed for another transfer agent than the one submitting it.
+    WrongTransferAgent = 23,
+    /// The model's price per token is above the `max_price_per_token` the requester signed.
+    PriceAboveSigned = 24,
+    /// More completion tokens than the `max_completion_tokens` the requester signed.
+    TokensAboveSigned = 25,
+    /// The requester cannot pay a record's cost and commission.
+    InsufficientFunds = 26,
+    /// A node's proof of possession of its key does not verify.
+    InvalidKeyProof = 27,
+    /// A node key already registered for another node.
+    DuplicateNodeKey = 28,
 }
 
 gonka_sdk::impl_error_code!(InferenceError, "inference");

@@ -1,7 +1,7 @@
 //! Inference events. Amounts carry their denom (`123ngnk`), like bank and stake events.
 
 use gonka_proto::inference::{Node, TransferAgent, WorkRecord};
-use gonka_sdk::Event;
+use gonka_sdk::{Error, Event};
 
 /// `node_registered` / `node_updated`.
 pub fn node(kind: &str, node: &Node) -> Event {
@@ -25,33 +25,13 @@ pub fn transfer_agent(agent: &TransferAgent) -> Event {
         .attr("url", &agent.url)
 }
 
-/// Outcome of one work record of a batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Charged, credited and stored.
-    Stored,
-    /// The requester could not pay; nothing of this record changed state.
-    RefusedInsufficientFunds,
-}
-
-impl Outcome {
-    /// Attribute value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Stored => "stored",
-            Outcome::RefusedInsufficientFunds => "refused_insufficient_funds",
-        }
-    }
-}
-
-/// `inference_record`: one record of a batch and what became of it.
-pub fn record(
+/// `inference_record` of a record that was charged, credited and stored (outcome `stored`).
+pub fn stored(
     record: &WorkRecord,
     transfer_agent: &str,
     executor_host: &str,
     cost: u128,
     commission: u128,
-    outcome: Outcome,
 ) -> Event {
     Event::new("inference_record")
         .attr("id", &record.inference_id)
@@ -68,7 +48,21 @@ pub fn record(
         )
         .attr("cost", format!("{cost}ngnk"))
         .attr("commission", format!("{commission}ngnk"))
-        .attr("outcome", outcome.as_str())
+        .attr("outcome", "stored")
+}
+
+/// `inference_record` of a record refused alone (outcome `refused`): nothing of it changed
+/// state; `codespace`, `code` and `reason` say why.
+pub fn refused(record: &WorkRecord, transfer_agent: &str, error: &Error) -> Event {
+    Event::new("inference_record")
+        .attr("id", &record.inference_id)
+        .attr("requester", &record.requester)
+        .attr("executor", &record.executor_node)
+        .attr("transfer_agent", transfer_agent)
+        .attr("outcome", "refused")
+        .attr("codespace", error.codespace)
+        .attr("code", error.code)
+        .attr("reason", &error.log)
 }
 
 /// `work_batch`: how many records of a batch were stored and refused.

@@ -3,10 +3,12 @@
 
 use gonka_auth::validate_address;
 use gonka_proto::inference::GenesisState;
-use gonka_sdk::{parse_amount, ErrorCode, Genesis, HookOutput, Result, StateRead, StateWrite};
+use gonka_sdk::{
+    parse_amount, ErrorCode, Genesis, HookOutput, Result, SdkError, StateRead, StateWrite,
+};
 use gonka_stake::StakeRead;
 
-use crate::msgs::{node_from, validate_model_id, validate_pubkey, validate_url};
+use crate::msgs::{check_key_unique, node_from, validate_model_id, validate_pubkey, validate_url};
 use crate::{
     default_params, validate_params, Inference, InferenceError, InferenceRead, InferenceWrite, NAME,
 };
@@ -52,6 +54,9 @@ impl Genesis for Inference {
                     node.id
                 )));
             }
+            // Genesis is trusted by its validators: no proof of possession (an exported node's
+            // proof names the old chain), but keys stay unique.
+            check_key_unique(state, &node).map_err(|e| SdkError::InvalidGenesis.err(e.log))?;
             if state.node(&node.id)?.is_some() {
                 return Err(InferenceError::InvalidNode
                     .err(format!("genesis lists node {} twice", node.id)));

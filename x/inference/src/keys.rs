@@ -32,6 +32,13 @@ pub fn node(id: &str) -> Vec<u8> {
     key
 }
 
+/// A node's public key (hex) → the id of the node registered with it: keys are unique.
+pub fn node_key(pubkey: &[u8]) -> Vec<u8> {
+    let mut key = b"inference/node_key/".to_vec();
+    key.extend_from_slice(hex::encode(pubkey).as_bytes());
+    key
+}
+
 /// Prefix of every transfer agent.
 pub fn transfer_agents() -> Vec<u8> {
     b"inference/transfer_agent/".to_vec()
@@ -110,6 +117,8 @@ mod tests {
         assert!(model("org/m-1").starts_with(&models()));
         assert_eq!(node("n-1"), b"inference/node/n-1");
         assert!(node("n-1").starts_with(&nodes()));
+        assert_eq!(node_key(&[0xab, 1]), b"inference/node_key/ab01");
+        assert!(!node_key(&[0xab]).starts_with(&nodes()));
         assert_eq!(
             transfer_agent("gonka1ta"),
             b"inference/transfer_agent/gonka1ta"

@@ -14,15 +14,12 @@
 //!   refuse one record and which fail the whole transaction.
 //!
 //! ## Signed bytes
-//! secp256k1 ECDSA, 64-byte compact signatures (low S), the message SHA-256 prehashed as
-//! k256's `Signer`/`Verifier` do:
-//! - the requester signs the 32-byte `request_hash` (the transfer agent computes it
-//!   off-chain as SHA-256 over the request's body hash, timestamp and nonce); the
-//!   requester's public key must derive to its address, and `inference_id` must be the
-//!   lowercase hex of `request_hash` ([`request_signature_ok`], [`inference_id`]);
-//! - the executor ML node signs [`executor_sign_bytes`] = SHA-256(`"gonka/executor/v1"` ‖
-//!   request_hash ‖ response_hash ‖ model ‖ prompt_tokens (u64 BE) ‖ completion_tokens
-//!   (u64 BE)) with its registered key ([`executor_signature_ok`]).
+//! Defined once in [`gonka_proto::signing`]: the requester signs [`RequestTerms::hash`]
+//! (request/v2: chain id, body hash, timestamp, commission, transfer agent, model, max price
+//! per token, max completion tokens, nonce), which the chain recomputes from the record and
+//! its own chain id; the executor ML node signs [`ReceiptTerms::sign_bytes`] (receipt/v2:
+//! request hash, salted output commitment, token counts, node id, host) with its registered
+//! key, whose possession the host proved at registration ([`node_key_proof_bytes`]).
 //!
 //! Queries: `/inference/models`, `/inference/nodes`, `/inference/node`,
 //! `/inference/transfer_agents`, `/inference/record`, `/inference/records` (by epoch, or by
@@ -39,13 +36,12 @@ mod signing;
 mod state;
 
 pub use errors::InferenceError;
-pub use events::Outcome;
 pub use msgs::{validate_model_id, validate_node_id};
 pub use params::{default_params, validate_params};
 pub use signing::{
-    body_hash, executor_sign_bytes, executor_signature_ok, inference_id, parse_pubkey,
-    request_hash, request_signature_ok, signature_ok, EXECUTOR_DOMAIN, MAX_NONCE_LEN,
-    REQUEST_DOMAIN,
+    body_hash, inference_id, node_key_proof_bytes, nonce_ok, parse_pubkey, response_hash,
+    result_matches, signature_ok, text_output_commitment, ReceiptTerms, RequestTerms,
+    MAX_NONCE_LEN,
 };
 pub use state::{InferenceRead, InferenceWrite};
 

@@ -33,6 +33,13 @@ pub trait InferenceRead: StateRead {
         self.get_proto(&keys::node(id))
     }
 
+    /// The id of the node registered with public key `pubkey`, if any.
+    fn node_with_key(&self, pubkey: &[u8]) -> Result<Option<String>> {
+        Ok(self
+            .get_raw(&keys::node_key(pubkey))?
+            .map(|id| String::from_utf8_lossy(&id).into_owned()))
+    }
+
     /// Every ML node, ascending by id.
     fn nodes(&self) -> Result<Vec<Node>> {
         Ok(self
@@ -96,14 +103,16 @@ pub trait InferenceWrite: StateWrite {
         self.put_proto(keys::model(&model.id), model);
     }
 
-    /// Stores an ML node.
+    /// Stores an ML node and indexes its key.
     fn put_node(&mut self, node: &Node) {
         self.put_proto(keys::node(&node.id), node);
+        self.put_raw(keys::node_key(&node.pubkey), node.id.as_bytes().to_vec());
     }
 
-    /// Removes an ML node.
-    fn delete_node(&mut self, id: &str) {
-        self.delete_raw(keys::node(id));
+    /// Removes an ML node and its key's index entry.
+    fn delete_node(&mut self, node: &Node) {
+        self.delete_raw(keys::node(&node.id));
+        self.delete_raw(keys::node_key(&node.pubkey));
     }
 
     /// Stores a transfer agent.

@@ -2,7 +2,7 @@
 //! record. A match pays the validator and counts for the executor; a mismatch opens a
 //! validation dispute (unless the record already has a dispute).
 
-use gonka_inference::InferenceRead;
+use gonka_inference::{result_matches, InferenceRead};
 use gonka_proto::disputes::MsgSubmitValidation;
 use gonka_sdk::{Any, ErrorCode, Msg, Result, SdkError, StateWrite, TxContext};
 
@@ -65,7 +65,12 @@ impl Msg for SubmitValidation {
         })?;
         note_answer(state, &msg.validator)?;
         validation.result_hash = msg.result_hash.clone();
-        if msg.result_hash == record.response_hash {
+        if result_matches(
+            record,
+            &msg.result_hash,
+            msg.prompt_tokens,
+            msg.completion_tokens,
+        ) {
             let reward = pay_validation_reward(state, &msg.validator, record_cost(&stored)?)?;
             validation.status = status::MATCHED.into();
             validation.reward = reward.to_string();

@@ -1,8 +1,10 @@
-//! `MsgVoteDispute`: a committee member reports its own result hash of the disputed
-//! record; it supports the executor when it equals the executor's response hash.
+//! `MsgVoteDispute`: a committee member reports its own result of the disputed record (the
+//! hash of its answer and the token counts it found); it supports the executor when that
+//! result is what the executor committed to ([`gonka_inference::result_matches`]).
 
+use gonka_inference::{result_matches, InferenceRead};
 use gonka_proto::disputes::{MsgVoteDispute, Vote};
-use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
+use gonka_sdk::{Any, ErrorCode, Msg, Result, SdkError, StateWrite, TxContext};
 
 use super::{check_address, check_result_hash};
 use crate::settle::{add_vote, note_answer};
@@ -51,11 +53,23 @@ impl Msg for VoteDispute {
                 msg.voter, earlier.height
             )));
         }
+        let stored = state.record(&dispute.inference_id)?.ok_or_else(|| {
+            SdkError::Internal.err(format!(
+                "dispute {id} names record {}, which is not stored",
+                dispute.inference_id
+            ))
+        })?;
+        let record = stored.record.unwrap_or_default();
         note_answer(state, &msg.voter)?;
         let vote = Vote {
             voter: msg.voter.clone(),
             result_hash: msg.result_hash.clone(),
-            supports_executor: msg.result_hash == dispute.claimed_hash,
+            supports_executor: result_matches(
+                &record,
+                &msg.result_hash,
+                msg.prompt_tokens,
+                msg.completion_tokens,
+            ),
             height: ctx.block.height,
         };
         add_vote(state, ctx.block.height, &mut dispute, vote)

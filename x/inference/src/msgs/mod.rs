@@ -12,7 +12,7 @@ use gonka_proto::inference::Node;
 use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, StateRead};
 use gonka_stake::StakeRead;
 
-use crate::{parse_pubkey, InferenceError, InferenceRead};
+use crate::{node_key_proof_bytes, parse_pubkey, signature_ok, InferenceError, InferenceRead};
 
 /// Decodes an inference message by type URL; `None` if it is not one.
 pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
@@ -113,9 +113,21 @@ pub(crate) fn node_from(node: Option<Node>) -> Result<Node> {
     Ok(Node { models, ..fields })
 }
 
-/// Stateful checks of a node: its host is staked, every model is priced and fits its VRAM.
-fn check_node(state: &dyn StateRead, node: &Node) -> Result<()> {
+/// Stateful checks of a node: its host is staked, its key is its own (proof of possession on
+/// `chain_id`) and no other node's, every model is priced and fits its VRAM.
+fn check_node(state: &dyn StateRead, chain_id: &str, node: &Node) -> Result<()> {
     require_staked(state, &node.host, "host of an ML node")?;
+    let proof = node_key_proof_bytes(chain_id, &node.host, &node.id, &node.pubkey);
+    if !signature_ok(&node.pubkey, &proof, &node.key_proof) {
+        return Err(InferenceError::InvalidKeyProof.err(format!(
+            "node {}: key_proof ({} bytes) is not the node key's signature over gonka/node-key/v1 (chain {chain_id}, host {}, node {}, its public key); sign it with the node's key",
+            node.id,
+            node.key_proof.len(),
+            node.host,
+            node.id
+        )));
+    }
+    check_key_unique(state, node)?;
     for id in &node.models {
         let model = state.model(id)?.ok_or_else(|| {
             InferenceError::UnknownModel.err(format!(
@@ -131,6 +143,17 @@ fn check_node(state: &dyn StateRead, node: &Node) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// No node other than `node` is registered with `node`'s public key.
+pub(crate) fn check_key_unique(state: &dyn StateRead, node: &Node) -> Result<()> {
+    match state.node_with_key(&node.pubkey)? {
+        Some(other) if other != node.id => Err(InferenceError::DuplicateNodeKey.err(format!(
+            "node {}: its public key is already registered for node {other}; every node needs its own key",
+            node.id
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// `address` must be a participant, not jailed, with bonded ≥ `min_stake`.

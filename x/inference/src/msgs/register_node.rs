@@ -22,7 +22,7 @@ impl Msg for RegisterNode {
         &self.0.host
     }
 
-    fn execute(&self, _ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
+    fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let node = &self.0;
         if let Some(existing) = state.node(&node.id)? {
             return Err(InferenceError::DuplicateNode.err(format!(
@@ -30,7 +30,7 @@ impl Msg for RegisterNode {
                 node.id, existing.host
             )));
         }
-        check_node(state, node)?;
+        check_node(state, &ctx.block.chain_id, node)?;
         state.put_node(node);
         state.emit(events::node("node_registered", node));
         Ok(())

@@ -36,7 +36,7 @@ impl Msg for RemoveNode {
                 msg.node_id, existing.host, msg.host
             )));
         }
-        state.delete_node(&msg.node_id);
+        state.delete_node(&existing);
         state.emit(events::node_removed(&msg.host, &msg.node_id));
         Ok(())
     }

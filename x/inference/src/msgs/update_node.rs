@@ -22,7 +22,7 @@ impl Msg for UpdateNode {
         &self.0.host
     }
 
-    fn execute(&self, _ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
+    fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let node = &self.0;
         let existing = state.node(&node.id)?.ok_or_else(|| {
             InferenceError::UnknownNode.err(format!(
@@ -36,7 +36,8 @@ impl Msg for UpdateNode {
                 node.id, existing.host, node.host
             )));
         }
-        check_node(state, node)?;
+        check_node(state, &ctx.block.chain_id, node)?;
+        state.delete_node(&existing);
         state.put_node(node);
         state.emit(events::node("node_updated", node));
         Ok(())

@@ -1,0 +1,125 @@
+//! Red-team suite of the ML node (issue 10, hole 2), over real sockets: nobody obtains an
+//! execution receipt for a request hash of their choosing, so nobody can bind an honest
+//! node's signature to a body it never executed (and then frame its host in a dispute).
+
+use std::net::SocketAddr;
+
+use gonka_client::receipt::{Receipt, HEADER_RECEIPT};
+use gonka_client::request::{sign_request, RequestTerms, HEADER_SIGNATURE};
+use gonka_node::{self as ml_node, MlNodeConfig, DEFAULT_MODEL_ID};
+use k256::ecdsa::SigningKey;
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use gonka_node::testing::*;
+
+async fn receipting_node() -> (SocketAddr, Vec<u8>) {
+    let key = SigningKey::from_slice(&[7; 32]).unwrap();
+    let pubkey = key
+        .verifying_key()
+        .to_encoded_point(true)
+        .as_bytes()
+        .to_vec();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = MlNodeConfig {
+        listen: addr,
+        host: "gonka1honesthost".into(),
+        response_key: Some(key),
+        ..MlNodeConfig::default()
+    };
+    tokio::spawn(ml_node::serve(listener, config, std::future::pending()));
+    (addr, pubkey)
+}
+
+fn body(content: &str) -> Vec<u8> {
+    json!({
+        "model": DEFAULT_MODEL_ID,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": 8
+    })
+    .to_string()
+    .into_bytes()
+}
+
+async fn post(addr: SocketAddr, headers: &[(&str, String)], body: &[u8]) -> HttpResponse {
+    http_request(addr, "POST", "/v1/chat/completions", headers, body).await
+}
+
+/// Before: `curl -H 'x-gonka-request-hash: aaaa…'` with any body returned a receipt signed
+/// over the caller's hash. Now the header means nothing: an unsigned call gets no receipt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_chosen_request_hash_gets_no_receipt() {
+    let (addr, _) = receipting_node().await;
+    let chosen = [("x-gonka-request-hash", "aa".repeat(32))];
+    let resp = post(addr, &chosen, &body("frame me")).await;
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    assert_eq!(resp.header(HEADER_RECEIPT), None);
+}
+
+/// A requester's genuine signature moved onto another body is refused before anything runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signature_moved_to_another_body_is_refused() {
+    let (addr, _) = receipting_node().await;
+    let (headers, _) = signed_request(&body("the signed question"), "n-1");
+    let resp = post(addr, &headers, &body("another question")).await;
+    assert_error(&resp, 401, "invalid_signature");
+    assert_eq!(resp.header(HEADER_RECEIPT), None);
+    let mut forged = headers.clone();
+    for (name, value) in &mut forged {
+        if *name == HEADER_SIGNATURE {
+            *value = "11".repeat(64);
+        }
+    }
+    let resp = post(addr, &forged, &body("the signed question")).await;
+    assert_eq!(resp.status, 401, "{}", resp.body);
+}
+
+/// Signed terms the body disagrees with: the body asks for more tokens than signed (the
+/// requester would be charged for a budget it never agreed to), or the signed model is not
+/// this node's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_disagrees_with_the_signed_terms_is_refused() {
+    let (addr, _) = receipting_node().await;
+    let question = body("hi"); // max_tokens 8
+    let sign = |model: &str, max_completion_tokens: u64| {
+        let terms = RequestTerms {
+            chain_id: String::new(),
+            body_hash: [0; 32],
+            timestamp: gonka_client::unix_now(),
+            nonce: format!("n-{model}-{max_completion_tokens}"),
+            commission: 0,
+            transfer_agent: TEST_TRANSFER_AGENT.into(),
+            model: model.into(),
+            max_price_per_token: 0,
+            max_completion_tokens,
+        };
+        sign_request(&test_requester(), &question, terms).unwrap()
+    };
+    let resp = post(addr, &sign(DEFAULT_MODEL_ID, 4), &question).await;
+    assert_error(&resp, 400, "terms_mismatch");
+    let resp = post(addr, &sign("gonka/other", 8), &question).await;
+    assert_error(&resp, 400, "terms_mismatch");
+    assert_eq!(resp.header(HEADER_RECEIPT), None);
+}
+
+/// The receipt the node does sign names the hash it computed from the body it executed and
+/// the host it belongs to; no other hash or host verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_receipt_binds_the_computed_hash_and_the_host() {
+    let (addr, pubkey) = receipting_node().await;
+    let question = body("what is 2+2?");
+    let (headers, request_hash) = signed_request(&question, "n-4");
+    let resp = post(addr, &headers, &question).await;
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let receipt = Receipt::from_header(resp.header(HEADER_RECEIPT).unwrap()).unwrap();
+    receipt
+        .verify(&pubkey, "gonka1honesthost", &request_hash)
+        .unwrap();
+    assert!(receipt
+        .verify(&pubkey, "gonka1honesthost", &[0xaa; 32])
+        .is_err());
+    assert!(receipt
+        .verify(&pubkey, "gonka1attacker", &request_hash)
+        .is_err());
+}
