@@ -189,17 +189,15 @@ mod tests {
         assert!(Cli::try_parse_from(missing_moniker).is_err());
 
         let pubkey = format!("02{}", "ab".repeat(32));
-        let node = format!(
-            "gonkad tx inference register-node alice --id n1 --model m1 --model m2 \
+        let node = "gonkad tx inference register-node alice --id n1 --model m1 --model m2 \
              --vram-mib 8192 --bandwidth-mbps 100 --max-concurrency 4 \
-             --endpoint http://127.0.0.1:9000 --pubkey {pubkey}"
-        );
+             --endpoint http://127.0.0.1:9000 --response-key-file node.key";
         let words = || node.split_whitespace();
         assert!(Cli::try_parse_from(words()).is_ok(), "{node}");
         let update = words().map(|w| w.replace("register-node", "update-node"));
         assert!(Cli::try_parse_from(update).is_ok());
-        let bad_key = words().map(|w| w.replace(&pubkey, "02ab"));
-        assert!(Cli::try_parse_from(bad_key).is_err());
+        let no_key = words().filter(|w| !w.starts_with("--response-key-file") && *w != "node.key");
+        assert!(Cli::try_parse_from(no_key).is_err());
         let no_model = words().filter(|w| !w.starts_with("--model") && !w.starts_with('m'));
         assert!(Cli::try_parse_from(no_model).is_err());
         let ta = format!(
