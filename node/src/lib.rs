@@ -53,7 +53,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -273,17 +273,6 @@ struct Admitted {
     permit: OwnedSemaphorePermit,
 }
 
-/// 401 with an OpenAI-style body.
-fn unauthorized(code: &'static str, message: String) -> ApiError {
-    ApiError {
-        status: StatusCode::UNAUTHORIZED,
-        message,
-        kind: "authentication_error",
-        code,
-        retry_after_secs: None,
-    }
-}
-
 /// Checks a requester-signed request (see the module docs): the request hash the node
 /// computed itself, and the signed completion budget.
 fn check_signed(
@@ -293,7 +282,7 @@ fn check_signed(
 ) -> Result<([u8; 32], i64), ApiError> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let signed = verify_request(&header, body, unix_now(), cfg.max_skew_secs)
-        .map_err(|e| unauthorized(e.code, e.message))?;
+        .map_err(|e| ApiError::unauthorized(e.code, e.message))?;
     let budget =
         body_agrees(body, &signed.terms).map_err(|e| ApiError::invalid_value(e.code, e.message))?;
     if signed.terms.model != cfg.model_id {

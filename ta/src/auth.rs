@@ -80,7 +80,7 @@ impl ReplayCache {
         }
         let nonce = &auth.terms.nonce;
         if !self.insert(auth.terms.timestamp, &auth.address, nonce) {
-            return Err(unauthorized(
+            return Err(ApiError::unauthorized(
                 "replayed_nonce",
                 format!("the nonce `{nonce}` was already used with this timestamp and address"),
             ));
@@ -99,17 +99,6 @@ impl ReplayCache {
     }
 }
 
-/// 401 with an OpenAI-style body naming the problem.
-pub fn unauthorized(code: &'static str, message: String) -> ApiError {
-    ApiError {
-        status: StatusCode::UNAUTHORIZED,
-        message,
-        kind: "authentication_error",
-        code,
-        retry_after_secs: None,
-    }
-}
-
 /// Checks a request's headers without shared state: well-formed, the key derives to the
 /// address, the signature verifies, the timestamp is within `max_skew_secs` of `now_secs`.
 /// The expensive part of authentication, so callers run it outside any lock.
@@ -121,7 +110,7 @@ pub fn verify(
 ) -> Result<Authenticated, ApiError> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let signed = verify_request(&header, body, now_secs, max_skew_secs)
-        .map_err(|e| unauthorized(e.code, e.message))?;
+        .map_err(|e| ApiError::unauthorized(e.code, e.message))?;
     Ok(Authenticated {
         address: signed.caller.address,
         pubkey: signed.caller.pubkey,
@@ -129,17 +118,6 @@ pub fn verify(
         signature: signed.caller.signature,
         terms: signed.terms,
     })
-}
-
-/// 400 with an OpenAI-style body naming the problem.
-fn invalid(code: &'static str, message: String) -> ApiError {
-    ApiError {
-        status: StatusCode::BAD_REQUEST,
-        message,
-        kind: "invalid_request_error",
-        code,
-        retry_after_secs: None,
-    }
 }
 
 /// Checks that verified terms are for this TA (`address`) on this chain (`chain_id`), that
@@ -156,7 +134,7 @@ pub fn check_terms(
 ) -> Result<u64, ApiError> {
     let terms = &auth.terms;
     if terms.transfer_agent != address {
-        return Err(invalid(
+        return Err(ApiError::invalid_value(
             "wrong_transfer_agent",
             format!(
                 "the request is signed for transfer agent `{}` but this is `{address}`; sign x-gonka-transfer-agent with the address from /v1/identity",
@@ -165,7 +143,7 @@ pub fn check_terms(
         ));
     }
     if terms.chain_id != chain_id {
-        return Err(invalid(
+        return Err(ApiError::invalid_value(
             "wrong_chain",
             format!(
                 "the request is signed for chain `{}` but this transfer agent serves `{chain_id}`",
@@ -173,10 +151,10 @@ pub fn check_terms(
             ),
         ));
     }
-    let max_tokens =
-        body_agrees(body, terms).map_err(|e: HeaderAuthError| invalid(e.code, e.message))?;
+    let max_tokens = body_agrees(body, terms)
+        .map_err(|e: HeaderAuthError| ApiError::invalid_value(e.code, e.message))?;
     if max_tokens == 0 || (max_tokens_per_record != 0 && max_tokens > max_tokens_per_record) {
-        return Err(invalid(
+        return Err(ApiError::invalid_value(
             "invalid_max_tokens",
             format!(
                 "x-gonka-max-tokens must be between 1 and {} but is {max_tokens}",
@@ -189,7 +167,7 @@ pub fn check_terms(
         ));
     }
     if price_per_token > terms.max_price_per_token {
-        return Err(invalid(
+        return Err(ApiError::invalid_value(
             "max_price_too_low",
             format!(
                 "model `{}` costs {price_per_token} ngnk per token but the request signs at most {} (x-gonka-max-price)",

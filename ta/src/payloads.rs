@@ -35,7 +35,6 @@ use gonka_client::rpc::QueryError;
 use gonka_proto::disputes as dpb;
 use redb::{Database, ReadableTable, TableDefinition};
 
-use super::auth::unauthorized;
 use super::server::Clock;
 use gonka_client::openai::ApiError;
 use gonka_client::Chain;
@@ -251,7 +250,7 @@ async fn serve(
         inference_id,
         (payloads.clock)(),
     )
-    .map_err(|e| unauthorized(e.code, e.message))?;
+    .map_err(|e| ApiError::unauthorized(e.code, e.message))?;
     // Existence first: a probe for an unknown id costs no chain query.
     let body = payloads
         .store

@@ -52,6 +52,17 @@ impl ApiError {
         )
     }
 
+    /// 401: a request whose signed `x-gonka-*` headers do not authenticate it (`code` names
+    /// why, e.g. `invalid_signature`, `stale_timestamp`).
+    pub fn unauthorized(code: &'static str, message: String) -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            code,
+            message,
+        )
+    }
+
     /// 404: a model this ML node does not serve.
     pub fn model_not_found(requested: &str, served: &str) -> Self {
         Self::new(
