@@ -27,6 +27,21 @@ pub struct Included {
     pub codespace: String,
     /// Log of a failure.
     pub log: String,
+    /// The tx's events, in order: `(kind, [(key, value)])`.
+    pub events: Vec<(String, Vec<(String, String)>)>,
+}
+
+impl Included {
+    /// The attributes of every event of `kind`, in order.
+    pub fn events_of<'a>(
+        &'a self,
+        kind: &'a str,
+    ) -> impl Iterator<Item = &'a [(String, String)]> + 'a {
+        self.events
+            .iter()
+            .filter(move |(k, _)| k == kind)
+            .map(|(_, attributes)| attributes.as_slice())
+    }
 }
 
 /// An RPC connection to one node.
@@ -256,6 +271,22 @@ impl Client {
                 code: found.tx_result.code.value(),
                 codespace: found.tx_result.codespace,
                 log: found.tx_result.log,
+                events: found
+                    .tx_result
+                    .events
+                    .into_iter()
+                    .map(|event| {
+                        let attributes = event
+                            .attributes
+                            .iter()
+                            .map(|a| {
+                                let text = |r: Result<&str, _>| r.unwrap_or_default().to_string();
+                                (text(a.key_str()), text(a.value_str()))
+                            })
+                            .collect();
+                        (event.kind, attributes)
+                    })
+                    .collect(),
             })),
             Err(e) if e.to_string().contains("not found") => Ok(None),
             Err(e) => Err(self.unreachable(e)),

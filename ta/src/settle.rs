@@ -4,11 +4,12 @@
 //! [`Outbox`] (a redb file, one fsync'd write per record) *before* the TA considers it done, so
 //! a crash or restart loses no record. The [`run_batcher`] task sends pending records in
 //! `MsgSubmitWorkBatch` transactions — as soon as a batch is full, or after `interval` — and
-//! removes them once the tx is included. A batch the chain refuses as a whole (a record it
-//! already holds after a crash between inclusion and removal, or one malformed record) is split:
-//! records already on chain are dropped, the rest are sent one by one, and a record the chain
-//! refuses on its own is moved to the `rejected` table with the chain's reason, so one bad record
-//! never blocks the others.
+//! removes them once the tx is included. The chain judges each record alone: a record it
+//! refuses inside an included batch (its `inference_record` event says `outcome=refused` with
+//! code and reason) is moved to the `rejected` table with the chain's reason. A batch the
+//! chain refuses as a whole (e.g. a sequence race, or this TA no longer staked) is split:
+//! records already on chain are dropped and the rest are sent one by one, so nothing is lost
+//! and nothing is settled twice.
 //!
 //! The outbox also tracks what each requester owes for records not yet settled, so the TA's
 //! payment check (402) counts money that is already promised.
@@ -228,9 +229,9 @@ impl Default for BatchPolicy {
 
 /// What became of one submission.
 enum Submitted {
-    /// Included and executed: the records are settled (or refused alone for lack of funds,
-    /// which the chain decides and reports in events; either way they are done).
-    Settled,
+    /// Included and executed: each record is settled, or was refused alone with the chain's
+    /// reason (inference id → `codespace code: reason`, from its `inference_record` event).
+    Settled(BTreeMap<String, String>),
     /// Refused as a whole with the chain's reason.
     Refused(String),
     /// The chain could not be reached or did not include the tx in time.
@@ -240,7 +241,7 @@ enum Submitted {
 async fn submit(chain: &Chain, records: Vec<WorkRecord>, timeout: Duration) -> Submitted {
     let msg = msg_submit_work_batch(chain.address(), records);
     match chain.submit(vec![msg], timeout).await {
-        Ok(included) if included.code == 0 => Submitted::Settled,
+        Ok(included) if included.code == 0 => Submitted::Settled(refused_alone(&included)),
         Ok(included) => Submitted::Refused(format!(
             "{} {}: {}",
             included.codespace, included.code, included.log
@@ -250,6 +251,28 @@ async fn submit(chain: &Chain, records: Vec<WorkRecord>, timeout: Duration) -> S
             None => Submitted::Unreachable(format!("{e:#}")),
         },
     }
+}
+
+/// The records of an included batch that the chain refused alone, with its reasons.
+fn refused_alone(included: &gonka_client::Included) -> BTreeMap<String, String> {
+    included
+        .events_of("inference_record")
+        .filter_map(|attributes| {
+            let get = |key: &str| {
+                attributes
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, v)| v.as_str())
+                    .unwrap_or_default()
+            };
+            (get("outcome") == "refused").then(|| {
+                (
+                    get("id").to_string(),
+                    format!("{} {}: {}", get("codespace"), get("code"), get("reason")),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Sends the outbox's records to the chain until the process ends. `max_per_batch` gives
@@ -286,9 +309,24 @@ pub async fn run_batcher(
         let records = batch.iter().map(|p| p.record.clone()).collect();
         let outcome = submit(&chain, records, policy.inclusion_timeout).await;
         let done = match outcome {
-            Submitted::Settled => {
-                tracing::info!(records = batch.len(), "work batch settled on chain");
-                outbox.remove(&batch.iter().collect::<Vec<_>>(), &[])
+            Submitted::Settled(refused) => {
+                tracing::info!(
+                    records = batch.len(),
+                    refused = refused.len(),
+                    "work batch settled on chain"
+                );
+                let (rejected, settled): (Vec<&Pending>, Vec<&Pending>) = batch
+                    .iter()
+                    .partition(|p| refused.contains_key(&p.record.inference_id));
+                let rejected: Vec<(&Pending, String)> = rejected
+                    .into_iter()
+                    .map(|p| {
+                        let reason = refused[&p.record.inference_id].clone();
+                        tracing::error!(inference = %p.record.inference_id, %reason, "the chain refused this work record; set aside");
+                        (p, reason)
+                    })
+                    .collect();
+                outbox.remove(&settled, &rejected)
             }
             Submitted::Refused(reason) => {
                 tracing::warn!(records = batch.len(), %reason, "work batch refused; settling its records one by one");
@@ -325,7 +363,13 @@ async fn settle_one_by_one(
             continue;
         }
         match submit(chain, vec![p.record.clone()], timeout).await {
-            Submitted::Settled => settled.push(p),
+            Submitted::Settled(refused) => match refused.into_values().next() {
+                Some(reason) => {
+                    tracing::error!(inference = %p.record.inference_id, %reason, "the chain refuses this work record; set aside");
+                    rejected.push((p, reason));
+                }
+                None => settled.push(p),
+            },
             Submitted::Refused(reason) => {
                 tracing::error!(inference = %p.record.inference_id, %reason, "the chain refuses this work record; set aside");
                 rejected.push((p, reason));
@@ -342,6 +386,49 @@ async fn settle_one_by_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_refused_inside_an_included_batch_are_read_from_its_events() {
+        let attrs = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let included = gonka_client::Included {
+            hash: "AB".into(),
+            height: 7,
+            code: 0,
+            codespace: String::new(),
+            log: String::new(),
+            events: vec![
+                (
+                    "inference_record".into(),
+                    attrs(&[("id", "a"), ("outcome", "stored")]),
+                ),
+                (
+                    "transfer".into(),
+                    attrs(&[("id", "x"), ("outcome", "refused")]),
+                ),
+                (
+                    "inference_record".into(),
+                    attrs(&[
+                        ("id", "b"),
+                        ("outcome", "refused"),
+                        ("codespace", "inference"),
+                        ("code", "23"),
+                        ("reason", "signed for another transfer agent"),
+                    ]),
+                ),
+            ],
+        };
+        let refused = refused_alone(&included);
+        assert_eq!(refused.len(), 1);
+        assert_eq!(
+            refused["b"],
+            "inference 23: signed for another transfer agent"
+        );
+    }
 
     fn record(id: &str, requester: &str) -> WorkRecord {
         WorkRecord {
