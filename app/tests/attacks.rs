@@ -668,39 +668,37 @@ fn inflated_token_counts_lose_the_validation() {
 fn an_unstaked_host_or_ta_earns_nothing() {
     let mut w = world();
     let keep = MIN_STAKE - 1;
+    let on_n1 = honest("unstaked-host", N1, (10, 10), 1);
+    let good = honest("staked-host", N0, (10, 10), 1);
+    let for_other = work_record("bob", OTHER_TA, "unstaked-ta", MODEL, N0, (10, 10), 1);
+    let before = balances(&w);
+    // The host of n1 and the other TA unbond below min_stake, then work of theirs arrives in
+    // the same block: it is refused at that moment.
     let txs = vec![
         w.tx("p1", vec![unstake_msg("p1", BOND - keep)]),
         w.tx(OTHER_TA, vec![unstake_msg(OTHER_TA, BOND - keep)]),
+        w.tx(TA, vec![batch(TA, vec![on_n1.clone(), good.clone()])]),
+        w.tx(OTHER_TA, vec![batch(OTHER_TA, vec![for_other.clone()])]),
     ];
     let block = w.block(txs);
     assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
     assert_eq!(block.result(1).code, 0, "{}", block.result(1).log);
     assert_eq!((w.bonded("p1"), w.bonded(OTHER_TA)), (keep, keep));
-
-    let on_n1 = honest("unstaked-host", N1, (10, 10), 1);
-    let good = honest("staked-host", N0, (10, 10), 1);
-    let for_other = work_record("bob", OTHER_TA, "unstaked-ta", MODEL, N0, (10, 10), 1);
-    let before = balances(&w);
-    let txs = vec![
-        w.tx(TA, vec![batch(TA, vec![on_n1.clone(), good.clone()])]),
-        w.tx(OTHER_TA, vec![batch(OTHER_TA, vec![for_other.clone()])]),
-    ];
-    let block = w.block(txs);
     assert_refused(
-        block.result(0),
+        block.result(2),
         0,
         &on_n1.inference_id,
         4,
         "host paid for work",
     );
-    assert_eq!(record_outcomes(block.result(0))[1].1, "stored");
+    assert_eq!(record_outcomes(block.result(2))[1].1, "stored");
     assert_failed(
-        block.result(1),
+        block.result(3),
         "inference",
         4,
         "transfer agent submitting work",
     );
-    assert!(tx_events(block.result(1), "inference_record").is_empty());
+    assert!(tx_events(block.result(3), "inference_record").is_empty());
     assert!(stored(&w, &on_n1.inference_id).is_none());
     assert!(stored(&w, &for_other.inference_id).is_none());
     let c = cost((10, 10));
@@ -712,10 +710,31 @@ fn an_unstaked_host_or_ta_earns_nothing() {
                 ("alice", -c - 1),
                 ("p0", c),
                 (TA, 1 - fee()),
-                (OTHER_TA, -fee())
+                ("p1", -fee()),
+                (OTHER_TA, -2 * fee())
             ]
         ),
         "neither p1 nor p4 earns; bob pays nothing"
     );
     assert_eq!(work_of(&w, "p1"), 0);
+
+    // At the end of that block both lost their registrations: nobody routes to them any more.
+    let deregistered = block.events("host_deregistered");
+    let operators: Vec<&str> = deregistered
+        .iter()
+        .map(|e| e["operator"].as_str())
+        .collect();
+    let mut expected = [addr("p1"), addr(OTHER_TA)];
+    expected.sort();
+    assert_eq!(operators, expected, "{deregistered:?}");
+    let nodes = w.query::<q::inference::Nodes>(pb::QueryNodesRequest::default());
+    let ids: Vec<&str> = nodes.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids, ["n0"], "n1 is deregistered, n0's host is still staked");
+    let tas = w.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest {});
+    let tas: Vec<&str> = tas
+        .transfer_agents
+        .iter()
+        .map(|t| t.address.as_str())
+        .collect();
+    assert_eq!(tas, [addr(TA)]);
 }

@@ -779,9 +779,29 @@ fn missed_validations_cost_reputation_then_jail() {
         .filter(|l| w.participant(l).jailed)
         .map(addr)
         .collect();
-    let more: Vec<WorkRecord> = (0..8).map(|i| record(&format!("n{i}"), true)).collect();
+    // The scenario's TA (p4) is a validator too and may be among the jailed, who may not
+    // submit work: the executor's host p0, never assigned its own records, takes over.
+    let register = w.tx("p0", vec![register_ta("p0", "https://p0.example")]);
+    let block = w.block(vec![register]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    let more: Vec<WorkRecord> = (0..8)
+        .map(|i| {
+            let input = request(
+                "p0",
+                &format!("n{i}"),
+                MODEL,
+                exec("p0", "n0", 10),
+                (100, 50),
+                0,
+            );
+            signed_record("alice", 10, &input)
+        })
+        .collect();
     let more_ids: Vec<String> = more.iter().map(|r| r.inference_id.clone()).collect();
-    submit(&mut w, more);
+    let tx = w.tx("p0", vec![msg_submit_work_batch(&addr("p0"), more)]);
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    w.block(vec![]);
     for id in &more_ids {
         let validator = validation(&w, id).validator;
         assert!(!jailed.contains(&validator));

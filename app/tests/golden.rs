@@ -34,7 +34,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 6] = ["p0", "p1", "p2", "p3", "p4", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "9fd6a89ef698149cb06b4aa70d4cd4e3fd3d781d94bf0854a4aed0ff39b54edb";
+const GOLDEN: &str = "32c3800da1fda774d9ff84fbab1118873ae723f6ee8ef56c611fe4149eb2ce5c";
 
 /// Five genesis participants p0..p4 bonding `BOND`; alice, bob, carol and dave funded;
 /// 10-block epochs; 1-epoch unbonding and jail; 10% of each epoch's rewards to the

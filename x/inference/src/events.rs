@@ -18,6 +18,15 @@ pub fn node_removed(host: &str, node_id: &str) -> Event {
         .attr("host", host)
 }
 
+/// `host_deregistered`: `operator`'s bond fell below `min_stake`, so its nodes and its
+/// transfer agent registration were removed.
+pub fn deregistered(operator: &str, nodes: &[String], transfer_agent: bool) -> Event {
+    Event::new("host_deregistered")
+        .attr("operator", operator)
+        .attr("nodes", nodes.join(","))
+        .attr("transfer_agent", transfer_agent)
+}
+
 /// `transfer_agent_registered`.
 pub fn transfer_agent(agent: &TransferAgent) -> Event {
     Event::new("transfer_agent_registered")

@@ -32,6 +32,18 @@ pub fn node(id: &str) -> Vec<u8> {
     key
 }
 
+/// Prefix of the index of `host`'s nodes (value: empty; the node id ends the key).
+pub fn nodes_of_host(host: &str) -> Vec<u8> {
+    format!("inference/host_node/{host}/").into_bytes()
+}
+
+/// Index entry: node `id` is hosted by `host`.
+pub fn node_of_host(host: &str, id: &str) -> Vec<u8> {
+    let mut key = nodes_of_host(host);
+    key.extend_from_slice(id.as_bytes());
+    key
+}
+
 /// A node's public key (hex) → the id of the node registered with it: keys are unique.
 pub fn node_key(pubkey: &[u8]) -> Vec<u8> {
     let mut key = b"inference/node_key/".to_vec();
@@ -118,6 +130,12 @@ mod tests {
         assert_eq!(node("n-1"), b"inference/node/n-1");
         assert!(node("n-1").starts_with(&nodes()));
         assert_eq!(node_key(&[0xab, 1]), b"inference/node_key/ab01");
+        assert_eq!(
+            node_of_host("gonka1h", "n-1"),
+            b"inference/host_node/gonka1h/n-1"
+        );
+        assert!(node_of_host("gonka1h", "n-1").starts_with(&nodes_of_host("gonka1h")));
+        assert!(!nodes_of_host("gonka1h").starts_with(&nodes()));
         assert!(!node_key(&[0xab]).starts_with(&nodes()));
         assert_eq!(
             transfer_agent("gonka1ta"),

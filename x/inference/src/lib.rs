@@ -12,6 +12,9 @@
 //!   host is credited tokens as work units ([`gonka_stake::credit_work`]) and the record is
 //!   stored for validation and disputes. See `msgs/submit_work_batch.rs` for which failures
 //!   refuse one record and which fail the whole transaction.
+//! - A participant whose bond falls below `min_stake` (unstake, slash) loses its nodes and its
+//!   transfer agent registration at the end of that block (`hooks.rs`, event
+//!   `host_deregistered`); until then its work is already refused at submission.
 //!
 //! ## Signed bytes
 //! Defined once in [`gonka_proto::signing`]: the requester signs [`RequestTerms::hash`]
@@ -28,6 +31,7 @@
 mod errors;
 mod events;
 mod genesis;
+mod hooks;
 mod keys;
 mod msgs;
 mod params;
@@ -45,7 +49,7 @@ pub use signing::{
 };
 pub use state::{InferenceRead, InferenceWrite};
 
-use gonka_sdk::{Any, Module, Msg, Result, StateRead};
+use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
 
 /// Module name: key namespace, codespace and genesis section.
 pub const NAME: &str = "inference";
@@ -57,6 +61,10 @@ pub struct Inference;
 impl Module for Inference {
     fn decode_msg(&self, msg: &Any) -> Option<Result<Box<dyn Msg>>> {
         msgs::decode(msg)
+    }
+
+    fn end_block(&self, _ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<HookOutput> {
+        hooks::end_block(state)
     }
 
     fn query(&self, path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {

@@ -40,6 +40,19 @@ pub trait InferenceRead: StateRead {
             .map(|id| String::from_utf8_lossy(&id).into_owned()))
     }
 
+    /// The nodes of `host`, ascending by id (read through the host index).
+    fn nodes_of_host(&self, host: &str) -> Result<Vec<Node>> {
+        let prefix = keys::nodes_of_host(host);
+        let mut nodes = Vec::new();
+        for (key, _) in self.prefix_raw(&prefix)? {
+            let id = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
+            if let Some(node) = self.node(&id)? {
+                nodes.push(node);
+            }
+        }
+        Ok(nodes)
+    }
+
     /// Every ML node, ascending by id.
     fn nodes(&self) -> Result<Vec<Node>> {
         Ok(self
@@ -103,16 +116,23 @@ pub trait InferenceWrite: StateWrite {
         self.put_proto(keys::model(&model.id), model);
     }
 
-    /// Stores an ML node and indexes its key.
+    /// Stores an ML node and indexes it by key and by host.
     fn put_node(&mut self, node: &Node) {
         self.put_proto(keys::node(&node.id), node);
         self.put_raw(keys::node_key(&node.pubkey), node.id.as_bytes().to_vec());
+        self.put_raw(keys::node_of_host(&node.host, &node.id), Vec::new());
     }
 
-    /// Removes an ML node and its key's index entry.
+    /// Removes an ML node and its index entries.
     fn delete_node(&mut self, node: &Node) {
         self.delete_raw(keys::node(&node.id));
         self.delete_raw(keys::node_key(&node.pubkey));
+        self.delete_raw(keys::node_of_host(&node.host, &node.id));
+    }
+
+    /// Removes a transfer agent.
+    fn delete_transfer_agent(&mut self, address: &str) {
+        self.delete_raw(keys::transfer_agent(address));
     }
 
     /// Stores a transfer agent.

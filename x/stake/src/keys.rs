@@ -74,6 +74,19 @@ pub fn jail_queued(operator: &str) -> Vec<u8> {
     key
 }
 
+/// Prefix of participants whose bond fell below `min_stake` since other modules last looked
+/// (x/inference deregisters their nodes and transfer agent).
+pub fn below_min_queue() -> Vec<u8> {
+    b"stake/below_min/".to_vec()
+}
+
+/// One participant whose bond fell below `min_stake`.
+pub fn below_min_queued(operator: &str) -> Vec<u8> {
+    let mut key = below_min_queue();
+    key.extend_from_slice(operator.as_bytes());
+    key
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +133,11 @@ mod tests {
     fn jail_queue_keys() {
         assert_eq!(jail_queued(OPERATOR), b"stake/jail_queue/gonka1operator");
         assert!(jail_queued(OPERATOR).starts_with(&jail_queue()));
+        assert_eq!(
+            below_min_queued(OPERATOR),
+            b"stake/below_min/gonka1operator"
+        );
+        assert!(below_min_queued(OPERATOR).starts_with(&below_min_queue()));
+        assert!(!below_min_queue().starts_with(&jail_queue()));
     }
 }

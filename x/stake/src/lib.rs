@@ -40,7 +40,10 @@ pub use errors::StakeError;
 pub use hooks::check_invariants;
 pub use params::{default_params, StakeParams};
 pub use slash::{jail, slash};
-pub use state::{bonded, bonded_pool_address, unbonding_pool_address, StakeRead, StakeWrite};
+pub use state::{
+    bonded, bonded_pool_address, take_fallen_below_min, unbonding_pool_address, StakeRead,
+    StakeWrite,
+};
 pub use work::{credit_work, void_work};
 
 use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};

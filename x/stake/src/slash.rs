@@ -32,7 +32,7 @@ pub fn slash(
     let stake = bonded(&participant)?;
     let from_bonded = portion(stake, fraction_ppm);
     participant.bonded = (stake - from_bonded).to_string();
-    state.put_participant(&participant);
+    state.put_reduced_participant(&participant)?;
     let mut taken = from_bonded;
     if from_bonded > 0 {
         transfer(

@@ -168,6 +168,19 @@ pub trait StakeWrite: StateWrite {
         self.put_raw(keys::jail_queued(operator), operator.as_bytes().to_vec());
     }
 
+    /// Stores `participant` after its bond went down (unstake, slash); when the bond is now
+    /// below `min_stake`, queues it for [`take_fallen_below_min`].
+    fn put_reduced_participant(&mut self, participant: &Participant) -> Result<()> {
+        self.put_participant(participant);
+        if bonded(participant)? < self.stake_params()?.min_stake {
+            self.put_raw(
+                keys::below_min_queued(&participant.operator),
+                participant.operator.as_bytes().to_vec(),
+            );
+        }
+        Ok(())
+    }
+
     /// Removes and returns the operators queued for leaving the validator set, in order.
     fn take_jail_queue(&mut self) -> Result<Vec<String>> {
         let mut operators = Vec::new();
@@ -180,3 +193,23 @@ pub trait StakeWrite: StateWrite {
 }
 
 impl<T: StateWrite + ?Sized> StakeWrite for T {}
+
+/// Removes and returns the participants whose bond fell below `min_stake` since the last
+/// call, ascending by operator, that are still below it (a participant that staked again in
+/// the same block is not returned). Work proportional to this block's unstakes and slashes.
+pub fn take_fallen_below_min(state: &mut dyn StateWrite) -> Result<Vec<String>> {
+    let min_stake = state.stake_params()?.min_stake;
+    let mut fallen = Vec::new();
+    for (key, operator) in state.prefix_raw(&keys::below_min_queue())? {
+        state.delete_raw(key);
+        let operator = String::from_utf8_lossy(&operator).into_owned();
+        let still_below = match state.participant(&operator)? {
+            Some(p) => bonded(&p)? < min_stake,
+            None => true,
+        };
+        if still_below {
+            fallen.push(operator);
+        }
+    }
+    Ok(fallen)
+}

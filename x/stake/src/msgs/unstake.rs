@@ -58,7 +58,7 @@ impl Msg for Unstake {
             &Coin::ngnk(self.amount),
         )?;
         participant.bonded = remaining.to_string();
-        state.put_participant(&participant);
+        state.put_reduced_participant(&participant)?;
         let entry = UnbondingEntry {
             operator: operator.clone(),
             amount: self.amount.to_string(),
