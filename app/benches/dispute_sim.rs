@@ -115,7 +115,7 @@ fn world() -> World {
     };
     let mut world = World::with_genesis(setup, |state| {
         state["inference"] = json!({
-            "params": {"max_records_per_batch": 100, "max_tokens_per_record": 100000},
+            "params": {"max_records_per_batch": 100, "max_tokens_per_record": 100000, "payload_retention_blocks": 1000},
             "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
         });
         state["disputes"] = json!({ "params": params });

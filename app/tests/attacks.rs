@@ -7,7 +7,10 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use gonka_client::disputes::{msg_submit_validation, msg_vote_dispute};
+use gonka_client::disputes::{
+    msg_open_dispute, msg_report_payload_unavailable, msg_submit_validation, msg_vote_dispute,
+    msg_vote_payload_unavailable,
+};
 use gonka_client::tx::{
     msg_register_node, msg_remove_node, msg_submit_work_batch, msg_update_node, node_key_proof,
 };
@@ -111,10 +114,11 @@ fn world() -> World {
         validation_reward_ppm: 1_000_000,
         jail_after_misses: 100,
         miss_penalty_ppm: 100_000,
+        dispute_window_blocks: 100,
     };
     let mut w = World::with_genesis(setup, |state| {
         state["inference"] = json!({
-            "params": {"max_records_per_batch": 10, "max_tokens_per_record": 100000},
+            "params": {"max_records_per_batch": 10, "max_tokens_per_record": 100000, "payload_retention_blocks": 1000},
             "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
         });
         state["disputes"] = json!({ "params": disputes });
@@ -737,4 +741,227 @@ fn an_unstaked_host_or_ta_earns_nothing() {
         .map(|t| t.address.as_str())
         .collect();
     assert_eq!(tas, [addr(TA)]);
+}
+
+/// The label (p1..p4) of participant `address`.
+fn label_of(address: &str) -> &'static str {
+    ["p0", "p1", "p2", "p3", "p4"]
+        .into_iter()
+        .find(|l| addr(l) == address)
+        .unwrap()
+}
+
+/// Settles an honest record of alice's on n0 through `TA` and lets the next block sample it;
+/// returns its id and its assigned validator.
+fn settled_and_sampled(w: &mut World, nonce: &str) -> (String, String) {
+    let record = honest(nonce, N0, (100, 50), 0);
+    let id = record.inference_id.clone();
+    let tx = w.tx(TA, vec![batch(TA, vec![record])]);
+    let block = w.block(vec![tx]);
+    assert_eq!(record_outcomes(block.result(0))[0].1, "stored");
+    w.block(vec![]);
+    let validator = w
+        .query::<q::disputes::Validation>(dpb::QueryValidationRequest {
+            inference_id: id.clone(),
+        })
+        .validation
+        .unwrap()
+        .validator;
+    (id, validator)
+}
+
+/// Attack (hole 5): a TA that stops serving a record's request body used to make the assigned
+/// validators miss their deadlines (three misses jail). Now the validator reports the body
+/// unavailable, a committee tries the TA too, and when it cannot get the body either the TA is
+/// slashed (refunding the requester), the unverifiable work earns no credit, and no validator
+/// is penalized.
+#[test]
+fn a_withholding_transfer_agent_is_penalized_and_no_validator_is() {
+    let mut w = world();
+    let (id, validator) = settled_and_sampled(&mut w, "withheld");
+    let alice = w.balance_of("alice");
+    let reporter = label_of(&validator);
+    let tx = w.tx(
+        reporter,
+        vec![msg_report_payload_unavailable(&validator, &id)],
+    );
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_eq!(
+        tx_events(block.result(0), "validation_submitted")[0]["outcome"],
+        "payload_unavailable"
+    );
+    let opened = &tx_events(block.result(0), "dispute_opened")[0];
+    assert_eq!(opened["kind"], "payload");
+    let dispute = w
+        .query::<q::disputes::Dispute>(dpb::QueryDisputeRequest { id: 0 })
+        .dispute
+        .unwrap();
+    assert!(!dispute.committee.contains(&validator));
+    assert!(
+        !dispute.committee.contains(&addr(TA)),
+        "the accused TA does not judge itself"
+    );
+    let votes: Vec<Vec<u8>> = dispute
+        .committee
+        .iter()
+        .map(|m| w.tx(label_of(m), vec![msg_vote_payload_unavailable(m, 0)]))
+        .collect();
+    let block = w.block(votes);
+    let last = dispute.committee.len() / 2;
+    assert_eq!(block.result(last).code, 0, "{}", block.result(last).log);
+    assert_eq!(
+        tx_events(block.result(last), "dispute_resolved")[0]["outcome"],
+        "payload_withheld"
+    );
+    let cost = cost((100, 50)) as u128;
+    assert_eq!(
+        w.balance_of("alice"),
+        alice + cost,
+        "the requester is refunded"
+    );
+    assert_eq!(
+        w.bonded(TA),
+        BOND - BOND / 5,
+        "the withholding TA is slashed 20%"
+    );
+    assert_eq!(w.bonded("p0"), BOND, "the executor is not slashed");
+    assert_eq!(work_of(&w, "p0"), 0, "unverifiable work earns no credit");
+    for member in std::iter::once(&validator).chain(&dispute.committee) {
+        let stats = w
+            .query::<q::disputes::Stats>(dpb::QueryStatsRequest {
+                address: member.to_string(),
+            })
+            .reputation
+            .unwrap();
+        assert_eq!(
+            stats.missed, 0,
+            "{member} is not blamed for the missing body"
+        );
+        assert_eq!(w.bonded(label_of(member)), BOND, "{member} keeps its stake");
+    }
+}
+
+/// The other side of hole 5: a validator that falsely reports a body unavailable gains
+/// nothing. The committee fetches it, re-executes, upholds the executor, and the reporter gets
+/// a missed deadline on its record; the TA is not slashed.
+#[test]
+fn a_false_unavailability_report_only_costs_the_reporter() {
+    let mut w = world();
+    let (id, validator) = settled_and_sampled(&mut w, "served");
+    let reporter = label_of(&validator);
+    let tx = w.tx(
+        reporter,
+        vec![msg_report_payload_unavailable(&validator, &id)],
+    );
+    assert_eq!(w.block(vec![tx]).result(0).code, 0);
+    let dispute = w
+        .query::<q::disputes::Dispute>(dpb::QueryDisputeRequest { id: 0 })
+        .dispute
+        .unwrap();
+    let truth_found = found(truth("served"), (100, 50));
+    let votes: Vec<Vec<u8>> = dispute.committee[..2]
+        .iter()
+        .map(|m| w.tx(label_of(m), vec![msg_vote_dispute(m, 0, &truth_found)]))
+        .collect();
+    let block = w.block(votes);
+    assert_eq!(
+        tx_events(block.result(1), "dispute_resolved")[0]["outcome"],
+        "executor_upheld"
+    );
+    assert_eq!(w.bonded(TA), BOND, "the TA that served is not slashed");
+    assert_eq!(w.bonded("p0"), BOND);
+    assert_eq!(work_of(&w, "p0"), 150, "the verified work keeps its credit");
+    let stats = w
+        .query::<q::disputes::Stats>(dpb::QueryStatsRequest {
+            address: validator.clone(),
+        })
+        .reputation
+        .unwrap();
+    assert_eq!(stats.missed, 1, "the false report counts as a miss");
+}
+
+/// Hole 5: disputes have an age limit, so nobody can accuse a record whose body the TA was
+/// allowed to drop.
+#[test]
+fn a_record_cannot_be_disputed_after_its_window() {
+    let mut w = world();
+    let (id, _) = settled_and_sampled(&mut w, "old");
+    let settled_at = stored(&w, &id).unwrap().height;
+    while w.chain.height() < settled_at + 100 {
+        w.block(vec![]);
+    }
+    let tx = w.tx("alice", vec![msg_open_dispute(&addr("alice"), &id, 10_000)]);
+    let alice = w.balance_of("alice");
+    let block = w.block(vec![tx]);
+    assert_failed(block.result(0), "disputes", 16, "dispute_window_blocks");
+    assert_eq!(w.balance_of("alice"), alice - FEE, "only the fee is paid");
+}
+
+/// Hole 5: a user dispute that ends undecided is not free for the accuser: half the deposit
+/// goes to the executor's host.
+#[test]
+fn an_undecided_user_dispute_costs_half_the_deposit() {
+    let mut w = world();
+    let (id, _) = settled_and_sampled(&mut w, "doubted");
+    let deposit = 10_000u128;
+    let (alice, p0) = (w.balance_of("alice"), w.balance_of("p0"));
+    let tx = w.tx(
+        "alice",
+        vec![msg_open_dispute(&addr("alice"), &id, deposit)],
+    );
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    let dispute = w
+        .query::<q::disputes::Dispute>(dpb::QueryDisputeRequest { id: 0 })
+        .dispute
+        .unwrap();
+    // Nobody votes: at the deadline the dispute is undecided.
+    while w.chain.height() <= dispute.deadline_height {
+        w.block(vec![]);
+    }
+    let resolved = w
+        .query::<q::disputes::Dispute>(dpb::QueryDisputeRequest { id: 0 })
+        .dispute
+        .unwrap();
+    assert_eq!(resolved.status, "undecided");
+    assert_eq!(w.balance_of("alice"), alice - FEE - deposit / 2);
+    assert_eq!(w.balance_of("p0"), p0 + deposit / 2);
+}
+
+/// Hole 5: genesis refuses time windows under which a payload may be pruned while someone can
+/// still be asked to re-execute it.
+#[test]
+fn genesis_refuses_payload_retention_shorter_than_the_challenge_window() {
+    use gonka_sdk::GenesisJson;
+    let dir = state_dir();
+    let store = gonka_store::Store::open(&dir.path().join("state.redb")).unwrap();
+    let disputes = json!({ "params": {
+        "min_sample_ppm": 10000, "max_sample_ppm": 100000, "decay_validations": 20,
+        "validation_deadline_blocks": 20, "dispute_deadline_blocks": 30, "committee_size": 3,
+        "slash_fraction_ppm": 200000, "min_deposit": "1", "validation_reward_ppm": 1000000,
+        "jail_after_misses": 3, "miss_penalty_ppm": 100000, "dispute_window_blocks": 600,
+    }});
+    for (retention, accepted) in [(630, false), (631, true)] {
+        let mut state = gonka_sdk::Delta::new(&store);
+        let inference = json!({"params": {"max_records_per_batch": 10,
+            "max_tokens_per_record": 100, "payload_retention_blocks": retention}});
+        gonka_inference::Inference
+            .init_genesis_json(&mut state, Some(&inference))
+            .unwrap();
+        let result = gonka_disputes::Disputes.init_genesis_json(&mut state, Some(&disputes));
+        match (result, accepted) {
+            (Ok(_), true) => {}
+            (Err(e), false) => {
+                assert_eq!((e.codespace, e.code), ("disputes", 2), "{}", e.log);
+                assert!(
+                    e.log
+                        .contains("payload_retention_blocks is 630 but must be at least 631"),
+                    "{}",
+                    e.log
+                );
+            }
+            (other, _) => panic!("retention {retention}: {other:?}"),
+        }
+    }
 }

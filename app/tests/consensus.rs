@@ -61,7 +61,7 @@ fn golden_app_hash() {
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "bea43b46fed631a775bf5be6e45e11b7db20dc73f7bd9c7dd390980218df6dbb";
+const GOLDEN: &str = "6ab4a27b391799cb1762b424a94ffc51300602643e8d0a30a9a48fc389b0bbd3";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

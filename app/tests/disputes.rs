@@ -60,6 +60,7 @@ fn scenario_params() -> pb::Params {
         validation_reward_ppm: 1_000_000,
         jail_after_misses: 100,
         miss_penalty_ppm: 100_000,
+        dispute_window_blocks: 100,
     }
 }
 
@@ -80,7 +81,7 @@ fn world(params: pb::Params) -> World {
     setup.epoch_length = 1_000;
     let mut world = World::with_genesis(setup, |state| {
         state["inference"] = json!({
-            "params": {"max_records_per_batch": 100, "max_tokens_per_record": 100000},
+            "params": {"max_records_per_batch": 100, "max_tokens_per_record": 100000, "payload_retention_blocks": 2000},
             "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
         });
         state["disputes"] = json!({ "params": params });
@@ -713,8 +714,8 @@ fn a_dispute_nobody_votes_on_is_undecided_and_its_members_lose_reputation() {
     );
     assert_eq!(
         w.balance_of("alice"),
-        alice - FEE,
-        "the deposit is returned"
+        alice - FEE - MIN_DEPOSIT / 2,
+        "half the deposit is returned: an undecided dispute is not free"
     );
     assert_eq!(w.bonded("p0"), BOND);
     for member in &d.committee {
@@ -990,6 +991,7 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
             result_hash: vec![1; 31],
             prompt_tokens: 100,
             completion_tokens: 50,
+            payload_unavailable: false,
         }),
     };
     txs.push(w.tx_unsequenced("p1", vec![short_hash]));

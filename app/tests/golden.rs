@@ -34,7 +34,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 6] = ["p0", "p1", "p2", "p3", "p4", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "32c3800da1fda774d9ff84fbab1118873ae723f6ee8ef56c611fe4149eb2ce5c";
+const GOLDEN: &str = "bc346776bd4c179c93927be5b3d059f2af7fbbb56d1e22a5083d14b31c13bce2";
 
 /// Five genesis participants p0..p4 bonding `BOND`; alice, bob, carol and dave funded;
 /// 10-block epochs; 1-epoch unbonding and jail; 10% of each epoch's rewards to the
@@ -62,10 +62,11 @@ fn world() -> World {
         validation_reward_ppm: 1_000_000,
         jail_after_misses: 1,
         miss_penalty_ppm: 100_000,
+        dispute_window_blocks: 100,
     };
     World::with_modules(setup, gonka_app::modules::all(), |state| {
         state["inference"] = json!({
-            "params": {"max_records_per_batch": 10, "max_tokens_per_record": 100000},
+            "params": {"max_records_per_batch": 10, "max_tokens_per_record": 100000, "payload_retention_blocks": 1000},
             "models": [
                 {"id": LLAMA, "price_per_token": "10", "min_vram_mib": 16000},
                 {"id": QWEN, "price_per_token": "50", "min_vram_mib": 80000},

@@ -49,7 +49,7 @@ fn setup() -> Setup {
 
 fn inference_genesis() -> serde_json::Value {
     json!({
-        "params": {"max_records_per_batch": 4, "max_tokens_per_record": 100000},
+        "params": {"max_records_per_batch": 4, "max_tokens_per_record": 100000, "payload_retention_blocks": 1000},
         "models": [
             {"id": LLAMA, "price_per_token": LLAMA_PRICE.to_string(), "min_vram_mib": 16000},
             {"id": QWEN, "price_per_token": QWEN_PRICE.to_string(), "min_vram_mib": 80000},

@@ -31,6 +31,18 @@ pub fn msg_submit_validation(validator: &str, inference_id: &str, found: &ReExec
         result_hash: found.result_hash.to_vec(),
         prompt_tokens: found.prompt_tokens,
         completion_tokens: found.completion_tokens,
+        payload_unavailable: false,
+    })
+}
+
+/// `/gonka.disputes.v1.MsgSubmitValidation` of assigned `validator` reporting that the
+/// transfer agent of record `inference_id` did not serve its request body.
+pub fn msg_report_payload_unavailable(validator: &str, inference_id: &str) -> Any {
+    any_of(&MsgSubmitValidation {
+        validator: validator.into(),
+        inference_id: inference_id.into(),
+        payload_unavailable: true,
+        ..MsgSubmitValidation::default()
     })
 }
 
@@ -53,5 +65,17 @@ pub fn msg_vote_dispute(voter: &str, dispute_id: u64, found: &ReExecution) -> An
         result_hash: found.result_hash.to_vec(),
         prompt_tokens: found.prompt_tokens,
         completion_tokens: found.completion_tokens,
+        payload_unavailable: false,
+    })
+}
+
+/// `/gonka.disputes.v1.MsgVoteDispute` of committee member `voter` on dispute `dispute_id`:
+/// the transfer agent did not serve it the request body.
+pub fn msg_vote_payload_unavailable(voter: &str, dispute_id: u64) -> Any {
+    any_of(&MsgVoteDispute {
+        voter: voter.into(),
+        dispute_id,
+        payload_unavailable: true,
+        ..MsgVoteDispute::default()
     })
 }

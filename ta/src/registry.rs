@@ -232,6 +232,7 @@ mod tests {
         let params = pb::Params {
             max_records_per_batch: 7,
             max_tokens_per_record: 1,
+            payload_retention_blocks: 1,
         };
         let r = Registry::from_chain(models, nodes, vec![], &params);
         assert_eq!(r.nodes.keys().collect::<Vec<_>>(), ["n1", "n3"]);

@@ -8,7 +8,8 @@
 //! 1. reads the work record (`/inference/record`) and the URL of the transfer agent that
 //!    submitted it (`/inference/transfer_agents`);
 //! 2. fetches the request body from that TA with a signed `GET /v1/payloads/{inference_id}`
-//!    ([`gonka_client::payload_auth`]);
+//!    ([`gonka_client::payload_auth`]); a TA that is no longer registered or answers 404 is
+//!    reported (`payload_unavailable`), and a committee decides whether it withheld the body;
 //! 3. checks SHA-256(body) = the record's `prompt_hash`; a body that does not match is
 //!    evidence against the record, not re-executed, and answered with SHA-256 of the bytes
 //!    received (which no honest completion hashes to);
@@ -32,7 +33,10 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use gonka_client::disputes::{msg_submit_validation, msg_vote_dispute, ReExecution};
+use gonka_client::disputes::{
+    msg_report_payload_unavailable, msg_submit_validation, msg_vote_dispute,
+    msg_vote_payload_unavailable, ReExecution,
+};
 use gonka_client::payload_auth::sign_payload_request;
 use gonka_client::request::body_hash;
 use gonka_client::{Any, Key, TxRejected};
@@ -300,14 +304,25 @@ async fn answer(
         .await?
         .into_iter()
         .find(|t| t.address == stored.transfer_agent)
-        .map(|t| t.url)
-        .ok_or_else(|| {
-            anyhow!(
-                "transfer agent {} of the record is not registered on chain any more",
-                stored.transfer_agent
-            )
-        })?;
-    let payload = fetch_payload(key, &ta_url, &work.inference_id, config).await?;
+        .map(|t| t.url);
+    let payload = match &ta_url {
+        Some(url) => fetch_payload(key, url, &work.inference_id, config).await?,
+        None => None,
+    };
+    let Some(payload) = payload else {
+        // The transfer agent is gone or says it no longer has the body it must keep for the
+        // whole challenge window: report it (a committee checks) instead of missing the
+        // deadline, which would be this validator's fault.
+        tracing::warn!(inference = %work.inference_id, transfer_agent = %stored.transfer_agent, "the transfer agent does not serve the request body; reporting it");
+        let msg = match work.kind.as_str() {
+            KIND_DISPUTE => msg_vote_payload_unavailable(chain.address(), work.dispute_id),
+            _ => msg_report_payload_unavailable(chain.address(), &work.inference_id),
+        };
+        return submit_answer(chain, config, vec![msg]).await.map(|height| {
+            tracing::info!(inference = %work.inference_id, height, "reported the payload unavailable");
+        });
+    };
+    let ta_url = ta_url.unwrap_or_default();
     let own = if payload_matches(&record, &payload) {
         reexecute(
             &config.ml_node,
@@ -333,10 +348,29 @@ async fn answer(
         config.compare,
         None,
     )?;
-    let included = match chain
-        .submit(vec![decision.msg], config.inclusion_timeout)
-        .await
-    {
+    let height = submit_answer(chain, config, vec![decision.msg]).await?;
+    let finding = match decision.finding {
+        Match => "match",
+        Mismatch => "mismatch",
+        TamperedPayload => "tampered payload",
+    };
+    let result_hash = hex::encode(decision.found.result_hash);
+    if work.kind == KIND_DISPUTE {
+        tracing::info!(inference = %work.inference_id, dispute = work.dispute_id, finding, %result_hash, height, "voted");
+    } else {
+        tracing::info!(inference = %work.inference_id, finding, %result_hash, height, "validated");
+    }
+    Ok(())
+}
+
+/// Submits an answer and returns the height that included it; a refusal by the chain is
+/// final, anything else is retried at the next poll.
+async fn submit_answer(
+    chain: &Chain,
+    config: &ValidatorConfig,
+    msgs: Vec<Any>,
+) -> Result<u64, Failure> {
+    let included = match chain.submit(msgs, config.inclusion_timeout).await {
         Ok(included) => included,
         Err(e) => {
             return Err(match e.downcast_ref::<TxRejected>() {
@@ -351,18 +385,7 @@ async fn answer(
             included.codespace, included.code, included.log
         )));
     }
-    let finding = match decision.finding {
-        Match => "match",
-        Mismatch => "mismatch",
-        TamperedPayload => "tampered payload",
-    };
-    let result_hash = hex::encode(decision.found.result_hash);
-    if work.kind == KIND_DISPUTE {
-        tracing::info!(inference = %work.inference_id, dispute = work.dispute_id, finding, %result_hash, height = included.height, "voted");
-    } else {
-        tracing::info!(inference = %work.inference_id, finding, %result_hash, height = included.height, "validated");
-    }
-    Ok(())
+    Ok(included.height)
 }
 
 /// One HTTP exchange with `authority` (`host:port`) within the configured timeouts: the
@@ -399,19 +422,22 @@ async fn exchange(
         .with_context(|| format!("{method} http://{authority}{path}"))
 }
 
-/// `GET /v1/payloads/{inference_id}` from the TA at `ta_url`, signed by `key`.
+/// `GET /v1/payloads/{inference_id}` from the TA at `ta_url`, signed by `key`: the body, or
+/// `None` when the TA answers 404 (it does not have it).
 async fn fetch_payload(
     key: &Key,
     ta_url: &str,
     inference_id: &str,
     config: &ValidatorConfig,
-) -> Result<Vec<u8>> {
+) -> Result<Option<Vec<u8>>> {
     let authority = upstream::authority(ta_url).map_err(|e| anyhow!("transfer agent URL {e}"))?;
     let headers = sign_payload_request(key, inference_id, unix_now())?;
     let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
     let path = format!("/v1/payloads/{inference_id}");
     match exchange(&authority, "GET", &path, &headers, b"", config).await? {
-        (200, body) => Ok(body),
+        (200, body) => Ok(Some(body)),
+        // The transfer agent no longer has it (or never had it).
+        (404, _) => Ok(None),
         (status, body) => bail!(
             "the transfer agent at {ta_url} answered {status} for the payload of {inference_id}: {}",
             String::from_utf8_lossy(&body)

@@ -127,6 +127,10 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
                     fields(&[
                         ("max_records_per_batch", p.max_records_per_batch.to_string()),
                         ("max_tokens_per_record", p.max_tokens_per_record.to_string()),
+                        (
+                            "payload_retention_blocks",
+                            p.payload_retention_blocks.to_string(),
+                        ),
                     ])
                 },
             )

@@ -32,6 +32,8 @@ pub enum DisputesError {
     AlreadyVoted = 14,
     /// A vote on a dispute that is already resolved.
     DisputeClosed = 15,
+    /// A user dispute opened after the record's `dispute_window_blocks`.
+    DisputeWindowClosed = 16,
 }
 
 gonka_sdk::impl_error_code!(DisputesError, "disputes");

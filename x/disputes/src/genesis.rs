@@ -5,6 +5,9 @@
 use gonka_proto::disputes::GenesisState;
 use gonka_sdk::{Genesis, HookOutput, Result, StateRead, StateWrite};
 
+use gonka_inference::InferenceRead;
+
+use crate::params::validate_windows;
 use crate::{default_params, validate_params, Disputes, DisputesRead, DisputesWrite, NAME};
 
 impl Genesis for Disputes {
@@ -19,6 +22,8 @@ impl Genesis for Disputes {
     ) -> Result<HookOutput> {
         let params = genesis.params.unwrap_or_else(default_params);
         validate_params(&params)?;
+        // x/inference's genesis ran before this one (app/src/modules.rs).
+        validate_windows(&params, state.inference_params()?.payload_retention_blocks)?;
         state.put_disputes_params(&params);
         Ok(HookOutput::default())
     }

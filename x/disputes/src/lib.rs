@@ -47,9 +47,14 @@
 //! mints.
 //!
 //! ## Disputes
-//! Opened by a mismatching validator (`kind = validation`) or by the record's requester
-//! with `MsgOpenDispute` and a deposit ≥ `min_deposit` held in this module's escrow
-//! account (`kind = user`). A record is disputed at most once. A committee of
+//! Opened by a mismatching validator (`kind = validation`), by a validator the transfer
+//! agent did not serve the request body (`MsgSubmitValidation` with `payload_unavailable`,
+//! `kind = payload`; the validator is not blamed), or by the record's requester with
+//! `MsgOpenDispute` and a deposit ≥ `min_deposit` held in this module's escrow account
+//! (`kind = user`) within `dispute_window_blocks` of the record's block. A record is
+//! disputed at most once. Genesis checks that transfer agents keep payloads
+//! (`payload_retention_blocks` of x/inference) for the whole challenge window
+//! ([`challenge_window_blocks`]), so nobody is ever assigned a body that may be gone. A committee of
 //! `committee_size` (3) is drawn by power without replacement from the same candidates as
 //! validators, excluding the executor's host and the accuser, with seed
 //! `SHA-256("gonka/dispute-committee/v1" ‖ block_hash ‖ id ‖ inference_id)`. With fewer
@@ -76,7 +81,15 @@
 //!   split equally over the executor's host and the majority voters (dust to the community
 //!   pool); a user's deposit goes to the executor's host. The executor's clean streak
 //!   grows.
-//! - **Undecided**: nobody is slashed; a user's deposit is returned.
+//!   A payload accuser that the committee contradicts (it fetched the body) gets a missed
+//!   deadline instead of a slash.
+//! - **Payload withheld** (a majority of the votes could not get the body either): the
+//!   record's transfer agent is slashed the same way, the requester is refunded the cost
+//!   from that slash, the record's work units are voided (unverifiable work earns nothing),
+//!   and the rest is split over the accuser and the majority. The executor keeps its stake.
+//!   A payload dispute's committee excludes the accused transfer agent.
+//! - **Undecided**: nobody is slashed; half a user's deposit goes to the executor's host and
+//!   half is returned, so a frivolous dispute is not free.
 //!
 //! Money only moves between accounts (the slash moves stake out of stake's pools), so the
 //! supply and stake's invariants hold.
@@ -105,7 +118,7 @@ mod settle;
 mod state;
 
 pub use errors::DisputesError;
-pub use params::{default_params, min_deposit, validate_params};
+pub use params::{challenge_window_blocks, default_params, min_deposit, validate_params};
 pub use settle::reason;
 pub use state::{escrow_address, DisputesRead, DisputesWrite};
 
@@ -127,6 +140,9 @@ pub mod status {
     pub const MISMATCHED: &str = "mismatched";
     /// The validator did not answer in time.
     pub const MISSED: &str = "missed";
+    /// The validator could not get the request body from the transfer agent (a dispute
+    /// decides whether the transfer agent withheld it).
+    pub const PAYLOAD_UNAVAILABLE: &str = "payload_unavailable";
     /// A dispute awaiting its committee.
     pub const OPEN: &str = "open";
     /// The committee found the executor's result wrong.
@@ -135,8 +151,16 @@ pub mod status {
     pub const EXECUTOR_UPHELD: &str = "executor_upheld";
     /// No majority (or no committee).
     pub const UNDECIDED: &str = "undecided";
+    /// The committee could not get the request body either: the transfer agent withheld it.
+    pub const PAYLOAD_WITHHELD: &str = "payload_withheld";
     /// Every dispute status.
-    pub const DISPUTE_ALL: [&str; 4] = [OPEN, EXECUTOR_FAULTED, EXECUTOR_UPHELD, UNDECIDED];
+    pub const DISPUTE_ALL: [&str; 5] = [
+        OPEN,
+        EXECUTOR_FAULTED,
+        EXECUTOR_UPHELD,
+        UNDECIDED,
+        PAYLOAD_WITHHELD,
+    ];
 }
 
 /// Kinds of disputes.
@@ -145,6 +169,8 @@ pub mod kind {
     pub const VALIDATION: &str = "validation";
     /// Opened by the record's requester with a deposit.
     pub const USER: &str = "user";
+    /// Opened by a validator the transfer agent did not serve the request body.
+    pub const PAYLOAD: &str = "payload";
 }
 
 /// The disputes module.

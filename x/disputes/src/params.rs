@@ -23,7 +23,38 @@ pub fn default_params() -> Params {
         validation_reward_ppm: PPM,
         jail_after_misses: 3,
         miss_penalty_ppm: 100_000,
+        dispute_window_blocks: 600,
     }
+}
+
+/// The last block, counted from a record's own block, in which anything about the record
+/// can still be decided: a user dispute opened at the end of `dispute_window_blocks`, or a
+/// validation dispute opened at its validation deadline (sampled in the next block), plus
+/// the committee's `dispute_deadline_blocks` and the block that settles at the deadline.
+pub fn challenge_window_blocks(params: &Params) -> u64 {
+    let opened = params
+        .dispute_window_blocks
+        .max(params.validation_deadline_blocks.saturating_add(1));
+    opened
+        .saturating_add(params.dispute_deadline_blocks)
+        .saturating_add(1)
+}
+
+/// Genesis consistency of the time windows across modules: transfer agents must keep a
+/// record's payload (`payload_retention_blocks` of x/inference) as long as anyone may be
+/// asked to re-execute it ([`challenge_window_blocks`]), so no validator or committee member
+/// is ever assigned a request body that may already be gone.
+pub fn validate_windows(params: &Params, payload_retention_blocks: u64) -> Result<()> {
+    let needed = challenge_window_blocks(params);
+    if payload_retention_blocks < needed {
+        return Err(invalid(format!(
+            "app_state.inference.params.payload_retention_blocks is {payload_retention_blocks} but must be at least {needed}: max(dispute_window_blocks {}, validation_deadline_blocks {} + 1) + dispute_deadline_blocks {} + 1, so every payload outlives every validation and dispute of its record",
+            params.dispute_window_blocks,
+            params.validation_deadline_blocks,
+            params.dispute_deadline_blocks
+        )));
+    }
+    Ok(())
 }
 
 fn invalid(log: String) -> gonka_sdk::Error {
@@ -55,6 +86,7 @@ pub fn validate_params(params: &Params) -> Result<()> {
             params.validation_deadline_blocks,
         ),
         ("dispute_deadline_blocks", params.dispute_deadline_blocks),
+        ("dispute_window_blocks", params.dispute_window_blocks),
         ("jail_after_misses", params.jail_after_misses),
     ];
     for (name, value) in positive {

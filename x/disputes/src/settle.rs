@@ -133,7 +133,13 @@ pub fn open(
     let params = state.disputes_params()?;
     let record = stored.record.clone().unwrap_or_default();
     let id = state.next_dispute_id()?;
-    let candidates = active_validators(state, &[&stored.executor_host, opening.accuser])?;
+    // The parties never judge: the executor's host, the accuser, and for a payload dispute
+    // the accused transfer agent.
+    let mut parties = vec![stored.executor_host.as_str(), opening.accuser];
+    if opening.kind == kind::PAYLOAD {
+        parties.push(&stored.transfer_agent);
+    }
+    let candidates = active_validators(state, &parties)?;
     let seed = committee_seed(block_hash, id, &record.inference_id);
     let mut dispute = Dispute {
         id,
@@ -165,10 +171,29 @@ pub fn open(
     Ok(dispute)
 }
 
-/// Votes for and against the executor so far.
-fn tally(dispute: &Dispute) -> (usize, usize) {
+/// Votes so far: upholding the executor, faulting it, and finding no payload to re-execute.
+fn tally(dispute: &Dispute) -> (usize, usize, usize) {
     let upholding = dispute.votes.iter().filter(|v| v.supports_executor).count();
-    (upholding, dispute.votes.len() - upholding)
+    let unavailable = dispute
+        .votes
+        .iter()
+        .filter(|v| v.payload_unavailable)
+        .count();
+    (
+        upholding,
+        dispute.votes.len() - upholding - unavailable,
+        unavailable,
+    )
+}
+
+/// Whether `vote` sides with `outcome`.
+fn sides_with(vote: &Vote, outcome: &str) -> bool {
+    match outcome {
+        status::EXECUTOR_UPHELD => vote.supports_executor,
+        status::EXECUTOR_FAULTED => !vote.supports_executor && !vote.payload_unavailable,
+        status::PAYLOAD_WITHHELD => vote.payload_unavailable,
+        _ => false,
+    }
 }
 
 /// Records `vote` and settles the dispute as soon as one side has a majority of the whole
@@ -186,11 +211,13 @@ pub fn add_vote(
     ));
     dispute.votes.push(vote);
     let majority = dispute.committee.len() / 2 + 1;
-    let (upholding, faulting) = tally(dispute);
+    let (upholding, faulting, unavailable) = tally(dispute);
     if upholding >= majority {
         settle(state, height, dispute, status::EXECUTOR_UPHELD)
     } else if faulting >= majority {
         settle(state, height, dispute, status::EXECUTOR_FAULTED)
+    } else if unavailable >= majority {
+        settle(state, height, dispute, status::PAYLOAD_WITHHELD)
     } else {
         state.update_dispute(dispute, status::OPEN);
         Ok(())
@@ -209,11 +236,15 @@ pub fn settle_at_deadline(
             note_miss(state, &member)?;
         }
     }
-    let (upholding, faulting) = tally(dispute);
-    let outcome = match upholding.cmp(&faulting) {
-        std::cmp::Ordering::Greater => status::EXECUTOR_UPHELD,
-        std::cmp::Ordering::Less => status::EXECUTOR_FAULTED,
-        std::cmp::Ordering::Equal => status::UNDECIDED,
+    let (upholding, faulting, unavailable) = tally(dispute);
+    let outcome = if unavailable > upholding.max(faulting) {
+        status::PAYLOAD_WITHHELD
+    } else {
+        match upholding.cmp(&faulting) {
+            std::cmp::Ordering::Greater => status::EXECUTOR_UPHELD,
+            std::cmp::Ordering::Less => status::EXECUTOR_FAULTED,
+            std::cmp::Ordering::Equal => status::UNDECIDED,
+        }
     };
     settle(state, height, dispute, outcome)
 }
@@ -305,7 +336,7 @@ pub fn settle(
     let escrow = escrow_address();
     let host = dispute.executor_host.clone();
     let is_user = dispute.kind == kind::USER;
-    let upheld = outcome == status::EXECUTOR_UPHELD;
+    let is_payload = dispute.kind == kind::PAYLOAD;
     // Members who voted with the decision, in committee order.
     let majority: Vec<String> = dispute
         .committee
@@ -314,7 +345,7 @@ pub fn settle(
             dispute
                 .votes
                 .iter()
-                .any(|v| &v.voter == *m && v.supports_executor == upheld)
+                .any(|v| &v.voter == *m && sides_with(v, outcome))
         })
         .cloned()
         .collect();
@@ -349,10 +380,15 @@ pub fn settle(
                     reason::DEPOSIT_RETURN,
                 )?;
             }
-            let mut honest = vec![dispute.accuser.clone()];
+            // A payload report accused the transfer agent, not the executor's answer.
+            let mut honest = if is_payload {
+                Vec::new()
+            } else {
+                vec![dispute.accuser.clone()]
+            };
             honest.extend(majority.iter().filter(|m| **m != dispute.accuser).cloned());
             share_out(state, dispute, slashed - from_slash, &honest)?;
-            if !is_user {
+            if !is_user && !is_payload {
                 let accuser = dispute.accuser.clone();
                 let reward = pay_validation_reward(state, &accuser, cost)?;
                 record_reward(state, dispute, &accuser, reward);
@@ -370,6 +406,11 @@ pub fn settle(
                     deposit,
                     reason::DEPOSIT_FORFEIT,
                 )?;
+            } else if is_payload {
+                // The body was there after all: a false (or unlucky) report costs the
+                // reporter a miss, not its stake.
+                let accuser = dispute.accuser.clone();
+                note_miss(state, &accuser)?;
             } else {
                 let accuser = dispute.accuser.clone();
                 let slashed = slash_into_escrow(state, dispute, &accuser)?;
@@ -383,7 +424,18 @@ pub fn settle(
             stats.passed += 1;
             stats.clean_streak += 1;
         }
-        _ => {
+        status::PAYLOAD_WITHHELD => {
+            // The transfer agent withheld the body from the validator and the committee: the
+            // work cannot be verified, so it earns no work credit, and the transfer agent
+            // pays for it with its stake, which first refunds the requester.
+            let ta = dispute.transfer_agent.clone();
+            let slashed = slash_into_escrow(state, dispute, &ta)?;
+            let units = record_tokens(&stored).min(state.work_units(stored.epoch, &host)?);
+            if units > 0 {
+                gonka_stake::void_work(state, &host, stored.epoch, units)?;
+            }
+            let refund = cost.min(slashed);
+            pay(state, dispute, &escrow, &requester, refund, reason::REFUND)?;
             if is_user {
                 pay(
                     state,
@@ -391,6 +443,32 @@ pub fn settle(
                     &escrow,
                     &requester,
                     deposit,
+                    reason::DEPOSIT_RETURN,
+                )?;
+            }
+            let mut honest = vec![dispute.accuser.clone()];
+            honest.extend(majority.iter().filter(|m| **m != dispute.accuser).cloned());
+            share_out(state, dispute, slashed - refund, &honest)?;
+        }
+        _ => {
+            if is_user {
+                // Undecided is not free: half the deposit pays the executor's host for
+                // standing trial, the rest goes back.
+                let kept = deposit / 2;
+                pay(
+                    state,
+                    dispute,
+                    &escrow,
+                    &host,
+                    kept,
+                    reason::DEPOSIT_FORFEIT,
+                )?;
+                pay(
+                    state,
+                    dispute,
+                    &escrow,
+                    &requester,
+                    deposit - kept,
                     reason::DEPOSIT_RETURN,
                 )?;
             }

@@ -50,6 +50,14 @@ impl Msg for OpenDispute {
                 self.msg.requester
             )));
         }
+        let window = state.disputes_params()?.dispute_window_blocks;
+        let last = stored.height.saturating_add(window);
+        if ctx.block.height > last {
+            return Err(DisputesError::DisputeWindowClosed.err(format!(
+                "record {id} was settled at height {} and could be disputed until height {last} (dispute_window_blocks {window}); this is height {}",
+                stored.height, ctx.block.height
+            )));
+        }
         if let Some(existing) = state.record_dispute(id)? {
             let status = state
                 .dispute(existing)?

@@ -19,7 +19,9 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
         let msg = msg?;
         check_address("validator", &msg.validator)?;
         check_inference_id(&msg.inference_id)?;
-        check_result_hash(&msg.result_hash)?;
+        if !msg.payload_unavailable {
+            check_result_hash(&msg.result_hash)?;
+        }
         Ok(Box::new(SubmitValidation(msg)) as Box<dyn Msg>)
     })
 }
@@ -65,7 +67,27 @@ impl Msg for SubmitValidation {
         })?;
         note_answer(state, &msg.validator)?;
         validation.result_hash = msg.result_hash.clone();
-        if result_matches(
+        if msg.payload_unavailable {
+            // Not the validator's fault and not evidence against the executor: a committee
+            // tries the transfer agent too and decides whether it withheld the body.
+            validation.status = status::PAYLOAD_UNAVAILABLE.into();
+            state.put_validation(&validation);
+            state.emit(events::submitted(&validation, "payload_unavailable", 0));
+            if state.record_dispute(id)?.is_none() {
+                settle::open(
+                    state,
+                    height,
+                    &ctx.block.block_hash,
+                    &stored,
+                    Opening {
+                        kind: kind::PAYLOAD,
+                        accuser: &msg.validator,
+                        accuser_hash: Vec::new(),
+                        deposit: 0,
+                    },
+                )?;
+            }
+        } else if result_matches(
             record,
             &msg.result_hash,
             msg.prompt_tokens,

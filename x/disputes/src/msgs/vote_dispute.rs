@@ -18,7 +18,9 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
     decode_as::<MsgVoteDispute>(any).map(|msg| {
         let msg = msg?;
         check_address("voter", &msg.voter)?;
-        check_result_hash(&msg.result_hash)?;
+        if !msg.payload_unavailable {
+            check_result_hash(&msg.result_hash)?;
+        }
         Ok(Box::new(VoteDispute(msg)) as Box<dyn Msg>)
     })
 }
@@ -64,12 +66,14 @@ impl Msg for VoteDispute {
         let vote = Vote {
             voter: msg.voter.clone(),
             result_hash: msg.result_hash.clone(),
-            supports_executor: result_matches(
-                &record,
-                &msg.result_hash,
-                msg.prompt_tokens,
-                msg.completion_tokens,
-            ),
+            supports_executor: !msg.payload_unavailable
+                && result_matches(
+                    &record,
+                    &msg.result_hash,
+                    msg.prompt_tokens,
+                    msg.completion_tokens,
+                ),
+            payload_unavailable: msg.payload_unavailable,
             height: ctx.block.height,
         };
         add_vote(state, ctx.block.height, &mut dispute, vote)
