@@ -57,11 +57,12 @@ fn golden_app_hash() {
     // execution changed: update it deliberately, with a note on why.
     // History: foundation (auth, bank); + epochs, stake, rewards genesis state;
     // + inference genesis (its parameters are stored even when genesis has no section);
-    // + disputes genesis (its parameters likewise).
+    // + disputes genesis (its parameters likewise); + gas: auth parameters carry the minimum
+    // gas price and the gas costs instead of a flat minimum fee (every tx still pays 1,000).
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "bea43b46fed631a775bf5be6e45e11b7db20dc73f7bd9c7dd390980218df6dbb";
+const GOLDEN: &str = "ae3c5abbccacaca8e1335cc5f834c00785db7edf17c377046ec91ac5f27aaa8f";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

@@ -34,7 +34,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 6] = ["p0", "p1", "p2", "p3", "p4", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "116be5fd4e48f1c793f7a0c851afc421f25c9e21022d77634e43e7fdf64a03ee";
+const GOLDEN: &str = "d6774ddd5f294e528d3b5cfa84d41e0cf0dddd3c79fc86708057a2bedace4404";
 
 /// Five genesis participants p0..p4 bonding `BOND`; alice, bob, carol and dave funded;
 /// 10-block epochs; 1-epoch unbonding and jail; 10% of each epoch's rewards to the

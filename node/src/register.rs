@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use gonka_client::rpc::QueryError;
 use gonka_client::{
-    msg_register_node, msg_update_node, sign, Any, Client, Key, NodeSpec, SignerData, TxRejected,
+    msg_register_node, msg_update_node, Any, Client, GasAdjustment, Key, NodeSpec, SignerData,
+    TxRejected,
 };
 use gonka_proto::inference::{Node, QueryNodeRequest};
 
@@ -36,10 +37,9 @@ pub struct Registration {
     pub client: Client,
     /// The host's account key; a staked participant.
     pub host: Key,
-    /// The node as it should be registered (its `host` is the key's address).
+    /// The node as it should be registered (its `host` is the key's address). Its txs pay
+    /// the gas a simulation estimates at the chain's minimum gas price.
     pub node: Node,
-    /// Fee of each tx in ngnk.
-    pub fee: u128,
 }
 
 /// The message that makes the chain's record of the node equal `desired` hosted by `host`:
@@ -103,12 +103,7 @@ pub async fn run(registration: Registration) {
 
 /// One round: query the chain, and send the message that brings it up to date.
 async fn attempt(registration: &Registration) -> Result<(), Failure> {
-    let Registration {
-        client,
-        host,
-        node,
-        fee,
-    } = registration;
+    let Registration { client, host, node } = registration;
     let address = host.address();
     let existing = registered_node(client, &node.id).await?;
     if let Some(registered) = existing.as_ref().filter(|n| n.host != address) {
@@ -127,18 +122,25 @@ async fn attempt(registration: &Registration) -> Result<(), Failure> {
         "registered"
     };
     let signer = signer_data(client, address).await?;
-    let tx = sign(host, vec![msg], &signer, *fee, "")
-        .map_err(|e| Failure::Refused(format!("cannot sign the registration tx: {e:#}")))?;
-    let included = client
-        .broadcast_and_wait(tx, INCLUSION_TIMEOUT)
+    let price = client
+        .min_gas_price()
         .await
-        .map_err(|e| match e.downcast_ref::<TxRejected>() {
-            Some(r) if r.is_sequence_mismatch() => Failure::Transient(format!(
-                "sequence mismatch, another tx of {address} was in flight ({r})"
-            )),
-            Some(r) => Failure::Refused(r.to_string()),
-            None => Failure::Transient(one_line(&e)),
-        })?;
+        .map_err(|e| Failure::Transient(one_line(&e)))?;
+    // The simulation refuses what CheckTx would, with the same codes.
+    let sent = match client
+        .sign_with_estimated_gas(host, vec![msg], &signer, "", GasAdjustment::DEFAULT, &price)
+        .await
+    {
+        Ok((tx, _fee)) => client.broadcast_and_wait(tx, INCLUSION_TIMEOUT).await,
+        Err(e) => Err(e),
+    };
+    let included = sent.map_err(|e| match e.downcast_ref::<TxRejected>() {
+        Some(r) if r.is_sequence_mismatch() => Failure::Transient(format!(
+            "sequence mismatch, another tx of {address} was in flight ({r})"
+        )),
+        Some(r) => Failure::Refused(r.to_string()),
+        None => Failure::Transient(one_line(&e)),
+    })?;
     if included.code != 0 {
         let rejected = TxRejected {
             codespace: included.codespace,

@@ -8,13 +8,23 @@
 //! Anything else wrong with any record — a malformed field, a forged or malformed
 //! signature, an unknown model or node, a model the node does not serve, a duplicate id —
 //! is the transfer agent's misbehaviour and fails the whole transaction.
+//!
+//! Decoding reads only the transfer agent (the records field is skipped unread). The records
+//! are decoded and checked in `execute`, and above all their two signature verifications
+//! each: after the ante has found the signer's account, sequence and fee in order, and after
+//! the cheap stateful checks (a registered transfer agent, 1 to `max_records_per_batch`
+//! records), with each verification charged to the tx's gas. So a batch from an account
+//! that cannot pay costs the chain nothing per record, and no signature check at all.
 
 use std::collections::BTreeSet;
 
 use gonka_auth::{address_of_pubkey, validate_address};
 use gonka_bank::{transfer, BankRead, Coin, NATIVE_DENOM};
 use gonka_proto::inference::{MsgSubmitWorkBatch, StoredRecord, WorkRecord};
-use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
+use gonka_sdk::{
+    parse_amount, type_url, Any, ErrorCode, GasMeter, Msg, Result, SdkError, StateWrite, TxContext,
+};
+use prost::Message;
 
 use super::{parse_amount_as, validate_model_id, validate_node_id};
 use crate::events::{self, Outcome};
@@ -22,48 +32,60 @@ use crate::{
     executor_signature_ok, inference_id, request_hash, request_signature_ok, InferenceError,
     InferenceRead, InferenceWrite, MAX_NONCE_LEN,
 };
-use gonka_sdk::decode_as;
 
-/// A record that passed its stateless checks.
+/// What the stateless checks of one record computed.
 struct Checked {
-    record: WorkRecord,
     tokens: u64,
     commission: u128,
 }
 
-struct SubmitWorkBatch {
+/// The transfer agent of a `MsgSubmitWorkBatch` alone: decoding it skips the records field
+/// without looking inside, so a batch costs nothing per record before the ante has run.
+#[derive(Clone, PartialEq, prost::Message)]
+struct BatchHead {
+    #[prost(string, tag = "1")]
     transfer_agent: String,
-    records: Vec<Checked>,
 }
 
-/// Decodes a `MsgSubmitWorkBatch` and runs every stateless check, including the requester
-/// signatures (they need no state).
+struct SubmitWorkBatch {
+    transfer_agent: String,
+    /// The whole message, decoded with its records in `execute`.
+    encoded: Vec<u8>,
+}
+
+/// Decodes a `MsgSubmitWorkBatch`'s transfer agent and checks it; the records are decoded
+/// and checked in `execute`, under the tx's gas meter.
 pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
-    decode_as::<MsgSubmitWorkBatch>(any).map(|msg| {
-        let msg = msg?;
-        validate_address("transfer_agent", &msg.transfer_agent)?;
-        if msg.records.is_empty() {
-            return Err(
-                InferenceError::BatchTooLarge.err("a work batch must carry at least 1 record")
-            );
-        }
-        let mut ids = BTreeSet::new();
-        let mut records = Vec::with_capacity(msg.records.len());
-        for (index, record) in msg.records.into_iter().enumerate() {
-            let checked = check_record(index, record)?;
-            if !ids.insert(checked.record.inference_id.clone()) {
-                return Err(InferenceError::DuplicateRecord.err(format!(
-                    "records[{index}]: inference id {} appears twice in the batch",
-                    checked.record.inference_id
-                )));
-            }
-            records.push(checked);
-        }
+    (any.type_url == type_url::<MsgSubmitWorkBatch>()).then(|| {
+        let head = BatchHead::decode(any.value.as_slice()).map_err(|e| {
+            SdkError::Decode.err(format!(
+                "{} is not a valid gonka.inference.v1.MsgSubmitWorkBatch: {e}",
+                any.type_url
+            ))
+        })?;
+        validate_address("transfer_agent", &head.transfer_agent)?;
         Ok(Box::new(SubmitWorkBatch {
-            transfer_agent: msg.transfer_agent,
-            records,
+            transfer_agent: head.transfer_agent,
+            encoded: any.value.clone(),
         }) as Box<dyn Msg>)
     })
+}
+
+/// The stateless checks of every record, in order, with the duplicate-id check across the
+/// batch; each requester signature verification is charged to `gas` before it runs.
+fn check_records(records: &[WorkRecord], gas: &GasMeter) -> Result<Vec<Checked>> {
+    let mut ids = BTreeSet::new();
+    let mut checked = Vec::with_capacity(records.len());
+    for (index, record) in records.iter().enumerate() {
+        checked.push(check_record(index, record, gas)?);
+        if !ids.insert(record.inference_id.as_str()) {
+            return Err(InferenceError::DuplicateRecord.err(format!(
+                "records[{index}]: inference id {} appears twice in the batch",
+                record.inference_id
+            )));
+        }
+    }
+    Ok(checked)
 }
 
 fn hash_32(index: usize, field: &str, bytes: &[u8]) -> Result<()> {
@@ -77,7 +99,7 @@ fn hash_32(index: usize, field: &str, bytes: &[u8]) -> Result<()> {
     }
 }
 
-fn check_record(index: usize, record: WorkRecord) -> Result<Checked> {
+fn check_record(index: usize, record: &WorkRecord, gas: &GasMeter) -> Result<Checked> {
     validate_address(&format!("records[{index}].requester"), &record.requester)?;
     hash_32(index, "request_hash", &record.request_hash)?;
     hash_32(index, "prompt_hash", &record.prompt_hash)?;
@@ -132,6 +154,8 @@ fn check_record(index: usize, record: WorkRecord) -> Result<Checked> {
             inference_id(&signed)
         )));
     }
+    // The key's decompression and the verification are the expensive part: paid as gas.
+    gas.consume_signature_verify("requester signature")?;
     match address_of_pubkey(&record.requester_pubkey) {
         Some(derived) if derived == record.requester => {}
         Some(derived) => {
@@ -159,11 +183,7 @@ fn check_record(index: usize, record: WorkRecord) -> Result<Checked> {
             record.requester
         )));
     }
-    Ok(Checked {
-        record,
-        tokens,
-        commission,
-    })
+    Ok(Checked { tokens, commission })
 }
 
 impl Msg for SubmitWorkBatch {
@@ -173,23 +193,36 @@ impl Msg for SubmitWorkBatch {
 
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let ta = &self.transfer_agent;
+        // Its bytes are already paid for: the tx's size gas.
+        let records = MsgSubmitWorkBatch::decode(self.encoded.as_slice())
+            .map_err(|e| {
+                SdkError::Decode.err(format!(
+                    "the records of a MsgSubmitWorkBatch are not valid protobuf: {e}"
+                ))
+            })?
+            .records;
+        if records.is_empty() {
+            return Err(
+                InferenceError::BatchTooLarge.err("a work batch must carry at least 1 record")
+            );
+        }
         if state.transfer_agent(ta)?.is_none() {
             return Err(InferenceError::NotTransferAgent.err(format!(
                 "{ta} is not a registered transfer agent; register with MsgRegisterTransferAgent"
             )));
         }
         let params = state.inference_params()?;
-        if self.records.len() as u64 > params.max_records_per_batch {
+        if records.len() as u64 > params.max_records_per_batch {
             return Err(InferenceError::BatchTooLarge.err(format!(
                 "a work batch carries at most {} records, found {}",
                 params.max_records_per_batch,
-                self.records.len()
+                records.len()
             )));
         }
+        let checked_records = check_records(&records, ctx.gas)?;
         let epoch = gonka_epochs::current(state)?;
         let (mut stored, mut refused) = (0, 0);
-        for (index, checked) in self.records.iter().enumerate() {
-            let record = &checked.record;
+        for (index, (record, checked)) in records.iter().zip(&checked_records).enumerate() {
             let id = &record.inference_id;
             if checked.tokens > params.max_tokens_per_record {
                 return Err(InferenceError::InvalidRecord.err(format!(
@@ -223,6 +256,7 @@ impl Msg for SubmitWorkBatch {
                     node.models.join(", ")
                 )));
             }
+            ctx.gas.consume_signature_verify("executor signature")?;
             if !executor_signature_ok(
                 &node.pubkey,
                 &record.request_hash,
