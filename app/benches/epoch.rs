@@ -62,7 +62,7 @@ fn genesis(participants: usize) -> serde_json::Value {
                 }
             })
             .collect(),
-        min_fee: 1_000,
+        min_gas_price: None,
         epoch_length: Some(EPOCH_LENGTH),
         stake_params: Some(stake::Params {
             min_stake: "1000".into(),

@@ -12,14 +12,15 @@ use std::time::Instant;
 use gonka_app::genesis::{app_state, GenesisAccount};
 use gonka_app::harness::TestChain;
 use gonka_client::keys::well_known_mnemonic;
-use gonka_client::{msg_send, sign, Key, SignerData};
+use gonka_client::{msg_send, sign, GasFee, GasPrice, Key, SignerData};
 use k256::ecdsa::signature::{Signer, Verifier};
 use k256::ecdsa::{Signature, SigningKey};
 
 const SENDERS: usize = 20;
 const TXS_PER_SENDER: u64 = 100;
 const BLOCK_TXS: usize = 500;
-const MIN_FEE: u128 = 1000;
+/// Gas limit of each send (one uses about 36,000).
+const SEND_GAS: u64 = 100_000;
 
 fn main() {
     let verify_rate = k256_verify_rate();
@@ -36,10 +37,12 @@ fn main() {
         })
         .collect();
     let dir = tempfile::tempdir().unwrap();
+    let price = GasPrice::parse(&gonka_auth::default_params().min_gas_price).unwrap();
+    let fee = GasFee::at_price(SEND_GAS, &price).unwrap();
     let mut chain = TestChain::new(
         &dir.path().join("state.redb"),
         "bench",
-        &app_state(&accounts, MIN_FEE),
+        &app_state(&accounts, price),
     )
     .unwrap();
     chain.next_block(vec![]);
@@ -59,7 +62,7 @@ fn main() {
                     key,
                     vec![msg_send(key.address(), &recipient, 1)],
                     &signer,
-                    MIN_FEE,
+                    fee,
                     "",
                 )
                 .unwrap(),

@@ -25,7 +25,7 @@ fn fatal(call: &str, error: anyhow::Error) -> ! {
     std::process::exit(1)
 }
 
-fn to_abci_events(events: Vec<Event>) -> Vec<abci::Event> {
+pub(crate) fn to_abci_events(events: Vec<Event>) -> Vec<abci::Event> {
     events
         .into_iter()
         .map(|event| abci::Event {
@@ -49,6 +49,7 @@ fn exec_result(outcome: TxOutcome) -> ExecTxResult {
         codespace: outcome.codespace.into(),
         log: outcome.log,
         gas_wanted: outcome.gas_wanted,
+        gas_used: outcome.gas_used,
         events: to_abci_events(outcome.events),
         ..Default::default()
     }
@@ -120,6 +121,7 @@ impl Application for App {
             codespace: outcome.codespace.into(),
             log: outcome.log,
             gas_wanted: outcome.gas_wanted,
+            gas_used: outcome.gas_used,
             events: to_abci_events(outcome.events),
             ..Default::default()
         }

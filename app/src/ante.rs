@@ -1,9 +1,21 @@
 //! The ante step: decode a `TxRaw`, then authenticate it and charge its fee.
 //!
-//! [`decode`] is stateless apart from reading parameters: a tx it rejects changes nothing.
-//! [`authenticate`] runs against state: signer account, sign-doc hint, public key,
-//! sequence, signature, fee. A tx it rejects changes nothing either; one it accepts has
-//! paid its fee and used its sequence even if a message later fails.
+//! Cheap checks come before expensive ones, so a tx that cannot pay costs a node almost
+//! nothing:
+//! 1. [`decode`]: size, protobuf structure, message envelopes (each module's stateless
+//!    checks; none verifies a signature), fee denom. It reads no state but the parameters;
+//!    a tx it rejects changes nothing.
+//! 2. [`authenticate`], under the tx's gas meter: the tx's bytes are charged, then the
+//!    signer's account must exist, the sequence must be the next one, the fee must cover
+//!    `ceil(gas limit × min gas price)` and the signer must hold it; only then is the public
+//!    key decompressed and the tx signature verified (charged as one signature check). A tx
+//!    it rejects changes nothing either; one it accepts has paid its fee and used its
+//!    sequence even if a message later fails or runs out of gas.
+//!
+//! In [`Mode::Simulate`] (the `Simulate` query) the signature is not verified but its gas is
+//! charged, an unspecified sign mode and an empty signature are accepted (as cosmjs sends
+//! them), and the fee is transferred even if it is zero, so the gas reported is what the
+//! signed tx will use.
 
 use cosmrs::proto::cosmos::crypto::secp256k1::PubKey as CosmosPubKey;
 use cosmrs::proto::cosmos::tx::signing::v1beta1::SignMode;
@@ -11,10 +23,24 @@ use cosmrs::proto::cosmos::tx::v1beta1::{mode_info, AuthInfo, SignDoc, TxBody, T
 use gonka_auth::{address_of_key, validate_address, AuthError, AuthParams, AuthRead, AuthWrite};
 use gonka_bank::{fee_collector_address, parse_coins, transfer, Coin, NATIVE_DENOM};
 use gonka_proto::auth::SignDocHint;
-use gonka_sdk::{type_url, Error, ErrorCode, Event, Module, Msg, Result, StateWrite};
+use gonka_sdk::{type_url, Error, ErrorCode, Event, GasMeter, Module, Msg, Result, StateWrite};
 use k256::ecdsa::signature::Verifier;
 use k256::ecdsa::{Signature, VerifyingKey};
 use prost::Message;
+
+/// Length of a compact secp256k1 signature: what simulation charges for a tx that does not
+/// carry one yet.
+const SIGNATURE_LEN: usize = 64;
+
+/// How a transaction is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `CheckTx` and `FinalizeBlock`: every check, the gas limit enforced.
+    Execute,
+    /// The `Simulate` query: no signature check (its gas is still charged), no gas limit, no
+    /// minimum fee; the caller keeps nothing.
+    Simulate,
+}
 
 /// A structurally valid transaction whose messages passed their stateless checks.
 pub struct DecodedTx {
@@ -22,12 +48,15 @@ pub struct DecodedTx {
     pub signer: String,
     /// Messages with their type URLs, in order.
     pub msgs: Vec<(String, Box<dyn Msg>)>,
-    /// Gas limit the client asked for (reported back; no gas metering, fees are flat).
+    /// Gas limit the client asked for: the tx's `gas_wanted`.
     pub gas_limit: u64,
+    /// Size of the TxRaw in bytes.
+    size: usize,
     body_bytes: Vec<u8>,
     auth_info_bytes: Vec<u8>,
     signature: Vec<u8>,
-    pub_key: Option<VerifyingKey>,
+    /// SEC1 bytes of the public key the tx carries; decompressed only after the cheap checks.
+    pub_key: Option<Vec<u8>>,
     sequence: u64,
     fee: Coin,
     hint: Option<SignDocHint>,
@@ -42,7 +71,12 @@ fn shape_err(log: String) -> Error {
 }
 
 /// Decodes `bytes` and runs every stateless check.
-pub fn decode(modules: &[Box<dyn Module>], params: &AuthParams, bytes: &[u8]) -> Result<DecodedTx> {
+pub fn decode(
+    modules: &[Box<dyn Module>],
+    params: &AuthParams,
+    bytes: &[u8],
+    mode: Mode,
+) -> Result<DecodedTx> {
     if bytes.len() as u64 > params.max_tx_bytes {
         return Err(AuthError::TxTooLarge.err(format!(
             "tx is {} bytes, the limit is {} bytes",
@@ -100,11 +134,13 @@ pub fn decode(modules: &[Box<dyn Module>], params: &AuthParams, bytes: &[u8]) ->
             raw.signatures.len()
         )));
     };
-    let direct = matches!(
-        signer_info.mode_info.as_ref().and_then(|m| m.sum.as_ref()),
-        Some(mode_info::Sum::Single(single)) if single.mode == SignMode::Direct as i32
-    );
-    if !direct {
+    let sign_mode = match signer_info.mode_info.as_ref().and_then(|m| m.sum.as_ref()) {
+        Some(mode_info::Sum::Single(single)) => Some(single.mode),
+        _ => None,
+    };
+    let accepted = sign_mode == Some(SignMode::Direct as i32)
+        || (mode == Mode::Simulate && sign_mode == Some(SignMode::Unspecified as i32));
+    if !accepted {
         return Err(shape_err(
             "only SIGN_MODE_DIRECT single signatures are supported".into(),
         ));
@@ -112,7 +148,7 @@ pub fn decode(modules: &[Box<dyn Module>], params: &AuthParams, bytes: &[u8]) ->
     let pub_key = signer_info
         .public_key
         .as_ref()
-        .map(decode_pub_key)
+        .map(pub_key_bytes)
         .transpose()?;
 
     let fee = auth_info.fee.unwrap_or_default();
@@ -155,6 +191,7 @@ pub fn decode(modules: &[Box<dyn Module>], params: &AuthParams, bytes: &[u8]) ->
         signer,
         msgs,
         gas_limit,
+        size: bytes.len(),
         body_bytes: raw.body_bytes,
         auth_info_bytes: raw.auth_info_bytes,
         signature: signature.clone(),
@@ -165,7 +202,9 @@ pub fn decode(modules: &[Box<dyn Module>], params: &AuthParams, bytes: &[u8]) ->
     })
 }
 
-fn decode_pub_key(any: &gonka_sdk::Any) -> Result<VerifyingKey> {
+/// The SEC1 bytes of a `/cosmos.crypto.secp256k1.PubKey`; whether they are a curve point is
+/// checked by [`authenticate`], after the cheap checks.
+fn pub_key_bytes(any: &gonka_sdk::Any) -> Result<Vec<u8>> {
     if any.type_url != type_url::<CosmosPubKey>() {
         return Err(AuthError::InvalidPubKey.err(format!(
             "public key type {} is not supported, expected {}",
@@ -175,18 +214,42 @@ fn decode_pub_key(any: &gonka_sdk::Any) -> Result<VerifyingKey> {
     }
     let key =
         CosmosPubKey::decode(any.value.as_slice()).map_err(|e| decode_err("public key", e))?;
-    VerifyingKey::from_sec1_bytes(&key.key).map_err(|_| {
+    Ok(key.key)
+}
+
+fn parse_pub_key(bytes: &[u8]) -> Result<VerifyingKey> {
+    VerifyingKey::from_sec1_bytes(bytes).map_err(|_| {
         AuthError::InvalidPubKey.err(format!(
             "public key of {} bytes is not a valid secp256k1 point",
-            key.key.len()
+            bytes.len()
         ))
     })
 }
 
-/// Authenticates `tx` against state, charges its fee to the fee collector and increments
-/// the signer's sequence. On error nothing has been written that the caller keeps: run it
-/// in a fork.
-pub fn authenticate(tx: &DecodedTx, chain_id: &str, state: &mut dyn StateWrite) -> Result<()> {
+/// Authenticates `tx` against `state` (a state charged to `gas`), charges its fee to the fee
+/// collector and increments the signer's sequence. On error nothing has been written that
+/// the caller keeps: run it in a fork.
+pub fn authenticate(
+    tx: &DecodedTx,
+    chain_id: &str,
+    params: &AuthParams,
+    gas: &GasMeter,
+    state: &mut dyn StateWrite,
+    mode: Mode,
+) -> Result<()> {
+    // Bytes first: a limit too small for the tx's own size fails before any state is read.
+    // A simulated tx is charged as if it carried its signature already.
+    let size = match mode {
+        Mode::Simulate => tx.size - tx.signature.len().min(tx.size) + SIGNATURE_LEN,
+        Mode::Execute => tx.size,
+    };
+    gas.consume(
+        params
+            .gas_costs
+            .tx_size_per_byte
+            .saturating_mul(size as u64),
+        "txSize",
+    )?;
     if let Some(hint) = &tx.hint {
         if hint.chain_id != chain_id {
             return Err(AuthError::WrongChainId.err(format!(
@@ -204,38 +267,6 @@ pub fn authenticate(tx: &DecodedTx, chain_id: &str, state: &mut dyn StateWrite) 
             )));
         }
     }
-
-    let key = match (&tx.pub_key, account.pub_key.is_empty()) {
-        (Some(key), true) => {
-            let derived = address_of_key(key);
-            if derived != tx.signer {
-                return Err(AuthError::InvalidPubKey.err(format!(
-                    "public key belongs to {derived}, not to the signer {}",
-                    tx.signer
-                )));
-            }
-            *key
-        }
-        (Some(key), false) => {
-            if key.to_encoded_point(true).as_bytes() != account.pub_key.as_slice() {
-                return Err(AuthError::InvalidPubKey.err(format!(
-                    "public key in the tx is not the one {} registered",
-                    tx.signer
-                )));
-            }
-            *key
-        }
-        (None, false) => VerifyingKey::from_sec1_bytes(&account.pub_key).map_err(|_| {
-            AuthError::InvalidPubKey.err(format!("stored public key of {} is invalid", tx.signer))
-        })?,
-        (None, true) => {
-            return Err(AuthError::InvalidPubKey.err(format!(
-                "{} has no public key on chain yet; its first tx must include one",
-                tx.signer
-            )))
-        }
-    };
-
     if tx.sequence < account.sequence {
         return Err(AuthError::SequenceReplayed.err(format!(
             "sequence {} was already used by {}; the next sequence is {}",
@@ -249,42 +280,98 @@ pub fn authenticate(tx: &DecodedTx, chain_id: &str, state: &mut dyn StateWrite) 
         )));
     }
 
-    // The sign doc is rebuilt from the bytes exactly as received, never re-encoded.
-    let sign_doc = SignDoc {
-        body_bytes: tx.body_bytes.clone(),
-        auth_info_bytes: tx.auth_info_bytes.clone(),
-        chain_id: chain_id.to_string(),
-        account_number: account.account_number,
+    if mode == Mode::Execute {
+        let price = params.min_gas_price;
+        let required = price.fee_for(tx.gas_limit).ok_or_else(|| {
+            AuthError::InsufficientFee.err(format!(
+                "gas limit {} at the minimum gas price {price}{NATIVE_DENOM} per gas unit costs more than 2^128 {NATIVE_DENOM}; lower the gas limit",
+                tx.gas_limit
+            ))
+        })?;
+        if tx.fee.amount < required {
+            return Err(AuthError::InsufficientFee.err(format!(
+                "fee {} is below the {required}{NATIVE_DENOM} that gas limit {} costs at the minimum gas price {price}{NATIVE_DENOM} per gas unit (ceil(gas × price)); pay at least {required}{NATIVE_DENOM}, or estimate the gas with --gas auto",
+                tx.fee, tx.gas_limit
+            )));
+        }
     }
-    .encode_to_vec();
-    let verified = Signature::from_slice(&tx.signature)
-        .is_ok_and(|signature| key.verify(&sign_doc, &signature).is_ok());
-    if !verified {
-        return Err(AuthError::InvalidSignature.err(format!(
-            "signature does not verify; it must cover chain-id {chain_id:?}, account number {} and sequence {}",
-            account.account_number, account.sequence
-        )));
-    }
-
-    let min_fee = state.auth_params()?.min_fee;
-    if tx.fee.amount < min_fee {
-        return Err(AuthError::InsufficientFee.err(format!(
-            "fee {} is below the minimum {min_fee}{NATIVE_DENOM}",
-            tx.fee
-        )));
-    }
-    if tx.fee.amount > 0 {
+    // The payer must hold the fee. A simulation moves even a zero fee, so its reads and
+    // writes are charged as the signed tx's will be.
+    if tx.fee.amount > 0 || mode == Mode::Simulate {
         transfer(state, &tx.signer, &fee_collector_address(), &tx.fee)?;
     }
+
+    // Only now the expensive part: the key's decompression and the signature check.
+    let key = match (&tx.pub_key, account.pub_key.is_empty()) {
+        (Some(bytes), true) => {
+            let key = parse_pub_key(bytes)?;
+            let derived = address_of_key(&key);
+            if derived != tx.signer {
+                return Err(AuthError::InvalidPubKey.err(format!(
+                    "public key belongs to {derived}, not to the signer {}",
+                    tx.signer
+                )));
+            }
+            Some(key)
+        }
+        (Some(bytes), false) => {
+            let key = parse_pub_key(bytes)?;
+            if key.to_encoded_point(true).as_bytes() != account.pub_key.as_slice() {
+                return Err(AuthError::InvalidPubKey.err(format!(
+                    "public key in the tx is not the one {} registered",
+                    tx.signer
+                )));
+            }
+            Some(key)
+        }
+        (None, false) => Some(
+            VerifyingKey::from_sec1_bytes(&account.pub_key).map_err(|_| {
+                AuthError::InvalidPubKey
+                    .err(format!("stored public key of {} is invalid", tx.signer))
+            })?,
+        ),
+        // A simulation may leave the key out; its signature is not checked anyway.
+        (None, true) if mode == Mode::Simulate => None,
+        (None, true) => {
+            return Err(AuthError::InvalidPubKey.err(format!(
+                "{} has no public key on chain yet; its first tx must include one",
+                tx.signer
+            )))
+        }
+    };
+
+    gas.consume_signature_verify("signature verification")?;
+    if mode == Mode::Execute {
+        // The sign doc is rebuilt from the bytes exactly as received, never re-encoded.
+        let sign_doc = SignDoc {
+            body_bytes: tx.body_bytes.clone(),
+            auth_info_bytes: tx.auth_info_bytes.clone(),
+            chain_id: chain_id.to_string(),
+            account_number: account.account_number,
+        }
+        .encode_to_vec();
+        let verified = key.is_some_and(|key| {
+            Signature::from_slice(&tx.signature)
+                .is_ok_and(|signature| key.verify(&sign_doc, &signature).is_ok())
+        });
+        if !verified {
+            return Err(AuthError::InvalidSignature.err(format!(
+                "signature does not verify; it must cover chain-id {chain_id:?}, account number {} and sequence {}",
+                account.account_number, account.sequence
+            )));
+        }
+    }
+
     state.emit(
         Event::new("tx")
             .attr("fee", &tx.fee)
             .attr("fee_payer", &tx.signer)
             .attr("acc_seq", format!("{}/{}", tx.signer, tx.sequence)),
     );
-
     account.sequence += 1;
-    account.pub_key = key.to_encoded_point(true).as_bytes().to_vec();
+    if let Some(key) = key {
+        account.pub_key = key.to_encoded_point(true).as_bytes().to_vec();
+    }
     state.put_account(&account);
     Ok(())
 }

@@ -12,6 +12,7 @@ use gonka_sdk::{
 };
 use gonka_store::{ChangeSet, PreparedCommit, Store};
 
+use crate::ante::Mode;
 use crate::tx::{self, TxOutcome};
 
 /// State key holding the chain id, written at genesis.
@@ -230,13 +231,29 @@ impl App {
         let (outcome, tx_writes) = {
             let base = Overlay::new(&self.inner.store, writes);
             let mut delta = Delta::new(&base);
-            let outcome = tx::execute(self.modules(), block, &mut delta, bytes);
+            let outcome = tx::execute(self.modules(), block, &mut delta, bytes, Mode::Execute);
             (outcome, delta.into_parts().0)
         };
         if outcome.code == 0 {
             writes.extend(tx_writes);
         }
         outcome
+    }
+
+    /// Runs a tx against a copy of the mempool state as the `Simulate` query does: no
+    /// signature check (its gas is still charged), no gas limit, no minimum fee, and nothing
+    /// kept. The outcome's `gas_used` is what the signed tx will use on the same state.
+    pub(crate) fn simulate(&self, bytes: &[u8]) -> TxOutcome {
+        let check = lock(&self.inner.check);
+        let base = Overlay::new(&self.inner.store, &check.writes);
+        let mut delta = Delta::new(&base);
+        tx::execute(
+            self.modules(),
+            &check.block,
+            &mut delta,
+            bytes,
+            Mode::Simulate,
+        )
     }
 
     /// Executes a decided block (`block_hash` is the header hash CometBFT sends): begin
@@ -281,7 +298,15 @@ impl App {
         let mut events = state.take_events();
         let tx_results: Vec<TxOutcome> = txs
             .iter()
-            .map(|bytes| tx::execute(self.modules(), block, &mut state, bytes.as_ref()))
+            .map(|bytes| {
+                tx::execute(
+                    self.modules(),
+                    block,
+                    &mut state,
+                    bytes.as_ref(),
+                    Mode::Execute,
+                )
+            })
             .collect();
         let mut validators = ValidatorChanges::default();
         for module in self.modules() {

@@ -1,5 +1,6 @@
 //! Building genesis `app_state`, the JSON CometBFT's genesis.json carries for `InitChain`.
 
+use gonka_proto::gas::GasPrice;
 use gonka_proto::{auth, bank, epochs, inference, rewards, stake};
 
 /// Share of each epoch's rewards a chain built from [`GenesisConfig`] sends to the
@@ -37,8 +38,8 @@ pub struct GenesisConfig {
     /// Bonded participants with consensus keys: the initial validator set. Empty keeps
     /// CometBFT's genesis.json validators.
     pub validators: Vec<GenesisValidator>,
-    /// Minimum fee per tx in ngnk.
-    pub min_fee: u128,
+    /// Least fee per unit of gas (`None`: the auth default).
+    pub min_gas_price: Option<GasPrice>,
     /// Blocks per epoch (`None`: the epochs default).
     pub epoch_length: Option<u64>,
     /// Stake parameters (`None`: defaults).
@@ -55,7 +56,11 @@ impl GenesisConfig {
     pub fn app_state(&self) -> serde_json::Value {
         let auth = auth::GenesisState {
             params: Some(auth::Params {
-                min_fee: self.min_fee.to_string(),
+                min_gas_price: self
+                    .min_gas_price
+                    .map_or(gonka_auth::default_params().min_gas_price, |price| {
+                        price.to_string()
+                    }),
                 ..gonka_auth::default_params()
             }),
             addresses: Vec::new(),
@@ -119,11 +124,12 @@ impl GenesisConfig {
     }
 }
 
-/// `app_state` funding `accounts`, with `min_fee` and every other parameter at its default.
-pub fn app_state(accounts: &[GenesisAccount], min_fee: u128) -> serde_json::Value {
+/// `app_state` funding `accounts`, with `min_gas_price` and every other parameter at its
+/// default.
+pub fn app_state(accounts: &[GenesisAccount], min_gas_price: GasPrice) -> serde_json::Value {
     GenesisConfig {
         accounts: accounts.to_vec(),
-        min_fee,
+        min_gas_price: Some(min_gas_price),
         ..Default::default()
     }
     .app_state()

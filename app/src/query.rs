@@ -1,6 +1,10 @@
 //! The query router: `/store/key` (raw value, optionally with an ics23 proof, at any
-//! committed height) and module paths (at the latest committed height).
+//! committed height), `/cosmos.tx.v1beta1.Service/Simulate` (against the mempool state) and
+//! module paths (at the latest committed height).
 
+use cosmrs::proto::cosmos::base::abci::v1beta1::{GasInfo, Result as AbciResult};
+use cosmrs::proto::cosmos::tx::v1beta1::{SimulateRequest, SimulateResponse};
+use gonka_proto::query::{cosmos::Simulate, Query};
 use gonka_sdk::{Error, ErrorCode, SdkError};
 use prost::Message;
 use tendermint_proto::v0_38::abci::ResponseQuery;
@@ -36,6 +40,8 @@ pub fn answer(app: &App, path: &str, data: &[u8], height: i64, prove: bool) -> R
         Err(SdkError::UnknownQuery.err(format!(
             "module queries read the latest height {latest}; for height {requested} use /store/key"
         )))
+    } else if path == Simulate::PATH {
+        simulate(app, data)
     } else {
         module_query(app, path, data)
     }
@@ -56,6 +62,62 @@ fn module_query(app: &App, path: &str, data: &[u8]) -> Result<ResponseQuery, Err
         })?;
     Ok(ResponseQuery {
         value: value.into(),
+        ..Default::default()
+    })
+}
+
+/// Slack over `max_tx_bytes` a `SimulateRequest` may take for its own framing.
+const SIMULATE_REQUEST_SLACK: u64 = 64;
+
+/// Answers `Simulate`: runs the tx (`tx_bytes`, or the deprecated `tx`) against a copy of the
+/// mempool state and reports the gas it used with its events. A tx that fails is answered
+/// with its error, as the Cosmos SDK does. The request is bounded by `max_tx_bytes`, so a
+/// simulation costs at most what checking the largest tx does.
+fn simulate(app: &App, data: &[u8]) -> Result<ResponseQuery, Error> {
+    let max = app.max_tx_bytes();
+    if data.len() as u64 > max.saturating_add(SIMULATE_REQUEST_SLACK) {
+        return Err(SdkError::Decode.err(format!(
+            "simulate request is {} bytes; a tx is at most {max} bytes",
+            data.len()
+        )));
+    }
+    let request = SimulateRequest::decode(data).map_err(|e| {
+        SdkError::Decode.err(format!(
+            "query data of {} is not a valid cosmos.tx.v1beta1.SimulateRequest: {e}",
+            Simulate::PATH
+        ))
+    })?;
+    #[allow(deprecated)] // the `tx` field, which older clients still send
+    let tx_bytes = match (request.tx_bytes.is_empty(), request.tx) {
+        (false, _) => request.tx_bytes,
+        // A `Tx` encodes exactly as the `TxRaw` of its body and auth info.
+        (true, Some(tx)) => tx.encode_to_vec(),
+        (true, None) => {
+            return Err(SdkError::Decode
+                .err("simulate request carries no tx; put the encoded TxRaw in tx_bytes"))
+        }
+    };
+    let outcome = app.simulate(&tx_bytes);
+    if outcome.code != 0 {
+        return Err(Error {
+            codespace: outcome.codespace,
+            code: outcome.code,
+            log: outcome.log,
+        });
+    }
+    let response = SimulateResponse {
+        gas_info: Some(GasInfo {
+            gas_wanted: u64::try_from(outcome.gas_wanted).unwrap_or(0),
+            gas_used: u64::try_from(outcome.gas_used).unwrap_or(0),
+        }),
+        result: Some(AbciResult {
+            log: outcome.log,
+            events: crate::abci::to_abci_events(outcome.events),
+            ..Default::default()
+        }),
+    };
+    Ok(ResponseQuery {
+        value: response.encode_to_vec().into(),
         ..Default::default()
     })
 }

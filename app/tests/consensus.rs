@@ -57,11 +57,12 @@ fn golden_app_hash() {
     // execution changed: update it deliberately, with a note on why.
     // History: foundation (auth, bank); + epochs, stake, rewards genesis state;
     // + inference genesis (its parameters are stored even when genesis has no section);
-    // + disputes genesis (its parameters likewise).
+    // + disputes genesis (its parameters likewise); + gas: auth parameters carry the minimum
+    // gas price and the gas costs instead of a flat minimum fee (every tx still pays 1,000).
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "6ab4a27b391799cb1762b424a94ffc51300602643e8d0a30a9a48fc389b0bbd3";
+const GOLDEN: &str = "88fdb68e1ab93f9cee05d0070772bb147890bcdac4a26ac718eb31441603b507";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

@@ -1,5 +1,5 @@
-//! Stock Cosmos clients: the standard MsgSend type URL and the standard gRPC-over-ABCI
-//! query paths with the standard protobuf types.
+//! Stock Cosmos clients: the standard MsgSend type URL, the standard gRPC-over-ABCI query
+//! paths with the standard protobuf types, and gas estimation by `Simulate`.
 
 mod common;
 
@@ -13,7 +13,12 @@ use cosmrs::proto::cosmos::bank::v1beta1::{
 };
 use cosmrs::proto::cosmos::base::v1beta1::Coin;
 use cosmrs::proto::cosmos::crypto::secp256k1::PubKey;
-use gonka_client::sign;
+use cosmrs::proto::cosmos::tx::signing::v1beta1::SignMode;
+use cosmrs::proto::cosmos::tx::v1beta1::{
+    mode_info, AuthInfo, Fee, ModeInfo, SignerInfo, SimulateRequest, SimulateResponse, Tx, TxBody,
+};
+use gonka_client::{msg_send, sign, GasAdjustment, GasFee};
+use gonka_proto::query::{cosmos::Simulate, Query};
 use prost::Message;
 
 #[test]
@@ -36,7 +41,7 @@ fn cosmos_msg_send_and_standard_queries_work() {
         alice,
         vec![msg],
         &signer("alice", 0),
-        MIN_FEE,
+        tx_fee(),
         "",
     )
     .unwrap()]);
@@ -111,4 +116,118 @@ fn cosmos_msg_send_and_standard_queries_work() {
         "{}",
         response.log
     );
+}
+
+/// Asks `/cosmos.tx.v1beta1.Service/Simulate` through the ABCI query path.
+fn simulate(fx: &Fixture, tx_bytes: Vec<u8>) -> Result<SimulateResponse, (String, u32, String)> {
+    let request = SimulateRequest {
+        tx_bytes,
+        ..Default::default()
+    };
+    let response = fx.chain.query(Simulate::PATH, request.encode_to_vec());
+    if response.code != 0 {
+        return Err((response.codespace, response.code, response.log));
+    }
+    Ok(<Simulate as Query>::Response::decode(response.value.as_ref()).unwrap())
+}
+
+/// What cosmjs `fee: "auto"` and `gonkad tx --gas auto` do: simulate, then sign with the gas
+/// used times an adjustment. The simulation needs no signature (cosmjs sends an empty one
+/// with an unspecified sign mode and no fee), reports the gas the signed tx then uses within
+/// the adjustment, keeps nothing, and answers a tx that would fail with its error.
+#[test]
+fn simulate_estimates_the_gas_a_tx_uses_and_keeps_nothing() {
+    let mut fx = Fixture::new();
+    fx.chain.next_block(vec![]);
+    let (alice, bob) = (key("alice"), key("bob"));
+    let msgs = || vec![msg_send(alice.address(), bob.address(), 777)];
+    let probe = sign(alice, msgs(), &signer("alice", 0), GasFee::SIMULATION, "").unwrap();
+    let simulated = simulate(&fx, probe).unwrap();
+    let gas = simulated.gas_info.unwrap();
+    assert_eq!(gas.gas_wanted, 0);
+    assert!(gas.gas_used > 10_000, "{gas:?}");
+    let result = simulated.result.unwrap();
+    assert!(
+        result
+            .events
+            .iter()
+            .any(|e| e.r#type == "transfer" && e.attributes.iter().any(|a| a.value == "777ngnk")),
+        "{:?}",
+        result.events
+    );
+
+    // A cosmjs simulation: a `Tx` (not `TxRaw`), SIGN_MODE_UNSPECIFIED, an empty signature.
+    let cosmjs = Tx {
+        body: Some(TxBody {
+            messages: msgs(),
+            ..Default::default()
+        }),
+        auth_info: Some(AuthInfo {
+            signer_infos: vec![SignerInfo {
+                public_key: Some(cosmrs::Any {
+                    type_url: "/cosmos.crypto.secp256k1.PubKey".into(),
+                    value: PubKey {
+                        key: alice.public_key().to_bytes(),
+                    }
+                    .encode_to_vec(),
+                }),
+                mode_info: Some(ModeInfo {
+                    sum: Some(mode_info::Sum::Single(mode_info::Single {
+                        mode: SignMode::Unspecified as i32,
+                    })),
+                }),
+                sequence: 0,
+            }],
+            fee: Some(Fee::default()),
+            ..Default::default()
+        }),
+        signatures: vec![vec![]],
+    };
+    let cosmjs_gas = simulate(&fx, cosmjs.encode_to_vec())
+        .unwrap()
+        .gas_info
+        .unwrap()
+        .gas_used;
+    // Only its size differs (no sign-doc hint), at 10 gas per byte.
+    assert!(
+        cosmjs_gas.abs_diff(gas.gas_used) < 1_000,
+        "{cosmjs_gas} vs {gas:?}"
+    );
+
+    // Nothing was kept: sequence 0 is still next, no funds moved.
+    assert_eq!(fx.balance(bob.address()), START_BALANCE);
+    let limit = GasAdjustment::DEFAULT.apply(gas.gas_used);
+    let fee = GasFee::at_price(limit, &min_gas_price()).unwrap();
+    let tx = sign(alice, msgs(), &signer("alice", 0), fee, "").unwrap();
+    let check = fx.chain.check_tx(tx.clone());
+    assert_eq!(check.code, 0, "{}", check.log);
+    assert_eq!(check.gas_wanted, limit as i64);
+    // The signed tx is a few bytes longer (its fee and limit): a little more, within the
+    // adjustment.
+    assert!(
+        (gas.gas_used as i64..=limit as i64).contains(&check.gas_used),
+        "simulated {}, used {}, limit {limit}",
+        gas.gas_used,
+        check.gas_used
+    );
+    let block = fx.chain.next_block(vec![tx]);
+    let executed = &block.tx_results[0];
+    assert_eq!(executed.code, 0, "{}", executed.log);
+    assert_eq!(
+        (executed.gas_wanted, executed.gas_used),
+        (check.gas_wanted, check.gas_used)
+    );
+    assert_eq!(fx.balance(bob.address()), START_BALANCE + 777);
+
+    // A tx that would fail is answered with its error, as CheckTx would.
+    let too_much = vec![msg_send(alice.address(), bob.address(), START_BALANCE)];
+    let probe = sign(alice, too_much, &signer("alice", 1), GasFee::SIMULATION, "").unwrap();
+    let (codespace, code, log) = simulate(&fx, probe).unwrap_err();
+    assert_eq!((codespace.as_str(), code), ("bank", 4), "{log}");
+    // So is a wrong sequence, which the simulation checks like CheckTx.
+    let stale = sign(alice, msgs(), &signer("alice", 0), GasFee::SIMULATION, "").unwrap();
+    assert_eq!(simulate(&fx, stale).unwrap_err().1, 7);
+    // A request larger than any tx is refused before it is decoded.
+    let (codespace, code, log) = simulate(&fx, vec![0; 9_000]).unwrap_err();
+    assert_eq!((codespace.as_str(), code), ("sdk", 2), "{log}");
 }

@@ -29,8 +29,8 @@ use tendermint_proto::v0_38::abci::ExecTxResult;
 
 const MODEL: &str = "meta/llama-8b";
 const PRICE: u128 = 10;
-/// The transfer agent (also a validator).
-const TA: &str = "p4";
+/// The transfer agent (also a validator, never assigned its own records).
+const TA: &str = "p5";
 /// Bond of every participant.
 const BOND: u128 = 1_000_000;
 /// Tokens of a scenario record (100 prompt + 50 completion) and its cost.
@@ -41,7 +41,7 @@ const POOL_FUNDS: u128 = 1_000_000;
 const MIN_DEPOSIT: u128 = 10_000;
 /// 20% of one bond.
 const SLASH: u128 = BOND / 5;
-const LABELS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "alice", "bob"];
+const LABELS: [&str; 8] = ["p0", "p1", "p2", "p3", "p4", "p5", "alice", "bob"];
 
 // ---------------------------------------------------------------------------------------
 // Fixture
@@ -73,11 +73,12 @@ fn unsampled_params() -> pb::Params {
     }
 }
 
-/// Five participants p0..p4 bonding `BOND` each (equal power); 1,000-block epochs, so no
-/// epoch ends and rewards never move balances; node n0 of host p0; TA p4; the validation
-/// pool funded with `POOL_FUNDS` by alice.
+/// Six participants p0..p5 bonding `BOND` each (equal power); 1,000-block epochs, so no
+/// epoch ends and rewards never move balances; node n0 of host p0; TA p5, so the validators
+/// and committee members of its records are p1..p4; the validation pool funded with
+/// `POOL_FUNDS` by alice.
 fn world(params: pb::Params) -> World {
-    let mut setup = Setup::new(5, BOND);
+    let mut setup = Setup::new(6, BOND);
     setup.epoch_length = 1_000;
     let mut world = World::with_genesis(setup, |state| {
         state["inference"] = json!({

@@ -862,7 +862,7 @@ fn invalid_genesis_parameters_are_refused_naming_the_parameter() {
         ),
         (
             "auth",
-            json!({"params": {"max_tx_bytes": 0, "min_fee": "1", "max_msgs_per_tx": 1}}),
+            json!({"params": {"max_tx_bytes": 0, "max_msgs_per_tx": 1, "min_gas_price": "1"}}),
             "auth",
             "max_tx_bytes",
         ),

@@ -22,7 +22,7 @@ use tendermint_proto::v0_38::abci::ExecTxResult;
 const LLAMA: &str = "meta/llama-8b";
 const QWEN: &str = "qwen/72b";
 /// The transfer agent (also a validator).
-const TA: &str = "p4";
+const TA: &str = "p5";
 /// Bond of every genesis participant.
 const BOND: u128 = 1_000_000;
 const EPOCH_LENGTH: u64 = 10;
@@ -31,17 +31,18 @@ const MIN_DEPOSIT: u128 = 10_000;
 const POOL_FUNDS: u128 = 1_000_000;
 /// What p3 unbonds in epoch 0 (paid back at the end of epoch 1).
 const UNSTAKED: u128 = 200_000;
-const PARTICIPANTS: [&str; 6] = ["p0", "p1", "p2", "p3", "p4", "dave"];
+const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "bc346776bd4c179c93927be5b3d059f2af7fbbb56d1e22a5083d14b31c13bce2";
+const GOLDEN: &str = "f75cabf2a1126f2dde34ed03e51daf7759069a1767b1d7e6643e8e678771bf3d";
 
-/// Five genesis participants p0..p4 bonding `BOND`; alice, bob, carol and dave funded;
+/// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
+/// its records); alice, bob, carol and dave funded;
 /// 10-block epochs; 1-epoch unbonding and jail; 10% of each epoch's rewards to the
 /// validation pool; two priced models; every record sampled, 2 blocks to validate,
 /// committees of 3, 20% slashed, jailed at the first missed deadline.
 fn world() -> World {
-    let mut setup = Setup::new(5, BOND);
+    let mut setup = Setup::new(6, BOND);
     setup.epoch_length = EPOCH_LENGTH;
     setup.stake.unbonding_epochs = 1;
     setup.stake.jail_epochs = 1;
@@ -217,7 +218,7 @@ fn scenario(w: &mut World) -> Log {
                 &addr("dave"),
                 500_000,
                 "dave",
-                Some(consensus_key(5)),
+                Some(consensus_key(6)),
             )],
         ),
         w.tx("p2", vec![msg_stake(&addr("p2"), 100_000, "", None)]),
@@ -548,8 +549,8 @@ fn scenario(w: &mut World) -> Log {
 /// (which must agree at every height, results included), and compares the final app hash
 /// with [`GOLDEN`].
 ///
-/// Genesis: participants p0..p4 (bond 1,000,000 ngnk each, consensus keys
-/// `support::consensus_key(0..5)`), alice, bob, carol and dave funded, every key derived
+/// Genesis: participants p0..p5 (bond 1,000,000 ngnk each, consensus keys
+/// `support::consensus_key(0..6)`; dave stakes with key 6), alice, bob, carol and dave funded, every key derived
 /// from its label's fixed well-known mnemonic and ML node keys from fixed scalars; block
 /// times and hashes come from the harness (fixed per height), so nothing varies between
 /// runs. Every tx's result code and key events are asserted before the hash is compared, so

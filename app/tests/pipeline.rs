@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use gonka_app::harness::TestChain;
-use gonka_client::{sign, SignerData};
+use gonka_client::{sign, GasFee, SignerData};
 use gonka_proto::bank::{Coin, MsgSend};
 use gonka_sdk::Any;
 use prost::Message;
@@ -25,7 +25,7 @@ fn any_send(from: &str, to: &str, amount: &str) -> Any {
     }
 }
 
-fn signed(from: &str, msgs: Vec<Any>, signer: SignerData, fee: u128, memo: &str) -> Vec<u8> {
+fn signed(from: &str, msgs: Vec<Any>, signer: SignerData, fee: GasFee, memo: &str) -> Vec<u8> {
     sign(key(from), msgs, &signer, fee, memo).unwrap()
 }
 
@@ -59,7 +59,7 @@ fn rejection_cases() -> Vec<Case> {
                     value: vec![],
                 }],
                 signer("alice", 0),
-                MIN_FEE,
+                tx_fee(),
                 "",
             ),
             "auth",
@@ -75,7 +75,7 @@ fn rejection_cases() -> Vec<Case> {
                     chain_id: "other-chain".into(),
                     ..signer("alice", 0)
                 },
-                MIN_FEE,
+                tx_fee(),
                 "",
             ),
             "auth",
@@ -90,7 +90,7 @@ fn rejection_cases() -> Vec<Case> {
                     account_number: 7,
                     ..signer("alice", 0)
                 },
-                MIN_FEE,
+                tx_fee(),
                 "",
             ),
             "auth",
@@ -103,7 +103,10 @@ fn rejection_cases() -> Vec<Case> {
                 "alice",
                 vec![any_send(alice.address(), bob.address(), "10")],
                 signer("alice", 0),
-                MIN_FEE - 1,
+                GasFee {
+                    amount: MIN_FEE - 1,
+                    ..tx_fee()
+                },
                 "",
             ),
             "auth",
@@ -115,7 +118,7 @@ fn rejection_cases() -> Vec<Case> {
                 "alice",
                 vec![any_send(alice.address(), bob.address(), "10")],
                 signer("alice", 0),
-                MIN_FEE,
+                tx_fee(),
                 &"x".repeat(9000),
             ),
             "auth",
@@ -127,7 +130,7 @@ fn rejection_cases() -> Vec<Case> {
                 "alice",
                 vec![any_send(alice.address(), "gonka1notanaddress", "10")],
                 signer("alice", 0),
-                MIN_FEE,
+                tx_fee(),
                 "",
             ),
             "auth",
@@ -139,7 +142,7 @@ fn rejection_cases() -> Vec<Case> {
                 "alice",
                 vec![any_send(alice.address(), bob.address(), "0")],
                 signer("alice", 0),
-                MIN_FEE,
+                tx_fee(),
                 "",
             ),
             "bank",
@@ -155,11 +158,26 @@ fn rejection_cases() -> Vec<Case> {
                     "340282366920938463463374607431768211456",
                 )],
                 signer("alice", 0),
-                MIN_FEE,
+                tx_fee(),
                 "",
             ),
             "sdk",
             4,
+        ),
+        case(
+            "gas limit below the cost of the tx's own bytes",
+            signed(
+                "alice",
+                vec![any_send(alice.address(), bob.address(), "10")],
+                signer("alice", 0),
+                GasFee {
+                    gas_limit: 100,
+                    amount: MIN_FEE,
+                },
+                "",
+            ),
+            "sdk",
+            11,
         ),
         case(
             "insufficient funds for the fee",

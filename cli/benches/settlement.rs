@@ -84,8 +84,8 @@ use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::tx::{msg_submit_work_batch, signed_work_record, RequestTerms, WorkRecordInput};
 use gonka_client::{
-    msg_register_node, msg_register_transfer_agent, node_key_proof, sign, Client, Key, NodeSpec,
-    SignerData,
+    msg_register_node, msg_register_transfer_agent, node_key_proof, sign, Client, GasAdjustment,
+    GasFee, Key, NodeSpec, SignerData,
 };
 use gonka_localnet::{
     find_cometbft, find_free_base_port, AppStateFn, GenesisValidatorKey, Localnet, LocalnetConfig,
@@ -99,8 +99,10 @@ use tendermint_rpc::Client as _;
 const CHAIN_ID: &str = "gonka-bench";
 /// Validators of the network.
 const VALIDATORS: usize = 4;
-/// `auth` `min_fee`; every tx pays exactly this.
-const MIN_FEE: u128 = 1_000;
+/// Gas limit of a batch signed ahead (for a sequence not yet reachable by `Simulate`): a
+/// fixed part plus a share per record, above what one uses (a stored record about 72,000).
+const BATCH_GAS_BASE: u64 = 200_000;
+const RECORD_GAS: u64 = 100_000;
 /// ngnk per GNK.
 const GNK: u128 = 1_000_000_000;
 /// The model every record names.
@@ -255,7 +257,7 @@ fn genesis(
                 ngnk: REQUESTER_BALANCE,
             })
             .collect(),
-        min_fee: MIN_FEE,
+        min_gas_price: None,
         epoch_length: Some(EPOCH_LENGTH),
         models: vec![Model {
             id: MODEL.into(),
@@ -402,7 +404,11 @@ async fn submit_one(client: &Client, key: &Key, msg: gonka_client::Any, what: &s
         .signer_data(key.address(), Some(CHAIN_ID))
         .await
         .with_context(|| format!("signer data of {}", key.address()))?;
-    let tx = sign(key, vec![msg], &signer, MIN_FEE, "")?;
+    let price = client.min_gas_price().await?;
+    let (tx, _) = client
+        .sign_with_estimated_gas(key, vec![msg], &signer, "", GasAdjustment::DEFAULT, &price)
+        .await
+        .with_context(|| format!("estimating the gas of {what}"))?;
     let included = client
         .broadcast_and_wait(tx, Duration::from_secs(60))
         .await
@@ -541,6 +547,7 @@ async fn run_size(
     let records = sign_records(actors, b, count)?;
     let ta = actors.transfer_agent.address();
     let signer = net[0].signer_data(ta, Some(CHAIN_ID)).await?;
+    let price = net[0].min_gas_price().await?;
     let mut ids = Vec::with_capacity(records.len());
     let mut txs = Vec::with_capacity(count / b);
     for (k, batch) in records.chunks(b).enumerate() {
@@ -554,7 +561,7 @@ async fn run_size(
             &actors.transfer_agent,
             vec![msg],
             &sequence,
-            MIN_FEE,
+            GasFee::at_price(BATCH_GAS_BASE + RECORD_GAS * batch.len() as u64, &price)?,
             "",
         )?);
     }

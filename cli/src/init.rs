@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use gonka_app::genesis::{app_state, GenesisAccount};
+use gonka_client::GasPrice;
 use serde_json::json;
 
 use crate::{amount::parse_ngnk, Global};
@@ -17,12 +18,17 @@ pub struct Args {
     /// Fund an account at genesis: ADDRESS=AMOUNT (e.g. gonka1...=1000gnk). Repeatable.
     #[arg(long = "fund", value_name = "ADDRESS=AMOUNT")]
     funds: Vec<String>,
-    /// Minimum fee per transaction, in ngnk.
-    #[arg(long, default_value_t = 1000)]
-    min_fee: u128,
+    /// Least fee per unit of gas, in ngnk (a decimal such as 0.01): every tx's fee must be
+    /// at least ceil(gas limit × this).
+    #[arg(long, default_value = "0.01", value_parser = parse_gas_price)]
+    min_gas_price: GasPrice,
     /// Also write chain_id and app_state into this CometBFT genesis.json.
     #[arg(long, value_name = "PATH")]
     cometbft_genesis: Option<PathBuf>,
+}
+
+fn parse_gas_price(text: &str) -> Result<GasPrice, String> {
+    GasPrice::parse(text)
 }
 
 /// Runs `gonkad init`.
@@ -40,7 +46,7 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let state = app_state(&accounts, args.min_fee);
+    let state = app_state(&accounts, args.min_gas_price);
 
     let home = global.home();
     let config_dir = home.join("config");

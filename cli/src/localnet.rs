@@ -46,7 +46,7 @@ fn genesis(
 ) -> Result<serde_json::Value> {
     let mut config = GenesisConfig {
         accounts,
-        min_fee: 1000,
+        min_gas_price: None,
         epoch_length: Some(EPOCH_LENGTH),
         // The sidecar's built-in deterministic model, priced at 1 ngnk per token.
         models: vec![gonka_proto::inference::Model {

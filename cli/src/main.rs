@@ -162,11 +162,14 @@ mod tests {
     fn command_tree_is_consistent() {
         Cli::command().debug_assert();
         for line in [
-            "gonkad tx stake create alice 100gnk --moniker a --consensus-key x --fee 2000",
+            "gonkad tx stake create alice 100gnk --moniker a --consensus-key x --fees 2000ngnk",
+            "gonkad tx stake add alice 5gnk --gas 150000 --gas-prices 0.02ngnk",
+            "gonkad tx stake add alice 5gnk --gas auto --gas-adjustment 1.5",
             "gonkad tx stake add alice 5gnk",
             "gonkad tx stake unstake alice 5gnk --timeout 5",
             "gonkad tx stake unjail alice --memo m",
             "gonkad query stake unbonding",
+            "gonkad query auth params --output json",
             "gonkad query rewards epoch 3 --output json",
             "gonkad query inference models",
             "gonkad query inference nodes",

@@ -70,6 +70,8 @@ pub enum AuthQuery {
         /// Account address.
         address: String,
     },
+    /// Transaction parameters: size limits, the minimum gas price and the gas costs.
+    Params,
 }
 
 /// Runs a `gonkad query` subcommand.
@@ -125,6 +127,29 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
                     if pub_key.is_empty() { "(none yet)" } else { &pub_key }
                 ),
             );
+        }
+        Command::Auth(AuthQuery::Params) => {
+            let params = client
+                .query::<q::auth::Params>(&Default::default())
+                .await?
+                .params
+                .unwrap_or_default();
+            out.print(to_json(&params), || {
+                format!(
+                    "max_tx_bytes: {}\nmax_msgs_per_tx: {}\nmin_gas_price: {}ngnk per gas unit\n\
+                     gas per tx byte: {}\ngas per signature check: {}\n\
+                     gas per read: {} + {} per byte\ngas per write: {} + {} per byte",
+                    params.max_tx_bytes,
+                    params.max_msgs_per_tx,
+                    params.min_gas_price,
+                    params.tx_size_cost_per_byte,
+                    params.sig_verify_cost_secp256k1,
+                    params.read_cost_flat,
+                    params.read_cost_per_byte,
+                    params.write_cost_flat,
+                    params.write_cost_per_byte
+                )
+            });
         }
         Command::Tx { hash } => {
             let parsed = tendermint::Hash::from_hex_upper(

@@ -1,5 +1,10 @@
 //! `gonkad tx`: sign with a keyring key, broadcast with `broadcast_tx_sync`, wait for the
 //! block that includes the tx.
+//!
+//! Gas and fees as a Cosmos user expects them: `--gas auto` (the default) simulates the tx
+//! and multiplies the gas it used by `--gas-adjustment`; `--gas N` sets the limit. The fee is
+//! `--fees` if given, else ceil(gas limit × `--gas-prices`), whose default is the chain's
+//! minimum gas price.
 
 mod disputes;
 mod inference;
@@ -8,7 +13,7 @@ mod stake;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use gonka_client::{msg_send, sign, Any, Key};
+use gonka_client::{msg_send, sign, Any, GasAdjustment, GasFee, GasPrice, Key};
 use serde_json::json;
 
 use crate::{amount::parse_ngnk, keys::load_key, Global};
@@ -64,9 +69,22 @@ pub enum BankCommand {
 /// Options of every transaction.
 #[derive(clap::Args)]
 pub struct TxOptions {
-    /// Fee in ngnk (at least the chain's minimum fee).
-    #[arg(long, default_value = "1000ngnk")]
-    fee: String,
+    /// Gas limit of the tx, or `auto` to simulate it first and use the gas it needs times
+    /// --gas-adjustment.
+    #[arg(long, default_value = "auto", value_name = "auto|N")]
+    gas: String,
+    /// Multiplier of the simulated gas with --gas auto (headroom for state changing between
+    /// the simulation and the block).
+    #[arg(long, default_value = "1.3", value_name = "DECIMAL")]
+    gas_adjustment: String,
+    /// Price per gas unit in ngnk, e.g. 0.01ngnk: the fee is ceil(gas limit × price)
+    /// [default: the chain's minimum gas price].
+    #[arg(long, value_name = "PRICE", conflicts_with = "fees")]
+    gas_prices: Option<String>,
+    /// Fee to pay instead of gas × price, e.g. 2000ngnk; the chain refuses less than
+    /// ceil(gas limit × its minimum gas price).
+    #[arg(long, alias = "fee", value_name = "AMOUNT")]
+    fees: Option<String>,
     /// Memo stored with the tx.
     #[arg(long, default_value = "")]
     memo: String,
@@ -120,11 +138,42 @@ pub async fn sign_broadcast_print(
     msgs: Vec<Any>,
     options: &TxOptions,
 ) -> Result<()> {
-    let fee = parse_ngnk(&options.fee)?;
     let client = global.client()?;
     let signer = client
         .signer_data(key.address(), global.chain_id.as_deref())
         .await?;
+    let gas_limit = match options.gas.trim() {
+        "auto" => {
+            let adjustment = GasAdjustment::parse(&options.gas_adjustment)?;
+            let probe = sign(
+                key,
+                msgs.clone(),
+                &signer,
+                GasFee::SIMULATION,
+                &options.memo,
+            )?;
+            let used = client.simulate(probe).await.map_err(|e| {
+                anyhow::anyhow!(
+                    "{e:#}\n(the tx was simulated to estimate its gas and would fail as it is)"
+                )
+            })?;
+            adjustment.apply(used)
+        }
+        limit => limit.parse::<u64>().map_err(|_| {
+            anyhow::anyhow!("--gas {limit:?} must be `auto` or a whole number of gas units")
+        })?,
+    };
+    let fee = match (&options.fees, &options.gas_prices) {
+        (Some(fees), _) => GasFee {
+            gas_limit,
+            amount: parse_ngnk(fees)?,
+        },
+        (None, Some(price)) => GasFee::at_price(
+            gas_limit,
+            &GasPrice::parse(price).map_err(anyhow::Error::msg)?,
+        )?,
+        (None, None) => GasFee::at_price(gas_limit, &client.min_gas_price().await?)?,
+    };
     let tx = sign(key, msgs, &signer, fee, &options.memo)?;
     eprintln!(
         "broadcasting to {} and waiting for a block...",
@@ -134,11 +183,31 @@ pub async fn sign_broadcast_print(
         .broadcast_and_wait(tx, Duration::from_secs(options.timeout))
         .await?;
     global.output.print(
-        json!({"hash": included.hash, "height": included.height, "code": included.code, "codespace": included.codespace, "log": included.log}),
+        json!({
+            "hash": included.hash,
+            "height": included.height,
+            "code": included.code,
+            "codespace": included.codespace,
+            "log": included.log,
+            "gas_wanted": included.gas_wanted,
+            "gas_used": included.gas_used,
+            "fee": {"amount": fee.amount.to_string(), "denom": "ngnk"},
+        }),
         || {
-            let mut text = format!("hash: {}\nheight: {}\ncode: {}", included.hash, included.height, included.code);
+            let mut text = format!(
+                "hash: {}\nheight: {}\ncode: {}\ngas: {} used of {}\nfee: {}ngnk",
+                included.hash,
+                included.height,
+                included.code,
+                included.gas_used,
+                included.gas_wanted,
+                fee.amount
+            );
             if included.code != 0 {
-                text.push_str(&format!("\nfailed ({}): {}", included.codespace, included.log));
+                text.push_str(&format!(
+                    "\nfailed ({}): {}",
+                    included.codespace, included.log
+                ));
             }
             text
         },

@@ -24,7 +24,7 @@ fn export_prints_the_committed_state_as_app_state() {
             address: alice.address().into(),
             ngnk: 7_000_000_000,
         }],
-        1_000,
+        gonka_client::GasPrice::parse("0.01").unwrap(),
     );
     let path = home.path().join("data").join(gonka_app::STATE_FILE);
     let expected = {

@@ -2,7 +2,9 @@
 //! like any outside client: typed queries of the inference registry and a transaction
 //! submitter that tracks its account's sequence.
 //!
-//! [`Chain::submit`] signs with the cached sequence and increments it once `CheckTx` accepts,
+//! [`Chain::submit`] estimates each tx's gas by simulating it (× [`GasAdjustment::DEFAULT`])
+//! and pays the fee that gas costs at the chain's minimum gas price. It signs with the cached
+//! sequence and increments it once `CheckTx` accepts,
 //! so several submissions can be in flight; on a sequence mismatch (auth 7 or 8, e.g. another
 //! process of the same account — a host's ML node, transfer agent and validator worker share
 //! it — or a tx that never made it into a block) it takes the sequence the node says it expects
@@ -13,7 +15,7 @@ use gonka_proto::query as q;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::{sign, Any, Client, Included, Key, SignerData, TxRejected};
+use crate::{Any, Client, GasAdjustment, GasPrice, Included, Key, SignerData, TxRejected};
 use anyhow::{bail, Context, Result};
 use gonka_proto::inference as pb;
 use tokio::sync::Mutex;
@@ -38,7 +40,7 @@ pub struct Chain {
     client: Client,
     key: Key,
     chain_id: String,
-    fee: u128,
+    gas_price: GasPrice,
     next: Mutex<Option<SignerData>>,
 }
 
@@ -53,15 +55,17 @@ impl std::fmt::Debug for Chain {
 }
 
 impl Chain {
-    /// Connects to the CometBFT RPC at `rpc_url` and learns the chain id; txs pay `fee` ngnk.
-    pub async fn connect(rpc_url: &str, key: Key, fee: u128) -> Result<Chain> {
+    /// Connects to the CometBFT RPC at `rpc_url` and learns the chain id and its minimum gas
+    /// price, which every tx pays.
+    pub async fn connect(rpc_url: &str, key: Key) -> Result<Chain> {
         let client = Client::new(rpc_url)?;
         let chain_id = client.chain_id().await?;
+        let gas_price = client.min_gas_price().await?;
         Ok(Chain {
             client,
             key,
             chain_id,
-            fee,
+            gas_price,
             next: Mutex::new(None),
         })
     }
@@ -101,8 +105,23 @@ impl Chain {
                         .await?,
                 ),
             };
-            let tx = sign(&self.key, msgs.clone(), signer, self.fee, "")?;
-            match self.client.broadcast(tx).await {
+            // A refused simulation is a refusal like CheckTx's (a sequence mismatch included).
+            let sent = match self
+                .client
+                .sign_with_estimated_gas(
+                    &self.key,
+                    msgs.clone(),
+                    signer,
+                    "",
+                    GasAdjustment::DEFAULT,
+                    &self.gas_price,
+                )
+                .await
+            {
+                Ok((tx, _fee)) => self.client.broadcast(tx).await,
+                Err(e) => Err(e),
+            };
+            match sent {
                 Ok(hash) => {
                     signer.sequence += 1;
                     break hash;

@@ -27,7 +27,8 @@ pub use keys::Key;
 pub use rpc::{Client, Included, TxRejected};
 pub use tx::{
     msg_register_node, msg_register_transfer_agent, msg_remove_node, msg_send, msg_stake,
-    msg_unjail, msg_unstake, msg_update_node, node_key_proof, sign, NodeSpec, SignerData,
+    msg_unjail, msg_unstake, msg_update_node, node_key_proof, sign, GasAdjustment, GasFee,
+    GasPrice, NodeSpec, SignerData,
 };
 
 /// A message packed with its type URL, as [`sign`] takes it.

@@ -12,7 +12,8 @@ use tendermint::Hash;
 use tendermint_rpc::client::CompatMode;
 use tendermint_rpc::{Client as _, HttpClient};
 
-use crate::SignerData;
+use crate::tx::{sign, GasAdjustment, GasFee, GasPrice};
+use crate::{Any, Key, SignerData};
 
 /// A transaction as included in a block.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +30,10 @@ pub struct Included {
     pub log: String,
     /// The tx's events, in order: `(kind, [(key, value)])`.
     pub events: Vec<(String, Vec<(String, String)>)>,
+    /// The tx's gas limit.
+    pub gas_wanted: u64,
+    /// Gas the tx used (past `gas_wanted` if it ran out).
+    pub gas_used: u64,
 }
 
 impl Included {
@@ -243,6 +248,61 @@ impl Client {
         })
     }
 
+    /// The chain's minimum gas price (auth parameters): every tx's fee must be at least
+    /// ceil(gas limit × this).
+    pub async fn min_gas_price(&self) -> Result<GasPrice> {
+        let params = self
+            .query::<q::auth::Params>(&Default::default())
+            .await?
+            .params
+            .ok_or_else(|| anyhow!("the chain answered /auth/params without parameters"))?;
+        GasPrice::parse(&params.min_gas_price).map_err(|e| {
+            anyhow!(
+                "the chain's min_gas_price is malformed ({e}); do client and node versions match?"
+            )
+        })
+    }
+
+    /// The gas `tx` uses on the node's mempool state now, by the
+    /// `/cosmos.tx.v1beta1.Service/Simulate` query (the signature is not checked, so a tx
+    /// signed with [`GasFee::SIMULATION`] will do). A tx the chain would refuse fails with
+    /// [`TxRejected`] carrying the chain's code and log, as `CheckTx` would.
+    pub async fn simulate(&self, tx: Vec<u8>) -> Result<u64> {
+        let request = cosmrs::proto::cosmos::tx::v1beta1::SimulateRequest {
+            tx_bytes: tx,
+            ..Default::default()
+        };
+        match self.query::<q::cosmos::Simulate>(&request).await {
+            Ok(response) => Ok(response.gas_info.unwrap_or_default().gas_used),
+            Err(e) => match e.downcast::<QueryError>() {
+                Ok(refused) => Err(TxRejected {
+                    codespace: refused.codespace,
+                    code: refused.code,
+                    log: refused.log,
+                }
+                .into()),
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// Signs `msgs` with a gas limit of `adjustment` × the gas a simulation of them uses, and
+    /// the fee that limit costs at `price` (the chain's minimum gas price, or more).
+    pub async fn sign_with_estimated_gas(
+        &self,
+        key: &Key,
+        msgs: Vec<Any>,
+        signer: &SignerData,
+        memo: &str,
+        adjustment: GasAdjustment,
+        price: &GasPrice,
+    ) -> Result<(Vec<u8>, GasFee)> {
+        let probe = sign(key, msgs.clone(), signer, GasFee::SIMULATION, memo)?;
+        let gas_used = self.simulate(probe).await?;
+        let fee = GasFee::at_price(adjustment.apply(gas_used), price)?;
+        Ok((sign(key, msgs, signer, fee, memo)?, fee))
+    }
+
     /// Broadcasts `tx` with `broadcast_tx_sync`; fails with [`TxRejected`] if `CheckTx`
     /// rejects it. Returns the tx hash.
     pub async fn broadcast(&self, tx: Vec<u8>) -> Result<Hash> {
@@ -287,6 +347,8 @@ impl Client {
                         (event.kind, attributes)
                     })
                     .collect(),
+                gas_wanted: u64::try_from(found.tx_result.gas_wanted).unwrap_or(0),
+                gas_used: u64::try_from(found.tx_result.gas_used).unwrap_or(0),
             })),
             Err(e) if e.to_string().contains("not found") => Ok(None),
             Err(e) => Err(self.unreachable(e)),

@@ -78,13 +78,83 @@ pub fn msg_unjail(operator: &str) -> Any {
     })
 }
 
-/// Signs `msgs` into `TxRaw` bytes paying `fee` ngnk. The body carries a
+pub use gonka_proto::gas::GasPrice;
+
+/// A tx's gas limit and the fee, in ngnk, that pays for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GasFee {
+    /// Most gas the tx may use; the chain reports it as `gas_wanted`.
+    pub gas_limit: u64,
+    /// Fee in ngnk; the chain accepts at least ceil(gas_limit × its minimum gas price).
+    pub amount: u128,
+}
+
+impl GasFee {
+    /// What a tx signed only to be simulated carries: no limit and no fee.
+    pub const SIMULATION: GasFee = GasFee {
+        gas_limit: 0,
+        amount: 0,
+    };
+
+    /// `gas_limit` paid at `price` per gas unit: ceil(gas_limit × price), the least fee a
+    /// chain whose minimum gas price is `price` accepts for that limit.
+    pub fn at_price(gas_limit: u64, price: &GasPrice) -> Result<GasFee> {
+        let amount = price.fee_for(gas_limit).ok_or_else(|| {
+            anyhow!(
+                "gas limit {gas_limit} at {price}ngnk per gas unit overflows; lower the gas limit"
+            )
+        })?;
+        Ok(GasFee { gas_limit, amount })
+    }
+}
+
+/// A multiplier applied to simulated gas before it becomes a gas limit, so the tx still fits
+/// if the state moves a little between the simulation and the block (Cosmos
+/// `--gas-adjustment`). Held in thousandths; no floats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GasAdjustment {
+    per_mille: u64,
+}
+
+impl GasAdjustment {
+    /// 1.3, as Cosmos guides recommend with `--gas auto`.
+    pub const DEFAULT: GasAdjustment = GasAdjustment { per_mille: 1_300 };
+
+    /// Parses a decimal of at least 1 with up to 3 fractional digits, e.g. `1.3`.
+    pub fn parse(text: &str) -> Result<GasAdjustment> {
+        let bad = || {
+            anyhow!("gas adjustment {text:?} must be a decimal of at least 1 with up to 3 fractional digits, such as 1.3")
+        };
+        let (whole, fraction) = text.trim().split_once('.').unwrap_or((text.trim(), ""));
+        let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if whole.is_empty() || !digits(whole) || !digits(fraction) || fraction.len() > 3 {
+            return Err(bad());
+        }
+        let whole: u64 = whole.parse().map_err(|_| bad())?;
+        let fraction: u64 = format!("{fraction:0<3}").parse().map_err(|_| bad())?;
+        let per_mille = whole
+            .checked_mul(1_000)
+            .and_then(|w| w.checked_add(fraction))
+            .filter(|p| *p >= 1_000)
+            .ok_or_else(bad)?;
+        Ok(GasAdjustment { per_mille })
+    }
+
+    /// ceil(gas × adjustment), saturating at `u64::MAX`.
+    pub fn apply(&self, gas: u64) -> u64 {
+        // Rounded up: an estimate must not shrink.
+        let adjusted = (u128::from(gas) * u128::from(self.per_mille)).div_ceil(1_000);
+        u64::try_from(adjusted).unwrap_or(u64::MAX)
+    }
+}
+
+/// Signs `msgs` into `TxRaw` bytes with `fee`'s gas limit and amount. The body carries a
 /// `/gonka.auth.v1.SignDocHint` so the chain can name a chain-id or account-number mismatch.
 pub fn sign(
     key: &Key,
     msgs: Vec<Any>,
     signer: &SignerData,
-    fee: u128,
+    fee: GasFee,
     memo: &str,
 ) -> Result<Vec<u8>> {
     let mut body = Body::new(msgs, memo, 0u32);
@@ -94,7 +164,20 @@ pub fn sign(
             account_number: signer.account_number,
         }));
     let denom: Denom = DENOM.parse().map_err(|e| anyhow!("{e}"))?;
-    let fee = Fee::from_amount_and_gas(Coin { denom, amount: fee }, 200_000u64);
+    // A zero fee is no coin at all: the chain, like the Cosmos SDK, refuses a "0ngnk" coin.
+    let amount = (fee.amount > 0)
+        .then_some(Coin {
+            denom,
+            amount: fee.amount,
+        })
+        .into_iter()
+        .collect();
+    let fee = Fee {
+        amount,
+        gas_limit: fee.gas_limit,
+        payer: None,
+        granter: None,
+    };
     let auth_info =
         SignerInfo::single_direct(Some(key.public_key()), signer.sequence).auth_info(fee);
     let doc = SignDoc::new(
@@ -280,6 +363,27 @@ pub fn signed_work_record(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gas_adjustment_and_fee_use_integer_math_rounding_up() {
+        let adjustment = GasAdjustment::parse("1.3").unwrap();
+        assert_eq!(adjustment, GasAdjustment::DEFAULT);
+        assert_eq!(adjustment.apply(100_000), 130_000);
+        assert_eq!(adjustment.apply(7), 10, "9.1 rounds up");
+        assert_eq!(GasAdjustment::parse("2").unwrap().apply(u64::MAX), u64::MAX);
+        assert_eq!(GasAdjustment::parse("1.005").unwrap().apply(1_000), 1_005);
+        for bad in ["0.9", "", "1.0001", "x", "-1", "1e2"] {
+            assert!(GasAdjustment::parse(bad).is_err(), "{bad:?}");
+        }
+        let price = GasPrice::parse("0.01").unwrap();
+        assert_eq!(
+            GasFee::at_price(123_456, &price).unwrap(),
+            GasFee {
+                gas_limit: 123_456,
+                amount: 1_235
+            }
+        );
+    }
 
     fn decode<M: Message + Name + Default>(any: &Any) -> M {
         assert_eq!(any.type_url, format!("/{}", M::full_name()));

@@ -90,9 +90,6 @@ pub struct MlNodeArgs {
     /// Bandwidth of the node in Mbit/s, as registered on chain.
     #[arg(long, default_value_t = 1000)]
     bandwidth_mbps: u64,
-    /// Fee of the registration tx in ngnk.
-    #[arg(long, default_value_t = 1000)]
-    fee_ngnk: u128,
     #[command(flatten)]
     testing: TestingArgs,
 }
@@ -281,7 +278,6 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
                 host,
                 node,
                 node_key: key.clone(),
-                fee: args.fee_ngnk,
             }));
         }
         None => tracing::info!(
@@ -345,10 +341,7 @@ mod tests {
         let plain = parse(&[]).unwrap();
         assert_eq!(plain.node_id, super::super::DEFAULT_NODE_ID);
         assert!(plain.upstream_url.is_none() && plain.chain_rpc.is_none());
-        assert_eq!(
-            (plain.vram_mib, plain.bandwidth_mbps, plain.fee_ngnk),
-            (0, 1000, 1000)
-        );
+        assert_eq!((plain.vram_mib, plain.bandwidth_mbps), (0, 1000));
 
         let full = parse(&[
             "--node-id=gpu-1",

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use gonka_client::rpc::QueryError;
 use gonka_client::{
-    msg_register_node, msg_update_node, node_key_proof, sign, Any, Client, Key, NodeSpec,
+    msg_register_node, msg_update_node, node_key_proof, Any, Client, GasAdjustment, Key, NodeSpec,
     SignerData, TxRejected,
 };
 use gonka_proto::inference::{Node, QueryNodeRequest};
@@ -39,12 +39,11 @@ pub struct Registration {
     /// The host's account key; a staked participant.
     pub host: Key,
     /// The node as it should be registered (its `host` is the key's address; its
-    /// `key_proof` is made on the chain's id before each attempt).
+    /// `key_proof` is made on the chain's id before each attempt). Its txs pay the gas a
+    /// simulation estimates at the chain's minimum gas price.
     pub node: Node,
     /// The node's response key, which proves possession of `node.pubkey`.
     pub node_key: SigningKey,
-    /// Fee of each tx in ngnk.
-    pub fee: u128,
 }
 
 /// The message that makes the chain's record of the node equal `desired` hosted by `host`:
@@ -114,7 +113,6 @@ async fn attempt(registration: &Registration) -> Result<(), Failure> {
         host,
         node,
         node_key,
-        fee,
     } = registration;
     let address = host.address();
     let chain_id = client
@@ -142,18 +140,25 @@ async fn attempt(registration: &Registration) -> Result<(), Failure> {
         "registered"
     };
     let signer = signer_data(client, address).await?;
-    let tx = sign(host, vec![msg], &signer, *fee, "")
-        .map_err(|e| Failure::Refused(format!("cannot sign the registration tx: {e:#}")))?;
-    let included = client
-        .broadcast_and_wait(tx, INCLUSION_TIMEOUT)
+    let price = client
+        .min_gas_price()
         .await
-        .map_err(|e| match e.downcast_ref::<TxRejected>() {
-            Some(r) if r.is_sequence_mismatch() => Failure::Transient(format!(
-                "sequence mismatch, another tx of {address} was in flight ({r})"
-            )),
-            Some(r) => Failure::Refused(r.to_string()),
-            None => Failure::Transient(one_line(&e)),
-        })?;
+        .map_err(|e| Failure::Transient(one_line(&e)))?;
+    // The simulation refuses what CheckTx would, with the same codes.
+    let sent = match client
+        .sign_with_estimated_gas(host, vec![msg], &signer, "", GasAdjustment::DEFAULT, &price)
+        .await
+    {
+        Ok((tx, _fee)) => client.broadcast_and_wait(tx, INCLUSION_TIMEOUT).await,
+        Err(e) => Err(e),
+    };
+    let included = sent.map_err(|e| match e.downcast_ref::<TxRejected>() {
+        Some(r) if r.is_sequence_mismatch() => Failure::Transient(format!(
+            "sequence mismatch, another tx of {address} was in flight ({r})"
+        )),
+        Some(r) => Failure::Refused(r.to_string()),
+        None => Failure::Transient(one_line(&e)),
+    })?;
     if included.code != 0 {
         let rejected = TxRejected {
             codespace: included.codespace,

@@ -65,6 +65,7 @@ pub use gonka::{
 pub use prost::Name;
 
 pub mod address;
+pub mod gas;
 pub mod ids;
 pub mod query;
 pub mod signing;

@@ -36,7 +36,7 @@ pub mod auth {
     queries! { auth;
         /// An account: number, sequence and public key.
         Account = "/auth/account": QueryAccountRequest => QueryAccountResponse;
-        /// Transaction parameters (minimum fee, size limits).
+        /// Transaction parameters (size limits, minimum gas price, gas costs).
         Params = "/auth/params": QueryParamsRequest => QueryParamsResponse;
     }
 }
@@ -128,6 +128,23 @@ pub mod disputes {
         Stats = "/disputes/stats": QueryStatsRequest => QueryStatsResponse;
         /// Disputes parameters.
         Params = "/disputes/params": QueryParamsRequest => QueryParamsResponse;
+    }
+}
+
+/// Cosmos SDK services that wallets and explorers call, with the stock cosmos-sdk types.
+pub mod cosmos {
+    use cosmos_sdk_proto::cosmos::tx::v1beta1::{SimulateRequest, SimulateResponse};
+
+    /// `/cosmos.tx.v1beta1.Service/Simulate`: runs a tx (`tx_bytes`) against the node's
+    /// mempool state without checking its signature, keeps nothing, and reports the gas it
+    /// used (what cosmjs `fee: "auto"` and `gonkad tx --gas auto` ask before signing).
+    #[derive(Debug, Clone, Copy)]
+    pub struct Simulate;
+
+    impl super::Query for Simulate {
+        const PATH: &'static str = "/cosmos.tx.v1beta1.Service/Simulate";
+        type Request = SimulateRequest;
+        type Response = SimulateResponse;
     }
 }
 

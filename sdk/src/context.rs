@@ -1,5 +1,7 @@
 //! What a module may know about the block and transaction it runs in.
 
+use crate::GasMeter;
+
 /// The block being executed (or, for `CheckTx`, the block that would come next).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockContext {
@@ -25,4 +27,7 @@ pub struct TxContext<'a> {
     pub block: &'a BlockContext,
     /// Bech32 address of the transaction's (single) signer, already authenticated.
     pub signer: &'a str,
+    /// The transaction's gas meter. State access is charged by the app; a message charges
+    /// the other work it makes the chain do, such as each signature it verifies.
+    pub gas: &'a GasMeter,
 }

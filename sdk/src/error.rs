@@ -49,6 +49,9 @@ pub enum SdkError {
     UnknownQuery = 5,
     /// A genesis section is malformed.
     InvalidGenesis = 6,
+    /// The transaction used more gas than its limit (the Cosmos SDK's `ErrOutOfGas`, same
+    /// codespace and number). Its fee and sequence stay paid; its messages change nothing.
+    OutOfGas = 11,
 }
 
 crate::impl_error_code!(SdkError, "sdk");

@@ -5,12 +5,15 @@
 //!   section, imported and exported.
 //! - [`StateRead`] / [`StateWrite`] and their typed extensions: the only way modules touch
 //!   state; [`Delta`] forks state so a failing transaction changes nothing.
+//! - [`GasMeter`] / [`GasState`]: what a transaction's bytes, signature checks and state
+//!   access cost, held to the tx's gas limit.
 //! - [`Event`]: typed events with indexed attributes, surfaced to CometBFT.
 //! - [`Error`] / [`ErrorCode`]: one error type with code, codespace and a readable log.
 
 mod context;
 mod error;
 mod events;
+mod gas;
 mod genesis;
 mod module;
 mod query;
@@ -19,6 +22,7 @@ mod state;
 pub use context::{BlockContext, TxContext};
 pub use error::{Error, ErrorCode, Result, SdkError};
 pub use events::{Event, EventAttribute};
+pub use gas::{GasCosts, GasMeter, GasState};
 pub use genesis::{Genesis, GenesisJson};
 pub use gonka_proto::query::Query;
 pub use module::{HookOutput, Module, Msg, ValidatorUpdate};

@@ -7,7 +7,9 @@ pub trait Msg: Send {
     /// Bech32 address that must have signed the transaction carrying this message.
     fn signer(&self) -> &str;
     /// Stateful checks then execution. Runs in a fork of the block state: an error
-    /// discards every write made here.
+    /// discards every write made here. Every read and write of `state` is charged to the
+    /// tx's gas; other costly work (a signature check) is charged with `ctx.gas` before it
+    /// runs, and after the cheap checks that can refuse the message.
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()>;
 }
 

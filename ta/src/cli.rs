@@ -32,9 +32,6 @@ pub struct TransferAgentArgs {
     /// Directory for the TA's durable outbox of unsettled work records.
     #[arg(long)]
     home: Option<PathBuf>,
-    /// Fee in ngnk of each transaction (at least the chain's minimum fee).
-    #[arg(long, default_value_t = 1000)]
-    fee: u128,
     /// Work records per MsgSubmitWorkBatch (capped by the chain's max_records_per_batch).
     #[arg(long, default_value_t = 64)]
     batch_max_records: usize,
@@ -153,7 +150,7 @@ async fn join_chain(
     }
     let chain = loop {
         let key = key_from_mnemonic_file(mnemonic_file)?;
-        match Chain::connect(rpc, key, args.fee).await {
+        match Chain::connect(rpc, key).await {
             Ok(chain) => break Arc::new(chain),
             Err(e) => {
                 tracing::warn!(%rpc, error = %format!("{e:#}"), "chain not reachable yet; retrying in 2 s");

@@ -401,6 +401,8 @@ mod tests {
             code: 0,
             codespace: String::new(),
             log: String::new(),
+            gas_wanted: 0,
+            gas_used: 0,
             events: vec![
                 (
                     "inference_record".into(),

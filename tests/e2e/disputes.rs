@@ -25,7 +25,7 @@ use gonka_proto::stake::QueryParticipantRequest;
 use serde_json::json;
 
 use crate::inference::{eventually, genesis, settled, sidecars, wait_for_registry};
-use crate::support::{addr, Net, MIN_FEE, VALIDATORS};
+use crate::support::{addr, Net, VALIDATORS};
 
 /// Work records served by the cheater.
 const REQUESTS: usize = 3;
@@ -68,7 +68,7 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
                     "dispute_deadline_blocks": 40, "committee_size": 3,
                     "slash_fraction_ppm": SLASH_PPM as u64, "min_deposit": "1000000000",
                     "validation_reward_ppm": 1_000_000, "jail_after_misses": 3,
-                    "miss_penalty_ppm": 100_000,
+                    "miss_penalty_ppm": 100_000, "dispute_window_blocks": 100,
                 }});
                 state
             })));
@@ -95,6 +95,9 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
         let hosts: Vec<String> = (0..VALIDATORS)
             .map(|i| addr(&format!("validator{i}")))
             .collect();
+        // No host sends a tx until the first request: the balances read now are those of
+        // this height, and every fee paid later is in a block after it.
+        let start_height = net.height(0).await;
         let mut bonded_before = Vec::new();
         let mut balance_before = Vec::new();
         for host in &hosts {
@@ -172,7 +175,8 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
         }
 
         // The slash lands on the honest side: validators 0 and 2 (no TA traffic) move by
-        // exactly their payouts minus one fee per validation or vote they sent.
+        // exactly their payouts minus the fees of the validations and votes they sent (each
+        // tx's gas is estimated, so its fee is read from the chain).
         let mut paid: BTreeMap<&str, u128> = BTreeMap::new();
         let mut txs: BTreeMap<&str, u128> = BTreeMap::new();
         let mut to_honest = 0;
@@ -232,11 +236,11 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
         );
         for i in [0, 2] {
             let h = hosts[i].as_str();
+            let fees = net.fees_paid(0, h, start_height).await;
             assert_eq!(
                 net.balance(0, h).await,
-                balance_before[i] + paid.get(h).copied().unwrap_or(0)
-                    - MIN_FEE * txs.get(h).copied().unwrap_or(0),
-                "honest host {i}: payouts {paid:?}, txs {txs:?}"
+                balance_before[i] + paid.get(h).copied().unwrap_or(0) - fees,
+                "honest host {i}: payouts {paid:?}, txs {txs:?}, fees {fees}"
             );
         }
     });

@@ -27,7 +27,7 @@ use gonka_proto::inference::{
 };
 use gonka_proto::stake::QueryWorkRequest;
 
-use crate::support::{addr, gonkad, stake_validators, Net, MIN_FEE, START_BALANCE, VALIDATORS};
+use crate::support::{addr, gonkad, stake_validators, Net, START_BALANCE, VALIDATORS};
 
 /// ngnk per GNK.
 const GNK: u128 = 1_000_000_000;
@@ -48,7 +48,7 @@ pub fn genesis(keys: &[GenesisValidatorKey], epoch_length: u64) -> serde_json::V
             address: addr("alice"),
             ngnk: START_BALANCE,
         }],
-        min_fee: MIN_FEE,
+        min_gas_price: Some(crate::support::min_gas_price()),
         epoch_length: Some(epoch_length),
         models: vec![Model {
             id: MODEL.into(),

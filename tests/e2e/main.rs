@@ -41,7 +41,7 @@ fn signed_send(from: &str, to: &str, amount: u128, signer: &SignerData, sequence
         from_key,
         vec![msg_send(from_key.address(), to, amount)],
         &signer,
-        MIN_FEE,
+        support::tx_fee(),
         &format!("e2e {from} seq {sequence}"),
     )
     .unwrap_or_else(|e| panic!("signing a send of {from}: {e:#}"))
@@ -321,7 +321,21 @@ fn cli_and_http_against_a_real_network() {
             "balance",
             &addr("alice"),
         ]);
-        let expected = START_BALANCE - 1_500_000_000 - MIN_FEE;
+        // `gonkad tx` estimated the gas and paid for it: the fee it reports.
+        let fee: u128 = sent["fee"]["amount"]
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no fee in {sent}"));
+        assert!(
+            sent["gas_used"].as_u64() <= sent["gas_wanted"].as_u64(),
+            "{sent}"
+        );
+        assert_eq!(
+            Some(fee),
+            support::min_gas_price().fee_for(sent["gas_wanted"].as_u64().unwrap()),
+            "the fee is the gas limit at the minimum gas price: {sent}"
+        );
+        let expected = START_BALANCE - 1_500_000_000 - fee;
         assert_eq!(remaining["amount"], expected.to_string(), "{remaining}");
 
         // status through node 0.
@@ -364,7 +378,7 @@ fn cli_and_http_against_a_real_network() {
             "alice",
             &recipient,
             "1gnk",
-            "--fee",
+            "--fees",
             "1ngnk",
         ]);
         let stderr = String::from_utf8_lossy(&refused.stderr);
@@ -373,7 +387,7 @@ fn cli_and_http_against_a_real_network() {
             "a 1ngnk fee was accepted: {stderr}"
         );
         assert!(
-            stderr.contains("auth 9") && stderr.contains("below the minimum"),
+            stderr.contains("auth 9") && stderr.contains("minimum gas price"),
             "the CLI should relay the node's reason: {stderr}"
         );
 

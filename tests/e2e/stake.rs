@@ -96,7 +96,7 @@ fn genesis(keys: &[GenesisValidatorKey]) -> serde_json::Value {
             address: addr(STAKER),
             ngnk: START_BALANCE,
         }],
-        min_fee: MIN_FEE,
+        min_gas_price: Some(crate::support::min_gas_price()),
         epoch_length: Some(EPOCH_LENGTH),
         stake_params: Some(stake_params()),
         ..Default::default()
@@ -294,8 +294,14 @@ async fn ended_epoch(net: &Net, number: u64) -> Epoch {
 /// includes it, asserting it succeeded.
 async fn staker_tx(net: &Net, i: usize, msg: gonka_client::Any, memo: &str) -> u64 {
     let signer = net.signer(i, STAKER).await;
-    let tx = sign(key(STAKER), vec![msg], &signer, MIN_FEE, memo)
-        .unwrap_or_else(|e| panic!("signing {memo}: {e:#}"));
+    let tx = sign(
+        key(STAKER),
+        vec![msg],
+        &signer,
+        crate::support::tx_fee(),
+        memo,
+    )
+    .unwrap_or_else(|e| panic!("signing {memo}: {e:#}"));
     let hash = net.broadcast_ok(i, tx).await;
     let included = net.wait_included(i, hash).await;
     assert_eq!(

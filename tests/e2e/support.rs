@@ -17,15 +17,35 @@ use std::time::{Duration, Instant};
 
 use gonka_app::genesis::{app_state, GenesisAccount};
 use gonka_client::keys::well_known_mnemonic;
-use gonka_client::{Client, Included, Key, SignerData};
+use gonka_client::{Client, GasFee, GasPrice, Included, Key, SignerData};
 use gonka_localnet::{find_cometbft, find_free_base_port, Localnet, LocalnetConfig, NodeInfo};
 use tendermint::Hash;
 use tendermint_rpc::Client as _;
 
 /// Chain id of every test network.
 pub const CHAIN_ID: &str = "gonka-e2e";
-/// `auth` `min_fee` of every test network, in ngnk; every tx of the tests pays exactly this.
+/// `auth` `min_gas_price` of every test network, in ngnk per gas unit.
+pub const MIN_GAS_PRICE: &str = "0.005";
+/// Gas limit of the txs the tests sign themselves (sends and stake messages use well under).
+pub const TX_GAS: u64 = 200_000;
+/// ceil(TX_GAS × MIN_GAS_PRICE): the fee of every tx the tests sign themselves ([`tx_fee`]
+/// checks it). Txs of `gonkad tx` and of the sidecars estimate their gas and pay for that.
 pub const MIN_FEE: u128 = 1_000;
+
+/// The test networks' minimum gas price.
+pub fn min_gas_price() -> GasPrice {
+    GasPrice::parse(MIN_GAS_PRICE).unwrap()
+}
+
+/// Gas limit and fee of a tx the tests sign: [`TX_GAS`] at the minimum gas price.
+pub fn tx_fee() -> GasFee {
+    let fee = GasFee::at_price(TX_GAS, &min_gas_price()).unwrap();
+    assert_eq!(
+        fee.amount, MIN_FEE,
+        "MIN_FEE must be ceil(TX_GAS × MIN_GAS_PRICE)"
+    );
+    fee
+}
 /// Genesis balance of every funded account: 1,000,000 GNK.
 pub const START_BALANCE: u128 = 1_000_000 * 1_000_000_000;
 /// Validators per network.
@@ -154,7 +174,7 @@ impl Net {
             })
             .collect();
         Net::start_with(label, VALIDATORS, move |config| {
-            config.app_state = app_state(&accounts, MIN_FEE);
+            config.app_state = app_state(&accounts, min_gas_price());
         })
         .await
     }
@@ -376,6 +396,52 @@ impl Net {
             .wait_for_tx(hash, Duration::from_secs(60))
             .await
             .unwrap_or_else(|e| panic!("waiting for tx {hash} on {}: {e:#}", self.logs_of(i)))
+    }
+
+    /// The ngnk of fees `address` paid in the blocks after `after`, read through node `i`:
+    /// the `fee` of every tx event whose `fee_payer` it is (`tx_search`), so a sidecar's txs,
+    /// whose gas each is estimated, are counted at what they paid.
+    pub async fn fees_paid(&self, i: usize, address: &str, after: u64) -> u128 {
+        use tendermint_rpc::query::Query;
+        let query = Query::eq("tx.fee_payer", address).and_gt("tx.height", after);
+        let mut total = 0;
+        for page in 1.. {
+            let found = self.clients[i]
+                .http()
+                .tx_search(
+                    query.clone(),
+                    false,
+                    page,
+                    100,
+                    tendermint_rpc::Order::Ascending,
+                )
+                .await
+                .unwrap_or_else(|e| panic!("tx_search on {}: {e:#}", self.logs_of(i)));
+            for tx in &found.txs {
+                for event in tx.tx_result.events.iter().filter(|e| e.kind == "tx") {
+                    let attr = |key: &str| {
+                        event
+                            .attributes
+                            .iter()
+                            .find(|a| a.key_str().ok() == Some(key))
+                            .and_then(|a| a.value_str().ok().map(str::to_string))
+                    };
+                    if attr("fee_payer").as_deref() == Some(address) {
+                        let fee = attr("fee").unwrap_or_default();
+                        total +=
+                            fee.trim_end_matches("ngnk")
+                                .parse::<u128>()
+                                .unwrap_or_else(|_| {
+                                    panic!("tx {} has a malformed fee {fee:?}", tx.hash)
+                                });
+                    }
+                }
+            }
+            if page * 100 >= found.total_count {
+                break;
+            }
+        }
+        total
     }
 
     /// Broadcasts `tx` to node `i` with `broadcast_tx_sync` and asserts `CheckTx` accepted it.

@@ -26,9 +26,6 @@ pub struct ValidatorArgs {
     /// Pause between polls of the chain for pending work, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
-    /// Fee in ngnk of each transaction (at least the chain's minimum fee).
-    #[arg(long, default_value_t = 1000)]
-    fee: u128,
     /// How the own completion is compared with the executor's: `exact` (the deterministic
     /// reference model) or `prefix:N` (first N characters agree, for real upstream models;
     /// needs the executor's text, otherwise exact). Top-k log-prob comparison is not done.
@@ -47,7 +44,7 @@ pub async fn run(args: ValidatorArgs) -> anyhow::Result<()> {
     let key = key_from_mnemonic_file(&args.mnemonic_file)?;
     let chain = loop {
         let signer = key_from_mnemonic_file(&args.mnemonic_file)?;
-        match Chain::connect(&args.chain_rpc, signer, args.fee).await {
+        match Chain::connect(&args.chain_rpc, signer).await {
             Ok(chain) => break chain,
             Err(e) => {
                 tracing::warn!(rpc = %args.chain_rpc, error = %format!("{e:#}"), "chain not reachable yet; retrying in 2 s");
@@ -103,7 +100,7 @@ mod tests {
         ];
         let a = Cli::try_parse_from(base).unwrap().args;
         assert_eq!(a.ml_node, "127.0.0.1:8080");
-        assert_eq!((a.poll_ms, a.fee, a.compare), (1000, 1000, Compare::Exact));
+        assert_eq!((a.poll_ms, a.compare), (1000, Compare::Exact));
         let a = Cli::try_parse_from(base.iter().copied().chain(["--compare=prefix:16"]))
             .unwrap()
             .args;

@@ -254,7 +254,7 @@ pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
                             handled.insert(k);
                         }
                         Err(Failure::Refused(reason)) => {
-                            tracing::error!(inference = %item.inference_id, kind = %item.kind, dispute = item.dispute_id, %reason, "the chain refused the answer; not retrying (past the deadline or already answered needs nothing; otherwise check --fee and the account's balance)");
+                            tracing::error!(inference = %item.inference_id, kind = %item.kind, dispute = item.dispute_id, %reason, "the chain refused the answer; not retrying (past the deadline or already answered needs nothing; otherwise check the account's balance, which pays each tx's gas)");
                             handled.insert(k);
                         }
                         Err(Failure::Retry(e)) => {

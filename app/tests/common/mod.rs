@@ -8,12 +8,18 @@ use std::sync::{Mutex, OnceLock};
 
 use gonka_app::harness::TestChain;
 use gonka_client::keys::well_known_mnemonic;
-use gonka_client::{sign, Key, SignerData};
+use gonka_client::{sign, GasFee, GasPrice, Key, SignerData};
 use gonka_proto::bank::{QueryBalanceRequest, QueryBalanceResponse};
 use prost::Message;
 use serde_json::json;
 
 pub const CHAIN_ID: &str = "gonka-test";
+/// The `min_gas_price` of every test chain, in ngnk per gas unit.
+pub const MIN_GAS_PRICE: &str = "0.0001";
+/// The gas limit test txs are signed with: room for the largest tx the tests send (a work
+/// batch of 100 records uses about 5 million).
+pub const TX_GAS: u64 = 10_000_000;
+/// ceil(TX_GAS × MIN_GAS_PRICE): the fee every test tx pays ([`tx_fee`] checks it).
 pub const MIN_FEE: u128 = 1_000;
 pub const START_BALANCE: u128 = 1_000_000_000;
 
@@ -28,11 +34,39 @@ pub fn key(label: &str) -> &'static Key {
     })
 }
 
+/// The test chains' minimum gas price.
+pub fn min_gas_price() -> GasPrice {
+    GasPrice::parse(MIN_GAS_PRICE).unwrap()
+}
+
+/// The gas limit and fee of a test tx: [`TX_GAS`] paid at the minimum gas price, the least
+/// fee the chain accepts for that limit.
+pub fn tx_fee() -> GasFee {
+    let fee = GasFee::at_price(TX_GAS, &min_gas_price()).unwrap();
+    assert_eq!(
+        fee.amount, MIN_FEE,
+        "MIN_FEE must be ceil(TX_GAS × MIN_GAS_PRICE)"
+    );
+    fee
+}
+
+/// The auth parameters of the pipeline tests: the defaults with 8 KiB txs, 8 messages and
+/// [`MIN_GAS_PRICE`].
+pub fn auth_params() -> serde_json::Value {
+    let params = gonka_proto::auth::Params {
+        max_tx_bytes: 8192,
+        max_msgs_per_tx: 8,
+        min_gas_price: MIN_GAS_PRICE.into(),
+        ..gonka_auth::default_params()
+    };
+    serde_json::to_value(params).unwrap()
+}
+
 /// Genesis funding alice and bob with START_BALANCE and carol with less than one fee.
 pub fn genesis() -> serde_json::Value {
     let funded = |label: &str, amount: u128| json!({"address": key(label).address(), "coins": [{"denom": "ngnk", "amount": amount.to_string()}]});
     json!({
-        "auth": {"params": {"max_tx_bytes": 8192, "min_fee": MIN_FEE.to_string(), "max_msgs_per_tx": 8}},
+        "auth": {"params": auth_params()},
         "bank": {"balances": [funded("alice", START_BALANCE), funded("bob", START_BALANCE), funded("carol", 500)]}
     })
 }
@@ -96,7 +130,7 @@ pub fn send(from: &str, to: &str, amount: u128, sequence: u64) -> Vec<u8> {
             amount,
         )],
         &signer(from, sequence),
-        MIN_FEE,
+        tx_fee(),
         "",
     )
     .unwrap()

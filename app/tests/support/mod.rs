@@ -28,7 +28,8 @@ use tendermint_proto::v0_38::crypto::public_key;
 use crate::common::key;
 
 pub const CHAIN_ID: &str = "gonka-epochs-test";
-pub const FEE: u128 = 1_000;
+/// The fee of every tx the helpers sign ([`crate::common::tx_fee`]).
+pub const FEE: u128 = crate::common::MIN_FEE;
 /// Liquid balance of every genesis account.
 pub const FUNDS: u128 = 1_000_000_000_000;
 /// Label of the account that signs the oracle's messages.
@@ -311,7 +312,7 @@ impl Setup {
                     stake_ngnk: *stake,
                 })
                 .collect(),
-            min_fee: FEE,
+            min_gas_price: Some(crate::common::min_gas_price()),
             epoch_length: Some(self.epoch_length),
             stake_params: Some(self.stake.clone()),
             rewards_params: Some(self.rewards.clone()),
@@ -495,7 +496,7 @@ impl World {
             account_number: account.account_number,
             sequence: account.sequence + self.pending.get(label).copied().unwrap_or(0),
         };
-        sign(key(label), msgs, &signer, FEE, "").unwrap()
+        sign(key(label), msgs, &signer, crate::common::tx_fee(), "").unwrap()
     }
 
     /// Commits the next block with `txs` and checks every invariant.

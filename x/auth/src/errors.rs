@@ -18,7 +18,7 @@ pub enum AuthError {
     SequenceReplayed = 7,
     /// The tx's sequence is ahead of the account's.
     SequenceFuture = 8,
-    /// The fee is below the minimum or in the wrong denom.
+    /// The fee is below ceil(gas limit × min gas price) or in the wrong denom.
     InsufficientFee = 9,
     /// The tx is larger than `max_tx_bytes`.
     TxTooLarge = 10,

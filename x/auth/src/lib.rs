@@ -1,5 +1,5 @@
 //! x/auth: accounts (number, sequence, public key) and the parameters of the transaction
-//! pipeline (size limit, minimum fee).
+//! pipeline (size limits, minimum gas price, gas costs).
 //!
 //! Accounts are created at genesis or when they first receive funds; the first transaction
 //! an account signs records its public key. The ante step in `gonka-app` reads and updates

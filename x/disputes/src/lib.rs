@@ -22,7 +22,7 @@
 //!
 //! ## Assignment
 //! A sampled record goes to one validator: a participant with power > 0, not jailed, other
-//! than the executor's host, drawn with probability proportional to power by the seed's
+//! than the executor's host and the record's transfer agent (which holds the answer), drawn with probability proportional to power by the seed's
 //! bytes 8..16 (u64 BE) modulo the total power over the candidates in address order. With
 //! no candidate the record is not sampled. The validator has
 //! `validation_deadline_blocks` (20) blocks: it answers with `MsgSubmitValidation` (its own
@@ -56,7 +56,8 @@
 //! (`payload_retention_blocks` of x/inference) for the whole challenge window
 //! ([`challenge_window_blocks`]), so nobody is ever assigned a body that may be gone. A committee of
 //! `committee_size` (3) is drawn by power without replacement from the same candidates as
-//! validators, excluding the executor's host and the accuser, with seed
+//! validators, excluding the executor's host, the record's transfer agent and the accuser,
+//! with seed
 //! `SHA-256("gonka/dispute-committee/v1" ‖ block_hash ‖ id ‖ inference_id)`. With fewer
 //! candidates than seats every candidate sits, minus one if that is even (so 2 candidates
 //! make a committee of 1); with none, the dispute is resolved at once as `undecided`.

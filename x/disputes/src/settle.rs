@@ -133,12 +133,13 @@ pub fn open(
     let params = state.disputes_params()?;
     let record = stored.record.clone().unwrap_or_default();
     let id = state.next_dispute_id()?;
-    // The parties never judge: the executor's host, the accuser, and for a payload dispute
-    // the accused transfer agent.
-    let mut parties = vec![stored.executor_host.as_str(), opening.accuser];
-    if opening.kind == kind::PAYLOAD {
-        parties.push(&stored.transfer_agent);
-    }
+    // The parties never judge: the executor's host, the record's transfer agent (it holds the
+    // answer, and a payload dispute accuses it) and the accuser.
+    let parties = [
+        stored.executor_host.as_str(),
+        stored.transfer_agent.as_str(),
+        opening.accuser,
+    ];
     let candidates = active_validators(state, &parties)?;
     let seed = committee_seed(block_hash, id, &record.inference_id);
     let mut dispute = Dispute {

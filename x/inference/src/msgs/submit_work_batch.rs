@@ -30,7 +30,10 @@ use std::collections::BTreeSet;
 use gonka_auth::{address_of_pubkey, validate_address};
 use gonka_bank::{transfer, BankRead, Coin, NATIVE_DENOM};
 use gonka_proto::inference::{MsgSubmitWorkBatch, Params, StoredRecord, WorkRecord};
-use gonka_sdk::{parse_amount, Any, Error, ErrorCode, Msg, Result, StateWrite, TxContext};
+use gonka_sdk::{
+    parse_amount, type_url, Any, Error, ErrorCode, Msg, Result, SdkError, StateWrite, TxContext,
+};
+use prost::Message;
 
 use super::{parse_amount_as, require_staked, validate_model_id, validate_node_id};
 use crate::events;
@@ -38,22 +41,37 @@ use crate::{
     inference_id, nonce_ok, signature_ok, InferenceError, InferenceRead, InferenceWrite,
     ReceiptTerms, RequestTerms, MAX_NONCE_LEN,
 };
-use gonka_sdk::decode_as;
 
-struct SubmitWorkBatch(MsgSubmitWorkBatch);
+/// The transfer agent of a `MsgSubmitWorkBatch` alone: decoding it skips the records field
+/// without looking inside, so a batch costs nothing per record before the ante has run.
+#[derive(Clone, PartialEq, prost::Message)]
+struct BatchHead {
+    #[prost(string, tag = "1")]
+    transfer_agent: String,
+}
 
-/// Decodes a `MsgSubmitWorkBatch` and checks the batch's shape. Records are judged one by
-/// one when the batch executes, after the transaction's fee and signature were checked.
+struct SubmitWorkBatch {
+    transfer_agent: String,
+    /// The whole message, decoded with its records in `execute`.
+    encoded: Vec<u8>,
+}
+
+/// Decodes a `MsgSubmitWorkBatch`'s transfer agent and checks it. Records are decoded and
+/// judged one by one when the batch executes, after the transaction's account, sequence,
+/// fee and signature were checked, under its gas meter.
 pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
-    decode_as::<MsgSubmitWorkBatch>(any).map(|msg| {
-        let msg = msg?;
-        validate_address("transfer_agent", &msg.transfer_agent)?;
-        if msg.records.is_empty() {
-            return Err(
-                InferenceError::BatchTooLarge.err("a work batch must carry at least 1 record")
-            );
-        }
-        Ok(Box::new(SubmitWorkBatch(msg)) as Box<dyn Msg>)
+    (any.type_url == type_url::<MsgSubmitWorkBatch>()).then(|| {
+        let head = BatchHead::decode(any.value.as_slice()).map_err(|e| {
+            SdkError::Decode.err(format!(
+                "{} is not a valid gonka.inference.v1.MsgSubmitWorkBatch: {e}",
+                any.type_url
+            ))
+        })?;
+        validate_address("transfer_agent", &head.transfer_agent)?;
+        Ok(Box::new(SubmitWorkBatch {
+            transfer_agent: head.transfer_agent,
+            encoded: any.value.clone(),
+        }) as Box<dyn Msg>)
     })
 }
 
@@ -67,11 +85,24 @@ struct Accepted {
 
 impl Msg for SubmitWorkBatch {
     fn signer(&self) -> &str {
-        &self.0.transfer_agent
+        &self.transfer_agent
     }
 
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
-        let ta = &self.0.transfer_agent;
+        let ta = &self.transfer_agent;
+        // Its bytes are already paid for: the tx's size gas.
+        let records = MsgSubmitWorkBatch::decode(self.encoded.as_slice())
+            .map_err(|e| {
+                SdkError::Decode.err(format!(
+                    "the records of a MsgSubmitWorkBatch are not valid protobuf: {e}"
+                ))
+            })?
+            .records;
+        if records.is_empty() {
+            return Err(
+                InferenceError::BatchTooLarge.err("a work batch must carry at least 1 record")
+            );
+        }
         if state.transfer_agent(ta)?.is_none() {
             return Err(InferenceError::NotTransferAgent.err(format!(
                 "{ta} is not a registered transfer agent; register with MsgRegisterTransferAgent"
@@ -79,7 +110,6 @@ impl Msg for SubmitWorkBatch {
         }
         require_staked(state, ta, "transfer agent submitting work")?;
         let params = state.inference_params()?;
-        let records = &self.0.records;
         if records.len() as u64 > params.max_records_per_batch {
             return Err(InferenceError::BatchTooLarge.err(format!(
                 "a work batch carries at most {} records, found {}",
@@ -96,6 +126,10 @@ impl Msg for SubmitWorkBatch {
         let mut in_batch = BTreeSet::new();
         let (mut stored, mut refused) = (0, 0);
         for (index, record) in records.iter().enumerate() {
+            // Both signature verifications of a record are paid before it is judged (a record
+            // refused early pays them all the same); running out of gas fails the whole tx.
+            ctx.gas.consume_signature_verify("requester signature")?;
+            ctx.gas.consume_signature_verify("executor signature")?;
             let accepted = match judge.record(state, index, record, &mut in_batch) {
                 Ok(accepted) => accepted,
                 Err(error) => {
