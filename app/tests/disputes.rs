@@ -164,6 +164,7 @@ fn pending(world: &World, address: &str) -> Vec<pb::PendingWork> {
     world
         .query::<q::disputes::Pending>(pb::QueryPendingRequest {
             validator: address.into(),
+            ..Default::default()
         })
         .work
 }
@@ -418,11 +419,13 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
     assert_eq!(s.current_rate_ppm, 1_000_000);
     let listed = w.query::<q::disputes::List>(pb::QueryDisputesRequest {
         status: "executor_faulted".into(),
+        ..Default::default()
     });
     assert_eq!(listed.disputes.len(), 1);
     for label in ["p0", accuser, m1, m2, m3] {
         let of = w.query::<q::disputes::Participant>(pb::QueryParticipantDisputesRequest {
             address: addr(label),
+            ..Default::default()
         });
         assert_eq!(of.disputes.len(), 1, "{label}");
     }
@@ -1042,11 +1045,11 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
         .unwrap();
     assert_eq!(stats(w, "p0").current_rate_ppm, params.max_sample_ppm);
     let truths: BTreeMap<String, Vec<u8>> = w
-        .query::<q::inference::Records>(gonka_proto::inference::QueryRecordsRequest {
+        .query_all::<q::inference::Records>(gonka_proto::inference::QueryRecordsRequest {
             epoch: 0,
             executor: "n0".into(),
+            ..Default::default()
         })
-        .records
         .into_iter()
         .map(|r| {
             let r = r.record.unwrap();

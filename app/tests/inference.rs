@@ -123,7 +123,7 @@ fn stored(world: &World, id: &str) -> Option<pb::StoredRecord> {
 fn registry_happy_paths_and_queries() {
     let mut world = registered_world();
     let models: pb::QueryModelsResponse =
-        world.query::<q::inference::Models>(pb::QueryModelsRequest {});
+        world.query::<q::inference::Models>(pb::QueryModelsRequest::default());
     assert_eq!(
         models
             .models
@@ -136,7 +136,7 @@ fn registry_happy_paths_and_queries() {
         world.query::<q::inference::Params>(pb::QueryParamsRequest {});
     assert_eq!(params.params.unwrap().max_records_per_batch, 4);
     let agents: pb::QueryTransferAgentsResponse =
-        world.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest {});
+        world.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest::default());
     assert_eq!(agents.transfer_agents.len(), 1);
     assert_eq!(agents.transfer_agents[0].address, addr(TA));
     assert_eq!(agents.transfer_agents[0].url, "https://ta.example:8443");
@@ -150,8 +150,10 @@ fn registry_happy_paths_and_queries() {
         (addr("p1").as_str(), 80_000)
     );
     assert_eq!(node.pubkey, pubkey(&node_key(11)));
-    let of_p0: pb::QueryNodesResponse =
-        world.query::<q::inference::Nodes>(pb::QueryNodesRequest { host: addr("p0") });
+    let of_p0: pb::QueryNodesResponse = world.query::<q::inference::Nodes>(pb::QueryNodesRequest {
+        host: addr("p0"),
+        ..Default::default()
+    });
     assert_eq!(of_p0.nodes.len(), 1);
 
     // p0 upgrades n0 to serve qwen too; p1 removes n1; the TA updates its URL.
@@ -197,7 +199,7 @@ fn registry_happy_paths_and_queries() {
     );
     assert_eq!((missing.codespace.as_str(), missing.code), ("inference", 8));
     let agents: pb::QueryTransferAgentsResponse =
-        world.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest {});
+        world.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest::default());
     assert_eq!(agents.transfer_agents[0].url, "https://ta2.example");
 }
 
@@ -383,12 +385,14 @@ fn batch_charges_requesters_pays_hosts_and_ta_credits_work_and_stores_records() 
         world.query::<q::inference::Records>(pb::QueryRecordsRequest {
             epoch: 0,
             executor: String::new(),
+            ..Default::default()
         });
     assert_eq!(of_epoch.records.len(), 3);
     let of_n1: pb::QueryRecordsResponse =
         world.query::<q::inference::Records>(pb::QueryRecordsRequest {
             epoch: 0,
             executor: "n1".into(),
+            ..Default::default()
         });
     let mut n1_ids: Vec<String> = of_n1
         .records
@@ -403,6 +407,7 @@ fn batch_charges_requesters_pays_hosts_and_ta_credits_work_and_stores_records() 
         world.query::<q::inference::Records>(pb::QueryRecordsRequest {
             epoch: 1,
             executor: String::new(),
+            ..Default::default()
         });
     assert!(later.records.is_empty());
 }

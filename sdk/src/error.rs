@@ -49,6 +49,9 @@ pub enum SdkError {
     UnknownQuery = 5,
     /// A genesis section is malformed.
     InvalidGenesis = 6,
+    /// A list query's page request cannot be answered: a key the query never hands out, or
+    /// an offset (pages go by key only).
+    InvalidPage = 7,
 }
 
 crate::impl_error_code!(SdkError, "sdk");

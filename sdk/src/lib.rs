@@ -5,6 +5,7 @@
 //!   section, imported and exported.
 //! - [`StateRead`] / [`StateWrite`] and their typed extensions: the only way modules touch
 //!   state; [`Delta`] forks state so a failing transaction changes nothing.
+//! - [`paginate`] / [`Pager`]: one bounded page of a list query, read by a range scan.
 //! - [`Event`]: typed events with indexed attributes, surfaced to CometBFT.
 //! - [`Error`] / [`ErrorCode`]: one error type with code, codespace and a readable log.
 
@@ -13,6 +14,7 @@ mod error;
 mod events;
 mod genesis;
 mod module;
+mod page;
 mod query;
 mod state;
 
@@ -22,6 +24,7 @@ pub use events::{Event, EventAttribute};
 pub use genesis::{Genesis, GenesisJson};
 pub use gonka_proto::query::Query;
 pub use module::{HookOutput, Module, Msg, ValidatorUpdate};
+pub use page::{assert_pages, paginate, paginate_proto, walk_pages, Page, Pager};
 pub use query::QueryRouter;
 pub use state::{Delta, MemoryState, Overlay, StateRead, StateReadExt, StateWrite, StateWriteExt};
 

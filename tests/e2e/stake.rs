@@ -241,11 +241,12 @@ async fn snapshot(net: &Net, i: usize) -> Snapshot {
             i,
             &QueryUnbondingRequest {
                 operator: staker.clone(),
+                ..Default::default()
             },
         )
         .await;
         let (h_participants, participants) =
-            query::<q::stake::Participants>(net, i, &QueryParticipantsRequest {}).await;
+            query::<q::stake::Participants>(net, i, &QueryParticipantsRequest::default()).await;
         if [h_balance, h_unbonding, h_participants] == [height; 3] {
             let amount = balance.balance.unwrap_or_default().amount;
             return Snapshot {
