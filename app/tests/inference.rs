@@ -277,6 +277,9 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
     bad_key.pubkey = vec![9; 33];
     let mut bad_url = node_spec("nw", &[LLAMA], 24_000, 27);
     bad_url.endpoint = "ftp://x".into();
+    // A node declaring it serves u32::MAX requests at once would draw a TA's traffic.
+    let mut greedy = node_spec("ng", &[LLAMA], 24_000, 29);
+    greedy.max_concurrency = u64::from(u32::MAX);
     let stateless: Vec<(Any, u32, &str)> = vec![
         (
             msg_register_node(&addr("p0"), &bad_key),
@@ -284,6 +287,11 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
             "not a curve point",
         ),
         (msg_register_node(&addr("p0"), &bad_url), 10, "http://"),
+        (
+            msg_register_node(&addr("p0"), &greedy),
+            10,
+            "must accept 1 to 4096 concurrent requests",
+        ),
         (
             msg_register_node(&addr("p0"), &node_spec("bad/id", &[LLAMA], 24_000, 28)),
             10,

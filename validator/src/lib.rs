@@ -339,7 +339,7 @@ async fn exchange(
             path,
             headers,
             body,
-            config.connect_timeout,
+            upstream::Limits::connect(config.connect_timeout),
         )
         .await?;
         let status = response.status;
