@@ -352,46 +352,6 @@ fn cli_and_http_against_a_real_network() {
         let lower = support::gonkad_ok(&["--node", &rpc(3), "query", "tx", &hash.to_lowercase()]);
         assert!(lower.contains(&format!("height: {height}")), "{lower}");
 
-        // List queries answer a page at a time: --limit, and the --page-key a page hands out.
-        let node1 = rpc(1);
-        let participants = |page: &[&str]| {
-            let mut args = vec![
-                "--node",
-                &node1,
-                "--output",
-                "json",
-                "query",
-                "stake",
-                "participants",
-                "--limit",
-                "1",
-            ];
-            args.extend_from_slice(page);
-            support::gonkad_json(&args)
-        };
-        let first = participants(&[]);
-        assert_eq!(
-            first["participants"].as_array().unwrap().len(),
-            1,
-            "{first}"
-        );
-        let next_key = first["pagination"]["next_key"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        assert!(!next_key.is_empty(), "{first}");
-        let second = participants(&["--page-key", &next_key]);
-        assert_eq!(
-            second["participants"].as_array().unwrap().len(),
-            1,
-            "{second}"
-        );
-        assert!(
-            second["participants"][0]["operator"].as_str()
-                > first["participants"][0]["operator"].as_str(),
-            "{first} then {second}"
-        );
-
         // A fee below the chain's minimum is refused by CheckTx; the CLI says why and fails.
         let refused = support::gonkad(&[
             "--node",
