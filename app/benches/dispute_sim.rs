@@ -232,11 +232,10 @@ fn run(scenario: &Scenario) -> Outcome {
             }
             let mut txs = Vec::new();
             for label in &labels {
-                let owed = w
-                    .query::<q::disputes::Pending>(pb::QueryPendingRequest {
-                        validator: addr(label),
-                    })
-                    .work;
+                let owed = w.query_all::<q::disputes::Pending>(pb::QueryPendingRequest {
+                    validator: addr(label),
+                    ..Default::default()
+                });
                 for item in owed {
                     let result = &found(truths[&item.inference_id], (TOKENS / 2, TOKENS / 2));
                     out.reexecuted_tokens += u128::from(TOKENS);
@@ -254,11 +253,10 @@ fn run(scenario: &Scenario) -> Outcome {
 
     // Losses of cheaters, from the chain's dispute records: stake slashed and refunds of
     // records the host paid back (refunds come from its balance first).
-    let disputes = w
-        .query::<q::disputes::List>(pb::QueryDisputesRequest {
-            status: "executor_faulted".into(),
-        })
-        .disputes;
+    let disputes = w.query_all::<q::disputes::List>(pb::QueryDisputesRequest {
+        status: "executor_faulted".into(),
+        ..Default::default()
+    });
     let mut losses: BTreeMap<String, u128> = BTreeMap::new();
     for d in &disputes {
         let loss = losses.entry(d.executor_host.clone()).or_default();

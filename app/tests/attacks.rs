@@ -18,7 +18,10 @@ use gonka_client::tx::{
 use gonka_client::{msg_send, sign, GasFee, SignerData};
 use gonka_inference::InferenceWrite;
 use gonka_proto::disputes as dpb;
-use gonka_proto::inference::{self as pb, StoredRecord, WorkRecord};
+use gonka_proto::inference::{
+    self as pb, QueryRecordsRequest, QueryRecordsResponse, StoredRecord, WorkRecord,
+};
+use gonka_proto::query::page::{PageRequest, MAX_BYTES, MAX_LIMIT};
 use gonka_proto::query::{self as q, cosmos::Simulate, Query};
 use gonka_sdk::{Any, BlockContext, Delta, MemoryState, Module};
 use prost::Message;
@@ -743,7 +746,7 @@ fn an_unstaked_host_or_ta_earns_nothing() {
     let nodes = w.query::<q::inference::Nodes>(pb::QueryNodesRequest::default());
     let ids: Vec<&str> = nodes.nodes.iter().map(|n| n.id.as_str()).collect();
     assert_eq!(ids, ["n0"], "n1 is deregistered, n0's host is still staked");
-    let tas = w.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest {});
+    let tas = w.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest::default());
     let tas: Vec<&str> = tas
         .transfer_agents
         .iter()
@@ -1269,4 +1272,76 @@ fn a_fee_below_gas_limit_times_min_gas_price_is_refused_with_the_required_fee() 
     }
     assert_eq!(world.balance(&alice), balance);
     assert_eq!(world.account(&alice).sequence, account.sequence);
+}
+
+// ---------------------------------------------------------------------------------------
+// Unbounded list queries (issue 10, hole 13).
+
+/// Committed state holding `count` work records of epoch 0, each with a model name of
+/// `padding` bytes (so records can be made large).
+fn epoch_of_records(count: usize, padding: usize) -> MemoryState {
+    let empty = MemoryState::default();
+    let mut state = Delta::new(&empty);
+    for n in 0..count {
+        let mut stored = record(n);
+        stored.record.as_mut().unwrap().model = "m".repeat(padding);
+        state.put_record(&stored);
+    }
+    MemoryState::from_changes(state.into_parts().0)
+}
+
+/// Asks `/inference/records` of epoch 0 for "everything" (the largest limit a request can
+/// carry) and returns the answer's encoded size and the response.
+fn ask_for_every_record(state: &MemoryState) -> (usize, QueryRecordsResponse) {
+    let request = QueryRecordsRequest {
+        epoch: 0,
+        executor: String::new(),
+        pagination: Some(PageRequest {
+            key: Vec::new(),
+            limit: u64::MAX,
+        }),
+    };
+    let answer = gonka_inference::Inference
+        .query(q::inference::Records::PATH, &request.encode_to_vec(), state)
+        .unwrap()
+        .unwrap();
+    (
+        answer.len(),
+        QueryRecordsResponse::decode(answer.as_slice()).unwrap(),
+    )
+}
+
+/// Attack (issue 10, hole 13): ask a list query (`/inference/records`, `/disputes/list`, ...)
+/// for everything, so that one `abci_query` makes the node read the whole list into memory
+/// and ship it in one answer; a spammer who grows the list grows every such answer. Every
+/// list query now reads one page by a range scan: at most `MAX_LIMIT` items whatever limit
+/// the request names, the rows after the page unread, and at most `MAX_BYTES` of items.
+#[test]
+fn an_unbounded_list_query_answers_one_bounded_page() {
+    let max = MAX_LIMIT as usize;
+    let state = epoch_of_records(3 * max, 0);
+    state.reset_reads();
+    let (bytes, page) = ask_for_every_record(&state);
+    assert_eq!(
+        page.records.len(),
+        max,
+        "a request for everything gets one full page"
+    );
+    // The page's index rows and records, and the one index row that says the list goes on:
+    // nothing of the other 2,000 records.
+    assert_eq!(state.rows_read(), 2 * max + 1);
+    let next_key = page.pagination.unwrap().next_key;
+    assert!(!next_key.is_empty(), "the page says where the list goes on");
+    assert!(bytes <= MAX_BYTES + 64, "{bytes} bytes");
+
+    // Large items: the page stops at the byte bound long before the row limit.
+    let state = epoch_of_records(max, 16 * 1024);
+    let (bytes, page) = ask_for_every_record(&state);
+    assert!(bytes <= MAX_BYTES + 64, "{bytes} bytes");
+    assert!(
+        page.records.len() < max / 10,
+        "{} records",
+        page.records.len()
+    );
+    assert!(!page.pagination.unwrap().next_key.is_empty());
 }

@@ -182,6 +182,7 @@ fn pending(world: &World, address: &str) -> Vec<pb::PendingWork> {
     world
         .query::<q::disputes::Pending>(pb::QueryPendingRequest {
             validator: address.into(),
+            ..Default::default()
         })
         .work
 }
@@ -450,11 +451,13 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
     assert_eq!(s.current_rate_ppm, 1_000_000);
     let listed = w.query::<q::disputes::List>(pb::QueryDisputesRequest {
         status: "executor_faulted".into(),
+        ..Default::default()
     });
     assert_eq!(listed.disputes.len(), 1);
     for label in ["p0", accuser, m1, m2, m3] {
         let of = w.query::<q::disputes::Participant>(pb::QueryParticipantDisputesRequest {
             address: addr(label),
+            ..Default::default()
         });
         assert_eq!(of.disputes.len(), 1, "{label}");
     }
@@ -1145,11 +1148,11 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
     assert_eq!(stats(w, "p0").current_rate_ppm, params.max_sample_ppm);
     // Every stored record of n0 is one of phase 1's.
     let stored: BTreeSet<String> = w
-        .query::<q::inference::Records>(gonka_proto::inference::QueryRecordsRequest {
+        .query_all::<q::inference::Records>(gonka_proto::inference::QueryRecordsRequest {
             epoch: 0,
             executor: "n0".into(),
+            ..Default::default()
         })
-        .records
         .into_iter()
         .map(|r| r.record.unwrap().inference_id)
         .collect();

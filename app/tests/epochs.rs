@@ -131,6 +131,7 @@ fn rewards_split_by_work_with_fees_dust_validation_share_and_jailed_work_unpaid(
     let history: rewards::QueryParticipantRewardsResponse =
         world.query::<q::rewards::Participant>(rewards::QueryParticipantRewardsRequest {
             operator: addr("p0"),
+            ..Default::default()
         });
     let amounts: Vec<(u64, String)> = history
         .rewards
@@ -184,7 +185,10 @@ fn rewards_queries_answer_and_refuse_readably() {
     let mut world = World::new(Setup::new(4, 1_000_000));
     let unsettled = world.chain.query(
         q::rewards::Epoch::PATH,
-        prost::Message::encode_to_vec(&rewards::QueryEpochRewardsRequest { epoch: 0 }),
+        prost::Message::encode_to_vec(&rewards::QueryEpochRewardsRequest {
+            epoch: 0,
+            ..Default::default()
+        }),
     );
     assert_eq!(
         (unsettled.codespace.as_str(), unsettled.code),
@@ -204,6 +208,7 @@ fn rewards_queries_answer_and_refuse_readably() {
         q::rewards::Participant::PATH,
         prost::Message::encode_to_vec(&rewards::QueryParticipantRewardsRequest {
             operator: "gonka1nope".into(),
+            ..Default::default()
         }),
     );
     assert_eq!(bad_address.codespace, "auth");
@@ -211,6 +216,7 @@ fn rewards_queries_answer_and_refuse_readably() {
     let nobody: rewards::QueryParticipantRewardsResponse =
         world.query::<q::rewards::Participant>(rewards::QueryParticipantRewardsRequest {
             operator: addr("bob"),
+            ..Default::default()
         });
     assert!(nobody.rewards.is_empty());
 }

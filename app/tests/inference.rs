@@ -139,7 +139,7 @@ fn stored(world: &World, id: &str) -> Option<pb::StoredRecord> {
 fn registry_happy_paths_and_queries() {
     let mut world = registered_world();
     let models: pb::QueryModelsResponse =
-        world.query::<q::inference::Models>(pb::QueryModelsRequest {});
+        world.query::<q::inference::Models>(pb::QueryModelsRequest::default());
     assert_eq!(
         models
             .models
@@ -152,7 +152,7 @@ fn registry_happy_paths_and_queries() {
         world.query::<q::inference::Params>(pb::QueryParamsRequest {});
     assert_eq!(params.params.unwrap().max_records_per_batch, 4);
     let agents: pb::QueryTransferAgentsResponse =
-        world.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest {});
+        world.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest::default());
     assert_eq!(agents.transfer_agents.len(), 1);
     assert_eq!(agents.transfer_agents[0].address, addr(TA));
     assert_eq!(agents.transfer_agents[0].url, "https://ta.example:8443");
@@ -166,8 +166,10 @@ fn registry_happy_paths_and_queries() {
         (addr("p1").as_str(), 80_000)
     );
     assert_eq!(node.pubkey, pubkey(&node_key(11)));
-    let of_p0: pb::QueryNodesResponse =
-        world.query::<q::inference::Nodes>(pb::QueryNodesRequest { host: addr("p0") });
+    let of_p0: pb::QueryNodesResponse = world.query::<q::inference::Nodes>(pb::QueryNodesRequest {
+        host: addr("p0"),
+        ..Default::default()
+    });
     assert_eq!(of_p0.nodes.len(), 1);
 
     // p0 upgrades n0 to serve qwen too; p1 removes n1; the TA updates its URL.
@@ -213,7 +215,7 @@ fn registry_happy_paths_and_queries() {
     );
     assert_eq!((missing.codespace.as_str(), missing.code), ("inference", 8));
     let agents: pb::QueryTransferAgentsResponse =
-        world.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest {});
+        world.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest::default());
     assert_eq!(agents.transfer_agents[0].url, "https://ta2.example");
 }
 
@@ -294,6 +296,9 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
     bad_key.pubkey = vec![9; 33];
     let mut bad_url = node_spec("p0", "nw", &[LLAMA], 24_000, 27);
     bad_url.endpoint = "ftp://x".into();
+    // A node declaring it serves u32::MAX requests at once would draw a TA's traffic.
+    let mut greedy = node_spec("p0", "ng", &[LLAMA], 24_000, 29);
+    greedy.max_concurrency = u64::from(u32::MAX);
     let stateless: Vec<(Any, u32, &str)> = vec![
         (
             msg_register_node(&addr("p0"), &bad_key),
@@ -301,6 +306,11 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
             "not a curve point",
         ),
         (msg_register_node(&addr("p0"), &bad_url), 10, "http://"),
+        (
+            msg_register_node(&addr("p0"), &greedy),
+            10,
+            "must accept 1 to 4096 concurrent requests",
+        ),
         (
             msg_register_node(
                 &addr("p0"),
@@ -405,12 +415,14 @@ fn batch_charges_requesters_pays_hosts_and_ta_credits_work_and_stores_records() 
         world.query::<q::inference::Records>(pb::QueryRecordsRequest {
             epoch: 0,
             executor: String::new(),
+            ..Default::default()
         });
     assert_eq!(of_epoch.records.len(), 3);
     let of_n1: pb::QueryRecordsResponse =
         world.query::<q::inference::Records>(pb::QueryRecordsRequest {
             epoch: 0,
             executor: "n1".into(),
+            ..Default::default()
         });
     let mut n1_ids: Vec<String> = of_n1
         .records
@@ -425,6 +437,7 @@ fn batch_charges_requesters_pays_hosts_and_ta_credits_work_and_stores_records() 
         world.query::<q::inference::Records>(pb::QueryRecordsRequest {
             epoch: 1,
             executor: String::new(),
+            ..Default::default()
         });
     assert!(later.records.is_empty());
 }
@@ -596,7 +609,7 @@ fn a_bad_record_is_refused_alone_with_its_code_and_the_good_ones_are_stored() {
     let of_epoch: pb::QueryRecordsResponse =
         world.query::<q::inference::Records>(pb::QueryRecordsRequest {
             epoch: 0,
-            executor: String::new(),
+            ..Default::default()
         });
     let mut got: Vec<String> = of_epoch
         .records

@@ -26,7 +26,8 @@ impl Output {
 
 /// Byte fields that hold keys people copy: base64 in JSON (serde would write an array of
 /// numbers), the form CometBFT's key files and `--consensus-key` use.
-const BASE64_FIELDS: &[&str] = &["consensus_pubkey"];
+/// A list page's `next_key` is base64 too, the form `--page-key` takes.
+const BASE64_FIELDS: &[&str] = &["consensus_pubkey", "next_key"];
 
 /// Byte fields of the inference module: lowercase hex in JSON, the form `--pubkey` takes
 /// and inference ids (the hex of `request_hash`) use.
@@ -133,6 +134,9 @@ mod tests {
         };
         let json = to_json(&gonka_proto::stake::QueryParticipantsResponse {
             participants: vec![participant, Default::default()],
+            pagination: Some(gonka_proto::base::PageResponse {
+                next_key: b"gonka1op".to_vec(),
+            }),
         });
         assert_eq!(
             json["participants"][0]["consensus_pubkey"],
@@ -140,6 +144,7 @@ mod tests {
         );
         assert_eq!(json["participants"][0]["bonded"], "5");
         assert_eq!(json["participants"][1]["consensus_pubkey"], "");
+        assert_eq!(json["pagination"]["next_key"], "Z29ua2Exb3A=");
     }
 
     #[test]
@@ -154,6 +159,7 @@ mod tests {
                 pubkey: vec![2, 0xab, 0xff],
                 ..Default::default()
             }],
+            ..Default::default()
         });
         assert_eq!(json["nodes"][0]["pubkey"], "02abff");
         assert_eq!(json["nodes"][0]["models"][0], "m");

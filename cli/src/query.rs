@@ -8,10 +8,11 @@ mod stake;
 
 use anyhow::{bail, Context, Result};
 use gonka_proto::bank::QueryAllBalancesRequest;
-use gonka_proto::query::{self as q, Query};
+use gonka_proto::query::{self as q, ListQuery, Query};
 use serde_json::json;
 
-use crate::{output::to_json, Global};
+use crate::output::to_json;
+use crate::Global;
 
 /// `gonkad query` modules.
 #[derive(clap::Subcommand)]
@@ -55,10 +56,12 @@ pub enum BankQuery {
         #[arg(long, default_value = "ngnk")]
         denom: String,
     },
-    /// Every balance of an account.
+    /// The balances of an account, by denom.
     Balances {
         /// Account address.
         address: String,
+        #[command(flatten)]
+        page: PageArgs,
     },
 }
 
@@ -91,24 +94,23 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
                 || format!("{amount}{denom}"),
             );
         }
-        Command::Bank(BankQuery::Balances { address }) => {
-            let balances = client
-                .query::<q::bank::Balances>(&QueryAllBalancesRequest {
-                    address: address.clone(),
-                })
-                .await?
-                .balances;
-            out.print(json!({"address": address, "balances": balances}), || {
-                if balances.is_empty() {
-                    "no balances".into()
-                } else {
-                    balances
-                        .iter()
-                        .map(|c| format!("{}{}", c.amount, c.denom))
-                        .collect::<Vec<_>>()
-                        .join("\n")
+        Command::Bank(BankQuery::Balances { address, page }) => {
+            let request = QueryAllBalancesRequest {
+                address,
+                ..Default::default()
+            };
+            show_page::<q::bank::Balances>(global, request, &page, |r| {
+                if r.balances.is_empty() {
+                    return "no balances".into();
                 }
-            });
+                let coins: Vec<_> = r
+                    .balances
+                    .iter()
+                    .map(|c| format!("{}{}", c.amount, c.denom))
+                    .collect();
+                coins.join("\n")
+            })
+            .await?;
         }
         Command::Auth(AuthQuery::Account { address }) => {
             let Some(account) = client.account(&address).await? else {
@@ -170,6 +172,67 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Which page of a list to show: the first by default; a page that is not the last ends
+/// with the `--page-key` of the next one.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PageArgs {
+    /// Where the page starts: the next page key a previous page printed (base64); the
+    /// first page when omitted.
+    #[arg(long, value_name = "BASE64")]
+    page_key: Option<String>,
+    /// Most items the page reads (default 100; above 1000 the chain clamps it to 1000).
+    #[arg(long)]
+    limit: Option<u64>,
+}
+
+impl PageArgs {
+    /// The request's `pagination`.
+    fn request(&self) -> Result<Option<q::page::PageRequest>> {
+        let key = match &self.page_key {
+            Some(key) => crate::b64::decode(key)
+                .map_err(|e| anyhow::anyhow!("--page-key {key:?} is not base64: {e}"))?,
+            None => Vec::new(),
+        };
+        Ok(Some(q::page::PageRequest {
+            key,
+            limit: self.limit.unwrap_or(0),
+        }))
+    }
+}
+
+/// [`show`] for a list query: asks the page `page` names and ends the text with the next
+/// page's `--page-key` when the list goes on (JSON carries it as `pagination.next_key`).
+async fn show_page<Q: ListQuery>(
+    global: &Global,
+    request: Q::Request,
+    page: &PageArgs,
+    text: impl FnOnce(&Q::Response) -> String,
+) -> Result<()>
+where
+    Q::Response: serde::Serialize,
+{
+    show_page_as::<Q>(global, request, page, to_json, text).await
+}
+
+/// [`show_page`], rendering the JSON output with `json`.
+async fn show_page_as<Q: ListQuery>(
+    global: &Global,
+    mut request: Q::Request,
+    page: &PageArgs,
+    json: impl FnOnce(&Q::Response) -> serde_json::Value,
+    text: impl FnOnce(&Q::Response) -> String,
+) -> Result<()> {
+    *Q::page(&mut request) = page.request()?;
+    show_as::<Q>(global, request, json, |r| {
+        let shown = text(r);
+        match Q::next_key(r) {
+            [] => shown,
+            next => format!("{shown}\n\n(more: --page-key {})", crate::b64::encode(next)),
+        }
+    })
+    .await
 }
 
 /// Runs the query `path` with `request` and prints the `R` it answers: as JSON (the message's

@@ -150,31 +150,25 @@ impl Chain {
         self.client.wait_for_tx(hash, timeout).await
     }
 
-    /// The chain's model table.
+    /// The chain's model table (every page).
     pub async fn models(&self) -> Result<Vec<pb::Model>> {
-        Ok(self
-            .client
-            .query::<q::inference::Models>(&pb::QueryModelsRequest {})
-            .await?
-            .models)
+        self.client
+            .query_all::<q::inference::Models>(Default::default())
+            .await
     }
 
-    /// Every registered ML node.
+    /// Every registered ML node (every page).
     pub async fn nodes(&self) -> Result<Vec<pb::Node>> {
-        Ok(self
-            .client
-            .query::<q::inference::Nodes>(&pb::QueryNodesRequest::default())
-            .await?
-            .nodes)
+        self.client
+            .query_all::<q::inference::Nodes>(Default::default())
+            .await
     }
 
-    /// Every registered transfer agent.
+    /// Every registered transfer agent (every page).
     pub async fn transfer_agents(&self) -> Result<Vec<pb::TransferAgent>> {
-        Ok(self
-            .client
-            .query::<q::inference::TransferAgents>(&pb::QueryTransferAgentsRequest {})
-            .await?
-            .transfer_agents)
+        self.client
+            .query_all::<q::inference::TransferAgents>(Default::default())
+            .await
     }
 
     /// The inference module's parameters.

@@ -13,7 +13,6 @@
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use gonka_proto::inference::{QueryTransferAgentsRequest, QueryTransferAgentsResponse};
 use gonka_proto::query as q;
 use k256::elliptic_curve::rand_core::{OsRng, RngCore};
 use reqwest::header::{HeaderMap, CONTENT_TYPE};
@@ -625,11 +624,11 @@ pub fn base_url(url: &str) -> Result<String> {
 /// Base URLs of the transfer agents registered on chain, in the chain's order. URLs that are
 /// not valid are skipped (and logged).
 pub async fn discover_transfer_agents(rpc: &crate::Client) -> Result<Vec<String>> {
-    let response: QueryTransferAgentsResponse = rpc
-        .query::<q::inference::TransferAgents>(&QueryTransferAgentsRequest {})
+    let agents = rpc
+        .query_all::<q::inference::TransferAgents>(Default::default())
         .await?;
     let mut urls = Vec::new();
-    for ta in response.transfer_agents {
+    for ta in agents {
         match base_url(&ta.url) {
             Ok(url) if !urls.contains(&url) => urls.push(url),
             Ok(_) => {}

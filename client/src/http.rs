@@ -6,15 +6,66 @@
 //! `Content-Length` body or a close-delimited body (never chunked): in both cases the body is
 //! simply every byte after the header block until the connection closes. That keeps streaming
 //! (server-sent events) a plain byte pass-through.
+//!
+//! Every exchange runs within [`Limits`]: connect, first byte (the whole header block),
+//! silence between body reads, the whole exchange, and body size.
 
 use std::io;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::{timeout_at, Instant};
 
 /// Largest response header block accepted.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// How long the client waits for a server and how much it reads from it, so that a server
+/// that never answers, trickles its answer or sends without end costs a bounded wait and
+/// bounded memory. Every limit that is hit fails the exchange with an `io::Error`
+/// (`TimedOut`, or `InvalidData` for size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connecting.
+    pub connect: Duration,
+    /// From connected to the end of the response header block: sending the request, then
+    /// the server's first byte and the rest of its headers.
+    pub first_byte: Duration,
+    /// Longest silence between two reads of the body.
+    pub idle: Duration,
+    /// The whole exchange, from connecting to the body's last byte.
+    pub total: Duration,
+    /// Most body bytes read.
+    pub max_body: usize,
+}
+
+impl Default for Limits {
+    /// Connect 2 s, headers 120 s (a non-streaming answer comes after the whole
+    /// generation), 30 s of silence, 10 min in all, 16 MiB of body.
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(2),
+            first_byte: Duration::from_secs(120),
+            idle: Duration::from_secs(30),
+            total: Duration::from_secs(600),
+            max_body: 16 * 1024 * 1024,
+        }
+    }
+}
+
+impl Limits {
+    /// The default limits with a connect timeout of `connect`.
+    pub fn connect(connect: Duration) -> Self {
+        Self {
+            connect,
+            ..Self::default()
+        }
+    }
+}
+
+fn timed_out(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, what)
+}
 
 /// A response whose header block was read; the body is still on the socket.
 #[derive(Debug)]
@@ -27,6 +78,11 @@ pub struct UpstreamResponse {
     pub leftover: Vec<u8>,
     /// The connection, positioned after `leftover`.
     pub stream: TcpStream,
+    limits: Limits,
+    /// When the whole exchange must be over.
+    deadline: Instant,
+    /// Body bytes handed out so far.
+    body_read: usize,
 }
 
 impl UpstreamResponse {
@@ -38,10 +94,53 @@ impl UpstreamResponse {
             .map(|(_, v)| v.as_str())
     }
 
-    /// Reads the rest of the body (until the server closes) and returns all of it.
+    /// The next piece of the body (the bytes read with the header block first), `None` at
+    /// its end. Fails when the server is silent longer than [`Limits::idle`], the exchange
+    /// outlasts [`Limits::total`], or the body grows past [`Limits::max_body`].
+    pub async fn next_chunk(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let chunk = if self.leftover.is_empty() {
+            let mut buf = vec![0u8; 8192];
+            let idle = Instant::now() + self.limits.idle;
+            let n = match timeout_at(idle.min(self.deadline), self.stream.read(&mut buf)).await {
+                Ok(read) => read?,
+                Err(_) if idle < self.deadline => {
+                    return Err(timed_out(format!(
+                        "the server sent nothing for {} ms",
+                        self.limits.idle.as_millis()
+                    )))
+                }
+                Err(_) => {
+                    return Err(timed_out(format!(
+                        "the answer took longer than {} ms in all",
+                        self.limits.total.as_millis()
+                    )))
+                }
+            };
+            if n == 0 {
+                return Ok(None);
+            }
+            buf.truncate(n);
+            buf
+        } else {
+            std::mem::take(&mut self.leftover)
+        };
+        self.body_read += chunk.len();
+        if self.body_read > self.limits.max_body {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the answer is larger than {} bytes", self.limits.max_body),
+            ));
+        }
+        Ok(Some(chunk))
+    }
+
+    /// Reads the rest of the body (until the server closes) within the limits and returns
+    /// all of it.
     pub async fn read_body(mut self) -> io::Result<Vec<u8>> {
-        let mut body = std::mem::take(&mut self.leftover);
-        self.stream.read_to_end(&mut body).await?;
+        let mut body = Vec::new();
+        while let Some(chunk) = self.next_chunk().await? {
+            body.extend_from_slice(&chunk);
+        }
         Ok(body)
     }
 }
@@ -64,9 +163,9 @@ pub async fn post_json(
     authority: &str,
     path: &str,
     body: &[u8],
-    connect_timeout: Duration,
+    limits: Limits,
 ) -> io::Result<UpstreamResponse> {
-    request(authority, "POST", path, body, connect_timeout).await
+    request(authority, "POST", path, body, limits).await
 }
 
 /// Sends one request and reads the response header block.
@@ -75,24 +174,68 @@ pub async fn request(
     method: &str,
     path: &str,
     body: &[u8],
-    connect_timeout: Duration,
+    limits: Limits,
 ) -> io::Result<UpstreamResponse> {
-    request_with_headers(authority, method, path, &[], body, connect_timeout).await
+    request_with_headers(authority, method, path, &[], body, limits).await
 }
 
 /// Sends one request with extra headers (`name`, `value`; both must be header-safe ASCII)
-/// and reads the response header block.
+/// and reads the response header block, within `limits`.
 pub async fn request_with_headers(
     authority: &str,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
-    connect_timeout: Duration,
+    limits: Limits,
 ) -> io::Result<UpstreamResponse> {
-    let mut stream = tokio::time::timeout(connect_timeout, TcpStream::connect(authority))
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+    let start = Instant::now();
+    let deadline = start + limits.total;
+    let stream = timeout_at(
+        (start + limits.connect).min(deadline),
+        TcpStream::connect(authority),
+    )
+    .await
+    .map_err(|_| {
+        timed_out(format!(
+            "connect timed out after {} ms",
+            limits.connect.as_millis()
+        ))
+    })??;
+    let head_deadline = (Instant::now() + limits.first_byte).min(deadline);
+    let (status, headers, leftover, stream) = timeout_at(
+        head_deadline,
+        exchange_head(stream, authority, method, path, headers, body),
+    )
+    .await
+    .map_err(|_| {
+        timed_out(format!(
+            "no whole response header block within {} ms",
+            limits.first_byte.as_millis()
+        ))
+    })??;
+    Ok(UpstreamResponse {
+        status,
+        headers,
+        leftover,
+        stream,
+        limits,
+        deadline,
+        body_read: 0,
+    })
+}
+
+type Head = (u16, Vec<(String, String)>, Vec<u8>, TcpStream);
+
+/// Writes the request and reads the response header block.
+async fn exchange_head(
+    mut stream: TcpStream,
+    authority: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> io::Result<Head> {
     let extra: String = headers
         .iter()
         .map(|(name, value)| format!("{name}: {value}\r\n"))
@@ -138,10 +281,5 @@ pub async fn request_with_headers(
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect();
-    Ok(UpstreamResponse {
-        status,
-        headers,
-        leftover,
-        stream,
-    })
+    Ok((status, headers, leftover, stream))
 }

@@ -2,7 +2,8 @@
 //! mnemonics, signed transactions, a submitter that tracks its account's sequence
 //! ([`Chain`]), typed calls over CometBFT RPC, and the off-chain wire formats the sidecar
 //! roles and the chat client share (signed requests, execution [`receipt`]s, the [`openai`]
-//! types, server-sent events ([`sse`]) and a byte-relaying HTTP client ([`http`])).
+//! types, server-sent events ([`sse`]) and a byte-relaying HTTP client ([`http`])), and with
+//! the `server` feature the sidecar servers' accept loop with its limits (`server`).
 //!
 //! Used by the `gonkad` CLI, the end-to-end tests and the sidecar roles. It never touches the
 //! app's internals: everything goes through signed txs and `abci_query`.
@@ -19,6 +20,8 @@ pub mod payload_auth;
 pub mod receipt;
 pub mod request;
 pub mod rpc;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod sse;
 pub mod tx;
 

@@ -199,6 +199,39 @@ impl Client {
         })
     }
 
+    /// Every item of the list query `Q`: asks page after page (each of the largest size,
+    /// [`q::page::MAX_LIMIT`]) from the key the previous page handed out, until a page
+    /// says the list is complete. Each page is read at the chain's latest height, so a list
+    /// that changes meanwhile may miss an item added behind the pages already read.
+    pub async fn query_all<Q: q::ListQuery>(
+        &self,
+        mut request: Q::Request,
+    ) -> Result<Vec<Q::Item>> {
+        let mut items = Vec::new();
+        let mut key = Vec::new();
+        loop {
+            *Q::page(&mut request) = Some(q::page::PageRequest {
+                key: key.clone(),
+                limit: q::page::MAX_LIMIT,
+            });
+            let response = self.query::<Q>(&request).await?;
+            let next = Q::next_key(&response).to_vec();
+            items.extend(Q::items(response));
+            if next.is_empty() {
+                return Ok(items);
+            }
+            // Keys go forward only; one that does not would loop forever.
+            if next <= key {
+                bail!(
+                    "{} answered {} with a next page key that does not move forward",
+                    self.url,
+                    Q::PATH
+                );
+            }
+            key = next;
+        }
+    }
+
     /// The account at `address`, `None` if it does not exist.
     pub async fn account(&self, address: &str) -> Result<Option<Account>> {
         let request = QueryAccountRequest {

@@ -16,6 +16,7 @@ use super::forward::Upstream;
 use super::register::{self, Registration};
 use super::MlNodeConfig;
 use gonka_client::key_from_mnemonic_file;
+use gonka_client::server::ServerArgs;
 use gonka_model as reference;
 
 /// Arguments of `gonka-sidecar ml-node`.
@@ -54,7 +55,11 @@ pub struct MlNodeArgs {
     )]
     upstream_api_key: Option<String>,
     /// Requests served at once; more get 503.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(
+        long,
+        default_value_t = 4,
+        value_parser = clap::value_parser!(u32).range(1..=gonka_proto::ids::MAX_NODE_CONCURRENCY as i64)
+    )]
     max_concurrency: u32,
     /// Largest `max_tokens` a request may ask for.
     #[arg(long, default_value_t = 4096)]
@@ -90,6 +95,8 @@ pub struct MlNodeArgs {
     /// Bandwidth of the node in Mbit/s, as registered on chain.
     #[arg(long, default_value_t = 1000)]
     bandwidth_mbps: u64,
+    #[command(flatten)]
+    server: ServerArgs,
     #[command(flatten)]
     testing: TestingArgs,
 }
@@ -220,6 +227,7 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
         default_max_tokens: args.default_max_tokens,
         max_prompt_bytes: args.max_prompt_bytes,
         max_body_bytes: args.max_body_bytes,
+        server: args.server.limits(),
         testing_delay_per_token: Duration::ZERO,
         #[cfg(feature = "testing")]
         testing_cheat_fraction: args.testing.testing_cheat_fraction,

@@ -8,7 +8,10 @@
 //! `GET /v1/models`, `GET /v1/load` and `GET /v1/identity`. At most
 //! [`MlNodeConfig::max_concurrency`] requests are served at once, whatever the backend;
 //! requests beyond the limit get 503 with `Retry-After`. Every error body is
-//! `{"error": {"message", "type", "code"}}` (see [`ApiError`]).
+//! `{"error": {"message", "type", "code"}}` (see [`ApiError`]). The server runs within
+//! [`MlNodeConfig::server`]: a client must send its header block within the header timeout
+//! (else the connection is closed) and its body within the body timeout (else 408
+//! `request_timeout`), and at most `max_connections` connections are served at once.
 //!
 //! # Execution receipts
 //! A request carrying the requester's signed headers ([`REQUEST_HEADERS`], forwarded by the
@@ -66,6 +69,7 @@ use forward::Upstream;
 pub use gonka_client::openai::ApiError;
 use gonka_client::receipt::{Receipt, HEADER_RECEIPT};
 use gonka_client::request::{body_agrees, verify_request, HEADER_SIGNATURE};
+use gonka_client::server::{read_body, ServerLimits};
 use gonka_client::unix_now;
 use gonka_model::{self as reference, ChatTurn, ReferenceModel};
 
@@ -101,6 +105,8 @@ pub struct MlNodeConfig {
     pub max_prompt_bytes: usize,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Header and body timeouts and the connection cap of the node's server.
+    pub server: ServerLimits,
     /// FOR TESTS ONLY: sleep this long after each generated token, to hold generation slots
     /// busy long enough to observe the concurrency limit. Zero in production.
     pub testing_delay_per_token: Duration,
@@ -127,6 +133,7 @@ impl Default for MlNodeConfig {
             default_max_tokens: 256,
             max_prompt_bytes: 64 * 1024,
             max_body_bytes: 1024 * 1024,
+            server: ServerLimits::default(),
             testing_delay_per_token: Duration::ZERO,
             #[cfg(feature = "testing")]
             testing_cheat_fraction: 0.0,
@@ -222,15 +229,15 @@ pub fn router(config: MlNodeConfig) -> Router {
         .with_state(node)
 }
 
-/// Serves the ML node on `listener` until `shutdown` completes.
+/// Serves the ML node on `listener` until `shutdown` completes, within
+/// [`MlNodeConfig::server`] (header timeout, connection cap).
 pub async fn serve(
     listener: TcpListener,
     config: MlNodeConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(config))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = config.server;
+    gonka_client::server::serve(listener, router(config), limits, shutdown).await
 }
 
 async fn models(State(node): State<Arc<Node>>) -> Json<ModelList> {
@@ -302,14 +309,7 @@ fn check_signed(
 /// slot.
 async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted, ApiError> {
     let cfg = &node.config;
-    let bytes = axum::body::to_bytes(body, cfg.max_body_bytes)
-        .await
-        .map_err(|_| {
-            ApiError::too_large(
-                "request_too_large",
-                format!("request body must be at most {} bytes", cfg.max_body_bytes),
-            )
-        })?;
+    let bytes = read_body(body, cfg.max_body_bytes, cfg.server.body_timeout).await?;
     let signed = match headers.contains_key(HEADER_SIGNATURE) {
         true => Some(check_signed(cfg, headers, &bytes)?),
         false => None,

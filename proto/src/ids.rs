@@ -1,5 +1,5 @@
-//! Shape rules of identifiers that both the chain and the sidecar roles check, so a node
-//! refuses at start what the chain would refuse at registration.
+//! Shape rules of identifiers (and the few node limits) that both the chain and the sidecar
+//! roles check, so a node refuses at start what the chain would refuse at registration.
 
 /// Whether `id` is a valid ML node id: 1 to 64 of `[A-Za-z0-9._-]` (so it never holds the
 /// `/` of the chain's index keys).
@@ -13,6 +13,11 @@ pub fn is_valid_node_id(id: &str) -> bool {
 
 /// What [`is_valid_node_id`] asks for, for error messages.
 pub const NODE_ID_RULE: &str = "1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '-'";
+
+/// Most requests an ML node may declare it serves at once (`max_concurrency`): the chain
+/// refuses a registration above it and the ML node's command line does not offer more, so a
+/// node cannot declare a capacity that would draw all of a transfer agent's traffic.
+pub const MAX_NODE_CONCURRENCY: u64 = 4096;
 
 #[cfg(test)]
 mod tests {

@@ -48,6 +48,13 @@ pub mod gonka {
             include!(concat!(env!("OUT_DIR"), "/gonka.disputes.v1.rs"));
         }
     }
+    /// `gonka.base.v1`: messages every module shares (pagination of list queries).
+    pub mod base {
+        /// Version 1 of the shared messages.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/gonka.base.v1.rs"));
+        }
+    }
     /// `gonka.bank.v1`: balances, transfers and supply.
     pub mod bank {
         /// Version 1 of the bank protocol.
@@ -58,8 +65,8 @@ pub mod gonka {
 }
 
 pub use gonka::{
-    auth::v1 as auth, bank::v1 as bank, disputes::v1 as disputes, epochs::v1 as epochs,
-    inference::v1 as inference, rewards::v1 as rewards, stake::v1 as stake,
+    auth::v1 as auth, bank::v1 as bank, base::v1 as base, disputes::v1 as disputes,
+    epochs::v1 as epochs, inference::v1 as inference, rewards::v1 as rewards, stake::v1 as stake,
 };
 
 pub use prost::Name;

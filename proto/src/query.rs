@@ -14,6 +14,82 @@ pub trait Query {
     type Response: prost::Message + prost::Name + Default;
 }
 
+/// Pagination of list queries (`gonka.base.v1.PageRequest` / `PageResponse`): the limits
+/// every module's list queries apply.
+pub mod page {
+    pub use crate::base::{PageRequest, PageResponse};
+
+    /// Rows a page reads when the request names no limit (or 0).
+    pub const DEFAULT_LIMIT: u64 = 100;
+    /// Most rows one page reads; a larger `limit` is clamped to it (not refused), so a client
+    /// asking for everything gets a full page and a `next_key` to go on from.
+    pub const MAX_LIMIT: u64 = 1_000;
+    /// Most bytes of items one page carries: a page stops before the item that would cross
+    /// it (a single item larger than this still goes out alone), so a response stays bounded
+    /// even when items are large.
+    pub const MAX_BYTES: usize = 1 << 20;
+
+    /// The number of rows a page of `request` reads: the default for none or 0, clamped to
+    /// [`MAX_LIMIT`].
+    pub fn limit(request: Option<&PageRequest>) -> u64 {
+        match request.map_or(0, |p| p.limit) {
+            0 => DEFAULT_LIMIT,
+            limit => limit.min(MAX_LIMIT),
+        }
+    }
+}
+
+/// A paginated list query: its request carries a `PageRequest` and its response a
+/// `PageResponse` beside the listed items, so a client can follow `next_key` to the end
+/// (`gonka_client::Client::query_all`).
+pub trait ListQuery: Query {
+    /// One listed item.
+    type Item;
+    /// The request's page.
+    fn page(request: &mut Self::Request) -> &mut Option<page::PageRequest>;
+    /// The key of the next page; empty once the list is complete.
+    fn next_key(response: &Self::Response) -> &[u8];
+    /// The items of one page.
+    fn items(response: Self::Response) -> Vec<Self::Item>;
+}
+
+/// Implements [`ListQuery`] for queries whose messages have a `pagination` field each and
+/// list their items in `field`.
+macro_rules! lists {
+    ($( $query:ty: $field:ident => $item:ty; )*) => {
+        $(
+            impl ListQuery for $query {
+                type Item = $item;
+                fn page(request: &mut Self::Request) -> &mut Option<page::PageRequest> {
+                    &mut request.pagination
+                }
+                fn next_key(response: &Self::Response) -> &[u8] {
+                    response.pagination.as_ref().map_or(&[], |p| &p.next_key)
+                }
+                fn items(response: Self::Response) -> Vec<$item> {
+                    response.$field
+                }
+            }
+        )*
+    };
+}
+
+lists! {
+    bank::Balances: balances => crate::bank::Coin;
+    stake::Participants: participants => crate::stake::Participant;
+    stake::Unbonding: entries => crate::stake::UnbondingEntry;
+    stake::Work: credits => crate::stake::WorkCredit;
+    rewards::Epoch: participants => crate::rewards::ParticipantReward;
+    rewards::Participant: rewards => crate::rewards::ParticipantReward;
+    inference::Models: models => crate::inference::Model;
+    inference::Nodes: nodes => crate::inference::Node;
+    inference::TransferAgents: transfer_agents => crate::inference::TransferAgent;
+    inference::Records: records => crate::inference::StoredRecord;
+    disputes::List: disputes => crate::disputes::Dispute;
+    disputes::Participant: disputes => crate::disputes::Dispute;
+    disputes::Pending: work => crate::disputes::PendingWork;
+}
+
 /// Declares marker types implementing [`Query`] for the messages of one proto package.
 macro_rules! queries {
     ($package:ident; $( $(#[$doc:meta])* $name:ident = $path:literal: $request:ident => $response:ident; )*) => {
@@ -46,7 +122,7 @@ pub mod bank {
     queries! { bank;
         /// One balance of an address.
         Balance = "/bank/balance": QueryBalanceRequest => QueryBalanceResponse;
-        /// Every balance of an address.
+        /// The balances of an address, by denom (paginated).
         Balances = "/bank/balances": QueryAllBalancesRequest => QueryAllBalancesResponse;
         /// The supply of a denom.
         Supply = "/bank/supply": QuerySupplyRequest => QuerySupplyResponse;
@@ -66,13 +142,13 @@ pub mod epochs {
 /// Queries of x/stake.
 pub mod stake {
     queries! { stake;
-        /// Every participant.
+        /// The participants, by operator (paginated).
         Participants = "/stake/participants": QueryParticipantsRequest => QueryParticipantsResponse;
         /// One participant.
         Participant = "/stake/participant": QueryParticipantRequest => QueryParticipantResponse;
-        /// Unbonding entries (of one operator, or all).
+        /// Unbonding entries (of one operator, or all), by completion epoch (paginated).
         Unbonding = "/stake/unbonding": QueryUnbondingRequest => QueryUnbondingResponse;
-        /// The work ledger of an epoch.
+        /// The work ledger of an epoch, by operator (paginated).
         Work = "/stake/work": QueryWorkRequest => QueryWorkResponse;
         /// Stake parameters.
         Params = "/stake/params": QueryParamsRequest => QueryParamsResponse;
@@ -82,9 +158,9 @@ pub mod stake {
 /// Queries of x/rewards.
 pub mod rewards {
     queries! { rewards;
-        /// How an epoch was settled.
+        /// How an epoch was settled, with its participants' rewards (paginated).
         Epoch = "/rewards/epoch": QueryEpochRewardsRequest => QueryEpochRewardsResponse;
-        /// Every reward of one participant.
+        /// The rewards of one participant, by epoch (paginated).
         Participant = "/rewards/participant": QueryParticipantRewardsRequest => QueryParticipantRewardsResponse;
         /// Rewards parameters.
         Params = "/rewards/params": QueryParamsRequest => QueryParamsResponse;
@@ -94,17 +170,17 @@ pub mod rewards {
 /// Queries of x/inference.
 pub mod inference {
     queries! { inference;
-        /// The model table.
+        /// The model table, by id (paginated).
         Models = "/inference/models": QueryModelsRequest => QueryModelsResponse;
-        /// Registered ML nodes (of one host, or all).
+        /// Registered ML nodes (of one host, or all), by id (paginated).
         Nodes = "/inference/nodes": QueryNodesRequest => QueryNodesResponse;
         /// One ML node.
         Node = "/inference/node": QueryNodeRequest => QueryNodeResponse;
-        /// Registered transfer agents.
+        /// Registered transfer agents, by address (paginated).
         TransferAgents = "/inference/transfer_agents": QueryTransferAgentsRequest => QueryTransferAgentsResponse;
         /// One settled work record.
         Record = "/inference/record": QueryRecordRequest => QueryRecordResponse;
-        /// The work records of an epoch.
+        /// The work records of an epoch, by inference id (paginated).
         Records = "/inference/records": QueryRecordsRequest => QueryRecordsResponse;
         /// Inference parameters.
         Params = "/inference/params": QueryParamsRequest => QueryParamsResponse;
@@ -116,11 +192,11 @@ pub mod disputes {
     queries! { disputes;
         /// One dispute.
         Dispute = "/disputes/dispute": QueryDisputeRequest => QueryDisputeResponse;
-        /// Disputes by status.
+        /// Disputes by status, by id (paginated).
         List = "/disputes/list": QueryDisputesRequest => QueryDisputesResponse;
-        /// The disputes a participant takes part in.
+        /// The disputes a participant takes part in, by id (paginated).
         Participant = "/disputes/participant": QueryParticipantDisputesRequest => QueryParticipantDisputesResponse;
-        /// The validations a validator owes.
+        /// The validations, then the dispute votes, a validator owes (paginated).
         Pending = "/disputes/pending": QueryPendingRequest => QueryPendingResponse;
         /// The validation of a sampled record.
         Validation = "/disputes/validation": QueryValidationRequest => QueryValidationResponse;
@@ -168,5 +244,14 @@ mod tests {
         check::<rewards::Participant>("rewards");
         check::<inference::TransferAgents>("inference");
         check::<disputes::Stats>("disputes");
+    }
+
+    #[test]
+    fn page_limits_default_and_clamp() {
+        let request = |limit| page::PageRequest { key: vec![], limit };
+        assert_eq!(page::limit(None), page::DEFAULT_LIMIT);
+        assert_eq!(page::limit(Some(&request(0))), page::DEFAULT_LIMIT);
+        assert_eq!(page::limit(Some(&request(7))), 7);
+        assert_eq!(page::limit(Some(&request(u64::MAX))), page::MAX_LIMIT);
     }
 }

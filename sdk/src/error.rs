@@ -52,6 +52,9 @@ pub enum SdkError {
     /// The transaction used more gas than its limit (the Cosmos SDK's `ErrOutOfGas`, same
     /// codespace and number). Its fee and sequence stay paid; its messages change nothing.
     OutOfGas = 11,
+    /// A list query's page request cannot be answered: a key the query never hands out, or
+    /// an offset (pages go by key only).
+    InvalidPage = 7,
 }
 
 crate::impl_error_code!(SdkError, "sdk");

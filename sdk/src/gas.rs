@@ -154,6 +154,23 @@ impl StateRead for GasState<'_> {
         )?;
         Ok(rows)
     }
+
+    fn range_raw(
+        &self,
+        prefix: &[u8],
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let costs = self.gas.costs();
+        self.gas.consume(costs.read_flat, "ReadFlat")?;
+        let rows = self.inner.range_raw(prefix, start, limit)?;
+        let bytes = rows.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.gas.consume(
+            GasMeter::per_byte(costs.read_per_byte, bytes),
+            "ReadPerByte",
+        )?;
+        Ok(rows)
+    }
 }
 
 impl StateWrite for GasState<'_> {

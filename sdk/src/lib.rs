@@ -7,6 +7,7 @@
 //!   state; [`Delta`] forks state so a failing transaction changes nothing.
 //! - [`GasMeter`] / [`GasState`]: what a transaction's bytes, signature checks and state
 //!   access cost, held to the tx's gas limit.
+//! - [`paginate`] / [`Pager`]: one bounded page of a list query, read by a range scan.
 //! - [`Event`]: typed events with indexed attributes, surfaced to CometBFT.
 //! - [`Error`] / [`ErrorCode`]: one error type with code, codespace and a readable log.
 
@@ -16,6 +17,7 @@ mod events;
 mod gas;
 mod genesis;
 mod module;
+mod page;
 mod query;
 mod state;
 
@@ -26,6 +28,7 @@ pub use gas::{GasCosts, GasMeter, GasState};
 pub use genesis::{Genesis, GenesisJson};
 pub use gonka_proto::query::Query;
 pub use module::{HookOutput, Module, Msg, ValidatorUpdate};
+pub use page::{assert_pages, paginate, paginate_proto, walk_pages, Page, Pager};
 pub use query::QueryRouter;
 pub use state::{Delta, MemoryState, Overlay, StateRead, StateReadExt, StateWrite, StateWriteExt};
 

@@ -16,6 +16,15 @@ pub trait StateRead {
     fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// Every `(key, value)` whose key starts with `prefix`, in ascending key order.
     fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// At most `limit` `(key, value)` whose key starts with `prefix` and is at least `start`,
+    /// in ascending key order: one page of a prefix scan, without reading the rows after it
+    /// (what paginated queries use, see [`crate::Pager`]).
+    fn range_raw(
+        &self,
+        prefix: &[u8],
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
 }
 
 /// Write access to state plus the event sink of the current execution.
@@ -58,7 +67,8 @@ pub trait StateWriteExt: StateWrite {
 
 impl<T: StateWrite + ?Sized> StateWriteExt for T {}
 
-fn decode<M: Message + Default>(key: &[u8], bytes: &[u8]) -> Result<M> {
+/// Decodes a stored value, naming its key and type in the error.
+pub(crate) fn decode<M: Message + Default>(key: &[u8], bytes: &[u8]) -> Result<M> {
     M::decode(bytes).map_err(|e| {
         SdkError::Decode.err(format!(
             "stored value under {} is not a valid {}: {e}",
@@ -78,6 +88,14 @@ impl StateRead for Store {
     }
     fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.prefix(prefix).map_err(internal)
+    }
+    fn range_raw(
+        &self,
+        prefix: &[u8],
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.range(prefix, start, limit).map_err(internal)
     }
 }
 
@@ -107,6 +125,46 @@ fn layered_prefix(
     Ok(merged.into_iter().collect())
 }
 
+/// One page of `writes` over `parent`: the parent's rows are read a window at a time, and
+/// each window is merged with the writes that fall inside it, until `limit` rows survive or
+/// the prefix ends. A window whose rows were all deleted by `writes` just moves the start on.
+fn layered_range(
+    parent: &dyn StateRead,
+    writes: &ChangeSet,
+    prefix: &[u8],
+    start: &[u8],
+    limit: usize,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut from = start.max(prefix).to_vec();
+    while out.len() < limit {
+        let want = limit - out.len();
+        let rows = parent.range_raw(prefix, &from, want)?;
+        // Where this window ends (inclusive); `None`: the parent has nothing after it.
+        let end = (rows.len() == want).then(|| rows[rows.len() - 1].0.clone());
+        let mut window: BTreeMap<Vec<u8>, Vec<u8>> = rows.into_iter().collect();
+        for (key, value) in writes.range(from.clone()..) {
+            if !key.starts_with(prefix) || end.as_ref().is_some_and(|end| key > end) {
+                break;
+            }
+            match value {
+                Some(value) => window.insert(key.clone(), value.clone()),
+                None => window.remove(key),
+            };
+        }
+        out.extend(window.into_iter().take(limit - out.len()));
+        match end {
+            // The next window starts right after this one's last key.
+            Some(mut end) => {
+                end.push(0);
+                from = end;
+            }
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
 /// A read-only view of uncommitted `writes` over `parent` (the check state, or genesis
 /// state that is committed together with the first block).
 pub struct Overlay<'a> {
@@ -127,6 +185,14 @@ impl StateRead for Overlay<'_> {
     }
     fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         layered_prefix(self.parent, self.writes, prefix)
+    }
+    fn range_raw(
+        &self,
+        prefix: &[u8],
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        layered_range(self.parent, self.writes, prefix, start, limit)
     }
 }
 
@@ -176,6 +242,14 @@ impl StateRead for Delta<'_> {
     }
     fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         layered_prefix(self.parent, &self.writes, prefix)
+    }
+    fn range_raw(
+        &self,
+        prefix: &[u8],
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        layered_range(self.parent, &self.writes, prefix, start, limit)
     }
 }
 
@@ -240,6 +314,23 @@ impl StateRead for MemoryState {
         self.rows_read.set(self.rows_read.get() + rows.len());
         Ok(rows)
     }
+
+    fn range_raw(
+        &self,
+        prefix: &[u8],
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let rows: Vec<_> = self
+            .rows
+            .range(start.max(prefix).to_vec()..)
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .take(limit)
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        self.rows_read.set(self.rows_read.get() + rows.len());
+        Ok(rows)
+    }
 }
 
 #[cfg(test)]
@@ -298,5 +389,34 @@ mod tests {
         let overlay = Overlay::new(&base, &writes);
         assert_eq!(overlay.prefix_raw(b"c/").unwrap().len(), 1);
         assert_eq!(overlay.get_raw(b"a/1").unwrap(), None);
+    }
+
+    /// A layered page equals the same page of the fully merged prefix, whatever the start
+    /// and limit, including windows whose parent rows were all deleted above.
+    #[test]
+    fn range_pages_agree_with_the_merged_prefix() {
+        let base = MemoryState::from_changes(
+            (0..20u8)
+                .map(|n| (format!("a/{n:02}").into_bytes(), Some(vec![n])))
+                .collect(),
+        );
+        let mut delta = Delta::new(&base);
+        for n in [0u8, 1, 2, 3, 4, 9, 15] {
+            delta.delete_raw(format!("a/{n:02}").into_bytes());
+        }
+        delta.put_raw(b"a/03x".to_vec(), b"new".to_vec());
+        delta.put_raw(b"a/99".to_vec(), b"last".to_vec());
+        delta.put_raw(b"b/00".to_vec(), b"other prefix".to_vec());
+        let all = delta.prefix_raw(b"a/").unwrap();
+        for limit in 0..all.len() + 2 {
+            for start in 0..all.len() + 1 {
+                let from = all.get(start).map_or(b"a/zz".to_vec(), |(k, _)| k.clone());
+                let page = delta.range_raw(b"a/", &from, limit).unwrap();
+                let expected: Vec<_> = all.iter().skip(start).take(limit).cloned().collect();
+                assert_eq!(page, expected, "start {start} limit {limit}");
+            }
+        }
+        let child = delta.fork();
+        assert_eq!(child.range_raw(b"a/", b"", 100).unwrap(), all);
     }
 }

@@ -236,6 +236,34 @@ impl Store {
         Ok(out)
     }
 
+    /// At most `limit` (key, value) pairs whose key starts with `prefix` and is at least
+    /// `start`, ascending key order, at the latest committed version: one page of a prefix
+    /// scan, read without touching the rows after it.
+    pub fn range(
+        &self,
+        prefix: &[u8],
+        start: &[u8],
+        limit: usize,
+    ) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let snap = self.snapshot()?;
+        let from = start.max(prefix);
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        for entry in snap.index.range::<&[u8]>(from..)? {
+            let (key, value) = entry?;
+            if !key.value().starts_with(prefix) {
+                break;
+            }
+            out.push((key.value().to_vec(), value.value().to_vec()));
+            if out.len() == limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// Root hash at a committed version.
     pub fn root_at(&self, version: u64) -> anyhow::Result<[u8; 32]> {
         let snap = self.snapshot()?;

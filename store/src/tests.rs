@@ -196,6 +196,48 @@ fn prefix_scan_is_ordered_and_reflects_deletes() {
 }
 
 #[test]
+fn range_reads_one_page_of_a_prefix_from_a_start_key() {
+    let (_dir, store) = open_temp();
+    commit(
+        &store,
+        0,
+        cs(&[
+            ("bank/balance/gonka1aa/ngnk", Some("1")),
+            ("bank/balance/gonka1bb/ngnk", Some("2")),
+            ("bank/balance/gonka1cc/ngnk", Some("3")),
+            ("bank/balancf", Some("after the prefix")),
+            ("bank/a", Some("before the prefix")),
+        ]),
+    );
+    let keys = |rows: Vec<(Vec<u8>, Vec<u8>)>| -> Vec<Vec<u8>> {
+        rows.into_iter().map(|(k, _)| k).collect()
+    };
+    let prefix = b"bank/balance/";
+    assert_eq!(
+        keys(store.range(prefix, b"", 2).unwrap()),
+        [
+            b("bank/balance/gonka1aa/ngnk"),
+            b("bank/balance/gonka1bb/ngnk")
+        ]
+    );
+    // A start between keys begins at the next one; the page never leaves the prefix.
+    assert_eq!(
+        keys(store.range(prefix, b"bank/balance/gonka1b", 5).unwrap()),
+        [
+            b("bank/balance/gonka1bb/ngnk"),
+            b("bank/balance/gonka1cc/ngnk")
+        ]
+    );
+    assert!(store
+        .range(prefix, b"bank/balance/gonka1zz", 5)
+        .unwrap()
+        .is_empty());
+    assert!(store.range(prefix, b"", 0).unwrap().is_empty());
+    // A start before the prefix is read as the prefix itself.
+    assert_eq!(store.range(prefix, b"a", 10).unwrap().len(), 3);
+}
+
+#[test]
 fn existence_proofs_verify_and_tampering_fails() {
     let (_dir, store) = open_temp();
     let roots = history(&store);

@@ -91,7 +91,7 @@ use gonka_model::{encode_chat, ChatTurn, ReferenceModel, DEFAULT_SEED};
 use gonka_node::forward::Upstream;
 use gonka_node::{self as ml_node, MlNodeConfig, DEFAULT_MODEL_ID};
 use gonka_ta::auth::{verify, ReplayCache};
-use gonka_ta::{server, TaConfig, TaNodeConfig, TransferAgent};
+use gonka_ta::{server, RateLimit, TaConfig, TaNodeConfig, TransferAgent};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -649,6 +649,11 @@ fn start_stack(rt: &Runtime, backend: Backend, key: &Arc<Key>) -> Stack {
                     max_concurrency: NODE_CONCURRENCY as u32,
                 })
                 .collect(),
+            // One requester sends every request: no per-requester limit.
+            rate_limit: RateLimit {
+                per_second: 0,
+                ..RateLimit::default()
+            },
             ..TaConfig::default()
         };
         let ta = TransferAgent::new(config).expect("TA config");

@@ -80,7 +80,14 @@ pub async fn poll_loads(ta: Arc<TransferAgent>, every: Duration, timeout: Durati
         tokio::time::sleep(every).await;
         for (node, authority) in ta.node_authorities() {
             let report = async {
-                let response = upstream::request(&authority, "GET", "/v1/load", b"", timeout)
+                let limits = upstream::Limits {
+                    connect: timeout,
+                    first_byte: timeout,
+                    idle: timeout,
+                    total: timeout,
+                    max_body: 4096,
+                };
+                let response = upstream::request(&authority, "GET", "/v1/load", b"", limits)
                     .await
                     .ok()?;
                 let body = response.read_body().await.ok()?;

@@ -10,7 +10,9 @@ use anyhow::Context;
 use super::payloads::{self, PayloadStore, Payloads};
 use super::registry::refresh_from_chain;
 use super::settle::{run_batcher, BatchPolicy, Outbox};
-use super::{background, server, TaConfig, TaNodeConfig, TransferAgent};
+use super::{background, server, RateLimit, TaConfig, TaNodeConfig, TransferAgent};
+use gonka_client::http::Limits;
+use gonka_client::server::ServerArgs;
 use gonka_client::{key_from_mnemonic_file, Chain};
 
 /// Arguments of `gonka-sidecar transfer-agent`.
@@ -65,6 +67,37 @@ pub struct TransferAgentArgs {
     /// `<home>/payloads.redb`, in seconds (at least the chain's validation and dispute window).
     #[arg(long, default_value_t = 3600)]
     payload_retention_secs: u64,
+    /// Most requests in flight on one ML node, whatever `max_concurrency` it declares.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    max_node_concurrency: u32,
+    /// Longest connecting to an ML node may take, in milliseconds.
+    #[arg(long, default_value_t = 2_000)]
+    node_connect_timeout_ms: u64,
+    /// Longest an ML node may take to send its answer's header block (for a non-streaming
+    /// answer: the whole generation), in milliseconds.
+    #[arg(long, default_value_t = 120_000)]
+    node_first_byte_timeout_ms: u64,
+    /// Longest an ML node may go silent in the middle of an answer, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    node_idle_timeout_ms: u64,
+    /// Longest one answer of an ML node may take in all, in milliseconds.
+    #[arg(long, default_value_t = 600_000)]
+    node_total_timeout_ms: u64,
+    /// Largest answer (body or whole stream) read from an ML node, in bytes.
+    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    node_max_answer_bytes: usize,
+    /// Requests one requester address may make per second, sustained (0: no limit); more
+    /// get 429 `rate_limit_exceeded` with Retry-After.
+    #[arg(long, default_value_t = 20)]
+    rate_limit_per_sec: u32,
+    /// Requests one requester may make at once after a pause.
+    #[arg(long, default_value_t = 40)]
+    rate_limit_burst: u32,
+    /// Requesters whose rate is tracked at once (the least recently seen is forgotten).
+    #[arg(long, default_value_t = 100_000)]
+    rate_limit_requesters: usize,
+    #[command(flatten)]
+    server: ServerArgs,
 }
 
 /// Parses `ID=URL,MODEL,MAX_CONCURRENCY`.
@@ -105,6 +138,20 @@ pub async fn run(args: TransferAgentArgs) -> anyhow::Result<()> {
         max_skew_secs: args.max_skew,
         queue_capacity: args.queue_capacity,
         queue_timeout: Duration::from_millis(args.queue_timeout_ms),
+        node_limits: Limits {
+            connect: Duration::from_millis(args.node_connect_timeout_ms),
+            first_byte: Duration::from_millis(args.node_first_byte_timeout_ms),
+            idle: Duration::from_millis(args.node_idle_timeout_ms),
+            total: Duration::from_millis(args.node_total_timeout_ms),
+            max_body: args.node_max_answer_bytes,
+        },
+        max_node_concurrency: args.max_node_concurrency,
+        server: args.server.limits(),
+        rate_limit: RateLimit {
+            per_second: args.rate_limit_per_sec,
+            burst: args.rate_limit_burst,
+            requesters: args.rate_limit_requesters,
+        },
         ..TaConfig::default()
     };
     let listener = tokio::net::TcpListener::bind(args.listen)

@@ -21,7 +21,9 @@
 //!    `max(own in-flight, reported in-flight)`: the TA's own accounting of leases it handed out,
 //!    and the last in-flight count the node reported itself (which also covers traffic the TA
 //!    does not see). A node with `max_concurrency == 0` is never eligible. So the TA never
-//!    sends a node more than `max_concurrency` requests at once.
+//!    sends a node more than `max_concurrency` requests at once, and never more than the
+//!    TA's own cap ([`Router::with_concurrency_cap`]) whatever the node declares: a node
+//!    declaring `u32::MAX` counts as the cap, in eligibility and in relative load alike.
 //!
 //! Among eligible nodes the one with the smallest *relative* load `load / max_concurrency` wins,
 //! compared exactly by integer cross-multiplication (no floats), so 1/4 beats 1/2. Ties go to the
@@ -32,6 +34,12 @@
 //! A [`Outcome::Failed`] puts the node in cooldown with exponential backoff:
 //! `min(base * 2^(consecutive_failures - 1), cap)` (see [`Backoff`]), so a retry picks another
 //! node. An [`Outcome::Ok`] resets the failure count and clears the cooldown.
+//!
+//! # Per-requester rate limit ([`RateLimiter`])
+//!
+//! Before a request takes a node slot or a queue place, its (authenticated) requester spends
+//! a token of its bucket; an empty bucket is 429 `rate_limit_exceeded` with `Retry-After`.
+//! See [`ratelimit`].
 //!
 //! # Waiting policy ([`WaitQueue`])
 //!
@@ -47,6 +55,8 @@
 //! [`Outcome::Ok`]: crate::Outcome::Ok
 //! [`Outcome::Failed`]: crate::Outcome::Failed
 //! [`Backoff`]: crate::Backoff
+//! [`RateLimiter`]: crate::RateLimiter
+//! [`Router::with_concurrency_cap`]: crate::Router::with_concurrency_cap
 //! [`WaitQueue`]: crate::WaitQueue
 //! [`QueueFull`]: crate::QueueFull
 //! [`Ticket`]: crate::Ticket
@@ -56,12 +66,14 @@ pub mod background;
 pub mod cli;
 pub mod payloads;
 pub mod queue;
+pub mod ratelimit;
 pub mod registry;
 pub mod routing;
 pub mod server;
 pub mod settle;
 
 pub use queue::{QueueFull, Ticket, WaitQueue};
+pub use ratelimit::{RateLimit, RateLimiter};
 pub use registry::Registry;
 pub use routing::{Backoff, Lease, NodeInfo, NodeStatus, Outcome, Router};
 pub use server::{TaConfig, TaNodeConfig, TransferAgent};

@@ -174,11 +174,11 @@ async fn assigned_on_chain(chain: &Chain, address: &str, inference_id: &str) -> 
         Err(e) => return Err(e),
     }
     let disputes = client
-        .query::<q::disputes::Participant>(&dpb::QueryParticipantDisputesRequest {
+        .query_all::<q::disputes::Participant>(dpb::QueryParticipantDisputesRequest {
             address: address.to_string(),
+            ..Default::default()
         })
-        .await?
-        .disputes;
+        .await?;
     Ok(disputes
         .iter()
         .any(|d| d.inference_id == inference_id && d.committee.iter().any(|m| m == address)))

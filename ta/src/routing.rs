@@ -17,7 +17,9 @@ pub struct NodeInfo {
     pub vram_mib: u64,
     /// Network bandwidth, in Mbit/s (tie-breaker: higher wins).
     pub bandwidth_mbps: u64,
-    /// Requests the node runs at once; the TA never exceeds it (0 = never picked).
+    /// Requests the node says it runs at once (0 = never picked). The TA never exceeds it,
+    /// nor its own cap ([`Router::with_concurrency_cap`]): what a node declares is believed
+    /// only up to that cap.
     pub max_concurrency: u32,
 }
 
@@ -105,19 +107,24 @@ impl NodeState {
         self.status.in_flight.max(self.status.reported_in_flight)
     }
 
-    fn eligible(&self, model: &str, min_vram_mib: u64, now: Instant) -> bool {
+    /// The requests the TA sends the node at once: what it declares, at most `cap`.
+    fn capacity(&self, cap: u32) -> u32 {
+        self.status.info.max_concurrency.min(cap)
+    }
+
+    fn eligible(&self, model: &str, min_vram_mib: u64, now: Instant, cap: u32) -> bool {
         let info = &self.status.info;
         info.vram_mib >= min_vram_mib
             && info.models.iter().any(|m| m == model)
             && self.status.cooldown_until.is_none_or(|until| now >= until)
-            && self.load() < info.max_concurrency
+            && self.load() < self.capacity(cap)
     }
 
     /// Better candidate first: lower relative load, then higher bandwidth, then smaller id.
-    fn preference(&self, other: &Self) -> Ordering {
+    fn preference(&self, other: &Self, cap: u32) -> Ordering {
         // load_a / cap_a vs load_b / cap_b  <=>  load_a * cap_b vs load_b * cap_a (caps > 0).
-        let lhs = u64::from(self.load()) * u64::from(other.status.info.max_concurrency);
-        let rhs = u64::from(other.load()) * u64::from(self.status.info.max_concurrency);
+        let lhs = u64::from(self.load()) * u64::from(other.capacity(cap));
+        let rhs = u64::from(other.load()) * u64::from(self.capacity(cap));
         lhs.cmp(&rhs)
             .then_with(|| {
                 other
@@ -135,6 +142,8 @@ impl NodeState {
 pub struct Router {
     nodes: BTreeMap<String, NodeState>,
     backoff: Backoff,
+    /// Most requests in flight on one node, whatever it declares.
+    concurrency_cap: u32,
     next_incarnation: u64,
 }
 
@@ -145,13 +154,21 @@ impl Default for Router {
 }
 
 impl Router {
-    /// An empty router with the given failure backoff.
+    /// An empty router with the given failure backoff, believing what nodes declare.
     pub fn new(backoff: Backoff) -> Self {
         Self {
             nodes: BTreeMap::new(),
             backoff,
+            concurrency_cap: u32::MAX,
             next_incarnation: 0,
         }
+    }
+
+    /// The router sending no node more than `cap` requests at once, whatever the node
+    /// declares: a node cannot draw all traffic by declaring a huge `max_concurrency`.
+    pub fn with_concurrency_cap(mut self, cap: u32) -> Self {
+        self.concurrency_cap = cap;
+        self
     }
 
     /// The failure backoff in use.
@@ -202,11 +219,12 @@ impl Router {
     /// `None` when no node serves the model with `min_vram_mib`, or all such nodes are cooling
     /// down or at their `max_concurrency` (the caller should then queue the request).
     pub fn pick(&mut self, model: &str, min_vram_mib: u64, now: Instant) -> Option<Lease> {
+        let cap = self.concurrency_cap;
         let best = self
             .nodes
             .values_mut()
-            .filter(|s| s.eligible(model, min_vram_mib, now))
-            .min_by(|a, b| a.preference(b))?;
+            .filter(|s| s.eligible(model, min_vram_mib, now, cap))
+            .min_by(|a, b| a.preference(b, cap))?;
         best.status.in_flight += 1;
         Some(Lease {
             node_id: best.status.info.id.clone(),
@@ -356,6 +374,28 @@ mod tests {
         r.finish(a, Outcome::Ok, t);
         assert_eq!(r.pick(M, 0, t).unwrap().node_id(), "a");
         assert!(r.pick(M, 0, t).is_none());
+    }
+
+    #[test]
+    fn a_declared_capacity_is_believed_only_up_to_the_cap() {
+        let t = Instant::now();
+        let mut r = router([node("greedy", 0, 1000, u32::MAX), node("honest", 0, 1, 2)])
+            .with_concurrency_cap(4);
+        let order: Vec<String> = (0..6).map(|_| pick_id(&mut r, t).unwrap()).collect();
+        // greedy counts as 4 slots, not 4 billion (in relative load too): it takes its 4,
+        // honest its 2, interleaved by relative load.
+        assert_eq!(
+            order,
+            ["greedy", "honest", "greedy", "greedy", "honest", "greedy"]
+        );
+        assert!(r.pick(M, 0, t).is_none());
+        assert_eq!(r.node("greedy").unwrap().in_flight, 4);
+        // Without a cap the declaration draws all but an idle node's first request.
+        let mut r = router([node("greedy", 0, 1000, u32::MAX), node("honest", 0, 1, 2)]);
+        let greedy = (0..100)
+            .filter(|_| pick_id(&mut r, t).as_deref() == Some("greedy"))
+            .count();
+        assert_eq!(greedy, 99);
     }
 
     #[test]

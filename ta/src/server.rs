@@ -15,9 +15,18 @@
 //!
 //! Status codes beyond the ML node's: 401 authentication failed (see [`auth`]),
 //! 402 the requester's balance, less what it owes for unsettled requests, does not cover the
-//! request's worst-case cost, 404 no node serves the model, 429 (+ `Retry-After`) the wait
+//! request's worst-case cost, 404 no node serves the model, 408 `request_timeout` the body
+//! did not arrive within [`ServerLimits::body_timeout`], 429 (+ `Retry-After`)
+//! `rate_limit_exceeded` the requester is over its [`RateLimit`] or `queue_full` the wait
 //! queue is full or the wait timed out, 502 every attempt on a node failed, 503 the chain
 //! cannot be reached to check the balance.
+//!
+//! A misbehaving ML node costs a bounded wait: every call runs within
+//! [`TaConfig::node_limits`] (connect, whole header block, silence between body reads, whole
+//! exchange, body size), no node gets more than [`TaConfig::max_node_concurrency`] requests
+//! at once whatever it declares, and a node that breaks a limit is a failed node (cooldown)
+//! whose request is retried on another node, as long as nothing was sent to the client yet
+//! (a stream is committed to once its first bytes arrived).
 
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
@@ -29,7 +38,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Json;
 use serde::Deserialize;
-use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
@@ -37,6 +45,7 @@ use gonka_proto::inference::{TransferAgent as RegisteredTa, WorkRecord};
 
 use super::auth::{self, Authenticated, ReplayCache};
 use super::payloads::{self, Payloads};
+use super::ratelimit::{Limited, RateLimit, RateLimiter};
 use super::registry::{RegisteredNode, Registry};
 use super::settle::Outbox;
 use super::{Backoff, Lease, NodeStatus, Outcome, Router, WaitQueue};
@@ -45,6 +54,7 @@ use gonka_client::http as upstream;
 use gonka_client::openai::{ApiError, ModelCard, ModelList, Usage};
 use gonka_client::receipt::{Receipt, VerifiedReceipt, HEADER_RECEIPT};
 use gonka_client::request::REQUEST_HEADERS;
+use gonka_client::server::{read_body, ServerLimits};
 use gonka_client::sse::SseParser;
 use gonka_client::{unix_now, Chain};
 
@@ -86,10 +96,18 @@ pub struct TaConfig {
     pub max_attempts: u32,
     /// Largest request body accepted.
     pub max_body_bytes: usize,
-    /// Timeout for connecting to a node.
-    pub connect_timeout: Duration,
+    /// Timeouts and body bounds of every call to an ML node: a node that does not connect,
+    /// send its headers, keep sending, or stop sending within them failed (cooldown, and
+    /// the request is retried on another node while nothing went to the client yet).
+    pub node_limits: upstream::Limits,
+    /// Most requests in flight on one ML node, whatever `max_concurrency` it declares.
+    pub max_node_concurrency: u32,
     /// Cooldown of a node after failures.
     pub backoff: Backoff,
+    /// Header and body timeouts and the connection cap of the TA's own server.
+    pub server: ServerLimits,
+    /// Requests per requester address.
+    pub rate_limit: RateLimit,
 }
 
 impl Default for TaConfig {
@@ -104,8 +122,11 @@ impl Default for TaConfig {
             queue_timeout: Duration::from_secs(30),
             max_attempts: 3,
             max_body_bytes: 1024 * 1024,
-            connect_timeout: Duration::from_secs(2),
+            node_limits: upstream::Limits::default(),
+            max_node_concurrency: 64,
             backoff: Backoff::default(),
+            server: ServerLimits::default(),
+            rate_limit: RateLimit::default(),
         }
     }
 }
@@ -137,6 +158,7 @@ pub struct TransferAgent {
     registry: RwLock<Registry>,
     sched: Mutex<Sched>,
     replay: Mutex<ReplayCache>,
+    rate: Mutex<RateLimiter>,
     sink: Sink,
     clock: Clock,
 }
@@ -196,10 +218,12 @@ impl TransferAgent {
     fn build(config: TaConfig, registry: Registry, sink: Sink, clock: Clock) -> Arc<Self> {
         let ta = Arc::new(Self {
             sched: Mutex::new(Sched {
-                router: Router::new(config.backoff),
+                router: Router::new(config.backoff)
+                    .with_concurrency_cap(config.max_node_concurrency),
                 queue: WaitQueue::new(config.queue_capacity),
             }),
             replay: Mutex::new(ReplayCache::default()),
+            rate: Mutex::new(RateLimiter::new(config.rate_limit)),
             registry: RwLock::new(Registry::default()),
             sink,
             clock,
@@ -359,6 +383,21 @@ fn too_many(message: String) -> ApiError {
     }
 }
 
+fn rate_limited(requester: &str, limit: RateLimit, limited: Limited) -> ApiError {
+    ApiError {
+        status: StatusCode::TOO_MANY_REQUESTS,
+        message: format!(
+            "requester {requester} sent more than {} requests per second (bursts of {}); retry in {} ms",
+            limit.per_second,
+            limit.burst,
+            limited.retry_after.as_millis()
+        ),
+        kind: "rate_limit_error",
+        code: "rate_limit_exceeded",
+        retry_after_secs: Some(limited.retry_after_secs()),
+    }
+}
+
 fn bad_gateway(message: String) -> ApiError {
     ApiError {
         status: StatusCode::BAD_GATEWAY,
@@ -421,15 +460,15 @@ pub fn router(ta: Arc<TransferAgent>) -> axum::Router {
         .merge(stored)
 }
 
-/// Serves the TA on `listener` until `shutdown` completes.
+/// Serves the TA on `listener` until `shutdown` completes, within [`TaConfig::server`]
+/// (header timeout, connection cap).
 pub async fn serve(
     listener: TcpListener,
     ta: Arc<TransferAgent>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(ta))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = ta.config.server;
+    gonka_client::server::serve(listener, router(ta), limits, shutdown).await
 }
 
 /// This TA's address and chain id: what requests must be signed for (`x-gonka-transfer-agent`,
@@ -694,17 +733,20 @@ async fn handle_chat(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let limit = ta.config.max_body_bytes;
-    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
-        ApiError::too_large(
-            "request_too_large",
-            format!("request body must be at most {limit} bytes"),
-        )
-    })?;
+    let bytes = read_body(
+        body,
+        ta.config.max_body_bytes,
+        ta.config.server.body_timeout,
+    )
+    .await?;
     // The signature check runs outside every lock; only the replay check is serialised,
     // and it runs last so that refused requests fill no cache.
     let now = (ta.clock)();
     let auth = auth::verify(&headers, &bytes, now, ta.config.max_skew_secs)?;
+    // A request refused here can be sent again as it is: its nonce is not remembered yet.
+    lock(&ta.rate)
+        .admit(&auth.address, Instant::now())
+        .map_err(|limited| rate_limited(&auth.address, ta.config.rate_limit, limited))?;
     let routing: Routing = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::invalid_json(format!(
             "expected a JSON chat completion request {{model, messages, ...}}: {e}"
@@ -776,7 +818,7 @@ async fn handle_chat(
             "/v1/chat/completions",
             &forwarded,
             &bytes,
-            ta.config.connect_timeout,
+            ta.config.node_limits,
         )
         .await
         {
@@ -807,17 +849,36 @@ async fn handle_chat(
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let ok = status.is_success();
         let body = if routing.stream && is_sse {
+            // The stream's first bytes before anything goes to the client: a node that
+            // answers headers and then nothing can still be replaced.
+            let mut resp = resp;
+            let first = match resp.next_chunk().await {
+                Ok(Some(first)) => first,
+                Ok(None) => {
+                    last_error = format!("node `{node}` ended its stream before any event");
+                    tracing::warn!(%node, attempt, "ML node sent an empty stream; retrying elsewhere");
+                    guard.finish(Outcome::Failed);
+                    continue;
+                }
+                Err(e) => {
+                    last_error = format!("node `{node}`: reading the stream: {e}");
+                    tracing::warn!(%node, attempt, error = %e, "ML node stream failed before its first event; retrying elsewhere");
+                    guard.finish(Outcome::Failed);
+                    continue;
+                }
+            };
             let settle = ok.then(|| Settle {
                 auth: auth.clone(),
                 body: bytes.clone(),
                 node: registered.clone(),
             });
-            stream_body(ta.clone(), guard, resp, settle)
+            stream_body(ta.clone(), guard, resp, first, settle)
         } else {
             let full = match resp.read_body().await {
                 Ok(b) => b,
                 Err(e) => {
                     last_error = format!("node `{node}`: reading the answer: {e}");
+                    tracing::warn!(%node, attempt, error = %e, "ML node answer failed; retrying elsewhere");
                     guard.finish(Outcome::Failed);
                     continue;
                 }
@@ -924,7 +985,9 @@ async fn relay(
     }
 }
 
-/// Relays the node's event stream as it arrives and records the request at a clean end.
+/// Relays the node's event stream as it arrives (starting with its `first` bytes, already
+/// read) within the node limits, and records the request at a clean end. A node that goes
+/// silent, runs past the total time or sends too much is cut off and cooled down.
 ///
 /// A task reads the node, not the client's connection: when the client hangs up after
 /// content was delivered, the task still reads the stream to its end and its receipt, and
@@ -932,25 +995,22 @@ async fn relay(
 fn stream_body(
     ta: Arc<TransferAgent>,
     mut guard: LeaseGuard,
-    resp: upstream::UpstreamResponse,
+    mut resp: upstream::UpstreamResponse,
+    first: Vec<u8>,
     settle: Option<Settle>,
 ) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(RELAY_BUFFER_CHUNKS);
     let node = guard.node_id();
     tokio::spawn(async move {
-        let mut stream = resp.stream;
-        let mut seen = resp.leftover;
         let mut client = Some(tx);
-        if !seen.is_empty() {
-            relay(&mut client, Bytes::from(seen.clone()), &node).await;
-        }
-        let mut buf = vec![0u8; 8192];
+        relay(&mut client, Bytes::from(first.clone()), &node).await;
+        let mut seen = first;
         loop {
-            match stream.read(&mut buf).await {
-                Ok(0) => break,
-                Ok(n) => {
-                    seen.extend_from_slice(&buf[..n]);
-                    relay(&mut client, Bytes::copy_from_slice(&buf[..n]), &node).await;
+            match resp.next_chunk().await {
+                Ok(None) => break,
+                Ok(Some(chunk)) => {
+                    seen.extend_from_slice(&chunk);
+                    relay(&mut client, Bytes::from(chunk), &node).await;
                 }
                 Err(e) => {
                     tracing::warn!(%node, error = %e, "ML node stream broke");

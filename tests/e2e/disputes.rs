@@ -50,6 +50,7 @@ async fn disputes(net: &Net, status: &str) -> Vec<Dispute> {
     net.clients[0]
         .query::<q::disputes::List>(&QueryDisputesRequest {
             status: status.to_string(),
+            ..Default::default()
         })
         .await
         .map(|r| r.disputes)

@@ -100,7 +100,7 @@ pub async fn wait_for_registry(net: &Net) {
             .ok()?
             .nodes;
         let tas = net.clients[0]
-            .query::<q::inference::TransferAgents>(&QueryTransferAgentsRequest {})
+            .query::<q::inference::TransferAgents>(&QueryTransferAgentsRequest::default())
             .await
             .ok()?
             .transfer_agents;
@@ -128,7 +128,10 @@ pub async fn settled(net: &Net, inference_id: &str) -> StoredRecord {
 
 async fn work_units(net: &Net, epoch: u64, operator: &str) -> u64 {
     net.clients[2]
-        .query::<q::stake::Work>(&QueryWorkRequest { epoch })
+        .query::<q::stake::Work>(&QueryWorkRequest {
+            epoch,
+            ..Default::default()
+        })
         .await
         .unwrap_or_else(|e| panic!("{e:#}"))
         .credits

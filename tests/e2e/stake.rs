@@ -241,11 +241,12 @@ async fn snapshot(net: &Net, i: usize) -> Snapshot {
             i,
             &QueryUnbondingRequest {
                 operator: staker.clone(),
+                ..Default::default()
             },
         )
         .await;
         let (h_participants, participants) =
-            query::<q::stake::Participants>(net, i, &QueryParticipantsRequest {}).await;
+            query::<q::stake::Participants>(net, i, &QueryParticipantsRequest::default()).await;
         if [h_balance, h_unbonding, h_participants] == [height; 3] {
             let amount = balance.balance.unwrap_or_default().amount;
             return Snapshot {
@@ -410,6 +411,47 @@ fn a_new_account_stakes_validates_with_its_own_node_and_unstakes() {
             validator_set(&net, 0, h).await,
             genesis_set,
             "genesis validator set at height {h}"
+        );
+        // The CLI lists the 4 genesis participants a page at a time: --limit, and the
+        // --page-key each page hands out.
+        let node0 = net.node(0).rpc_url.clone();
+        let participants = |page: &[&str]| {
+            let mut args = vec![
+                "--node",
+                &node0,
+                "--output",
+                "json",
+                "query",
+                "stake",
+                "participants",
+                "--limit",
+                "3",
+            ];
+            args.extend_from_slice(page);
+            crate::support::gonkad_json(&args)
+        };
+        let first = participants(&[]);
+        assert_eq!(
+            first["participants"].as_array().unwrap().len(),
+            3,
+            "{first}"
+        );
+        let next_key = first["pagination"]["next_key"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(!next_key.is_empty(), "{first}");
+        let second = participants(&["--page-key", &next_key]);
+        assert_eq!(
+            second["participants"].as_array().unwrap().len(),
+            1,
+            "{second}"
+        );
+        assert_eq!(second["pagination"]["next_key"], "", "{second}");
+        assert!(
+            second["participants"][0]["operator"].as_str()
+                > first["participants"][2]["operator"].as_str(),
+            "{first} then {second}"
         );
 
         // 2. The fifth node.

@@ -272,13 +272,13 @@ pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
 }
 
 async fn pending(chain: &Chain) -> Result<Vec<dpb::PendingWork>> {
-    Ok(chain
+    chain
         .client()
-        .query::<q::disputes::Pending>(&dpb::QueryPendingRequest {
+        .query_all::<q::disputes::Pending>(dpb::QueryPendingRequest {
             validator: chain.address().to_string(),
+            ..Default::default()
         })
-        .await?
-        .work)
+        .await
 }
 
 /// Answers one item: fetch, check, re-execute, decide, submit.
@@ -405,7 +405,7 @@ async fn exchange(
             path,
             headers,
             body,
-            config.connect_timeout,
+            upstream::Limits::connect(config.connect_timeout),
         )
         .await?;
         let status = response.status;

@@ -644,6 +644,19 @@ impl World {
         Q::Response::decode(response.value.as_ref()).unwrap()
     }
 
+    /// Every item of the list query `Q`, page after page.
+    pub fn query_all<Q: q::ListQuery>(&self, request: Q::Request) -> Vec<Q::Item> {
+        let route = |path: &str, data: &[u8]| {
+            let response = self.chain.query(path, data.to_vec());
+            assert_eq!(response.code, 0, "{path}: {}", response.log);
+            Some(Ok(response.value.to_vec()))
+        };
+        gonka_sdk::walk_pages::<Q>(route, request, q::page::MAX_LIMIT)
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
     pub fn account(&self, address: &str) -> auth::Account {
         self.query::<q::auth::Account>(auth::QueryAccountRequest {
             address: address.into(),
@@ -694,8 +707,7 @@ impl World {
     }
 
     pub fn participants(&self) -> Vec<Participant> {
-        self.query::<q::stake::Participants>(stake::QueryParticipantsRequest {})
-            .participants
+        self.query_all::<q::stake::Participants>(Default::default())
     }
 
     pub fn participant(&self, label: &str) -> Participant {
@@ -711,23 +723,28 @@ impl World {
     }
 
     pub fn unbonding(&self, label: &str) -> Vec<UnbondingEntry> {
-        self.query::<q::stake::Unbonding>(stake::QueryUnbondingRequest {
+        self.query_all::<q::stake::Unbonding>(stake::QueryUnbondingRequest {
             operator: addr(label),
+            ..Default::default()
         })
-        .entries
     }
 
     /// Work ledger of `epoch`: `(operator address, units)`.
     pub fn work(&self, epoch: u64) -> Vec<(String, u64)> {
-        self.query::<q::stake::Work>(stake::QueryWorkRequest { epoch })
-            .credits
-            .into_iter()
-            .map(|r| (r.operator, r.units))
-            .collect()
+        self.query_all::<q::stake::Work>(stake::QueryWorkRequest {
+            epoch,
+            ..Default::default()
+        })
+        .into_iter()
+        .map(|r| (r.operator, r.units))
+        .collect()
     }
 
     pub fn epoch_rewards(&self, epoch: u64) -> rewards::QueryEpochRewardsResponse {
-        self.query::<q::rewards::Epoch>(rewards::QueryEpochRewardsRequest { epoch })
+        self.query::<q::rewards::Epoch>(rewards::QueryEpochRewardsRequest {
+            epoch,
+            ..Default::default()
+        })
     }
 
     pub fn epoch_info(&self) -> gonka_proto::epochs::Epoch {

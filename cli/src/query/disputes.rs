@@ -6,7 +6,7 @@ use gonka_proto::disputes as pb;
 use gonka_proto::query as q;
 use serde_json::Value;
 
-use super::show_as;
+use super::{show_as, show_page_as, PageArgs};
 use crate::amount::show_ngnk;
 use crate::output::{fields, list, percent, to_json};
 use crate::Global;
@@ -24,16 +24,22 @@ pub enum Query {
         /// open, executor_faulted, executor_upheld or undecided; all when omitted.
         #[arg(long)]
         status: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Disputes an address takes part in (accuser, executor host or committee member).
     Participant {
         /// Address (gonka1...).
         address: String,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Validations and dispute votes a validator still owes.
     Pending {
         /// Validator operator address (gonka1...).
         validator: String,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// The validation of one sampled work record.
     Validation {
@@ -97,19 +103,28 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             )
             .await
         }
-        Query::List { status } => {
+        Query::List { status, page } => {
             let request = pb::QueryDisputesRequest {
                 status: status.unwrap_or_default(),
+                ..Default::default()
             };
-            show_as::<q::disputes::List>(global, request, json, |r: &pb::QueryDisputesResponse| {
-                list(&r.disputes, "no disputes", dispute_text)
-            })
+            show_page_as::<q::disputes::List>(
+                global,
+                request,
+                &page,
+                json,
+                |r: &pb::QueryDisputesResponse| list(&r.disputes, "no disputes", dispute_text),
+            )
             .await
         }
-        Query::Participant { address } => {
-            show_as::<q::disputes::Participant>(
+        Query::Participant { address, page } => {
+            show_page_as::<q::disputes::Participant>(
                 global,
-                pb::QueryParticipantDisputesRequest { address },
+                pb::QueryParticipantDisputesRequest {
+                    address,
+                    ..Default::default()
+                },
+                &page,
                 json,
                 |r: &pb::QueryParticipantDisputesResponse| {
                     list(&r.disputes, "no disputes", dispute_text)
@@ -117,10 +132,14 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             )
             .await
         }
-        Query::Pending { validator } => {
-            show_as::<q::disputes::Pending>(
+        Query::Pending { validator, page } => {
+            show_page_as::<q::disputes::Pending>(
                 global,
-                pb::QueryPendingRequest { validator },
+                pb::QueryPendingRequest {
+                    validator,
+                    ..Default::default()
+                },
+                &page,
                 json,
                 |r: &pb::QueryPendingResponse| list(&r.work, "nothing pending", pending_text),
             )

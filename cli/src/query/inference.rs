@@ -6,7 +6,7 @@ use anyhow::Result;
 use gonka_proto::inference as pb;
 use gonka_proto::query as q;
 
-use super::show;
+use super::{show, show_page, PageArgs};
 use crate::amount::show_ngnk;
 use crate::output::{fields, list};
 use crate::Global;
@@ -15,12 +15,17 @@ use crate::Global;
 #[derive(clap::Subcommand)]
 pub enum Query {
     /// Models the chain prices, with their price per token and least VRAM.
-    Models,
+    Models {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Registered ML nodes, all or of one host.
     Nodes {
         /// Only the nodes of this host (operator address, gonka1...); all when omitted.
         #[arg(long)]
         host: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// One registered ML node.
     Node {
@@ -28,7 +33,10 @@ pub enum Query {
         id: String,
     },
     /// Registered transfer agents.
-    TransferAgents,
+    TransferAgents {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// One stored work record.
     Record {
         /// Inference id: the lowercase hex of the request hash.
@@ -42,6 +50,8 @@ pub enum Query {
         /// Only the records executed by this node id; all when omitted.
         #[arg(long)]
         executor: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Inference module parameters.
     Params,
@@ -50,21 +60,26 @@ pub enum Query {
 /// Runs a `gonkad query inference` subcommand.
 pub async fn run(global: &Global, query: Query) -> Result<()> {
     match query {
-        Query::Models => {
-            show::<q::inference::Models>(
+        Query::Models { page } => {
+            show_page::<q::inference::Models>(
                 global,
-                pb::QueryModelsRequest {},
+                pb::QueryModelsRequest::default(),
+                &page,
                 |r: &pb::QueryModelsResponse| list(&r.models, "no models", model_text),
             )
             .await
         }
-        Query::Nodes { host } => {
+        Query::Nodes { host, page } => {
             let request = pb::QueryNodesRequest {
                 host: host.unwrap_or_default(),
+                ..Default::default()
             };
-            show::<q::inference::Nodes>(global, request, |r: &pb::QueryNodesResponse| {
-                list(&r.nodes, "no nodes", node_text)
-            })
+            show_page::<q::inference::Nodes>(
+                global,
+                request,
+                &page,
+                |r: &pb::QueryNodesResponse| list(&r.nodes, "no nodes", node_text),
+            )
             .await
         }
         Query::Node { id } => {
@@ -79,10 +94,11 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             )
             .await
         }
-        Query::TransferAgents => {
-            show::<q::inference::TransferAgents>(
+        Query::TransferAgents { page } => {
+            show_page::<q::inference::TransferAgents>(
                 global,
-                pb::QueryTransferAgentsRequest {},
+                pb::QueryTransferAgentsRequest::default(),
+                &page,
                 |r: &pb::QueryTransferAgentsResponse| {
                     list(&r.transfer_agents, "no transfer agents", |t| {
                         fields(&[
@@ -107,15 +123,25 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             )
             .await
         }
-        Query::Records { epoch, executor } => {
+        Query::Records {
+            epoch,
+            executor,
+            page,
+        } => {
             let request = pb::QueryRecordsRequest {
                 epoch,
                 executor: executor.unwrap_or_default(),
+                ..Default::default()
             };
-            show::<q::inference::Records>(global, request, |r: &pb::QueryRecordsResponse| {
-                let empty = format!("no work records in epoch {epoch}");
-                list(&r.records, &empty, record_text)
-            })
+            show_page::<q::inference::Records>(
+                global,
+                request,
+                &page,
+                |r: &pb::QueryRecordsResponse| {
+                    let empty = format!("no work records in epoch {epoch}");
+                    list(&r.records, &empty, record_text)
+                },
+            )
             .await
         }
         Query::Params => {

@@ -7,7 +7,7 @@ use gonka_proto::rewards::{
     QueryParamsResponse, QueryParticipantRewardsRequest, QueryParticipantRewardsResponse,
 };
 
-use super::show;
+use super::{show, show_page, PageArgs};
 use crate::amount::show_ngnk;
 use crate::output::{fields, list, percent};
 use crate::Global;
@@ -19,11 +19,15 @@ pub enum Query {
     Epoch {
         /// Epoch number.
         epoch: u64,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// What one participant earned, epoch by epoch.
     Participant {
         /// Operator address (gonka1...).
         address: String,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Rewards module parameters.
     Params,
@@ -32,31 +36,43 @@ pub enum Query {
 /// Runs a `gonkad query rewards` subcommand.
 pub async fn run(global: &Global, query: Query) -> Result<()> {
     match query {
-        Query::Epoch { epoch } => {
-            let request = QueryEpochRewardsRequest { epoch };
-            show::<q::rewards::Epoch>(global, request, |r: &QueryEpochRewardsResponse| {
-                let Some(e) = &r.rewards else {
-                    return format!("no rewards settled for epoch {epoch}");
-                };
-                let summary = fields(&[
-                    ("epoch", e.epoch.to_string()),
-                    ("emission", show_ngnk(&e.emission)),
-                    ("fees", show_ngnk(&e.fees)),
-                    ("validation_share", show_ngnk(&e.validation_share)),
-                    ("distributed", show_ngnk(&e.distributed)),
-                    ("community", show_ngnk(&e.community)),
-                    ("total_work", e.total_work.to_string()),
-                ]);
-                let paid = list(&r.participants, "no participant was paid", reward_text);
-                format!("{summary}\n\n{paid}")
-            })
-            .await
-        }
-        Query::Participant { address } => {
-            let request = QueryParticipantRewardsRequest { operator: address };
-            show::<q::rewards::Participant>(
+        Query::Epoch { epoch, page } => {
+            let request = QueryEpochRewardsRequest {
+                epoch,
+                ..Default::default()
+            };
+            show_page::<q::rewards::Epoch>(
                 global,
                 request,
+                &page,
+                |r: &QueryEpochRewardsResponse| {
+                    let Some(e) = &r.rewards else {
+                        return format!("no rewards settled for epoch {epoch}");
+                    };
+                    let summary = fields(&[
+                        ("epoch", e.epoch.to_string()),
+                        ("emission", show_ngnk(&e.emission)),
+                        ("fees", show_ngnk(&e.fees)),
+                        ("validation_share", show_ngnk(&e.validation_share)),
+                        ("distributed", show_ngnk(&e.distributed)),
+                        ("community", show_ngnk(&e.community)),
+                        ("total_work", e.total_work.to_string()),
+                    ]);
+                    let paid = list(&r.participants, "no participant was paid", reward_text);
+                    format!("{summary}\n\n{paid}")
+                },
+            )
+            .await
+        }
+        Query::Participant { address, page } => {
+            let request = QueryParticipantRewardsRequest {
+                operator: address,
+                ..Default::default()
+            };
+            show_page::<q::rewards::Participant>(
+                global,
+                request,
+                &page,
                 |r: &QueryParticipantRewardsResponse| {
                     list(&r.rewards, "no rewards yet", reward_text)
                 },

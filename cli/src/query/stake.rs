@@ -9,7 +9,7 @@ use gonka_proto::stake::{
     QueryUnbondingRequest, QueryUnbondingResponse, QueryWorkRequest, QueryWorkResponse,
 };
 
-use super::show;
+use super::{show, show_page, PageArgs};
 use crate::amount::show_ngnk;
 use crate::output::{fields, list, percent};
 use crate::Global;
@@ -17,8 +17,11 @@ use crate::Global;
 /// `gonkad query stake` subcommands.
 #[derive(clap::Subcommand)]
 pub enum Query {
-    /// Every participant with its bond, power and jail state.
-    Participants,
+    /// The participants with their bond, power and jail state.
+    Participants {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// One participant.
     Participant {
         /// Operator address (gonka1...).
@@ -28,11 +31,15 @@ pub enum Query {
     Unbonding {
         /// Only this operator's entries (gonka1...); all when omitted.
         address: Option<String>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Work units credited to participants in one epoch.
     Work {
         /// Epoch number.
         epoch: u64,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Stake module parameters.
     Params,
@@ -41,11 +48,16 @@ pub enum Query {
 /// Runs a `gonkad query stake` subcommand.
 pub async fn run(global: &Global, query: Query) -> Result<()> {
     match query {
-        Query::Participants => {
-            let request = QueryParticipantsRequest {};
-            show::<q::stake::Participants>(global, request, |r: &QueryParticipantsResponse| {
-                list(&r.participants, "no participants", participant_text)
-            })
+        Query::Participants { page } => {
+            let request = QueryParticipantsRequest::default();
+            show_page::<q::stake::Participants>(
+                global,
+                request,
+                &page,
+                |r: &QueryParticipantsResponse| {
+                    list(&r.participants, "no participants", participant_text)
+                },
+            )
             .await
         }
         Query::Participant { address } => {
@@ -57,30 +69,40 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             })
             .await
         }
-        Query::Unbonding { address } => {
+        Query::Unbonding { address, page } => {
             let request = QueryUnbondingRequest {
                 operator: address.unwrap_or_default(),
+                ..Default::default()
             };
-            show::<q::stake::Unbonding>(global, request, |r: &QueryUnbondingResponse| {
-                list(&r.entries, "nothing is unbonding", |e| {
-                    fields(&[
-                        ("operator", e.operator.clone()),
-                        ("amount", show_ngnk(&e.amount)),
-                        ("created_epoch", e.created_epoch.to_string()),
-                        (
-                            "completes_epoch",
-                            format!("{} (paid back at its end)", e.completes_epoch),
-                        ),
-                        ("id", e.id.to_string()),
-                    ])
-                })
-            })
+            show_page::<q::stake::Unbonding>(
+                global,
+                request,
+                &page,
+                |r: &QueryUnbondingResponse| {
+                    list(&r.entries, "nothing is unbonding", |e| {
+                        fields(&[
+                            ("operator", e.operator.clone()),
+                            ("amount", show_ngnk(&e.amount)),
+                            ("created_epoch", e.created_epoch.to_string()),
+                            (
+                                "completes_epoch",
+                                format!("{} (paid back at its end)", e.completes_epoch),
+                            ),
+                            ("id", e.id.to_string()),
+                        ])
+                    })
+                },
+            )
             .await
         }
-        Query::Work { epoch } => {
-            show::<q::stake::Work>(
+        Query::Work { epoch, page } => {
+            show_page::<q::stake::Work>(
                 global,
-                QueryWorkRequest { epoch },
+                QueryWorkRequest {
+                    epoch,
+                    ..Default::default()
+                },
+                &page,
                 |r: &QueryWorkResponse| {
                     let total: u128 = r.credits.iter().map(|w| u128::from(w.units)).sum();
                     let rows = r
@@ -91,7 +113,15 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
                     if rows.is_empty() {
                         format!("no work credited in epoch {epoch}")
                     } else {
-                        format!("epoch {epoch}\n{}\ntotal: {total} units", rows.join("\n"))
+                        // The total of this page: more may follow (see its --page-key).
+                        let total_label = match r.pagination.as_ref() {
+                            Some(p) if !p.next_key.is_empty() => "total of this page",
+                            _ => "total",
+                        };
+                        format!(
+                            "epoch {epoch}\n{}\n{total_label}: {total} units",
+                            rows.join("\n")
+                        )
                     }
                 },
             )

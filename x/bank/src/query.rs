@@ -2,11 +2,15 @@
 //! gRPC-over-ABCI paths stock clients call.
 
 use cosmrs::proto::cosmos::bank::v1beta1 as cosmos_bank;
+use cosmrs::proto::cosmos::base::query::v1beta1::{
+    PageRequest as CosmosPageRequest, PageResponse as CosmosPageResponse,
+};
 use cosmrs::proto::cosmos::base::v1beta1::Coin as CosmosCoin;
 use gonka_auth::validate_address;
 use gonka_proto::bank as pb;
+use gonka_proto::query::page::PageRequest;
 use gonka_proto::query::{bank as q, Query};
-use gonka_sdk::{QueryRouter, Result, StateRead};
+use gonka_sdk::{ErrorCode, QueryRouter, Result, SdkError, StateRead};
 
 use crate::{BankRead, Coin};
 
@@ -38,9 +42,11 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
             })
         })
         .on::<q::Balances>(|r| {
-            let coins = all_balances(state, &r.address)?;
+            validate_address("address", &r.address)?;
+            let page = state.balances_page(&r.address, r.pagination.as_ref())?;
             Ok(pb::QueryAllBalancesResponse {
-                balances: coins.iter().map(Coin::to_proto).collect(),
+                balances: page.items,
+                pagination: page.pagination,
             })
         })
         .on::<q::Supply>(|r| {
@@ -56,11 +62,22 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
             })
         })
         .on::<CosmosAllBalances>(|r| {
-            // Accounts hold a handful of denoms, so everything fits in one page.
-            let coins = all_balances(state, &r.address)?;
+            validate_address("address", &r.address)?;
+            let request = cosmos_page(r.pagination)?;
+            let page = state.balances_page(&r.address, request.as_ref())?;
             Ok(cosmos_bank::QueryAllBalancesResponse {
-                balances: coins.iter().map(cosmos_coin).collect(),
-                pagination: None,
+                balances: page
+                    .items
+                    .into_iter()
+                    .map(|c| CosmosCoin {
+                        denom: c.denom,
+                        amount: c.amount,
+                    })
+                    .collect(),
+                pagination: page.pagination.map(|p| CosmosPageResponse {
+                    next_key: p.next_key,
+                    total: 0,
+                }),
             })
         })
         .answer()
@@ -71,14 +88,107 @@ fn balance(state: &dyn StateRead, address: &str, denom: &str) -> Result<Coin> {
     Ok(Coin::new(denom, state.balance(address, denom)?))
 }
 
-fn all_balances(state: &dyn StateRead, address: &str) -> Result<Vec<Coin>> {
-    validate_address("address", address)?;
-    state.balances(address)
+/// The gonka page of a Cosmos `PageRequest`: by key and limit only. An offset or a reverse
+/// scan is refused (an offset would make the chain read and skip every earlier row);
+/// `count_total` is ignored and `total` answered as 0.
+fn cosmos_page(request: Option<CosmosPageRequest>) -> Result<Option<PageRequest>> {
+    let Some(request) = request else {
+        return Ok(None);
+    };
+    if request.offset != 0 || request.reverse {
+        return Err(SdkError::InvalidPage.err(format!(
+            "pages go forward by key only: offset must be 0 and reverse false, found offset {} \
+             and reverse {}",
+            request.offset, request.reverse
+        )));
+    }
+    Ok(Some(PageRequest {
+        key: request.key,
+        limit: request.limit,
+    }))
 }
 
 fn cosmos_coin(coin: &Coin) -> CosmosCoin {
     CosmosCoin {
         denom: coin.denom.clone(),
         amount: coin.amount.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gonka_auth::module_address;
+    use gonka_sdk::{assert_pages, Delta, MemoryState};
+
+    use super::*;
+    use crate::BankWrite;
+
+    #[test]
+    fn balances_span_their_pages() {
+        let empty = MemoryState::default();
+        let mut state = Delta::new(&empty);
+        let address = module_address("pages");
+        let coins: Vec<pb::Coin> = (1..=11u128)
+            .map(|i| Coin::new(format!("denom{i:02}"), i).to_proto())
+            .collect();
+        for coin in &coins {
+            state.set_balance(&address, &coin.denom, coin.amount.parse().unwrap());
+        }
+        state.set_balance(&module_address("other"), "denom00", 5);
+        let route = |path: &str, data: &[u8]| route(path, data, &state);
+        let request = pb::QueryAllBalancesRequest {
+            address,
+            ..Default::default()
+        };
+        assert_pages::<q::Balances>(route, request, &coins);
+    }
+
+    #[test]
+    fn cosmos_all_balances_pages_by_key_and_refuses_offsets() {
+        let empty = MemoryState::default();
+        let mut state = Delta::new(&empty);
+        let address = module_address("pages");
+        for i in 0..3 {
+            state.set_balance(&address, &format!("d{i}"), 1);
+        }
+        let ask = |pagination| {
+            let request = cosmos_bank::QueryAllBalancesRequest {
+                address: address.clone(),
+                pagination,
+                resolve_denom: false,
+            };
+            route(
+                CosmosAllBalances::PATH,
+                &prost::Message::encode_to_vec(&request),
+                &state,
+            )
+            .unwrap()
+            .map(|bytes| {
+                <cosmos_bank::QueryAllBalancesResponse as prost::Message>::decode(&bytes[..])
+                    .unwrap()
+            })
+        };
+        let first = ask(Some(CosmosPageRequest {
+            limit: 2,
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(first.balances.len(), 2);
+        let next_key = first.pagination.unwrap().next_key;
+        assert_eq!(next_key, b"d2");
+        let rest = ask(Some(CosmosPageRequest {
+            key: next_key,
+            limit: 2,
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(rest.balances[0].denom, "d2");
+        assert!(rest.pagination.unwrap().next_key.is_empty());
+        let err = ask(Some(CosmosPageRequest {
+            offset: 1,
+            ..Default::default()
+        }))
+        .unwrap_err();
+        assert_eq!((err.codespace, err.code), ("sdk", 7));
     }
 }

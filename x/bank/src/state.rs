@@ -2,8 +2,10 @@
 
 use gonka_auth::{module_address, AuthWrite};
 use gonka_proto::bank as pb;
+use gonka_proto::query::page::PageRequest;
 use gonka_sdk::{
-    parse_amount, ErrorCode, Result, SdkError, StateRead, StateReadExt, StateWrite, StateWriteExt,
+    paginate_proto, parse_amount, ErrorCode, Page, Result, SdkError, StateRead, StateReadExt,
+    StateWrite, StateWriteExt,
 };
 
 use crate::{events, keys, BankError, Coin, FEE_COLLECTOR};
@@ -38,6 +40,13 @@ pub trait BankRead: StateRead {
                 ))
             })
             .collect()
+    }
+
+    /// One page of the balances of `address`, by denom, as stored.
+    fn balances_page(&self, address: &str, page: Option<&PageRequest>) -> Result<Page<pb::Coin>> {
+        paginate_proto(self, &keys::balances_of(address), page, |_, coin| {
+            Ok(Some(coin))
+        })
     }
 
     /// Every account's balances, ascending by address then denom.

@@ -2,7 +2,11 @@
 
 use gonka_auth::module_address;
 use gonka_proto::disputes::{Dispute, ExecutorStats, Params, Reputation, Validation};
-use gonka_sdk::{Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
+use gonka_proto::query::page::PageRequest;
+use gonka_sdk::{
+    paginate, paginate_proto, Page, Pager, Result, StateRead, StateReadExt, StateWrite,
+    StateWriteExt,
+};
 
 use crate::{default_params, keys, status, ESCROW};
 use gonka_sdk::PPM;
@@ -27,53 +31,72 @@ pub trait DisputesRead: StateRead {
         self.get_proto(&keys::validation(inference_id))
     }
 
-    /// Validations still owed by `validator`, ascending by inference id.
-    fn pending_validations(&self, validator: &str) -> Result<Vec<Validation>> {
-        let mut validations = Vec::new();
-        for (_, id) in self.prefix_raw(&keys::pending_of(validator))? {
-            if let Some(v) = self.validation(&String::from_utf8_lossy(&id))? {
-                validations.push(v);
-            }
-        }
-        Ok(validations)
-    }
-
     /// A dispute by id.
     fn dispute(&self, id: u64) -> Result<Option<Dispute>> {
         self.get_proto(&keys::dispute(id))
     }
 
-    /// Every dispute, ascending by id.
-    fn all_disputes(&self) -> Result<Vec<Dispute>> {
-        Ok(self
-            .prefix_proto(&keys::disputes())?
-            .into_iter()
-            .map(|(_, d)| d)
-            .collect())
-    }
-
-    /// Disputes with `status`, ascending by id.
-    fn disputes_with_status(&self, status: &str) -> Result<Vec<Dispute>> {
-        self.disputes_by_index(&keys::disputes_with_status(status))
-    }
-
-    /// Disputes `address` takes part in (accuser, executor host, committee), ascending by id.
-    fn disputes_of(&self, address: &str) -> Result<Vec<Dispute>> {
-        self.disputes_by_index(&keys::disputes_of(address))
-    }
-
-    /// Disputes whose ids are the suffixes of the keys under `prefix`.
-    fn disputes_by_index(&self, prefix: &[u8]) -> Result<Vec<Dispute>> {
-        let mut disputes = Vec::new();
-        for (key, _) in self.prefix_raw(prefix)? {
-            let id = std::str::from_utf8(&key[prefix.len()..])
-                .ok()
-                .and_then(|s| s.parse().ok());
-            if let Some(dispute) = id.map(|id| self.dispute(id)).transpose()?.flatten() {
-                disputes.push(dispute);
-            }
+    /// One page of the disputes with `status` (every dispute when empty), ascending by id.
+    fn disputes_page(&self, status: &str, page: Option<&PageRequest>) -> Result<Page<Dispute>> {
+        if status.is_empty() {
+            paginate_proto(self, &keys::disputes(), page, |_, d| Ok(Some(d)))
+        } else {
+            let index = keys::disputes_with_status(status);
+            paginate(self, &index, page, |key, _| {
+                self.indexed_dispute(&index, key)
+            })
         }
-        Ok(disputes)
+    }
+
+    /// One page of the disputes `address` takes part in, ascending by id.
+    fn disputes_of_page(&self, address: &str, page: Option<&PageRequest>) -> Result<Page<Dispute>> {
+        let index = keys::disputes_of(address);
+        paginate(self, &index, page, |key, _| {
+            self.indexed_dispute(&index, key)
+        })
+    }
+
+    /// Spends `pager` on the validations `validator` owes from the key suffix `start`,
+    /// ascending by inference id, each turned into at most one item by `item`; returns where
+    /// the list goes on (see [`Pager::scan`]).
+    fn scan_pending_validations<T: prost::Message>(
+        &self,
+        validator: &str,
+        pager: &mut Pager,
+        start: &[u8],
+        out: &mut Vec<T>,
+        mut item: impl FnMut(Validation) -> Option<T>,
+    ) -> Result<Option<Vec<u8>>> {
+        pager.scan(self, &keys::pending_of(validator), start, out, |_, id| {
+            Ok(self
+                .validation(&String::from_utf8_lossy(id))?
+                .and_then(&mut item))
+        })
+    }
+
+    /// Spends `pager` on the disputes `address` takes part in from the key suffix `start`,
+    /// ascending by id, each turned into at most one item by `item`.
+    fn scan_disputes_of<T: prost::Message>(
+        &self,
+        address: &str,
+        pager: &mut Pager,
+        start: &[u8],
+        out: &mut Vec<T>,
+        mut item: impl FnMut(Dispute) -> Option<T>,
+    ) -> Result<Option<Vec<u8>>> {
+        let index = keys::disputes_of(address);
+        pager.scan(self, &index, start, out, |key, _| {
+            Ok(self.indexed_dispute(&index, key)?.and_then(&mut item))
+        })
+    }
+
+    /// The dispute an index entry `key` under `index` names by its id suffix.
+    fn indexed_dispute(&self, index: &[u8], key: &[u8]) -> Result<Option<Dispute>> {
+        let id = key
+            .strip_prefix(index)
+            .and_then(|id| std::str::from_utf8(id).ok())
+            .and_then(|s| s.parse().ok());
+        Ok(id.map(|id| self.dispute(id)).transpose()?.flatten())
     }
 
     /// The id of the dispute on record `inference_id`, if any.

@@ -1,7 +1,10 @@
 //! Typed access to inference state; other crates use these traits, never the keys.
 
 use gonka_proto::inference::{Model, Node, Params, StoredRecord, TransferAgent};
-use gonka_sdk::{Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
+use gonka_proto::query::page::PageRequest;
+use gonka_sdk::{
+    paginate, paginate_proto, Page, Result, StateRead, StateReadExt, StateWrite, StateWriteExt,
+};
 
 use crate::{default_params, keys};
 
@@ -86,9 +89,40 @@ pub trait InferenceRead: StateRead {
         records_by_index(self, &keys::records_of_epoch(epoch))
     }
 
-    /// Records executed by node `executor` in `epoch`, ascending by inference id.
-    fn records_of_executor(&self, executor: &str, epoch: u64) -> Result<Vec<StoredRecord>> {
-        records_by_index(self, &keys::records_of_executor(executor, epoch))
+    /// One page of the models, by id.
+    fn models_page(&self, page: Option<&PageRequest>) -> Result<Page<Model>> {
+        paginate_proto(self, &keys::models(), page, |_, m| Ok(Some(m)))
+    }
+
+    /// One page of the ML nodes (of `host`, or all when empty), by id. Nodes are not indexed
+    /// by host, so a page filtered by host reads `limit` nodes and may hold fewer.
+    fn nodes_page(&self, host: &str, page: Option<&PageRequest>) -> Result<Page<Node>> {
+        paginate_proto(self, &keys::nodes(), page, |_, n: Node| {
+            Ok((host.is_empty() || n.host == host).then_some(n))
+        })
+    }
+
+    /// One page of the transfer agents, by address.
+    fn transfer_agents_page(&self, page: Option<&PageRequest>) -> Result<Page<TransferAgent>> {
+        paginate_proto(self, &keys::transfer_agents(), page, |_, t| Ok(Some(t)))
+    }
+
+    /// One page of the records stored in `epoch` (with `executor` set, of that node only),
+    /// by inference id.
+    fn records_page(
+        &self,
+        epoch: u64,
+        executor: &str,
+        page: Option<&PageRequest>,
+    ) -> Result<Page<StoredRecord>> {
+        let index = if executor.is_empty() {
+            keys::records_of_epoch(epoch)
+        } else {
+            keys::records_of_executor(executor, epoch)
+        };
+        paginate(self, &index, page, |_, id| {
+            self.record(&String::from_utf8_lossy(id))
+        })
     }
 }
 

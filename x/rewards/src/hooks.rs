@@ -229,7 +229,10 @@ mod tests {
         let base = MemoryState::default();
         let mut state = Delta::new(&base);
         genesis(&mut state, 0);
-        let request = gonka_proto::rewards::QueryEpochRewardsRequest { epoch: 4 };
+        let request = gonka_proto::rewards::QueryEpochRewardsRequest {
+            epoch: 4,
+            ..Default::default()
+        };
         let err = crate::query::route(
             "/rewards/epoch",
             &prost::Message::encode_to_vec(&request),

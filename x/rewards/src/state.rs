@@ -2,8 +2,11 @@
 //! Other crates read through these traits, never through the keys.
 
 use gonka_auth::module_address;
+use gonka_proto::query::page::PageRequest;
 use gonka_proto::rewards::{EpochRewards, Params, ParticipantReward};
-use gonka_sdk::{Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
+use gonka_sdk::{
+    paginate, paginate_proto, Page, Result, StateRead, StateReadExt, StateWrite, StateWriteExt,
+};
 
 use crate::{default_params, keys, RewardsParams, COMMUNITY_POOL, REWARDS_POOL, VALIDATION_POOL};
 
@@ -49,6 +52,29 @@ pub trait RewardsRead: StateRead {
             .into_iter()
             .map(|(_, reward)| reward)
             .collect())
+    }
+
+    /// One page of the rewards of `operator`, ascending by epoch.
+    fn participant_rewards_page(
+        &self,
+        operator: &str,
+        page: Option<&PageRequest>,
+    ) -> Result<Page<ParticipantReward>> {
+        paginate_proto(self, &keys::participant_rewards(operator), page, |_, r| {
+            Ok(Some(r))
+        })
+    }
+
+    /// One page of the participant rewards of `epoch`, ascending by operator address.
+    fn epoch_participant_rewards_page(
+        &self,
+        epoch: u64,
+        page: Option<&PageRequest>,
+    ) -> Result<Page<ParticipantReward>> {
+        paginate(self, &keys::payees(epoch), page, |_, operator| {
+            let operator = String::from_utf8_lossy(operator);
+            self.get_proto(&keys::participant_reward(&operator, epoch))
+        })
     }
 
     /// Every participant reward of `epoch`, ascending by operator address.

@@ -1,9 +1,11 @@
 //! Typed access to stake state; other crates use these traits, never the keys.
 
 use gonka_auth::module_address;
+use gonka_proto::query::page::PageRequest;
 use gonka_proto::stake::{Participant, UnbondingEntry, WorkCredit};
 use gonka_sdk::{
-    parse_amount, ErrorCode, Result, StateRead, StateReadExt, StateWrite, StateWriteExt,
+    paginate_proto, parse_amount, ErrorCode, Page, Result, StateRead, StateReadExt, StateWrite,
+    StateWriteExt,
 };
 
 use crate::{default_params, keys, StakeError, StakeParams, BONDED_POOL, UNBONDING_POOL};
@@ -82,6 +84,40 @@ pub trait StakeRead: StateRead {
             .into_iter()
             .map(|(_, e)| e)
             .collect())
+    }
+
+    /// One page of the participants, by operator address.
+    fn participants_page(&self, page: Option<&PageRequest>) -> Result<Page<Participant>> {
+        paginate_proto(self, &keys::participants(), page, |_, p| Ok(Some(p)))
+    }
+
+    /// One page of the unbonding entries (of `operator`, or all when empty), by completion
+    /// epoch then operator. The entries are not indexed by operator, so a page filtered by
+    /// operator reads `limit` entries and may hold fewer.
+    fn unbonding_page(
+        &self,
+        operator: &str,
+        page: Option<&PageRequest>,
+    ) -> Result<Page<UnbondingEntry>> {
+        paginate_proto(self, &keys::unbondings(), page, |_, e: UnbondingEntry| {
+            Ok((operator.is_empty() || e.operator == operator).then_some(e))
+        })
+    }
+
+    /// One page of the work ledger of `epoch`, by operator address.
+    fn work_page(&self, epoch: u64, page: Option<&PageRequest>) -> Result<Page<WorkCredit>> {
+        paginate_proto(
+            self,
+            &keys::work_of_epoch(epoch),
+            page,
+            |key, units: u64| {
+                Ok(keys::parse_work(epoch, key).map(|operator| WorkCredit {
+                    epoch,
+                    operator,
+                    units,
+                }))
+            },
+        )
     }
 
     /// Work units of `operator` in `epoch` (zero if none).

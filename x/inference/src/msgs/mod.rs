@@ -7,7 +7,7 @@ mod submit_work_batch;
 mod update_node;
 
 use gonka_auth::validate_address;
-use gonka_proto::ids::{is_valid_node_id, NODE_ID_RULE};
+use gonka_proto::ids::{is_valid_node_id, MAX_NODE_CONCURRENCY, NODE_ID_RULE};
 use gonka_proto::inference::Node;
 use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, StateRead};
 use gonka_stake::StakeRead;
@@ -100,10 +100,11 @@ pub(crate) fn node_from(node: Option<Node>) -> Result<Node> {
             fields.id, pair[0]
         )));
     }
-    if fields.max_concurrency == 0 {
+    if fields.max_concurrency == 0 || fields.max_concurrency > MAX_NODE_CONCURRENCY {
         return Err(InferenceError::InvalidNode.err(format!(
-            "node {} must accept at least 1 concurrent request, found max_concurrency 0",
-            fields.id
+            "node {} must accept 1 to {MAX_NODE_CONCURRENCY} concurrent requests, found \
+             max_concurrency {}",
+            fields.id, fields.max_concurrency
         )));
     }
     validate_url("endpoint", &fields.endpoint)
