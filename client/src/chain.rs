@@ -80,6 +80,11 @@ impl Chain {
         self.key.address()
     }
 
+    /// The signing account's key (it also signs the TA's calls of ML nodes).
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
     /// The signing account's compressed public key.
     pub fn pubkey(&self) -> Vec<u8> {
         self.key.public_key().to_bytes()

@@ -15,9 +15,11 @@ pub mod chat;
 pub mod disputes;
 pub mod http;
 pub mod keys;
+pub mod node_call;
 pub mod openai;
 pub mod payload_auth;
 pub mod receipt;
+pub mod replay;
 pub mod request;
 pub mod rpc;
 #[cfg(feature = "server")]

@@ -18,8 +18,8 @@
 use anyhow::{anyhow, Result};
 use sha2::{Digest, Sha256};
 
-use crate::request::verify_signed_headers;
 pub use crate::request::HeaderAuthError;
+use crate::request::{verify_signed_headers, SignedCaller};
 pub use crate::request::{HEADER_ADDRESS, HEADER_PUBKEY, HEADER_SIGNATURE, HEADER_TIMESTAMP};
 use crate::Key;
 
@@ -59,20 +59,20 @@ pub fn sign_payload_request(
 }
 
 /// Checks the headers of a fetch of `inference_id`'s payload (`header` looks a header up by
-/// name) against the server's clock `now_secs`; returns the authenticated address.
+/// name) against the server's clock `now_secs`; returns the authenticated caller (its
+/// timestamp and signature let the server refuse a replay of the same fetch).
 pub fn verify_payload_request<'a>(
     header: impl Fn(&str) -> Option<&'a str>,
     inference_id: &str,
     now_secs: u64,
-) -> Result<String, HeaderAuthError> {
-    let caller = verify_signed_headers(
+) -> Result<SignedCaller, HeaderAuthError> {
+    verify_signed_headers(
         &header,
         |timestamp| payload_hash(inference_id, timestamp),
         &format!("SHA-256(\"gonka/payload/v1\" ‖ {inference_id:?} ‖ timestamp u64 BE)"),
         now_secs,
         MAX_SKEW_SECS,
-    )?;
-    Ok(caller.address)
+    )
 }
 
 #[cfg(test)]
@@ -99,6 +99,7 @@ mod tests {
             id,
             now,
         )
+        .map(|caller| caller.address)
     }
 
     fn replace(

@@ -167,6 +167,29 @@ pub struct SignedCaller {
     pub signature: Vec<u8>,
 }
 
+/// The names of the four identity headers of a signed call: the requester's
+/// ([`IDENTITY_HEADERS`]) or those of a caller signing on top of them
+/// ([`crate::node_call::CALLER_HEADERS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdentityHeaders {
+    /// Header of the bech32 address.
+    pub address: &'static str,
+    /// Header of the hex compressed public key.
+    pub pubkey: &'static str,
+    /// Header of the unix timestamp.
+    pub timestamp: &'static str,
+    /// Header of the hex signature.
+    pub signature: &'static str,
+}
+
+/// The identity headers of requests and payload fetches.
+pub const IDENTITY_HEADERS: IdentityHeaders = IdentityHeaders {
+    address: HEADER_ADDRESS,
+    pubkey: HEADER_PUBKEY,
+    timestamp: HEADER_TIMESTAMP,
+    signature: HEADER_SIGNATURE,
+};
+
 /// Checks the identity headers every signed gonka request carries — address, a public key
 /// that derives to it, timestamp, and a signature over `signed(timestamp)` (described by
 /// `what` in the error) — and that the timestamp is within `max_skew_secs` of `now_secs`.
@@ -178,12 +201,37 @@ pub fn verify_signed_headers<'a>(
     now_secs: u64,
     max_skew_secs: u64,
 ) -> Result<SignedCaller, HeaderAuthError> {
-    let address = required_header(header, HEADER_ADDRESS)?;
-    let pubkey = hex_header(header, HEADER_PUBKEY, 33)?;
+    verify_identity(
+        &IDENTITY_HEADERS,
+        header,
+        signed,
+        what,
+        now_secs,
+        max_skew_secs,
+    )
+}
+
+/// [`verify_signed_headers`] over the identity headers named by `names`.
+pub fn verify_identity<'a>(
+    names: &IdentityHeaders,
+    header: &impl Fn(&str) -> Option<&'a str>,
+    signed: impl FnOnce(u64) -> [u8; 32],
+    what: &str,
+    now_secs: u64,
+    max_skew_secs: u64,
+) -> Result<SignedCaller, HeaderAuthError> {
+    let IdentityHeaders {
+        address: address_header,
+        pubkey: pubkey_header,
+        timestamp: timestamp_header,
+        signature: signature_header,
+    } = *names;
+    let address = required_header(header, address_header)?;
+    let pubkey = hex_header(header, pubkey_header, 33)?;
     let key = VerifyingKey::from_sec1_bytes(&pubkey).map_err(|_| {
         failure(
             "invalid_auth_header",
-            format!("the `{HEADER_PUBKEY}` header is not a valid compressed secp256k1 key"),
+            format!("the `{pubkey_header}` header is not a valid compressed secp256k1 key"),
         )
     })?;
     match address_of_pubkey(&pubkey) {
@@ -192,24 +240,24 @@ pub fn verify_signed_headers<'a>(
             return Err(failure(
                 "address_mismatch",
                 format!(
-                    "the `{HEADER_PUBKEY}` key belongs to {}, not to `{address}` named in `{HEADER_ADDRESS}`",
+                    "the `{pubkey_header}` key belongs to {}, not to `{address}` named in `{address_header}`",
                     derived.unwrap_or_default()
                 ),
             ))
         }
     }
-    let ts_text = required_header(header, HEADER_TIMESTAMP)?;
+    let ts_text = required_header(header, timestamp_header)?;
     let timestamp: u64 = ts_text.parse().map_err(|_| {
         failure(
             "invalid_auth_header",
-            format!("the `{HEADER_TIMESTAMP}` header must be unix seconds but is `{ts_text}`"),
+            format!("the `{timestamp_header}` header must be unix seconds but is `{ts_text}`"),
         )
     })?;
-    let signature = hex_header(header, HEADER_SIGNATURE, 64)?;
+    let signature = hex_header(header, signature_header, 64)?;
     let parsed = Signature::from_slice(&signature).map_err(|_| {
         failure(
             "invalid_auth_header",
-            format!("the `{HEADER_SIGNATURE}` header is not a valid r ‖ s signature"),
+            format!("the `{signature_header}` header is not a valid r ‖ s signature"),
         )
     })?;
     let signed = signed(timestamp);

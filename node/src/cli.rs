@@ -12,12 +12,16 @@ use gonka_proto::inference::Node;
 use k256::ecdsa::SigningKey;
 use k256::elliptic_curve::rand_core::OsRng;
 
+use super::access::{self, Callers};
 use super::forward::Upstream;
 use super::register::{self, Registration};
 use super::MlNodeConfig;
 use gonka_client::key_from_mnemonic_file;
 use gonka_client::server::ServerArgs;
 use gonka_model as reference;
+
+/// How often an ML node on chain re-reads the registered transfer agents it serves.
+const TRANSFER_AGENT_REFRESH: Duration = Duration::from_secs(10);
 
 /// Arguments of `gonka-sidecar ml-node`.
 #[derive(Debug, clap::Args)]
@@ -210,6 +214,15 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    // On chain the node serves its host and the registered transfer agents only.
+    let callers = chain.as_ref().map(|(client, host)| {
+        let callers = Callers::on_chain(host.address(), client.clone());
+        tokio::spawn(access::refresh_from_chain(
+            callers.clone(),
+            TRANSFER_AGENT_REFRESH,
+        ));
+        callers
+    });
     let config = MlNodeConfig {
         listen: args.listen,
         model_id: args.model_id,
@@ -219,6 +232,7 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
             .map(|(_, host)| host.address().to_string())
             .unwrap_or_default(),
         max_skew_secs: MlNodeConfig::default().max_skew_secs,
+        callers,
         response_key,
         upstream,
         seed: args.seed,

@@ -38,6 +38,7 @@
 //! With a chain, the node registers (or updates) itself there after it starts listening; see
 //! [`register`].
 
+pub mod access;
 pub mod api;
 mod builtin;
 #[cfg(feature = "testing")]
@@ -68,7 +69,7 @@ pub use api::*;
 use forward::Upstream;
 pub use gonka_client::openai::ApiError;
 use gonka_client::receipt::{Receipt, HEADER_RECEIPT};
-use gonka_client::request::{body_agrees, verify_request, HEADER_SIGNATURE};
+use gonka_client::request::{body_agrees, verify_request, RequestTerms, HEADER_SIGNATURE};
 use gonka_client::server::{read_body, ServerLimits};
 use gonka_client::unix_now;
 use gonka_model::{self as reference, ChatTurn, ReferenceModel};
@@ -87,6 +88,8 @@ pub struct MlNodeConfig {
     /// Allowed difference between a signed request's timestamp and the node's clock, in
     /// seconds (larger than the TA's: a request may wait in the TA's queue).
     pub max_skew_secs: u64,
+    /// Who may call the node (see [`access`]); `None` serves anyone (a node off chain, tests).
+    pub callers: Option<Arc<access::Callers>>,
     /// The key that signs execution receipts (its public key is registered on chain);
     /// without one the node answers without receipts.
     pub response_key: Option<SigningKey>,
@@ -125,6 +128,7 @@ impl Default for MlNodeConfig {
             node_id: DEFAULT_NODE_ID.to_string(),
             host: String::new(),
             max_skew_secs: 300,
+            callers: None,
             response_key: None,
             upstream: None,
             seed: reference::DEFAULT_SEED,
@@ -282,11 +286,20 @@ struct Admitted {
 
 /// Checks a requester-signed request (see the module docs): the request hash the node
 /// computed itself, and the signed completion budget.
+/// A requester-signed request as the node checked it.
+struct SignedByRequester {
+    /// The request/v2 hash, computed here.
+    hash: [u8; 32],
+    /// The signed completion budget.
+    budget: i64,
+    terms: RequestTerms,
+}
+
 fn check_signed(
     cfg: &MlNodeConfig,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<([u8; 32], i64), ApiError> {
+) -> Result<SignedByRequester, ApiError> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let signed = verify_request(&header, body, unix_now(), cfg.max_skew_secs)
         .map_err(|e| ApiError::unauthorized(e.code, e.message))?;
@@ -298,10 +311,11 @@ fn check_signed(
             &cfg.model_id,
         ));
     }
-    Ok((
-        signed.caller.signed,
-        i64::try_from(budget).unwrap_or(i64::MAX),
-    ))
+    Ok(SignedByRequester {
+        hash: signed.caller.signed,
+        budget: i64::try_from(budget).unwrap_or(i64::MAX),
+        terms: signed.terms,
+    })
 }
 
 /// Checks a request in the order a client would fix it: body size, signed terms (when
@@ -314,6 +328,20 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
         true => Some(check_signed(cfg, headers, &bytes)?),
         false => None,
     };
+    if let Some(callers) = &cfg.callers {
+        if let Some(signed) = &signed {
+            // A transfer agent registered since the last read is served at once.
+            callers.learn(&signed.terms.transfer_agent).await;
+        }
+        callers.admit(
+            &cfg.node_id,
+            headers,
+            signed.as_ref().map(|s| (&s.terms, s.hash)),
+            &bytes,
+            unix_now(),
+            cfg.max_skew_secs,
+        )?;
+    }
     let req: ChatCompletionRequest = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::invalid_json(format!(
             "expected a JSON chat completion request {{model, messages, ...}}: {e}"
@@ -329,8 +357,8 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
         ));
     }
     let cap = i64::from(cfg.max_tokens_cap);
-    let asked = match signed {
-        Some((_, budget)) => Some(budget),
+    let asked = match &signed {
+        Some(s) => Some(s.budget),
         None => req.max_tokens.or(req.max_completion_tokens),
     };
     let max_tokens = match asked {
@@ -376,7 +404,7 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
         max_tokens: max_tokens as usize,
         stream: req.stream,
         include_usage: req.stream_options.is_some_and(|o| o.include_usage),
-        request_hash: signed.map(|(hash, _)| hash),
+        request_hash: signed.map(|s| s.hash),
         permit,
     })
 }

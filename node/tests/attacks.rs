@@ -4,8 +4,10 @@
 
 use std::net::SocketAddr;
 
+use gonka_client::node_call::sign_node_call;
 use gonka_client::receipt::{Receipt, HEADER_RECEIPT};
 use gonka_client::request::{sign_request, RequestTerms, HEADER_SIGNATURE};
+use gonka_node::access::Callers;
 use gonka_node::{self as ml_node, MlNodeConfig, DEFAULT_MODEL_ID};
 use k256::ecdsa::SigningKey;
 use serde_json::json;
@@ -122,4 +124,81 @@ async fn the_receipt_binds_the_computed_hash_and_the_host() {
     assert!(receipt
         .verify(&pubkey, "gonka1attacker", &request_hash)
         .is_err());
+}
+
+/// A node on chain, hosted by "host", that knows `TEST_TRANSFER_AGENT` as the only registered
+/// transfer agent.
+async fn node_on_chain() -> SocketAddr {
+    let host =
+        gonka_client::Key::from_mnemonic(&gonka_client::keys::well_known_mnemonic("host")).unwrap();
+    let callers = Callers::new(host.address());
+    callers.set_transfer_agents([TEST_TRANSFER_AGENT.to_string()]);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = MlNodeConfig {
+        listen: addr,
+        node_id: "n1".into(),
+        host: host.address().into(),
+        callers: Some(callers),
+        response_key: Some(SigningKey::from_slice(&[7; 32]).unwrap()),
+        ..MlNodeConfig::default()
+    };
+    tokio::spawn(ml_node::serve(listener, config, std::future::pending()));
+    addr
+}
+
+fn account(label: &str) -> gonka_client::Key {
+    gonka_client::Key::from_mnemonic(&gonka_client::keys::well_known_mnemonic(label)).unwrap()
+}
+
+/// Attack (hole 12): use a registered ML node's compute for free by calling it directly,
+/// or by replaying a requester's signed request (or a transfer agent's signed call) to it.
+/// A node on chain serves only its host (unreceipted) and the registered transfer agent a
+/// request names; every call is signed and used once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_get_no_compute_from_a_node_on_chain() {
+    let addr = node_on_chain().await;
+    let question = body("free compute please");
+    // A plain OpenAI call: no caller signature.
+    let resp = post(addr, &[], &question).await;
+    assert_error(&resp, 401, "missing_auth_header");
+    // Signed by a stranger.
+    let stranger = sign_node_call(&account("stranger"), "n1", None, &question, now()).unwrap();
+    let resp = post(addr, &stranger, &question).await;
+    assert_error(&resp, 403, "caller_not_allowed");
+    // The host's own call (its validation worker) is served, once.
+    let host = sign_node_call(&account("host"), "n1", None, &question, now()).unwrap();
+    let resp = post(addr, &host, &question).await;
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let resp = post(addr, &host, &question).await;
+    assert_error(&resp, 401, "replayed_call");
+    // A host signature for another node does not open this one.
+    let elsewhere = sign_node_call(&account("host"), "n2", None, &question, now()).unwrap();
+    assert_error(
+        &post(addr, &elsewhere, &question).await,
+        401,
+        "invalid_signature",
+    );
+
+    // A requester's genuine request, replayed straight to the node by its holder.
+    let (requester, request_hash) = signed_request(&question, "n-direct");
+    assert_error(
+        &post(addr, &requester, &question).await,
+        401,
+        "missing_auth_header",
+    );
+    // Forwarded by someone who is not the transfer agent the requester named.
+    let mut forged = requester.clone();
+    forged.extend(
+        sign_node_call(&account("host"), "n1", Some(request_hash), &question, now()).unwrap(),
+    );
+    assert_error(
+        &post(addr, &forged, &question).await,
+        403,
+        "caller_not_allowed",
+    );
+}
+
+fn now() -> u64 {
+    gonka_client::unix_now()
 }

@@ -9,12 +9,11 @@
 //! by the server against the chain (402), and only then is the nonce remembered
 //! ([`ReplayCache::admit`]), so requests that are refused fill no cache.
 
-use std::collections::BTreeSet;
-
 use axum::http::{HeaderMap, StatusCode};
 use gonka_client::request::{body_agrees, verify_request, HeaderAuthError, RequestTerms};
 
 use gonka_client::openai::ApiError;
+use gonka_client::replay::{Refused, ReplayWindow};
 
 /// A request that passed authentication.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,23 +42,20 @@ impl Authenticated {
 pub const MAX_REPLAY_ENTRIES: usize = 200_000;
 
 /// Bounded replay cache: `(timestamp, address, nonce)` seen within the skew window.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct ReplayCache {
-    seen: BTreeSet<(u64, String, String)>,
+    window: ReplayWindow<(String, String)>,
+}
+
+impl Default for ReplayCache {
+    fn default() -> Self {
+        Self {
+            window: ReplayWindow::new(MAX_REPLAY_ENTRIES),
+        }
+    }
 }
 
 impl ReplayCache {
-    /// Forget entries older than `oldest` (they would fail the timestamp check anyway).
-    pub fn prune(&mut self, oldest: u64) {
-        self.seen = self.seen.split_off(&(oldest, String::new(), String::new()));
-    }
-
-    /// Record the triple; false if it was already seen.
-    pub fn insert(&mut self, timestamp: u64, address: &str, nonce: &str) -> bool {
-        self.seen
-            .insert((timestamp, address.to_string(), nonce.to_string()))
-    }
-
     /// Admits a verified request unless its `(timestamp, address, nonce)` was seen within the
     /// skew window; remembers it. Entries older than the window are forgotten.
     pub fn admit(
@@ -68,34 +64,35 @@ impl ReplayCache {
         now_secs: u64,
         max_skew_secs: u64,
     ) -> Result<(), ApiError> {
-        self.prune(now_secs.saturating_sub(max_skew_secs));
-        if self.seen.len() >= MAX_REPLAY_ENTRIES {
-            return Err(ApiError {
+        let nonce = &auth.terms.nonce;
+        let key = (auth.address.clone(), nonce.clone());
+        match self
+            .window
+            .admit(auth.terms.timestamp, key, now_secs, max_skew_secs)
+        {
+            Ok(()) => Ok(()),
+            Err(Refused::Replayed) => Err(ApiError::unauthorized(
+                "replayed_nonce",
+                format!("the nonce `{nonce}` was already used with this timestamp and address"),
+            )),
+            Err(Refused::Full) => Err(ApiError {
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 message: format!("this transfer agent holds {MAX_REPLAY_ENTRIES} recent nonces, its limit; retry shortly"),
                 kind: "server_error",
                 code: "replay_cache_full",
                 retry_after_secs: Some(u32::try_from(max_skew_secs.max(1)).unwrap_or(u32::MAX)),
-            });
+            }),
         }
-        let nonce = &auth.terms.nonce;
-        if !self.insert(auth.terms.timestamp, &auth.address, nonce) {
-            return Err(ApiError::unauthorized(
-                "replayed_nonce",
-                format!("the nonce `{nonce}` was already used with this timestamp and address"),
-            ));
-        }
-        Ok(())
     }
 
     /// Entries held.
     pub fn len(&self) -> usize {
-        self.seen.len()
+        self.window.len()
     }
 
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
+        self.window.is_empty()
     }
 }
 
@@ -334,7 +331,9 @@ mod tests {
         let auth = verify(&signed(body, 1000, "n", 0), body, 1000, 60).unwrap();
         let mut cache = ReplayCache::default();
         for i in 0..MAX_REPLAY_ENTRIES {
-            cache.insert(1000, "gonka1x", &i.to_string());
+            let mut other = auth.clone();
+            other.terms.nonce = format!("x{i}");
+            cache.admit(&other, 1000, 60).unwrap();
         }
         let e = cache.admit(&auth, 1000, 60).unwrap_err();
         assert_eq!(

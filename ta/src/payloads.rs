@@ -12,7 +12,8 @@
 //! committee). Answers:
 //! - 200 `application/octet-stream`: the body, byte for byte;
 //! - 401 `authentication_error`: missing or malformed headers, bad signature, key not of the
-//!   address, timestamp more than 60 s off (checked first);
+//!   address, timestamp more than 60 s off (checked first), or `replayed_request`: these
+//!   exact signed headers were already used (each signed fetch is served once);
 //! - 404 `invalid_request_error` / `payload_not_found`: unknown id or pruned (checked before
 //!   asking the chain);
 //! - 403 `permission_error` / `not_assigned`: the chain does not assign this record to the
@@ -21,7 +22,7 @@
 
 use gonka_proto::query as q;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -30,7 +31,8 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::future::BoxFuture;
-use gonka_client::payload_auth::verify_payload_request;
+use gonka_client::payload_auth::{verify_payload_request, MAX_SKEW_SECS};
+use gonka_client::replay::{Refused, ReplayWindow};
 use gonka_client::rpc::QueryError;
 use gonka_proto::disputes as dpb;
 use redb::{Database, ReadableTable, TableDefinition};
@@ -191,7 +193,12 @@ pub struct Payloads {
     pub store: Arc<PayloadStore>,
     access: AccessCheck,
     clock: Clock,
+    /// Fetches seen within the clock window (replays are refused).
+    seen: Mutex<ReplayWindow<Vec<u8>>>,
 }
+
+/// Most payload fetches remembered against replay.
+pub const MAX_REMEMBERED_FETCHES: usize = 100_000;
 
 impl std::fmt::Debug for Payloads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -207,6 +214,7 @@ impl Payloads {
             store,
             access,
             clock,
+            seen: Mutex::new(ReplayWindow::new(MAX_REMEMBERED_FETCHES)),
         })
     }
 
@@ -245,12 +253,38 @@ async fn serve(
     inference_id: &str,
     headers: &HeaderMap,
 ) -> Result<Vec<u8>, ApiError> {
-    let address = verify_payload_request(
+    let now = (payloads.clock)();
+    let caller = verify_payload_request(
         |name| headers.get(name).and_then(|v| v.to_str().ok()),
         inference_id,
-        (payloads.clock)(),
+        now,
     )
     .map_err(|e| ApiError::unauthorized(e.code, e.message))?;
+    // A fetch is good once: headers seen on the wire do not open the body to anyone else.
+    let admitted = payloads
+        .seen
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .admit(caller.timestamp, caller.signature, now, MAX_SKEW_SECS);
+    match admitted {
+        Ok(()) => {}
+        Err(Refused::Replayed) => {
+            return Err(ApiError::unauthorized(
+                "replayed_request",
+                "this signed payload fetch was already made; sign each fetch anew".into(),
+            ))
+        }
+        Err(Refused::Full) => {
+            return Err(ApiError {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: "too many recent payload fetches; retry shortly".into(),
+                kind: "server_error",
+                code: "replay_cache_full",
+                retry_after_secs: Some(1),
+            })
+        }
+    }
+    let address = caller.address;
     // Existence first: a probe for an unknown id costs no chain query.
     let body = payloads
         .store

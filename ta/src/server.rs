@@ -51,6 +51,7 @@ use super::settle::Outbox;
 use super::{Backoff, Lease, NodeStatus, Outcome, Router, WaitQueue};
 use gonka_client::chat::{Identity, KnownTransferAgent, PricedModel};
 use gonka_client::http as upstream;
+use gonka_client::node_call::sign_node_call;
 use gonka_client::openai::{ApiError, ModelCard, ModelList, Usage};
 use gonka_client::receipt::{Receipt, VerifiedReceipt, HEADER_RECEIPT};
 use gonka_client::request::REQUEST_HEADERS;
@@ -812,17 +813,35 @@ async fn handle_chat(
             guard.finish(Outcome::Failed);
             continue;
         };
+        // With a chain, the TA signs each call: an ML node on chain serves registered
+        // transfer agents only, and only the one the requester named.
+        let caller = match &ta.sink {
+            Sink::Chain { chain, .. } => sign_node_call(
+                chain.key(),
+                &node,
+                Some(auth.request_hash),
+                &bytes,
+                (ta.clock)(),
+            )
+            .unwrap_or_default(),
+            Sink::Memory(_) => Vec::new(),
+        };
+        let mut call_headers = forwarded.clone();
+        call_headers.extend(caller.iter().map(|(name, value)| (*name, value.as_str())));
         let resp = match upstream::request_with_headers(
             &registered.authority,
             "POST",
             "/v1/chat/completions",
-            &forwarded,
+            &call_headers,
             &bytes,
             ta.config.node_limits,
         )
         .await
         {
-            Ok(r) if r.status < 500 => r,
+            // The TA checked the request already: a node that refuses it as unauthenticated
+            // or forbidden disagrees with the chain (its list of transfer agents, its clock)
+            // and is treated as failed, like a 5xx.
+            Ok(r) if r.status < 500 && r.status != 401 && r.status != 403 => r,
             Ok(r) => {
                 last_error = format!("node `{node}` answered {}", r.status);
                 tracing::warn!(%node, attempt, status = r.status, "ML node failed; retrying elsewhere");

@@ -37,6 +37,7 @@ use gonka_client::disputes::{
     msg_report_payload_unavailable, msg_submit_validation, msg_vote_dispute,
     msg_vote_payload_unavailable, ReExecution,
 };
+use gonka_client::node_call::sign_node_call;
 use gonka_client::payload_auth::sign_payload_request;
 use gonka_client::request::body_hash;
 use gonka_client::{Any, Key, TxRejected};
@@ -324,13 +325,7 @@ async fn answer(
     };
     let ta_url = ta_url.unwrap_or_default();
     let own = if payload_matches(&record, &payload) {
-        reexecute(
-            &config.ml_node,
-            &payload,
-            record.max_completion_tokens,
-            config,
-        )
-        .await?
+        reexecute(key, &payload, record.max_completion_tokens, config).await?
     } else {
         tracing::warn!(inference = %work.inference_id, ta = %ta_url, "the transfer agent served a body whose SHA-256 is not the record's prompt_hash; answering with a mismatch");
         OwnAnswer {
@@ -445,14 +440,17 @@ async fn fetch_payload(
     }
 }
 
-/// What the validator's own ML node at `ml_node` (`host:port`) answers to `payload`, with
-/// `stream` forced to false and `max_tokens` set to the signed budget `max_tokens`.
+/// What the validator's own ML node (`config.ml_node`, `host:port`) answers to `payload`,
+/// with `stream` forced to false and `max_tokens` set to the signed budget `max_tokens`. The
+/// call is signed by `key`, the node's host: an ML node on chain runs unreceipted requests for
+/// nobody else.
 async fn reexecute(
-    ml_node: &str,
+    key: &Key,
     payload: &[u8],
     max_tokens: u64,
     config: &ValidatorConfig,
 ) -> Result<OwnAnswer> {
+    let ml_node = config.ml_node.as_str();
     let mut request: serde_json::Value = serde_json::from_slice(payload)
         .context("the payload is not JSON; the record's request cannot be re-executed")?;
     let Some(fields) = request.as_object_mut() else {
@@ -462,9 +460,28 @@ async fn reexecute(
     fields.remove("max_completion_tokens");
     fields.insert("max_tokens".into(), max_tokens.into());
     let body = serde_json::to_vec(&request).context("re-serializing the request")?;
-    let (status, answer) = exchange(ml_node, "POST", "/v1/chat/completions", &[], &body, config)
+    let (status, identity) = exchange(ml_node, "GET", "/v1/identity", &[], b"", config)
         .await
-        .context("re-executing on the ML node; is --ml-node running?")?;
+        .context("asking the ML node who it is; is --ml-node running?")?;
+    let node_id = serde_json::from_slice::<serde_json::Value>(&identity)
+        .ok()
+        .filter(|_| status == 200)
+        .and_then(|v| v["node_id"].as_str().map(str::to_string))
+        .ok_or_else(|| {
+            anyhow!("the ML node at {ml_node} did not say its node_id at /v1/identity")
+        })?;
+    let caller = sign_node_call(key, &node_id, None, &body, unix_now())?;
+    let caller: Vec<(&str, &str)> = caller.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let (status, answer) = exchange(
+        ml_node,
+        "POST",
+        "/v1/chat/completions",
+        &caller,
+        &body,
+        config,
+    )
+    .await
+    .context("re-executing on the ML node; is --ml-node running?")?;
     if status != 200 {
         bail!(
             "the ML node at {ml_node} answered {status}: {}",

@@ -118,6 +118,23 @@ async fn payloads_go_only_to_the_assigned_validator() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// Attack (hole 12): capture an assigned validator's signed payload fetch off the wire and
+/// replay it within the clock window to read the prompt. The transfer agent serves each
+/// signed fetch once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_captured_payload_fetch_cannot_be_replayed() {
+    let id = "ef".repeat(32);
+    let validator = key("validator");
+    let (addr, path) = start_payloads(&id, validator.address()).await;
+    let captured = sign_payload_request(&validator, &id, now()).unwrap();
+    let first = fetch(addr, &id, captured.clone()).await;
+    assert_eq!(first.status, 200, "body: {}", first.body);
+    let replayed = fetch(addr, &id, captured).await;
+    assert_error(&replayed, 401, "replayed_request");
+    assert!(!replayed.body.contains("Check me"), "{}", replayed.body);
+    std::fs::remove_file(&path).unwrap();
+}
+
 async fn start_node(cheat_fraction: f64, key_byte: u8) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
