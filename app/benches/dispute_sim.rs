@@ -5,15 +5,25 @@
 //! and the rewards settlement at each epoch end.
 //!
 //! For each scenario it prints: the share of cheaters caught and how many epochs that took,
-//! the cheaters' net gain from cheating (compute saved on faked records minus stake slashed
-//! and refunds paid; it must be negative), the honest participants slashed (must be zero),
-//! and the compute spent on re-execution (validations and committee votes) as a share of all
+//! the cheaters' net gain from cheating (what the attack earned them minus stake slashed and
+//! refunds paid; it must be negative), the honest participants slashed (must be zero), and
+//! the compute spent on re-execution (validations and committee votes) as a share of all
 //! compute.
 //!
-//! Assumptions: executing a record costs its host half the record's price in compute (a
-//! faked record costs nothing); cheaters fake each of their records with the scenario's
-//! rate from the first epoch on and never stop; as validators and committee members they
-//! answer honestly (lazy executors, not a colluding cartel).
+//! Attacks (each cheater attacks with the scenario's rate from the first epoch on and never
+//! stops; otherwise every participant answers honestly and on time):
+//! - **fake answers**: a host signs a wrong answer instead of computing (saves half the
+//!   record's price in compute);
+//! - **inflated tokens**: a host computes honestly but claims 50% more prompt tokens (the
+//!   requester pays them; validators recount);
+//! - **framing**: a validator reports a mismatch against an honest executor, hoping the
+//!   committee slashes it and shares the slash;
+//! - **withholding TA**: the transfer agent stops serving the request bodies of some records
+//!   (so their work can never be checked); validators and committees report it;
+//! - **steady state**: no cheater, enough epochs for every host to reach the 1% sampling
+//!   floor: what verification costs once reputations have settled.
+//!
+//! Executing a record costs its host half the record's price in compute.
 //!
 //! Run: `cargo bench -p gonka-app --bench dispute_sim` (release; about a minute).
 
@@ -26,7 +36,10 @@ use gonka_proto::query as q;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::key;
-use gonka_client::disputes::{msg_submit_validation, msg_vote_dispute};
+use gonka_client::disputes::{
+    msg_report_payload_unavailable, msg_submit_validation, msg_vote_dispute,
+    msg_vote_payload_unavailable,
+};
 use gonka_client::tx::{
     msg_register_node, msg_register_transfer_agent, msg_submit_work_batch, node_key_proof,
     signed_work_record, NodeSpec,
@@ -44,16 +57,43 @@ const EPOCHS: u64 = 10;
 const EPOCH_LENGTH: u64 = 10;
 /// Records each host serves per epoch.
 const RECORDS_PER_HOST: usize = 10;
+/// The steady-state run: epochs and records per host per epoch (2,000 records per host).
+const STEADY_EPOCHS: u64 = 20;
+const STEADY_RECORDS_PER_HOST: usize = 100;
 /// Tokens per record and the price per token.
 const TOKENS: u64 = 100;
 const PRICE: u128 = 10;
 /// Bonded stake of every host.
 const BOND: u128 = 10_000_000;
 
-/// One scenario: how many hosts cheat and how often.
+/// What the cheaters do.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Attack {
+    FakeAnswers,
+    InflatedTokens,
+    Framing,
+    WithholdingTa,
+}
+
+impl Attack {
+    fn name(self) -> &'static str {
+        match self {
+            Attack::FakeAnswers => "fake answers",
+            Attack::InflatedTokens => "inflated tokens",
+            Attack::Framing => "framing",
+            Attack::WithholdingTa => "withholding TA",
+        }
+    }
+}
+
+/// One scenario: what the cheaters do, how many of the hosts cheat (for a withholding TA:
+/// the TA p0 alone) and how often, for how long.
 struct Scenario {
+    attack: Attack,
     cheater_percent: usize,
     cheat_rate_percent: u64,
+    epochs: u64,
+    records_per_host: usize,
 }
 
 /// What a scenario yielded.
@@ -151,48 +191,90 @@ fn world() -> World {
     world
 }
 
+/// What the simulation knows of one record.
+struct Facts {
+    truth: [u8; 32],
+    /// The token counts a correct re-execution finds.
+    tokens: (u64, u64),
+    /// The transfer agent does not serve its body.
+    withheld: bool,
+}
+
 fn run(scenario: &Scenario) -> Outcome {
     let mut w = world();
-    let mut rng = Rng::new(scenario.cheater_percent as u64 * 1_000 + scenario.cheat_rate_percent);
-    let cheaters: BTreeSet<String> = (0..HOSTS * scenario.cheater_percent / 100)
-        .map(|k| addr(&host(HOSTS - 1 - k)))
-        .collect();
+    let attack = scenario.attack;
+    let mut rng = Rng::new(
+        scenario.cheater_percent as u64 * 1_000 + scenario.cheat_rate_percent + attack as u64,
+    );
+    let cheaters: BTreeSet<String> = match attack {
+        Attack::WithholdingTa if scenario.cheat_rate_percent > 0 => [addr("p0")].into(),
+        Attack::WithholdingTa => BTreeSet::new(),
+        _ => (0..HOSTS * scenario.cheater_percent / 100)
+            .map(|k| addr(&host(HOSTS - 1 - k)))
+            .collect(),
+    };
     let mut out = Outcome {
         cheaters: cheaters.len(),
         ..Default::default()
     };
-    // Facts the simulation knows about each record: the truth and its tokens.
-    let mut truths: BTreeMap<String, [u8; 32]> = BTreeMap::new();
+    let mut facts: BTreeMap<String, Facts> = BTreeMap::new();
     let mut first_caught: BTreeMap<String, u64> = BTreeMap::new();
-    let mut faked_of: BTreeMap<String, u128> = BTreeMap::new();
+    // What each cheater earned by the attack itself (compute saved, tokens overcharged).
+    let mut earned: BTreeMap<String, u128> = BTreeMap::new();
     let labels: Vec<String> = (0..HOSTS).map(host).collect();
+    let record_price = u128::from(TOKENS) * PRICE;
+    let honest_tokens = (TOKENS / 2, TOKENS / 2);
     let mut nonce = 0u64;
 
     let start_epoch = w.current_epoch();
-    while w.current_epoch() < start_epoch + EPOCHS {
+    while w.current_epoch() < start_epoch + scenario.epochs {
         let epoch = w.current_epoch();
         // First block of the epoch's work: every host serves its records.
         let mut records = Vec::new();
         for i in 0..HOSTS {
             let cheater = cheaters.contains(&addr(&host(i)));
-            for _ in 0..RECORDS_PER_HOST {
+            for _ in 0..scenario.records_per_host {
                 nonce += 1;
                 let tag = format!("r{nonce}");
-                let fake = cheater && rng.chance(scenario.cheat_rate_percent);
+                let attacks = cheater && rng.chance(scenario.cheat_rate_percent);
                 let (label, node) = (host(i), format!("n{i}"));
                 // Signed below with this bench's own `node_key(i)`, not a seeded key.
                 let on = exec(&label, &node, 0);
-                let mut input = request("p0", &tag, MODEL, on, (TOKENS / 2, TOKENS / 2), 0);
-                if fake {
-                    input.response_hash = lie(&tag);
+                let mut input = request("p0", &tag, MODEL, on, honest_tokens, 0);
+                let mut withheld = false;
+                match attack {
+                    Attack::FakeAnswers if attacks => {
+                        input.response_hash = lie(&tag);
+                        *earned.entry(addr(&label)).or_default() += record_price / 2;
+                    }
+                    Attack::InflatedTokens if attacks => {
+                        input.prompt_tokens += TOKENS / 4;
+                        *earned.entry(addr(&label)).or_default() += u128::from(TOKENS / 4) * PRICE;
+                    }
+                    Attack::WithholdingTa => {
+                        withheld = rng.chance(scenario.cheat_rate_percent);
+                    }
+                    _ => {}
                 }
                 let record = signed_work_record(key("alice"), &node_key(i), &input).unwrap();
-                truths.insert(record.inference_id.clone(), truth(&tag));
+                facts.insert(
+                    record.inference_id.clone(),
+                    Facts {
+                        truth: truth(&tag),
+                        tokens: honest_tokens,
+                        withheld,
+                    },
+                );
                 out.records += 1;
-                if fake {
+                let faked = match attack {
+                    Attack::FakeAnswers | Attack::InflatedTokens => attacks,
+                    Attack::WithholdingTa => withheld,
+                    Attack::Framing => false,
+                };
+                if faked {
                     out.faked += 1;
-                    *faked_of.entry(addr(&host(i))).or_default() += 1;
-                } else {
+                }
+                if !(attack == Attack::FakeAnswers && attacks) {
                     out.executed_tokens += u128::from(TOKENS);
                 }
                 records.push(record);
@@ -236,13 +318,36 @@ fn run(scenario: &Scenario) -> Outcome {
                     validator: addr(label),
                     ..Default::default()
                 });
+                let framer = attack == Attack::Framing && cheaters.contains(&addr(label));
                 for item in owed {
-                    let result = &found(truths[&item.inference_id], (TOKENS / 2, TOKENS / 2));
-                    out.reexecuted_tokens += u128::from(TOKENS);
-                    let msg = if item.kind == "validation" {
-                        msg_submit_validation(&addr(label), &item.inference_id, result)
+                    let fact = &facts[&item.inference_id];
+                    let validation = item.kind == "validation";
+                    let msg = if fact.withheld {
+                        // Nobody gets the body: the TA withheld it.
+                        if validation {
+                            msg_report_payload_unavailable(&addr(label), &item.inference_id)
+                        } else {
+                            msg_vote_payload_unavailable(&addr(label), item.dispute_id)
+                        }
                     } else {
-                        msg_vote_dispute(&addr(label), item.dispute_id, result)
+                        out.reexecuted_tokens += u128::from(TOKENS);
+                        // A framer accuses the executor of the records it validates.
+                        let frames =
+                            framer && validation && rng.chance(scenario.cheat_rate_percent);
+                        let answer = if frames {
+                            lie(&item.inference_id)
+                        } else {
+                            fact.truth
+                        };
+                        if frames {
+                            out.faked += 1;
+                        }
+                        let result = found(answer, fact.tokens);
+                        if validation {
+                            msg_submit_validation(&addr(label), &item.inference_id, &result)
+                        } else {
+                            msg_vote_dispute(&addr(label), item.dispute_id, &result)
+                        }
                     };
                     txs.push(w.tx(label, vec![msg]));
                 }
@@ -251,29 +356,30 @@ fn run(scenario: &Scenario) -> Outcome {
         }
     }
 
-    // Losses of cheaters, from the chain's dispute records: stake slashed and refunds of
-    // records the host paid back (refunds come from its balance first).
-    let disputes = w.query_all::<q::disputes::List>(pb::QueryDisputesRequest {
-        status: "executor_faulted".into(),
-        ..Default::default()
-    });
-    let mut losses: BTreeMap<String, u128> = BTreeMap::new();
+    // Cheaters' gains and losses, from the chain's dispute records: stake slashed, refunds
+    // paid back (they come from the host's balance first), slash shares received.
+    let disputes = w.query_all::<q::disputes::List>(pb::QueryDisputesRequest::default());
+    let mut gained: BTreeMap<String, i128> = BTreeMap::new();
     for d in &disputes {
-        let loss = losses.entry(d.executor_host.clone()).or_default();
-        *loss += ngnk(&d.slashed_amount);
-        *loss += d
-            .payouts
-            .iter()
-            .filter(|p| p.reason == "refund")
-            .map(|p| ngnk(&p.amount))
-            .sum::<u128>();
+        if !d.slashed.is_empty() {
+            *gained.entry(d.slashed.clone()).or_default() -= ngnk(&d.slashed_amount) as i128;
+        }
+        for payout in &d.payouts {
+            match payout.reason.as_str() {
+                "refund" if d.status == "executor_faulted" => {
+                    *gained.entry(d.executor_host.clone()).or_default() -=
+                        ngnk(&payout.amount) as i128;
+                }
+                "slash_share" => {
+                    *gained.entry(payout.to.clone()).or_default() += ngnk(&payout.amount) as i128;
+                }
+                _ => {}
+            }
+        }
     }
-    let record_price = u128::from(TOKENS) * PRICE;
     for cheater in &cheaters {
-        // Compute saved: half the price of every faked record.
-        let saved = faked_of.get(cheater).copied().unwrap_or(0) * record_price / 2;
-        let lost = losses.get(cheater).copied().unwrap_or(0);
-        out.cheater_gain += saved as i128 - lost as i128;
+        let attack_income = earned.get(cheater).copied().unwrap_or(0) as i128;
+        out.cheater_gain += attack_income + gained.get(cheater).copied().unwrap_or(0);
     }
     out.caught = first_caught.len();
     out.epochs_to_catch = first_caught
@@ -284,21 +390,40 @@ fn run(scenario: &Scenario) -> Outcome {
 }
 
 fn main() {
-    let scenarios = [(0, 0), (10, 20), (10, 100), (30, 20), (30, 100)].map(
-        |(cheater_percent, cheat_rate_percent)| Scenario {
-            cheater_percent,
-            cheat_rate_percent,
+    let attack = |attack, cheater_percent, cheat_rate_percent| Scenario {
+        attack,
+        cheater_percent,
+        cheat_rate_percent,
+        epochs: EPOCHS,
+        records_per_host: RECORDS_PER_HOST,
+    };
+    let scenarios = [
+        attack(Attack::FakeAnswers, 0, 0),
+        attack(Attack::FakeAnswers, 10, 20),
+        attack(Attack::FakeAnswers, 10, 100),
+        attack(Attack::FakeAnswers, 30, 20),
+        attack(Attack::FakeAnswers, 30, 100),
+        attack(Attack::InflatedTokens, 10, 20),
+        attack(Attack::InflatedTokens, 30, 100),
+        attack(Attack::Framing, 10, 100),
+        attack(Attack::Framing, 30, 50),
+        attack(Attack::WithholdingTa, 0, 20),
+        Scenario {
+            attack: Attack::FakeAnswers,
+            cheater_percent: 0,
+            cheat_rate_percent: 0,
+            epochs: STEADY_EPOCHS,
+            records_per_host: STEADY_RECORDS_PER_HOST,
         },
-    );
+    ];
     println!(
-        "{HOSTS} hosts, {EPOCHS} epochs of {EPOCH_LENGTH} blocks, {RECORDS_PER_HOST} records per host per epoch, \
-         bond {BOND} ngnk, record price {} ngnk; default sampling 1%-10%",
+        "{HOSTS} hosts, {EPOCH_LENGTH}-block epochs, bond {BOND} ngnk, record price {} ngnk; default sampling 1%-10%",
         u128::from(TOKENS) * PRICE
     );
     println!(
-        "| cheaters | cheat rate | records | faked | sampled | disputes | caught | epochs to catch (mean / max) | cheaters' net gain (ngnk) | honest slashed | re-execution share |"
+        "| attack | cheaters | rate | epochs x records/host | records | attacks | sampled | disputes | caught | epochs to catch (mean / max) | cheaters' net gain (ngnk) | honest slashed | re-execution share |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for scenario in &scenarios {
         let o = run(scenario);
         let catch = if o.epochs_to_catch.is_empty() {
@@ -313,11 +438,19 @@ fn main() {
         };
         let share =
             100.0 * o.reexecuted_tokens as f64 / (o.executed_tokens + o.reexecuted_tokens) as f64;
+        let name = if o.cheaters == 0 && scenario.epochs == STEADY_EPOCHS {
+            "steady state"
+        } else if o.cheaters == 0 {
+            "none"
+        } else {
+            scenario.attack.name()
+        };
         println!(
-            "| {}% ({}) | {}% | {} | {} | {} | {} | {}/{} | {} | {} | {} | {:.2}% |",
-            scenario.cheater_percent,
+            "| {name} | {} | {}% | {} x {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {:.2}% |",
             o.cheaters,
             scenario.cheat_rate_percent,
+            scenario.epochs,
+            scenario.records_per_host,
             o.records,
             o.faked,
             o.sampled,

@@ -130,29 +130,42 @@ impl<'a> GasState<'a> {
     }
 }
 
+impl GasState<'_> {
+    /// Charges the flat cost of a read, before it runs.
+    fn charge_read(&self) -> Result<()> {
+        self.gas.consume(self.gas.costs().read_flat, "ReadFlat")
+    }
+
+    /// Charges the `bytes` of keys and values a read returned.
+    fn charge_read_bytes(&self, bytes: usize) -> Result<()> {
+        self.gas.consume(
+            GasMeter::per_byte(self.gas.costs().read_per_byte, bytes),
+            "ReadPerByte",
+        )
+    }
+
+    /// A scan: flat cost first, then the bytes of the rows it returned.
+    fn scan(
+        &self,
+        read: impl FnOnce() -> Result<Vec<(Vec<u8>, Vec<u8>)>>,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.charge_read()?;
+        let rows = read()?;
+        self.charge_read_bytes(rows.iter().map(|(k, v)| k.len() + v.len()).sum())?;
+        Ok(rows)
+    }
+}
+
 impl StateRead for GasState<'_> {
     fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let costs = self.gas.costs();
-        self.gas.consume(costs.read_flat, "ReadFlat")?;
+        self.charge_read()?;
         let value = self.inner.get_raw(key)?;
-        let bytes = key.len() + value.as_ref().map_or(0, Vec::len);
-        self.gas.consume(
-            GasMeter::per_byte(costs.read_per_byte, bytes),
-            "ReadPerByte",
-        )?;
+        self.charge_read_bytes(key.len() + value.as_ref().map_or(0, Vec::len))?;
         Ok(value)
     }
 
     fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let costs = self.gas.costs();
-        self.gas.consume(costs.read_flat, "ReadFlat")?;
-        let rows = self.inner.prefix_raw(prefix)?;
-        let bytes = rows.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.gas.consume(
-            GasMeter::per_byte(costs.read_per_byte, bytes),
-            "ReadPerByte",
-        )?;
-        Ok(rows)
+        self.scan(|| self.inner.prefix_raw(prefix))
     }
 
     fn range_raw(
@@ -161,15 +174,7 @@ impl StateRead for GasState<'_> {
         start: &[u8],
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let costs = self.gas.costs();
-        self.gas.consume(costs.read_flat, "ReadFlat")?;
-        let rows = self.inner.range_raw(prefix, start, limit)?;
-        let bytes = rows.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.gas.consume(
-            GasMeter::per_byte(costs.read_per_byte, bytes),
-            "ReadPerByte",
-        )?;
-        Ok(rows)
+        self.scan(|| self.inner.range_raw(prefix, start, limit))
     }
 }
 

@@ -4,6 +4,7 @@
 
 use gonka_inference::{result_matches, InferenceRead};
 use gonka_proto::disputes::MsgSubmitValidation;
+use gonka_proto::inference::StoredRecord;
 use gonka_sdk::{Any, ErrorCode, Msg, Result, SdkError, StateWrite, TxContext};
 
 use super::{check_address, check_inference_id, check_result_hash};
@@ -73,20 +74,14 @@ impl Msg for SubmitValidation {
             validation.status = status::PAYLOAD_UNAVAILABLE.into();
             state.put_validation(&validation);
             state.emit(events::submitted(&validation, "payload_unavailable", 0));
-            if state.record_dispute(id)?.is_none() {
-                settle::open(
-                    state,
-                    height,
-                    &ctx.block.block_hash,
-                    &stored,
-                    Opening {
-                        kind: kind::PAYLOAD,
-                        accuser: &msg.validator,
-                        accuser_hash: Vec::new(),
-                        deposit: 0,
-                    },
-                )?;
-            }
+            accuse(
+                state,
+                ctx,
+                &stored,
+                kind::PAYLOAD,
+                &msg.validator,
+                Vec::new(),
+            )?;
         } else if result_matches(
             record,
             &msg.result_hash,
@@ -106,22 +101,47 @@ impl Msg for SubmitValidation {
             validation.status = status::MISMATCHED.into();
             state.put_validation(&validation);
             state.emit(events::submitted(&validation, "mismatch", 0));
-            // A record already under dispute is decided there; the mismatch is only noted.
-            if state.record_dispute(id)?.is_none() {
-                settle::open(
-                    state,
-                    height,
-                    &ctx.block.block_hash,
-                    &stored,
-                    Opening {
-                        kind: kind::VALIDATION,
-                        accuser: &msg.validator,
-                        accuser_hash: msg.result_hash.clone(),
-                        deposit: 0,
-                    },
-                )?;
-            }
+            accuse(
+                state,
+                ctx,
+                &stored,
+                kind::VALIDATION,
+                &msg.validator,
+                msg.result_hash.clone(),
+            )?;
         }
         Ok(())
     }
+}
+
+/// Opens a dispute of `kind` by validator `accuser` on `stored`, unless the record is under
+/// dispute already (which then decides alone; this accusation is only noted).
+fn accuse(
+    state: &mut dyn StateWrite,
+    ctx: &TxContext<'_>,
+    stored: &StoredRecord,
+    kind: &str,
+    accuser: &str,
+    accuser_hash: Vec<u8>,
+) -> Result<()> {
+    let id = stored
+        .record
+        .as_ref()
+        .map(|r| r.inference_id.as_str())
+        .unwrap_or_default();
+    if state.record_dispute(id)?.is_none() {
+        settle::open(
+            state,
+            ctx.block.height,
+            &ctx.block.block_hash,
+            stored,
+            Opening {
+                kind,
+                accuser,
+                accuser_hash,
+                deposit: 0,
+            },
+        )?;
+    }
+    Ok(())
 }
