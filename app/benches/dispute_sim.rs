@@ -20,6 +20,9 @@
 //!   committee slashes it and shares the slash;
 //! - **withholding TA**: the transfer agent stops serving the request bodies of some records
 //!   (so their work can never be checked); validators and committees report it;
+//! - **self-dealing**: a host is its own requester: it pays itself for fake records (no
+//!   compute, no real user) to be credited work, hence emission and power; its gain is its
+//!   epoch rewards' share earned by the fake work;
 //! - **steady state**: no cheater, enough epochs for every host to reach the 1% sampling
 //!   floor: what verification costs once reputations have settled.
 //!
@@ -73,6 +76,7 @@ enum Attack {
     InflatedTokens,
     Framing,
     WithholdingTa,
+    SelfDealing,
 }
 
 impl Attack {
@@ -82,6 +86,7 @@ impl Attack {
             Attack::InflatedTokens => "inflated tokens",
             Attack::Framing => "framing",
             Attack::WithholdingTa => "withholding TA",
+            Attack::SelfDealing => "self-dealing host",
         }
     }
 }
@@ -103,6 +108,8 @@ struct Outcome {
     caught: usize,
     epochs_to_catch: Vec<u64>,
     cheater_gain: i128,
+    /// What the cheaters earned by attacking, before their losses.
+    attack_income: u128,
     honest_slashed: usize,
     executed_tokens: u128,
     reexecuted_tokens: u128,
@@ -221,6 +228,10 @@ fn run(scenario: &Scenario) -> Outcome {
     let mut first_caught: BTreeMap<String, u64> = BTreeMap::new();
     // What each cheater earned by the attack itself (compute saved, tokens overcharged).
     let mut earned: BTreeMap<String, u128> = BTreeMap::new();
+    // Self-dealing: work units faked per (host, epoch), and the rewards paid per (host, epoch)
+    // with the work they were paid for.
+    let mut faked_units: BTreeMap<(String, u64), u128> = BTreeMap::new();
+    let mut rewarded: BTreeMap<(String, u64), (u128, u128)> = BTreeMap::new();
     let labels: Vec<String> = (0..HOSTS).map(host).collect();
     let record_price = u128::from(TOKENS) * PRICE;
     let honest_tokens = (TOKENS / 2, TOKENS / 2);
@@ -254,9 +265,20 @@ fn run(scenario: &Scenario) -> Outcome {
                     Attack::WithholdingTa => {
                         withheld = rng.chance(scenario.cheat_rate_percent);
                     }
+                    Attack::SelfDealing if attacks => {
+                        input.response_hash = lie(&tag);
+                        *faked_units.entry((addr(&label), epoch)).or_default() +=
+                            u128::from(TOKENS);
+                    }
                     _ => {}
                 }
-                let record = signed_work_record(key("alice"), &node_key(i), &input).unwrap();
+                // A self-dealing host signs its fake requests itself.
+                let requester = if attack == Attack::SelfDealing && attacks {
+                    key(&label)
+                } else {
+                    key("alice")
+                };
+                let record = signed_work_record(requester, &node_key(i), &input).unwrap();
                 facts.insert(
                     record.inference_id.clone(),
                     Facts {
@@ -267,14 +289,14 @@ fn run(scenario: &Scenario) -> Outcome {
                 );
                 out.records += 1;
                 let faked = match attack {
-                    Attack::FakeAnswers | Attack::InflatedTokens => attacks,
+                    Attack::FakeAnswers | Attack::InflatedTokens | Attack::SelfDealing => attacks,
                     Attack::WithholdingTa => withheld,
                     Attack::Framing => false,
                 };
                 if faked {
                     out.faked += 1;
                 }
-                if !(attack == Attack::FakeAnswers && attacks) {
+                if !(matches!(attack, Attack::FakeAnswers | Attack::SelfDealing) && attacks) {
                     out.executed_tokens += u128::from(TOKENS);
                 }
                 records.push(record);
@@ -298,6 +320,14 @@ fn run(scenario: &Scenario) -> Outcome {
                 match event.r#type.as_str() {
                     "validation_sampled" => out.sampled += 1,
                     "dispute_opened" => out.disputes += 1,
+                    "reward" => {
+                        let work: u128 = attr(event, "work").parse().unwrap_or(0);
+                        let epoch: u64 = attr(event, "epoch").parse().unwrap_or(0);
+                        rewarded.insert(
+                            (attr(event, "operator").to_string(), epoch),
+                            (ngnk(attr(event, "amount")), work),
+                        );
+                    }
                     "dispute_slashed" => {
                         let operator = attr(event, "operator").to_string();
                         if cheaters.contains(&operator) {
@@ -366,7 +396,8 @@ fn run(scenario: &Scenario) -> Outcome {
         }
         for payout in &d.payouts {
             match payout.reason.as_str() {
-                "refund" if d.status == "executor_faulted" => {
+                // A self-dealing host refunds itself: no loss.
+                "refund" if d.status == "executor_faulted" && payout.to != d.executor_host => {
                     *gained.entry(d.executor_host.clone()).or_default() -=
                         ngnk(&payout.amount) as i128;
                 }
@@ -377,8 +408,18 @@ fn run(scenario: &Scenario) -> Outcome {
             }
         }
     }
+    // The self-dealers' income: the share of each epoch's reward paid for their fake work.
+    for ((host, epoch), units) in &faked_units {
+        if let Some((amount, work)) = rewarded.get(&(host.clone(), *epoch)) {
+            if *work > 0 {
+                *earned.entry(host.clone()).or_default() += amount * (*units).min(*work) / work;
+            }
+        }
+    }
     for cheater in &cheaters {
-        let attack_income = earned.get(cheater).copied().unwrap_or(0) as i128;
+        let attack_income = earned.get(cheater).copied().unwrap_or(0);
+        out.attack_income += attack_income;
+        let attack_income = attack_income as i128;
         out.cheater_gain += attack_income + gained.get(cheater).copied().unwrap_or(0);
     }
     out.caught = first_caught.len();
@@ -408,6 +449,8 @@ fn main() {
         attack(Attack::Framing, 10, 100),
         attack(Attack::Framing, 30, 50),
         attack(Attack::WithholdingTa, 0, 20),
+        attack(Attack::SelfDealing, 10, 50),
+        attack(Attack::SelfDealing, 30, 100),
         Scenario {
             attack: Attack::FakeAnswers,
             cheater_percent: 0,
@@ -421,9 +464,9 @@ fn main() {
         u128::from(TOKENS) * PRICE
     );
     println!(
-        "| attack | cheaters | rate | epochs x records/host | records | attacks | sampled | disputes | caught | epochs to catch (mean / max) | cheaters' net gain (ngnk) | honest slashed | re-execution share |"
+        "| attack | cheaters | rate | epochs x records/host | records | attacks | sampled | disputes | caught | epochs to catch (mean / max) | attack income (ngnk) | cheaters' net gain (ngnk) | honest slashed | re-execution share |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for scenario in &scenarios {
         let o = run(scenario);
         let catch = if o.epochs_to_catch.is_empty() {
@@ -446,7 +489,7 @@ fn main() {
             scenario.attack.name()
         };
         println!(
-            "| {name} | {} | {}% | {} x {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {:.2}% |",
+            "| {name} | {} | {}% | {} x {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {:.2}% |",
             o.cheaters,
             scenario.cheat_rate_percent,
             scenario.epochs,
@@ -458,6 +501,7 @@ fn main() {
             o.caught,
             o.cheaters,
             catch,
+            o.attack_income,
             o.cheater_gain,
             o.honest_slashed,
             share
