@@ -14,6 +14,8 @@ use super::{background, server, RateLimit, TaConfig, TaNodeConfig, TransferAgent
 use gonka_client::http::Limits;
 use gonka_client::server::ServerArgs;
 use gonka_client::{key_from_mnemonic_file, Chain};
+use gonka_proto::inference as pb;
+use gonka_proto::query as q;
 
 /// Arguments of `gonka-sidecar transfer-agent`.
 ///
@@ -64,7 +66,9 @@ pub struct TransferAgentArgs {
     #[arg(long)]
     public_url: Option<String>,
     /// With a chain: how long request bodies are kept for validators in
-    /// `<home>/payloads.redb`, in seconds (at least the chain's validation and dispute window).
+    /// `<home>/payloads.redb`, in seconds. Raised at start to twice the chain's
+    /// `payload_retention_blocks` at its recent block time: a body dropped while validators may
+    /// still ask for it gets the TA slashed for withholding it.
     #[arg(long, default_value_t = 3600)]
     payload_retention_secs: u64,
     /// Most requests in flight on one ML node, whatever `max_concurrency` it declares.
@@ -218,7 +222,8 @@ async fn join_chain(
     };
     let store = Arc::new(PayloadStore::open(&home.join("payloads.redb"))?);
     let clock: server::Clock = Arc::new(gonka_client::unix_now);
-    let retention = Duration::from_secs(args.payload_retention_secs);
+    let retention =
+        payload_retention(&chain, Duration::from_secs(args.payload_retention_secs)).await;
     tokio::spawn(payloads::run_pruner(
         store.clone(),
         retention,
@@ -246,4 +251,48 @@ async fn join_chain(
         limits.max_records_per_batch()
     }));
     Ok(ta)
+}
+
+/// How long to keep request bodies: `configured`, raised to twice the chain's
+/// `payload_retention_blocks` at the chain's average block time so far (the chain holds the
+/// TA to serving every body that long and slashes a TA that cannot). A chain too young to
+/// measure, or unreachable, leaves `configured`.
+async fn payload_retention(chain: &Chain, configured: Duration) -> Duration {
+    let client = chain.client();
+    let params = client
+        .query::<q::inference::Params>(&pb::QueryParamsRequest {})
+        .await
+        .ok()
+        .and_then(|r| r.params);
+    let status = client.status().await.ok();
+    let (Some(params), Some(status)) = (params, status) else {
+        return configured;
+    };
+    let sync = &status.sync_info;
+    let blocks = sync
+        .latest_block_height
+        .value()
+        .saturating_sub(sync.earliest_block_height.value());
+    let seconds = sync
+        .latest_block_time
+        .duration_since(sync.earliest_block_time)
+        .unwrap_or_default();
+    if blocks < 10 {
+        return configured;
+    }
+    let needed = seconds
+        .saturating_mul(2)
+        .saturating_mul(u32::try_from(params.payload_retention_blocks).unwrap_or(u32::MAX))
+        / u32::try_from(blocks).unwrap_or(u32::MAX);
+    if needed > configured {
+        tracing::warn!(
+            configured_secs = configured.as_secs(),
+            retention_secs = needed.as_secs(),
+            payload_retention_blocks = params.payload_retention_blocks,
+            "--payload-retention-secs is shorter than the chain's payload retention at its block time; keeping bodies longer"
+        );
+        needed
+    } else {
+        configured
+    }
 }

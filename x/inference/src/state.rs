@@ -94,11 +94,15 @@ pub trait InferenceRead: StateRead {
         paginate_proto(self, &keys::models(), page, |_, m| Ok(Some(m)))
     }
 
-    /// One page of the ML nodes (of `host`, or all when empty), by id. Nodes are not indexed
-    /// by host, so a page filtered by host reads `limit` nodes and may hold fewer.
+    /// One page of the ML nodes (of `host`, through the host index, or all when empty), by id.
     fn nodes_page(&self, host: &str, page: Option<&PageRequest>) -> Result<Page<Node>> {
-        paginate_proto(self, &keys::nodes(), page, |_, n: Node| {
-            Ok((host.is_empty() || n.host == host).then_some(n))
+        if host.is_empty() {
+            return paginate_proto(self, &keys::nodes(), page, |_, n: Node| Ok(Some(n)));
+        }
+        // Through the host index: a page reads only that host's nodes.
+        let index = keys::nodes_of_host(host);
+        paginate(self, &index, page, |key, _| {
+            self.node(&String::from_utf8_lossy(&key[index.len()..]))
         })
     }
 
