@@ -8,12 +8,16 @@
 //! and the other registered transfer agents); with a chain also `GET /v1/payloads/{inference_id}`
 //! (request bodies for the assigned validators, see [`payloads`]).
 //!
-//! Every request is forwarded with the [`HEADER_REQUEST_HASH`] header; with a chain, the ML
-//! node's [`Receipt`] must verify with the node's registered key, otherwise the answer is
-//! treated as a node failure (the work could never settle) and the request is retried on
-//! another node.
+//! Every request is forwarded with the requester's signed headers (the node checks them
+//! itself) and, with a chain, the TA's own signature of the call
+//! ([`gonka_client::node_call`]). With a chain the ML node's [`Receipt`] must verify with the
+//! node's registered key and host, commit to exactly the text relayed and claim no more
+//! completion tokens than signed; otherwise the answer is treated as a node failure (the work
+//! could never settle) and the request is retried on another node, as is a node answering
+//! 401/403 or 5xx.
 //!
-//! Status codes beyond the ML node's: 401 authentication failed (see [`auth`]),
+//! Status codes beyond the ML node's: 401 authentication failed (see [`auth`]), 400 terms
+//! that are not this TA's or disagree with the body ([`auth::check_terms`]),
 //! 402 the requester's balance, less what it owes for unsettled requests, does not cover the
 //! request's worst-case cost, 404 no node serves the model, 408 `request_timeout` the body
 //! did not arrive within [`ServerLimits::body_timeout`], 429 (+ `Retry-After`)
