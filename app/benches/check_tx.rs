@@ -19,45 +19,17 @@ mod support;
 use std::time::{Duration, Instant};
 
 use common::{key, tx_fee};
-use gonka_client::tx::{msg_register_node, msg_submit_work_batch};
+use gonka_client::tx::msg_submit_work_batch;
 use gonka_client::{sign, SignerData};
 use gonka_proto::inference::WorkRecord;
-use support::{addr, exec, node_spec, register_ta, work_record, Setup, World};
+use support::{addr, batch_world, exec, work_record, BATCH_MODEL, BATCH_TA};
 
-const MODEL: &str = "bench/model";
-const TA: &str = "p2";
+const MODEL: &str = BATCH_MODEL;
+const TA: &str = BATCH_TA;
 /// Repetitions of the cheap refusals.
 const REFUSALS: usize = 2_000;
 /// Funded batches checked (each one accepted, with its own records and sequence).
 const FUNDED: usize = 10;
-
-fn world() -> World {
-    let mut setup = Setup::new(3, 1_000_000);
-    setup.epoch_length = 100_000;
-    setup.accounts.push(("broke".into(), 1));
-    let mut world = World::with_genesis(setup, |state| {
-        state["inference"] = serde_json::json!({
-            "models": [{"id": MODEL, "price_per_token": "1", "min_vram_mib": 0}],
-        });
-    });
-    let txs = vec![
-        world.tx(TA, vec![register_ta(TA, "https://ta.example")]),
-        world.tx(
-            "p0",
-            vec![msg_register_node(
-                &addr("p0"),
-                &node_spec("p0", "n0", &[MODEL], 0, 10),
-            )],
-        ),
-    ];
-    assert!(world
-        .block(txs)
-        .response
-        .tx_results
-        .iter()
-        .all(|r| r.code == 0));
-    world
-}
 
 fn records(tag: &str, count: usize) -> Vec<WorkRecord> {
     (0..count)
@@ -101,7 +73,7 @@ fn show(what: &str, time: Duration) {
 }
 
 fn main() {
-    let mut world = world();
+    let mut world = batch_world(("broke", 1));
     let max = gonka_inference::default_params().max_records_per_batch as usize;
     let broke_number = world.account(&addr("broke")).account_number;
     let unfunded = batch_by("mallory", 0, records("u", max));

@@ -984,34 +984,13 @@ fn genesis_refuses_payload_retention_shorter_than_the_challenge_window() {
 // Unpriced CheckTx work (issue 10, hole 9): every tx pays gas for its bytes, signature
 // checks and state access, and cheap checks run before expensive ones.
 
-const GAS_MODEL: &str = "bench/model";
-/// The transfer agent of the gas tests; p0 hosts node n0 (key seed 10).
-const GAS_TA: &str = "p2";
+/// The model and transfer agent of the gas tests ([`batch_world`]); p0 hosts node n0.
+const GAS_MODEL: &str = BATCH_MODEL;
+const GAS_TA: &str = BATCH_TA;
 
-/// Three participants, alice funded, carol holding less than one fee, one priced model, the
-/// default 100 records per batch; p2 registered as a transfer agent and p0's node n0.
+/// [`batch_world`] with carol holding less than one fee.
 fn gas_world() -> World {
-    let mut setup = Setup::new(3, 1_000_000);
-    setup.epoch_length = 1_000;
-    setup.accounts.push(("carol".into(), common::MIN_FEE / 2));
-    let mut world = World::with_genesis(setup, |state| {
-        state["inference"] = serde_json::json!({
-            "models": [{"id": GAS_MODEL, "price_per_token": "1", "min_vram_mib": 0}],
-        });
-    });
-    let txs = vec![
-        world.tx(GAS_TA, vec![register_ta(GAS_TA, "https://ta.example")]),
-        world.tx(
-            "p0",
-            vec![gonka_client::msg_register_node(
-                &addr("p0"),
-                &node_spec("p0", "n0", &[GAS_MODEL], 0, 10),
-            )],
-        ),
-    ];
-    let block = world.block(txs);
-    assert!(block.response.tx_results.iter().all(|r| r.code == 0));
-    world
+    batch_world(("carol", common::MIN_FEE / 2))
 }
 
 /// `count` records of alice's requests on n0 whose requester and executor signatures are

@@ -12,11 +12,12 @@ use std::time::Duration;
 use gonka_client::chat::{identity, ChatClient, ChatError, ChatRequest, ChatResponse, Message};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
+use gonka_node::testing::read_request;
 use gonka_node::{self as ml_node, MlNodeConfig, DEFAULT_MODEL_ID};
 use gonka_ta::{server, TaConfig, TaNodeConfig, TransferAgent};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
 
 const KEY_LABEL: &str = "chat-requester";
 const PROMPT: &str = "Hello there";
@@ -128,32 +129,6 @@ fn http_response(status: &str, json: &str) -> String {
          retry-after: 1\r\nconnection: close\r\n\r\n{json}",
         json.len()
     )
-}
-
-/// Reads one request (head and `content-length` body, so the answer is not cut off by a
-/// reset); returns its head.
-async fn read_request(socket: &mut TcpStream) -> String {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        match socket.read(&mut chunk).await {
-            Ok(0) | Err(_) => return String::new(),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-            continue;
-        };
-        let head = String::from_utf8_lossy(&buf[..end]).to_string();
-        let length: usize = head
-            .to_ascii_lowercase()
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0);
-        if buf.len() >= end + 4 + length {
-            return head;
-        }
-    }
 }
 
 fn request(stream: bool) -> ChatRequest {

@@ -84,15 +84,7 @@ pub fn verify_node_call<'a>(
 mod tests {
     use super::*;
     use crate::keys::well_known_mnemonic;
-
-    fn lookup<'h>(headers: &'h [(&'static str, String)]) -> impl Fn(&str) -> Option<&'h str> {
-        move |name| {
-            headers
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| v.as_str())
-        }
-    }
+    use crate::request::lookup;
 
     #[test]
     fn a_call_signature_is_good_for_one_node_request_and_body() {

@@ -89,17 +89,8 @@ mod tests {
         id: &str,
         now: u64,
     ) -> Result<String, HeaderAuthError> {
-        verify_payload_request(
-            |name| {
-                headers
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, v)| v.as_str())
-            },
-            id,
-            now,
-        )
-        .map(|caller| caller.address)
+        verify_payload_request(crate::request::lookup(headers), id, now)
+            .map(|caller| caller.address)
     }
 
     fn replace(

@@ -393,6 +393,19 @@ pub fn body_agrees(body: &[u8], terms: &RequestTerms) -> Result<u64, HeaderAuthE
     }
 }
 
+/// FOR TESTS: looks headers up by name in the `(name, value)` pairs a signer returns.
+#[cfg(test)]
+pub(crate) fn lookup<'h>(
+    headers: &'h [(&'static str, String)],
+) -> impl Fn(&str) -> Option<&'h str> {
+    move |name| {
+        headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,15 +422,6 @@ mod tests {
             model: "m".into(),
             max_price_per_token: 10,
             max_completion_tokens: 16,
-        }
-    }
-
-    fn lookup<'h>(headers: &'h [(&'static str, String)]) -> impl Fn(&str) -> Option<&'h str> {
-        move |name| {
-            headers
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| v.as_str())
         }
     }
 

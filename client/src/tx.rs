@@ -217,6 +217,22 @@ pub struct NodeSpec {
     pub key_proof: Vec<u8>,
 }
 
+impl NodeSpec {
+    /// What `node` declares (its host aside, which signs the message).
+    pub fn of(node: &Node) -> NodeSpec {
+        NodeSpec {
+            node_id: node.id.clone(),
+            models: node.models.clone(),
+            vram_mib: node.vram_mib,
+            bandwidth_mbps: node.bandwidth_mbps,
+            max_concurrency: node.max_concurrency,
+            endpoint: node.endpoint.clone(),
+            pubkey: node.pubkey.clone(),
+            key_proof: node.key_proof.clone(),
+        }
+    }
+}
+
 /// The proof that the holder of node key `key` registers it as node `node_id` of `host` on
 /// chain `chain_id`: its signature over [`gonka_proto::signing::node_key_proof_bytes`].
 pub fn node_key_proof(

@@ -56,16 +56,7 @@ pub fn registration_msg(existing: Option<&Node>, desired: &Node, host: &str) -> 
         ..desired.clone()
     };
     node.models.sort(); // the chain stores the models sorted
-    let spec = NodeSpec {
-        node_id: node.id.clone(),
-        models: node.models.clone(),
-        vram_mib: node.vram_mib,
-        bandwidth_mbps: node.bandwidth_mbps,
-        max_concurrency: node.max_concurrency,
-        endpoint: node.endpoint.clone(),
-        pubkey: node.pubkey.clone(),
-        key_proof: node.key_proof.clone(),
-    };
+    let spec = NodeSpec::of(&node);
     match existing {
         None => Some(msg_register_node(host, &spec)),
         Some(registered) if registered.host != host || *registered == node => None,
@@ -253,14 +244,8 @@ mod tests {
 
     fn spec(node: &Node) -> NodeSpec {
         NodeSpec {
-            node_id: node.id.clone(),
             models: vec!["a".into(), "b".into()],
-            vram_mib: node.vram_mib,
-            bandwidth_mbps: node.bandwidth_mbps,
-            max_concurrency: node.max_concurrency,
-            endpoint: node.endpoint.clone(),
-            pubkey: node.pubkey.clone(),
-            key_proof: node.key_proof.clone(),
+            ..NodeSpec::of(node)
         }
     }
 

@@ -148,3 +148,29 @@ pub fn signed_request(body: &[u8], nonce: &str) -> (Vec<(&'static str, String)>,
         .expect("signing a test request");
     (headers, hash)
 }
+
+/// Reads one whole request off `socket` (its head, then a `content-length` body, so an answer
+/// written next is not cut off by a reset) and returns its head; empty if the peer left.
+pub async fn read_request(socket: &mut TcpStream) -> String {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match socket.read(&mut chunk).await {
+            Ok(0) | Err(_) => return String::new(),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+        let length: usize = head
+            .to_ascii_lowercase()
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        if buf.len() >= end + 4 + length {
+            return head;
+        }
+    }
+}

@@ -143,17 +143,6 @@ impl GasState<'_> {
             "ReadPerByte",
         )
     }
-
-    /// A scan: flat cost first, then the bytes of the rows it returned.
-    fn scan(
-        &self,
-        read: impl FnOnce() -> Result<Vec<(Vec<u8>, Vec<u8>)>>,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.charge_read()?;
-        let rows = read()?;
-        self.charge_read_bytes(rows.iter().map(|(k, v)| k.len() + v.len()).sum())?;
-        Ok(rows)
-    }
 }
 
 impl StateRead for GasState<'_> {
@@ -164,17 +153,16 @@ impl StateRead for GasState<'_> {
         Ok(value)
     }
 
-    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan(|| self.inner.prefix_raw(prefix))
-    }
-
     fn range_raw(
         &self,
         prefix: &[u8],
         start: &[u8],
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan(|| self.inner.range_raw(prefix, start, limit))
+        self.charge_read()?;
+        let rows = self.inner.range_raw(prefix, start, limit)?;
+        self.charge_read_bytes(rows.iter().map(|(k, v)| k.len() + v.len()).sum())?;
+        Ok(rows)
     }
 }
 

@@ -14,8 +14,6 @@ use crate::{ErrorCode, Event, Result, SdkError};
 pub trait StateRead {
     /// Raw value under `key`.
     fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
-    /// Every `(key, value)` whose key starts with `prefix`, in ascending key order.
-    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// At most `limit` `(key, value)` whose key starts with `prefix` and is at least `start`,
     /// in ascending key order: one page of a prefix scan, without reading the rows after it
     /// (what paginated queries use, see [`crate::Pager`]).
@@ -25,6 +23,11 @@ pub trait StateRead {
         start: &[u8],
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Every `(key, value)` whose key starts with `prefix`, in ascending key order: the
+    /// whole range (one read, as far as gas is concerned).
+    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.range_raw(prefix, prefix, usize::MAX)
+    }
 }
 
 /// Write access to state plus the event sink of the current execution.
@@ -86,9 +89,6 @@ impl StateRead for Store {
     fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.get(key).map_err(internal)
     }
-    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.prefix(prefix).map_err(internal)
-    }
     fn range_raw(
         &self,
         prefix: &[u8],
@@ -105,24 +105,6 @@ fn layered_get(parent: &dyn StateRead, writes: &ChangeSet, key: &[u8]) -> Result
         Some(value) => Ok(value.clone()),
         None => parent.get_raw(key),
     }
-}
-
-fn layered_prefix(
-    parent: &dyn StateRead,
-    writes: &ChangeSet,
-    prefix: &[u8],
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = parent.prefix_raw(prefix)?.into_iter().collect();
-    for (key, value) in writes.range(prefix.to_vec()..) {
-        if !key.starts_with(prefix) {
-            break;
-        }
-        match value {
-            Some(value) => merged.insert(key.clone(), value.clone()),
-            None => merged.remove(key),
-        };
-    }
-    Ok(merged.into_iter().collect())
 }
 
 /// One page of `writes` over `parent`: the parent's rows are read a window at a time, and
@@ -183,9 +165,6 @@ impl StateRead for Overlay<'_> {
     fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         layered_get(self.parent, self.writes, key)
     }
-    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        layered_prefix(self.parent, self.writes, prefix)
-    }
     fn range_raw(
         &self,
         prefix: &[u8],
@@ -240,9 +219,6 @@ impl StateRead for Delta<'_> {
     fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         layered_get(self.parent, &self.writes, key)
     }
-    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        layered_prefix(self.parent, &self.writes, prefix)
-    }
     fn range_raw(
         &self,
         prefix: &[u8],
@@ -287,7 +263,7 @@ impl MemoryState {
         }
     }
 
-    /// Rows handed out by `get_raw` and `prefix_raw` since the last [`MemoryState::reset_reads`].
+    /// Rows handed out by `get_raw`, `range_raw` and `prefix_raw` since the last [`MemoryState::reset_reads`].
     pub fn rows_read(&self) -> usize {
         self.rows_read.get()
     }
@@ -302,17 +278,6 @@ impl StateRead for MemoryState {
     fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.rows_read.set(self.rows_read.get() + 1);
         Ok(self.rows.get(key).cloned())
-    }
-
-    fn prefix_raw(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let rows: Vec<_> = self
-            .rows
-            .range(prefix.to_vec()..)
-            .take_while(|(key, _)| key.starts_with(prefix))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect();
-        self.rows_read.set(self.rows_read.get() + rows.len());
-        Ok(rows)
     }
 
     fn range_raw(

@@ -223,17 +223,7 @@ impl Store {
     /// All (key, value) pairs whose key starts with `prefix` at the latest committed version,
     /// ascending key order (ordered index).
     pub fn prefix(&self, prefix: &[u8]) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let snap = self.snapshot()?;
-        let mut out = Vec::new();
-        for entry in snap.index.range::<&[u8]>(prefix..)? {
-            let (key, value) = entry?;
-            // The index is ordered, so the keys with this prefix are one contiguous run.
-            if !key.value().starts_with(prefix) {
-                break;
-            }
-            out.push((key.value().to_vec(), value.value().to_vec()));
-        }
-        Ok(out)
+        self.range(prefix, prefix, usize::MAX)
     }
 
     /// At most `limit` (key, value) pairs whose key starts with `prefix` and is at least

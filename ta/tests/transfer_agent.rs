@@ -384,28 +384,6 @@ async fn killed_node_requests_are_retried_elsewhere() {
     assert!(status.iter().all(|s| s.in_flight == 0));
 }
 
-/// Reads one whole request (header block and `Content-Length` body).
-async fn read_request(s: &mut TcpStream) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(split) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..split]).to_ascii_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .map_or(0, |v| v.trim().parse().unwrap());
-            if buf.len() >= split + 4 + len {
-                return;
-            }
-        }
-        match s.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-}
-
 /// A fake ML node that accepts connections and answers only when released.
 async fn stuck_node() -> (SocketAddr, Arc<tokio::sync::Notify>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -239,6 +239,8 @@ impl From<anyhow::Error> for Failure {
 /// Polls the chain and answers the validator's pending work until the process ends.
 pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
     let mut handled: BTreeSet<ItemKey> = BTreeSet::new();
+    // The own ML node's id, asked once (its calls are signed for it).
+    let mut node_id: Option<String> = None;
     loop {
         match pending(&chain).await {
             Ok(work) => {
@@ -250,7 +252,7 @@ pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
                     if handled.contains(&k) {
                         continue;
                     }
-                    match answer(&chain, &key, &config, &item).await {
+                    match answer(&chain, &key, &config, &mut node_id, &item).await {
                         Ok(()) => {
                             handled.insert(k);
                         }
@@ -287,6 +289,7 @@ async fn answer(
     chain: &Chain,
     key: &Key,
     config: &ValidatorConfig,
+    node_id: &mut Option<String>,
     work: &dpb::PendingWork,
 ) -> Result<(), Failure> {
     let stored = chain
@@ -325,7 +328,7 @@ async fn answer(
     };
     let ta_url = ta_url.unwrap_or_default();
     let own = if payload_matches(&record, &payload) {
-        reexecute(key, &payload, record.max_completion_tokens, config).await?
+        reexecute(key, node_id, &payload, record.max_completion_tokens, config).await?
     } else {
         tracing::warn!(inference = %work.inference_id, ta = %ta_url, "the transfer agent served a body whose SHA-256 is not the record's prompt_hash; answering with a mismatch");
         OwnAnswer {
@@ -440,12 +443,26 @@ async fn fetch_payload(
     }
 }
 
+/// The id of the validator's own ML node (`config.ml_node`), from its `/v1/identity`.
+async fn own_node_id(config: &ValidatorConfig) -> Result<String> {
+    let ml_node = config.ml_node.as_str();
+    let (status, identity) = exchange(ml_node, "GET", "/v1/identity", &[], b"", config)
+        .await
+        .context("asking the ML node who it is; is --ml-node running?")?;
+    serde_json::from_slice::<serde_json::Value>(&identity)
+        .ok()
+        .filter(|_| status == 200)
+        .and_then(|v| v["node_id"].as_str().map(str::to_string))
+        .ok_or_else(|| anyhow!("the ML node at {ml_node} did not say its node_id at /v1/identity"))
+}
+
 /// What the validator's own ML node (`config.ml_node`, `host:port`) answers to `payload`,
 /// with `stream` forced to false and `max_tokens` set to the signed budget `max_tokens`. The
 /// call is signed by `key`, the node's host: an ML node on chain runs unreceipted requests for
 /// nobody else.
 async fn reexecute(
     key: &Key,
+    node_id: &mut Option<String>,
     payload: &[u8],
     max_tokens: u64,
     config: &ValidatorConfig,
@@ -460,17 +477,15 @@ async fn reexecute(
     fields.remove("max_completion_tokens");
     fields.insert("max_tokens".into(), max_tokens.into());
     let body = serde_json::to_vec(&request).context("re-serializing the request")?;
-    let (status, identity) = exchange(ml_node, "GET", "/v1/identity", &[], b"", config)
-        .await
-        .context("asking the ML node who it is; is --ml-node running?")?;
-    let node_id = serde_json::from_slice::<serde_json::Value>(&identity)
-        .ok()
-        .filter(|_| status == 200)
-        .and_then(|v| v["node_id"].as_str().map(str::to_string))
-        .ok_or_else(|| {
-            anyhow!("the ML node at {ml_node} did not say its node_id at /v1/identity")
-        })?;
-    let caller = sign_node_call(key, &node_id, None, &body, unix_now())?;
+    let id = match node_id {
+        Some(id) => id.clone(),
+        None => {
+            let id = own_node_id(config).await?;
+            *node_id = Some(id.clone());
+            id
+        }
+    };
+    let caller = sign_node_call(key, &id, None, &body, unix_now())?;
     let caller: Vec<(&str, &str)> = caller.iter().map(|(n, v)| (*n, v.as_str())).collect();
     let (status, answer) = exchange(
         ml_node,
@@ -483,6 +498,10 @@ async fn reexecute(
     .await
     .context("re-executing on the ML node; is --ml-node running?")?;
     if status != 200 {
+        if status == 401 || status == 403 {
+            // Perhaps restarted under another id: ask again next time.
+            *node_id = None;
+        }
         bail!(
             "the ML node at {ml_node} answered {status}: {}",
             String::from_utf8_lossy(&answer)
@@ -551,6 +570,25 @@ mod tests {
         }
     }
 
+    /// How validator "v" answers the validation of `rec` (payload `PAYLOAD`).
+    fn validate(
+        rec: &ipb::WorkRecord,
+        own: &OwnAnswer,
+        compare: Compare,
+        theirs: Option<&str>,
+    ) -> Decision {
+        decide(
+            "v",
+            &work(KIND_VALIDATION),
+            rec,
+            PAYLOAD,
+            own,
+            compare,
+            theirs,
+        )
+        .unwrap()
+    }
+
     fn validation_hash(msg: &Any) -> Vec<u8> {
         assert_eq!(msg.type_url, "/gonka.disputes.v1.MsgSubmitValidation");
         let m = MsgSubmitValidation::decode(msg.value.as_slice()).unwrap();
@@ -561,29 +599,11 @@ mod tests {
     #[test]
     fn exact_comparison_submits_its_own_hash() {
         let rec = record("hello");
-        let d = decide(
-            "v",
-            &work(KIND_VALIDATION),
-            &rec,
-            PAYLOAD,
-            &own("hello"),
-            Compare::Exact,
-            None,
-        )
-        .unwrap();
+        let d = validate(&rec, &own("hello"), Compare::Exact, None);
         assert_eq!(d.finding, Match);
         assert_eq!(validation_hash(&d.msg), response_hash("hello"));
 
-        let d = decide(
-            "v",
-            &work(KIND_VALIDATION),
-            &rec,
-            PAYLOAD,
-            &own("olleh"),
-            Compare::Exact,
-            None,
-        )
-        .unwrap();
+        let d = validate(&rec, &own("olleh"), Compare::Exact, None);
         assert_eq!(d.finding, Mismatch);
         assert_eq!(validation_hash(&d.msg), response_hash("olleh"));
     }
@@ -594,16 +614,7 @@ mod tests {
             completion_tokens: COUNTS.1 + 100,
             ..record("hello")
         };
-        let d = decide(
-            "v",
-            &work(KIND_VALIDATION),
-            &inflated,
-            PAYLOAD,
-            &own("hello"),
-            Compare::Exact,
-            None,
-        )
-        .unwrap();
+        let d = validate(&inflated, &own("hello"), Compare::Exact, None);
         assert_eq!(d.finding, Mismatch);
         let m = MsgSubmitValidation::decode(d.msg.value.as_slice()).unwrap();
         assert_eq!((m.prompt_tokens, m.completion_tokens), COUNTS);
@@ -660,51 +671,15 @@ mod tests {
     fn prefix_comparison_vouches_for_a_close_executor_text() {
         let rec = record("the cat sat");
         let close = Compare::Prefix(7);
-        let d = decide(
-            "v",
-            &work(KIND_VALIDATION),
-            &rec,
-            PAYLOAD,
-            &own("the cat ran"),
-            close,
-            Some("the cat sat"),
-        )
-        .unwrap();
+        let d = validate(&rec, &own("the cat ran"), close, Some("the cat sat"));
         assert_eq!(d.finding, Match);
         assert_eq!(validation_hash(&d.msg), response_hash("the cat sat"));
-        let d = decide(
-            "v",
-            &work(KIND_VALIDATION),
-            &rec,
-            PAYLOAD,
-            &own("a dog ran"),
-            close,
-            Some("the cat sat"),
-        )
-        .unwrap();
+        let d = validate(&rec, &own("a dog ran"), close, Some("the cat sat"));
         assert_eq!(d.finding, Mismatch);
         // An executor text that is not the recorded one is not trusted: exact comparison.
-        let d = decide(
-            "v",
-            &work(KIND_VALIDATION),
-            &rec,
-            PAYLOAD,
-            &own("the cat ran"),
-            close,
-            Some("the cat ran"),
-        )
-        .unwrap();
+        let d = validate(&rec, &own("the cat ran"), close, Some("the cat ran"));
         assert_eq!(d.finding, Mismatch);
-        let d = decide(
-            "v",
-            &work(KIND_VALIDATION),
-            &rec,
-            PAYLOAD,
-            &own("the cat ran"),
-            close,
-            None,
-        )
-        .unwrap();
+        let d = validate(&rec, &own("the cat ran"), close, None);
         assert_eq!(d.finding, Mismatch);
     }
 

@@ -969,6 +969,38 @@ pub fn register_ta(label: &str, url: &str) -> Any {
     msg_register_transfer_agent(&addr(label), url, &key(label).public_key().to_bytes())
 }
 
+/// The model of [`batch_world`], priced 1 ngnk per token.
+pub const BATCH_MODEL: &str = "bench/model";
+/// The transfer agent of [`batch_world`].
+pub const BATCH_TA: &str = "p2";
+
+/// A world for work batches: three participants p0..p2 bonding 1,000,000, `extra` funded
+/// with its amount, [`BATCH_MODEL`] priced, [`BATCH_TA`] registered and p0's node n0 (key
+/// seed 10); epochs long enough that none ends.
+pub fn batch_world(extra: (&str, u128)) -> World {
+    let mut setup = Setup::new(3, 1_000_000);
+    setup.epoch_length = 100_000;
+    setup.accounts.push((extra.0.into(), extra.1));
+    let mut world = World::with_genesis(setup, |state| {
+        state["inference"] = serde_json::json!({
+            "models": [{"id": BATCH_MODEL, "price_per_token": "1", "min_vram_mib": 0}],
+        });
+    });
+    let txs = vec![
+        world.tx(BATCH_TA, vec![register_ta(BATCH_TA, "https://ta.example")]),
+        world.tx(
+            "p0",
+            vec![gonka_client::msg_register_node(
+                &addr("p0"),
+                &node_spec("p0", "n0", &[BATCH_MODEL], 0, 10),
+            )],
+        ),
+    ];
+    let block = world.block(txs);
+    assert!(block.response.tx_results.iter().all(|r| r.code == 0));
+    world
+}
+
 /// Some 32 bytes that depend on `s`.
 pub fn digest(s: &str) -> [u8; 32] {
     Sha256::digest(s.as_bytes()).into()

@@ -25,7 +25,7 @@
 //! to the transfer agent, the host is credited `prompt + completion` work units
 //! ([`gonka_stake::credit_work`]) and the record is stored with its epoch and height.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use gonka_auth::{address_of_pubkey, validate_address};
 use gonka_bank::{transfer, BankRead, Coin, NATIVE_DENOM};
@@ -118,19 +118,20 @@ impl Msg for SubmitWorkBatch {
             )));
         }
         let epoch = gonka_epochs::current(state)?;
-        let judge = Judge {
+        let mut judge = Judge {
             chain_id: &ctx.block.chain_id,
             transfer_agent: ta,
             params: &params,
+            in_batch: BTreeSet::new(),
+            hosts: BTreeMap::new(),
         };
-        let mut in_batch = BTreeSet::new();
         let (mut stored, mut refused) = (0, 0);
         for (index, record) in records.iter().enumerate() {
             // Both signature verifications of a record are paid before it is judged (a record
             // refused early pays them all the same); running out of gas fails the whole tx.
             ctx.gas.consume_signature_verify("requester signature")?;
             ctx.gas.consume_signature_verify("executor signature")?;
-            let accepted = match judge.record(state, index, record, &mut in_batch) {
+            let accepted = match judge.record(state, index, record) {
                 Ok(accepted) => accepted,
                 Err(error) => {
                     refused += 1;
@@ -175,6 +176,10 @@ struct Judge<'a> {
     chain_id: &'a str,
     transfer_agent: &'a str,
     params: &'a Params,
+    /// Inference ids met so far in the batch.
+    in_batch: BTreeSet<String>,
+    /// Whether each host met so far is staked (its bond cannot change within the batch).
+    hosts: BTreeMap<String, Result<()>>,
 }
 
 fn malformed(index: usize, log: String) -> Error {
@@ -192,11 +197,10 @@ fn hash_32(index: usize, field: &str, bytes: &[u8]) -> Result<[u8; 32]> {
 
 impl Judge<'_> {
     fn record(
-        &self,
+        &mut self,
         state: &dyn StateWrite,
         index: usize,
         record: &WorkRecord,
-        in_batch: &mut BTreeSet<String>,
     ) -> Result<Accepted> {
         // 1. Well-formed fields.
         validate_address(&format!("records[{index}].requester"), &record.requester)?;
@@ -278,7 +282,7 @@ impl Judge<'_> {
                 existing.height
             )));
         }
-        if !in_batch.insert(id.clone()) {
+        if !self.in_batch.insert(id.clone()) {
             return Err(InferenceError::DuplicateRecord.err(format!(
                 "records[{index}]: inference {id} appears earlier in this batch"
             )));
@@ -327,7 +331,10 @@ impl Judge<'_> {
                 node.models.join(", ")
             )));
         }
-        require_staked(state, &node.host, "host paid for work")?;
+        self.hosts
+            .entry(node.host.clone())
+            .or_insert_with(|| require_staked(state, &node.host, "host paid for work"))
+            .clone()?;
         // 7. The requester signed (the expensive checks come last).
         match address_of_pubkey(&record.requester_pubkey) {
             Some(derived) if derived == record.requester => {}
