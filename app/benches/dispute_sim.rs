@@ -23,6 +23,11 @@
 //! - **self-dealing**: a host is its own requester: it pays itself for fake records (no
 //!   compute, no real user) to be credited work, hence emission and power; its gain is its
 //!   epoch rewards' share earned by the fake work;
+//! - **lazy validators**: validators that never re-execute (saving half the record's price
+//!   in compute each time). As assigned validators they can only commit something they did
+//!   not compute (the answer is hidden until their commit is in); on a committee they copy
+//!   the answer the reveal made public. Their gain is the compute saved, plus slash shares,
+//!   minus their stake slashed (validation rewards are left out, which overstates the gain);
 //! - **steady state**: no cheater, enough epochs for every host to reach the 1% sampling
 //!   floor: what verification costs once reputations have settled.
 //!
@@ -40,7 +45,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::key;
 use gonka_client::disputes::{
-    msg_report_payload_unavailable, msg_submit_validation, msg_vote_dispute,
+    msg_report_payload_unavailable, msg_reveal_output, msg_submit_validation, msg_vote_dispute,
     msg_vote_payload_unavailable,
 };
 use gonka_client::tx::{
@@ -77,6 +82,7 @@ enum Attack {
     Framing,
     WithholdingTa,
     SelfDealing,
+    LazyValidators,
 }
 
 impl Attack {
@@ -87,6 +93,7 @@ impl Attack {
             Attack::Framing => "framing",
             Attack::WithholdingTa => "withholding TA",
             Attack::SelfDealing => "self-dealing host",
+            Attack::LazyValidators => "lazy validators",
         }
     }
 }
@@ -201,6 +208,10 @@ fn world() -> World {
 /// What the simulation knows of one record.
 struct Facts {
     truth: [u8; 32],
+    /// The answer the executor committed to (the truth or a lie) and its salt, which the TA
+    /// reveals when the chain asks.
+    claimed: [u8; 32],
+    salt: [u8; 32],
     /// The token counts a correct re-execution finds.
     tokens: (u64, u64),
     /// The transfer agent does not serve its body.
@@ -283,6 +294,8 @@ fn run(scenario: &Scenario) -> Outcome {
                     record.inference_id.clone(),
                     Facts {
                         truth: truth(&tag),
+                        claimed: input.response_hash,
+                        salt: input.salt,
                         tokens: honest_tokens,
                         withheld,
                     },
@@ -291,7 +304,7 @@ fn run(scenario: &Scenario) -> Outcome {
                 let faked = match attack {
                     Attack::FakeAnswers | Attack::InflatedTokens | Attack::SelfDealing => attacks,
                     Attack::WithholdingTa => withheld,
-                    Attack::Framing => false,
+                    Attack::Framing | Attack::LazyValidators => false,
                 };
                 if faked {
                     out.faked += 1;
@@ -312,7 +325,9 @@ fn run(scenario: &Scenario) -> Outcome {
             })
             .collect();
         let mut block = w.block(txs);
-        assert!(block.response.tx_results.iter().all(|r| r.code == 0));
+        for r in &block.response.tx_results {
+            assert_eq!(r.code, 0, "work batch refused: {} {}", r.codespace, r.log);
+        }
         // The rest of the epoch: everyone answers what it owes, one message per tx (a vote
         // on a dispute decided earlier in the block fails alone).
         loop {
@@ -343,12 +358,30 @@ fn run(scenario: &Scenario) -> Outcome {
                 break;
             }
             let mut txs = Vec::new();
+            // The TA reveals every output the chain asks for, except the records whose
+            // bodies it withholds (it dropped them).
+            let due = w.query_all::<q::disputes::RevealsDue>(pb::QueryRevealsDueRequest {
+                transfer_agent: addr("p0"),
+                ..Default::default()
+            });
+            let reveals: Vec<_> = due
+                .iter()
+                .filter(|d| !facts[&d.inference_id].withheld)
+                .map(|d| {
+                    let fact = &facts[&d.inference_id];
+                    msg_reveal_output(&addr("p0"), &d.inference_id, &fact.salt, &fact.claimed)
+                })
+                .collect();
+            for chunk in reveals.chunks(16) {
+                txs.push(w.tx("p0", chunk.to_vec()));
+            }
             for label in &labels {
                 let owed = w.query_all::<q::disputes::Pending>(pb::QueryPendingRequest {
                     validator: addr(label),
                     ..Default::default()
                 });
                 let framer = attack == Attack::Framing && cheaters.contains(&addr(label));
+                let lazy = attack == Attack::LazyValidators && cheaters.contains(&addr(label));
                 for item in owed {
                     let fact = &facts[&item.inference_id];
                     let validation = item.kind == "validation";
@@ -358,6 +391,18 @@ fn run(scenario: &Scenario) -> Outcome {
                             msg_report_payload_unavailable(&addr(label), &item.inference_id)
                         } else {
                             msg_vote_payload_unavailable(&addr(label), item.dispute_id)
+                        }
+                    } else if lazy {
+                        // No re-execution: a guess as validator (the answer is hidden until
+                        // the commit), the revealed answer copied on a committee.
+                        *earned.entry(addr(label)).or_default() += record_price / 2;
+                        out.faked += 1;
+                        if validation {
+                            let guess = found(lie(&item.inference_id), honest_tokens);
+                            msg_submit_validation(&addr(label), &item.inference_id, &guess)
+                        } else {
+                            let copy = found(fact.claimed, honest_tokens);
+                            msg_vote_dispute(&addr(label), item.dispute_id, &copy)
                         }
                     } else {
                         out.reexecuted_tokens += u128::from(TOKENS);
@@ -382,7 +427,11 @@ fn run(scenario: &Scenario) -> Outcome {
                     txs.push(w.tx(label, vec![msg]));
                 }
             }
+            let n_reveals = reveals.chunks(16).count();
             block = w.block(txs);
+            for r in &block.response.tx_results[..n_reveals] {
+                assert_eq!(r.code, 0, "reveal refused: {} {}", r.codespace, r.log);
+            }
         }
     }
 
@@ -451,6 +500,7 @@ fn main() {
         attack(Attack::WithholdingTa, 0, 20),
         attack(Attack::SelfDealing, 10, 50),
         attack(Attack::SelfDealing, 30, 100),
+        attack(Attack::LazyValidators, 30, 100),
         Scenario {
             attack: Attack::FakeAnswers,
             cheater_percent: 0,

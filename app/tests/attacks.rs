@@ -89,7 +89,7 @@ fn filling_an_epoch_with_records_does_not_make_later_blocks_read_more() {
 
 const MODEL: &str = "meta/llama-8b";
 const PRICE: u128 = 10;
-/// Bond of every participant p0..p4.
+/// Bond of every participant p0..p6.
 const BOND: u128 = 1_000_000;
 /// The chain's `min_stake` (`Setup::new`).
 const MIN_STAKE: u128 = 1_000;
@@ -102,11 +102,12 @@ const N1: Exec<'static> = exec("p1", "n1", 11);
 /// Accounts whose balances the attacks watch.
 const WATCHED: [&str; 7] = ["alice", "bob", "p0", "p1", "p2", TA, OTHER_TA];
 
-/// Five participants p0..p4 bonding `BOND`; one model at `PRICE`; every record sampled for
-/// validation, committees of 3, 20% slashed; TAs p3 and p4 registered; n0 (host p0) and n1
-/// (host p1) registered; the validation pool funded by bob.
+/// Seven participants p0..p6 bonding `BOND` (so a dispute on a record keeps three
+/// candidates for its committee besides the host, the TA and the accuser); one model at
+/// `PRICE`; every record sampled for validation, committees of 3, 20% slashed; TAs p3 and p4
+/// registered; n0 (host p0) and n1 (host p1) registered; the validation pool funded by bob.
 fn world() -> World {
-    let mut setup = Setup::new(5, BOND);
+    let mut setup = Setup::new(7, BOND);
     setup.epoch_length = 1_000;
     let disputes = dpb::Params {
         min_sample_ppm: 1_000_000,
@@ -121,6 +122,7 @@ fn world() -> World {
         jail_after_misses: 100,
         miss_penalty_ppm: 100_000,
         dispute_window_blocks: 100,
+        reveal_deadline_blocks: 3,
     };
     let mut w = World::with_genesis(setup, |state| {
         state["inference"] = json!({
@@ -595,7 +597,7 @@ fn inflated_token_counts_lose_the_validation() {
     let padded = signed_record("alice", 10, &input);
     let id = padded.inference_id.clone();
     let (alice, p0) = (w.balance_of("alice"), w.balance_of("p0"));
-    let tx = w.tx(TA, vec![batch(TA, vec![padded])]);
+    let tx = w.tx(TA, vec![batch(TA, vec![padded.clone()])]);
     let block = w.block(vec![tx]);
     assert_eq!(record_outcomes(block.result(0))[0].1, "stored");
     let charged = cost((120, 50)) as u128;
@@ -609,7 +611,7 @@ fn inflated_token_counts_lose_the_validation() {
         .validation
         .unwrap()
         .validator;
-    let label = ["p1", "p2", "p3", "p4"]
+    let label = ["p1", "p2", "p3", "p4", "p5", "p6"]
         .into_iter()
         .find(|l| addr(l) == validator)
         .unwrap();
@@ -619,6 +621,10 @@ fn inflated_token_counts_lose_the_validation() {
         label,
         vec![msg_submit_validation(&validator, &id, &re_execution)],
     );
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    // The TA reveals the output; the chain finds the validator's counts are not the record's.
+    let tx = w.tx(TA, vec![reveal_msg(TA, &padded)]);
     let block = w.block(vec![tx]);
     assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
     assert_eq!(
@@ -755,20 +761,19 @@ fn an_unstaked_host_or_ta_earns_nothing() {
     assert_eq!(tas, [addr(TA)]);
 }
 
-/// The label (p1..p4) of participant `address`.
+/// The label (p0..p6) of participant `address`.
 fn label_of(address: &str) -> &'static str {
-    ["p0", "p1", "p2", "p3", "p4"]
+    ["p0", "p1", "p2", "p3", "p4", "p5", "p6"]
         .into_iter()
         .find(|l| addr(l) == address)
         .unwrap()
 }
 
-/// Settles an honest record of alice's on n0 through `TA` and lets the next block sample it;
-/// returns its id and its assigned validator.
-fn settled_and_sampled(w: &mut World, nonce: &str) -> (String, String) {
-    let record = honest(nonce, N0, (100, 50), 0);
+/// Settles `record` through `TA` and lets the next block sample it; returns its id and its
+/// assigned validator.
+fn settle_and_sample(w: &mut World, record: &WorkRecord) -> (String, String) {
     let id = record.inference_id.clone();
-    let tx = w.tx(TA, vec![batch(TA, vec![record])]);
+    let tx = w.tx(TA, vec![batch(TA, vec![record.clone()])]);
     let block = w.block(vec![tx]);
     assert_eq!(record_outcomes(block.result(0))[0].1, "stored");
     w.block(vec![]);
@@ -790,7 +795,7 @@ fn settled_and_sampled(w: &mut World, nonce: &str) -> (String, String) {
 #[test]
 fn a_withholding_transfer_agent_is_penalized_and_no_validator_is() {
     let mut w = world();
-    let (id, validator) = settled_and_sampled(&mut w, "withheld");
+    let (id, validator) = settle_and_sample(&mut w, &honest("withheld", N0, (100, 50), 0));
     let alice = w.balance_of("alice");
     let reporter = label_of(&validator);
     let tx = w.tx(
@@ -860,7 +865,8 @@ fn a_withholding_transfer_agent_is_penalized_and_no_validator_is() {
 #[test]
 fn a_false_unavailability_report_only_costs_the_reporter() {
     let mut w = world();
-    let (id, validator) = settled_and_sampled(&mut w, "served");
+    let record = honest("served", N0, (100, 50), 0);
+    let (id, validator) = settle_and_sample(&mut w, &record);
     let reporter = label_of(&validator);
     let tx = w.tx(
         reporter,
@@ -872,6 +878,9 @@ fn a_false_unavailability_report_only_costs_the_reporter() {
         .dispute
         .unwrap();
     let truth_found = found(truth("served"), (100, 50));
+    // The TA reveals the output the dispute asked for, then the committee votes.
+    let tx = w.tx(TA, vec![reveal_msg(TA, &record)]);
+    assert_eq!(w.block(vec![tx]).result(0).code, 0);
     let votes: Vec<Vec<u8>> = dispute
         .committee
         .iter()
@@ -900,7 +909,7 @@ fn a_false_unavailability_report_only_costs_the_reporter() {
 #[test]
 fn a_record_cannot_be_disputed_after_its_window() {
     let mut w = world();
-    let (id, _) = settled_and_sampled(&mut w, "old");
+    let (id, _) = settle_and_sample(&mut w, &honest("old", N0, (100, 50), 0));
     let settled_at = stored(&w, &id).unwrap().height;
     while w.chain.height() < settled_at + 100 {
         w.block(vec![]);
@@ -917,7 +926,8 @@ fn a_record_cannot_be_disputed_after_its_window() {
 #[test]
 fn an_undecided_user_dispute_costs_half_the_deposit() {
     let mut w = world();
-    let (id, _) = settled_and_sampled(&mut w, "doubted");
+    let record = honest("doubted", N0, (100, 50), 0);
+    let (id, _) = settle_and_sample(&mut w, &record);
     let deposit = 10_000u128;
     let (alice, p0) = (w.balance_of("alice"), w.balance_of("p0"));
     let tx = w.tx(
@@ -930,7 +940,14 @@ fn an_undecided_user_dispute_costs_half_the_deposit() {
         .query::<q::disputes::Dispute>(dpb::QueryDisputeRequest { id: 0 })
         .dispute
         .unwrap();
-    // Nobody votes: at the deadline the dispute is undecided.
+    // The record's validator never answers; once it has missed, the dispute asks for the
+    // output and the TA reveals it, but nobody votes: at the deadline it is undecided.
+    while validation_of(&w, &id).status != "missed" {
+        w.block(vec![]);
+    }
+    let tx = w.tx(TA, vec![reveal_msg(TA, &record)]);
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
     while w.chain.height() <= dispute.deadline_height {
         w.block(vec![]);
     }
@@ -941,6 +958,237 @@ fn an_undecided_user_dispute_costs_half_the_deposit() {
     assert_eq!(resolved.status, "undecided");
     assert_eq!(w.balance_of("alice"), alice - FEE - deposit / 2);
     assert_eq!(w.balance_of("p0"), p0 + deposit / 2);
+}
+
+// ---------------------------------------------------------------------------------------
+// Lazy validation (hole 3): the record carries only the executor's salted commitment; a
+// validator (or committee member) commits its own result, bound to its address, before the
+// transfer agent reveals the salt and answer; then the chain compares.
+
+/// The validation of record `id`.
+fn validation_of(w: &World, id: &str) -> dpb::Validation {
+    w.query::<q::disputes::Validation>(dpb::QueryValidationRequest {
+        inference_id: id.into(),
+    })
+    .validation
+    .unwrap()
+}
+
+fn dispute_of(w: &World, id: u64) -> dpb::Dispute {
+    w.query::<q::disputes::Dispute>(dpb::QueryDisputeRequest { id })
+        .dispute
+        .unwrap()
+}
+
+/// `MsgSubmitValidation` of `validator` carrying `commitment` as it is (what a lazy validator
+/// builds from public bytes instead of its own re-execution).
+fn raw_validation(validator: &str, id: &str, commitment: Vec<u8>) -> Any {
+    Any {
+        type_url: "/gonka.disputes.v1.MsgSubmitValidation".into(),
+        value: dpb::MsgSubmitValidation {
+            validator: validator.into(),
+            inference_id: id.into(),
+            result_commitment: commitment,
+            payload_unavailable: false,
+        }
+        .encode_to_vec(),
+    }
+}
+
+/// Attack: a validator that does not re-execute tries to pass the validation with what is
+/// public. Nothing on chain opens the record's commitment before the validator commits (the
+/// TA cannot reveal early: disputes 18), so the lazy validator can only commit something it
+/// did not compute — here the record's own output commitment. The reveal shows the mismatch,
+/// the committee upholds the executor, and the lazy validator is slashed 20%.
+#[test]
+fn a_lazy_validator_cannot_match_without_re_executing() {
+    let mut w = world();
+    let record = honest("lazy", N0, (100, 50), 0);
+    let (id, validator) = settle_and_sample(&mut w, &record);
+    let lazy = label_of(&validator);
+    // Too early: no result is committed, so nothing may open the commitment yet.
+    let tx = w.tx(TA, vec![reveal_msg(TA, &record)]);
+    let block = w.block(vec![tx]);
+    assert_failed(
+        block.result(0),
+        "disputes",
+        18,
+        "only after the assigned validator",
+    );
+    let public = stored(&w, &id).unwrap().record.unwrap().output_commitment;
+    let tx = w.tx(lazy, vec![raw_validation(&validator, &id, public)]);
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_eq!(validation_of(&w, &id).status, "committed");
+    let lazy_before = w.balance_of(lazy);
+    let tx = w.tx(TA, vec![reveal_msg(TA, &record)]);
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_eq!(
+        tx_events(block.result(0), "validation_submitted")[0]["outcome"],
+        "mismatch"
+    );
+    let dispute = dispute_of(&w, 0);
+    let truth_found = found(truth("lazy"), (100, 50));
+    let votes: Vec<Vec<u8>> = dispute
+        .committee
+        .iter()
+        .map(|m| w.tx(label_of(m), vec![msg_vote_dispute(m, 0, &truth_found)]))
+        .collect();
+    let block = w.block(votes);
+    let deciding = dispute.committee.len() / 2;
+    assert_eq!(
+        tx_events(block.result(deciding), "dispute_resolved")[0]["outcome"],
+        "executor_upheld"
+    );
+    assert_eq!(
+        w.bonded(lazy),
+        BOND - BOND / 5,
+        "the lazy validator is slashed 20%"
+    );
+    assert_eq!(
+        w.balance_of(lazy),
+        lazy_before,
+        "and earns no validation reward"
+    );
+    assert_eq!(w.bonded("p0"), BOND, "the honest executor keeps its stake");
+    assert_eq!(work_of(&w, "p0"), 150, "and its work credit");
+}
+
+/// Attack: a committee member copies another member's committed vote instead of
+/// re-executing. A commitment names its author, so the copy is not the revealed answer under
+/// the copier's address: it counts against the executor, the decided dispute finds it on the
+/// losing side, and the copier earns nothing and loses reputation as for a missed deadline.
+#[test]
+fn a_copied_vote_supports_nobody_and_costs_the_copier() {
+    let mut w = world();
+    let record = honest("copied", N0, (100, 50), 0);
+    let (id, validator) = settle_and_sample(&mut w, &record);
+    // A validator that frames the honest executor opens the dispute.
+    let framed = found(lie("copied"), (100, 50));
+    let tx = w.tx(
+        label_of(&validator),
+        vec![msg_submit_validation(&validator, &id, &framed)],
+    );
+    assert_eq!(w.block(vec![tx]).result(0).code, 0);
+    let tx = w.tx(TA, vec![reveal_msg(TA, &record)]);
+    assert_eq!(w.block(vec![tx]).result(0).code, 0);
+    let dispute = dispute_of(&w, 0);
+    let (honest_member, copier, last) = (
+        &dispute.committee[0],
+        &dispute.committee[1],
+        &dispute.committee[2],
+    );
+    let truth_found = found(truth("copied"), (100, 50));
+    let tx = w.tx(
+        label_of(honest_member),
+        vec![msg_vote_dispute(honest_member, 0, &truth_found)],
+    );
+    assert_eq!(w.block(vec![tx]).result(0).code, 0);
+    // The copier reads the honest member's commitment from the chain and votes it as its own.
+    let seen = dispute_of(&w, 0).votes[0].result_commitment.clone();
+    let copy = Any {
+        type_url: "/gonka.disputes.v1.MsgVoteDispute".into(),
+        value: dpb::MsgVoteDispute {
+            voter: copier.clone(),
+            dispute_id: 0,
+            result_commitment: seen,
+            payload_unavailable: false,
+        }
+        .encode_to_vec(),
+    };
+    let copier_before = w.balance_of(label_of(copier));
+    let tx = w.tx(label_of(copier), vec![copy]);
+    let block = w.block(vec![tx]);
+    assert_eq!(
+        tx_events(block.result(0), "dispute_vote")[0]["supports"],
+        "accuser",
+        "the copy is not the answer under the copier's address"
+    );
+    let tx = w.tx(
+        label_of(last),
+        vec![msg_vote_dispute(last, 0, &truth_found)],
+    );
+    let block = w.block(vec![tx]);
+    assert_eq!(
+        tx_events(block.result(0), "dispute_resolved")[0]["outcome"],
+        "executor_upheld"
+    );
+    assert_eq!(
+        w.balance_of(label_of(copier)),
+        copier_before - FEE,
+        "the copier earns no validation reward"
+    );
+    let reputation = w
+        .query::<q::disputes::Stats>(dpb::QueryStatsRequest {
+            address: copier.clone(),
+        })
+        .reputation
+        .unwrap();
+    assert_eq!(
+        reputation.missed, 1,
+        "a vote against the decision counts as a miss"
+    );
+    let honest_reputation = w
+        .query::<q::disputes::Stats>(dpb::QueryStatsRequest {
+            address: honest_member.clone(),
+        })
+        .reputation
+        .unwrap();
+    assert_eq!(honest_reputation.missed, 0);
+    assert_eq!(w.bonded("p0"), BOND, "the framed executor keeps its stake");
+}
+
+/// Attack: a transfer agent (or a host colluding with it) keeps the salt to itself, so a
+/// committed validation can never be compared. At the reveal deadline the record is
+/// unverifiable: the validation is `output_withheld`, a `reveal` dispute is settled at once
+/// as `payload_withheld` — the TA slashed 20% refunding the requester, the work voided — and
+/// the validator that did its part is not penalized but shares the slash.
+#[test]
+fn an_output_the_ta_never_reveals_is_settled_against_the_ta() {
+    let mut w = world();
+    let record = honest("unrevealed", N0, (100, 50), 0);
+    let (id, validator) = settle_and_sample(&mut w, &record);
+    let tx = w.tx(
+        label_of(&validator),
+        vec![msg_submit_validation(
+            &validator,
+            &id,
+            &found(truth("unrevealed"), (100, 50)),
+        )],
+    );
+    assert_eq!(w.block(vec![tx]).result(0).code, 0);
+    let (alice, validator_before) = (w.balance_of("alice"), w.balance_of(label_of(&validator)));
+    while validation_of(&w, &id).status == "committed" {
+        w.block(vec![]);
+    }
+    assert_eq!(validation_of(&w, &id).status, "output_withheld");
+    let dispute = dispute_of(&w, 0);
+    assert_eq!(
+        (dispute.kind.as_str(), dispute.status.as_str()),
+        ("reveal", "payload_withheld")
+    );
+    assert!(
+        dispute.committee.is_empty(),
+        "nothing to judge: the chain saw it"
+    );
+    let cost = cost((100, 50)) as u128;
+    assert_eq!(w.bonded(TA), BOND - BOND / 5, "the TA is slashed 20%");
+    assert_eq!(
+        w.balance_of("alice"),
+        alice + cost,
+        "the requester is refunded"
+    );
+    assert_eq!(work_of(&w, "p0"), 0, "unverifiable work earns no credit");
+    assert_eq!(
+        w.balance_of(label_of(&validator)),
+        validator_before + (BOND / 5 - cost),
+        "the validator shares the slash"
+    );
+    assert_eq!(w.bonded(label_of(&validator)), BOND);
+    // Too late now: nothing waits for the reveal any more.
+    let tx = w.tx(TA, vec![reveal_msg(TA, &record)]);
+    assert_failed(w.block(vec![tx]).result(0), "disputes", 18, "nothing waits");
 }
 
 /// Hole 5: genesis refuses time windows under which a payload may be pruned while someone can
@@ -955,6 +1203,7 @@ fn genesis_refuses_payload_retention_shorter_than_the_challenge_window() {
         "validation_deadline_blocks": 20, "dispute_deadline_blocks": 30, "committee_size": 3,
         "slash_fraction_ppm": 200000, "min_deposit": "1", "validation_reward_ppm": 1000000,
         "jail_after_misses": 3, "miss_penalty_ppm": 100000, "dispute_window_blocks": 600,
+        "reveal_deadline_blocks": 10,
     }});
     for (retention, accepted) in [(630, false), (631, true)] {
         let mut state = gonka_sdk::Delta::new(&store);

@@ -58,11 +58,12 @@ fn golden_app_hash() {
     // History: foundation (auth, bank); + epochs, stake, rewards genesis state;
     // + inference genesis (its parameters are stored even when genesis has no section);
     // + disputes genesis (its parameters likewise); + gas: auth parameters carry the minimum
-    // gas price and the gas costs instead of a flat minimum fee (every tx still pays 1,000).
+    // gas price and the gas costs instead of a flat minimum fee (every tx still pays 1,000);
+    // + the disputes parameter reveal_deadline_blocks (commit, then reveal).
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "88fdb68e1ab93f9cee05d0070772bb147890bcdac4a26ac718eb31441603b507";
+const GOLDEN: &str = "ec019395ec99109afb9c8bf3148c31a7089f737ed4622d41b2e8d96f8f456d84";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

@@ -16,7 +16,7 @@ use gonka_proto::query as q;
 use std::collections::{BTreeMap, BTreeSet};
 
 use gonka_client::disputes::{
-    msg_open_dispute, msg_submit_validation, msg_vote_dispute, ReExecution,
+    msg_open_dispute, msg_reveal_output, msg_submit_validation, msg_vote_dispute, ReExecution,
 };
 use gonka_client::tx::{msg_register_node, msg_submit_work_batch, NodeSpec};
 use gonka_proto::disputes as pb;
@@ -61,6 +61,7 @@ fn scenario_params() -> pb::Params {
         jail_after_misses: 100,
         miss_penalty_ppm: 100_000,
         dispute_window_blocks: 100,
+        reveal_deadline_blocks: 3,
     }
 }
 
@@ -241,15 +242,28 @@ fn work_of(world: &World, label: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Submits a record and has its assigned validator answer `result`; returns the record id,
-/// the validator's label and the answering block.
+/// The TA reveals `rec`'s output in the next block, which it returns.
+fn reveal(world: &mut World, rec: &WorkRecord) -> Block {
+    let tx = world.tx(TA, vec![reveal_msg(TA, rec)]);
+    let block = world.block(vec![tx]);
+    assert_ok(&block, 0);
+    assert_eq!(
+        tx_events(block.result(0), "output_revealed")[0]["inference_id"],
+        rec.inference_id
+    );
+    block
+}
+
+/// Submits a record, has its assigned validator commit `result` and the TA reveal the
+/// output; returns the record id, the validator's label and the revealing block (where the
+/// validation is judged).
 fn validate(
     world: &mut World,
     rec: WorkRecord,
     result: &ReExecution,
 ) -> (String, &'static str, Block) {
     let id = rec.inference_id.clone();
-    let sampling = submit(world, vec![rec]);
+    let sampling = submit(world, vec![rec.clone()]);
     let sampled = sampling.events("validation_sampled");
     assert_eq!(sampled.len(), 1);
     assert_eq!(sampled[0]["inference_id"], id);
@@ -262,6 +276,10 @@ fn validate(
     );
     let block = world.block(vec![tx]);
     assert_ok(&block, 0);
+    let committed = &tx_events(block.result(0), "validation_submitted")[0];
+    assert_eq!(committed["outcome"], "committed");
+    assert_eq!(validation(world, &id).status, "committed");
+    let block = reveal(world, &rec);
     (id, label, block)
 }
 
@@ -274,7 +292,7 @@ fn honest_executor_validation_matches_and_both_are_paid() {
     let rec = record("honest", true);
     let id = rec.inference_id.clone();
     let p0_before = w.balance_of("p0");
-    let sampling = submit(&mut w, vec![rec]);
+    let sampling = submit(&mut w, vec![rec.clone()]);
     assert_eq!(w.balance_of("p0"), p0_before + COST, "the executor is paid");
     let event = &sampling.events("validation_sampled")[0];
     assert_eq!(event["executor_host"], addr("p0"));
@@ -312,6 +330,32 @@ fn honest_executor_validation_matches_and_both_are_paid() {
     );
     let block = w.block(vec![tx]);
     assert_ok(&block, 0);
+    // Committed: nothing is judged (or paid) until the TA reveals the output, which the
+    // chain now asks it for.
+    let v = validation(&w, &id);
+    assert_eq!(v.status, "committed");
+    assert_eq!(v.reveal_deadline_height, w.chain.height() + 3);
+    assert!(pending(&w, &v.validator).is_empty());
+    let due = w.query::<q::disputes::RevealsDue>(pb::QueryRevealsDueRequest {
+        transfer_agent: addr(TA),
+        ..Default::default()
+    });
+    assert_eq!(
+        due.reveals,
+        vec![pb::RevealDue {
+            inference_id: id.clone(),
+            deadline_height: v.reveal_deadline_height,
+        }]
+    );
+    assert_eq!(pool(&w), pool_before);
+    let block = reveal(&mut w, &rec);
+    assert!(w
+        .query::<q::disputes::RevealsDue>(pb::QueryRevealsDueRequest {
+            transfer_agent: addr(TA),
+            ..Default::default()
+        })
+        .reveals
+        .is_empty());
     let submitted = &tx_events(block.result(0), "validation_submitted")[0];
     assert_eq!(submitted["outcome"], "match");
     assert_eq!(submitted["reward"], format!("{COST}ngnk"));
@@ -365,7 +409,11 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
         (id.as_str(), "open")
     );
     assert_eq!(d.claimed_hash, commitment("cheat", &lie("cheat")));
-    assert_eq!(d.accuser_hash, truth("cheat"));
+    // The accuser's result stays a commitment bound to it: nobody can copy it.
+    assert_eq!(
+        d.accuser_commitment,
+        answer(truth("cheat")).commitment(&addr(accuser))
+    );
     // Five participants minus the executor's host and the accuser leave exactly three.
     let committee: BTreeSet<&str> = d.committee.iter().map(|m| label_of(m)).collect();
     let expected: BTreeSet<&str> = ["p1", "p2", "p3", "p4"]
@@ -522,7 +570,7 @@ fn user_dispute_won_refunds_returns_the_deposit_and_pays_a_share() {
     let mut w = world(unsampled_params());
     let rec = record("user-won", false);
     let id = rec.inference_id.clone();
-    let sampling = submit(&mut w, vec![rec]);
+    let sampling = submit(&mut w, vec![rec.clone()]);
     assert!(sampling.events("validation_sampled").is_empty());
     let before_open = balances(&w);
     let tx = w.tx(
@@ -532,6 +580,8 @@ fn user_dispute_won_refunds_returns_the_deposit_and_pays_a_share() {
     let block = w.block(vec![tx]);
     assert_ok(&block, 0);
     assert_eq!(escrow(&w), MIN_DEPOSIT);
+    // The dispute asks the TA for the output its votes are judged by.
+    reveal(&mut w, &rec);
     let d = dispute(&w, 0);
     assert_eq!((d.kind.as_str(), d.deposit.as_str()), ("user", "10000"));
     // alice is not a participant: four candidates besides the executor's host, three seats.
@@ -581,7 +631,7 @@ fn the_refund_comes_from_the_slash_when_the_host_cannot_pay() {
     let mut w = world(unsampled_params());
     let rec = record("poor", false);
     let id = rec.inference_id.clone();
-    submit(&mut w, vec![rec]);
+    submit(&mut w, vec![rec.clone()]);
     // p0 keeps only 500 ngnk of liquid balance.
     let keep = 500;
     let away = w.balance_of("p0") - keep - FEE;
@@ -595,6 +645,7 @@ fn the_refund_comes_from_the_slash_when_the_host_cannot_pay() {
         vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT)],
     );
     assert_ok(&w.block(vec![tx]), 0);
+    reveal(&mut w, &rec);
     let d = dispute(&w, 0);
     let (m1, m2) = (label_of(&d.committee[0]), label_of(&d.committee[1]));
     let alice = w.balance_of("alice");
@@ -658,13 +709,14 @@ fn user_dispute_lost_forfeits_the_deposit_to_the_executor() {
     let mut w = world(unsampled_params());
     let rec = record("user-lost", true);
     let id = rec.inference_id.clone();
-    submit(&mut w, vec![rec]);
+    submit(&mut w, vec![rec.clone()]);
     let before_open = balances(&w);
     let tx = w.tx(
         "alice",
         vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT + 5)],
     );
     assert_ok(&w.block(vec![tx]), 0);
+    reveal(&mut w, &rec);
     let d = dispute(&w, 0);
     let (m1, m2) = (label_of(&d.committee[0]), label_of(&d.committee[1]));
     let before = balances(&w);
@@ -699,13 +751,14 @@ fn a_dispute_nobody_votes_on_is_undecided_and_its_members_lose_reputation() {
     let mut w = world(unsampled_params());
     let rec = record("silent", false);
     let id = rec.inference_id.clone();
-    submit(&mut w, vec![rec]);
+    submit(&mut w, vec![rec.clone()]);
     let alice = w.balance_of("alice");
     let tx = w.tx(
         "alice",
         vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT)],
     );
     assert_ok(&w.block(vec![tx]), 0);
+    reveal(&mut w, &rec);
     let d = dispute(&w, 0);
     while w.chain.height() <= d.deadline_height {
         assert_eq!(dispute(&w, 0).status, "open");
@@ -826,14 +879,25 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
         w.block(vec![]);
     }
     // C: mismatch, dispute 0, one vote. E: mismatch, dispute 1, decided. F: pending.
-    let (c, e, f) = (record("c", false), record("e", false), record("f", true));
-    let (c_id, e_id, f_id) = (
+    // G: committed, its output not revealed yet.
+    let (c, e, f, g) = (
+        record("c", false),
+        record("e", false),
+        record("f", true),
+        record("g", true),
+    );
+    let (c_id, e_id, f_id, g_id) = (
         c.inference_id.clone(),
         e.inference_id.clone(),
         f.inference_id.clone(),
+        g.inference_id.clone(),
     );
-    submit(&mut w, vec![c, e, f]);
-    let (vc, ve) = (validation(&w, &c_id), validation(&w, &e_id));
+    submit(&mut w, vec![c.clone(), e.clone(), f.clone(), g]);
+    let (vc, ve, vg) = (
+        validation(&w, &c_id),
+        validation(&w, &e_id),
+        validation(&w, &g_id),
+    );
     let mismatches = vec![
         w.tx(
             label_of(&vc.validator),
@@ -851,10 +915,21 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
                 &answer(truth("e")),
             )],
         ),
+        w.tx(
+            label_of(&vg.validator),
+            vec![msg_submit_validation(
+                &vg.validator,
+                &g_id,
+                &answer(truth("g")),
+            )],
+        ),
     ];
     let block = w.block(mismatches);
-    assert_ok(&block, 0);
-    assert_ok(&block, 1);
+    for i in 0..3 {
+        assert_ok(&block, i);
+    }
+    let tx = w.tx(TA, vec![reveal_msg(TA, &c), reveal_msg(TA, &e)]);
+    assert_ok(&w.block(vec![tx]), 0);
     let (d0, d1) = (dispute(&w, 0), dispute(&w, 1));
     assert_eq!(d0.inference_id, c_id);
     let voted = label_of(&d0.committee[0]);
@@ -981,6 +1056,25 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
             15,
             "was resolved (executor_faulted)",
         ),
+        (
+            "p1",
+            msg_reveal_output(&addr("p1"), &g_id, &salt("g"), &truth("g")),
+            17,
+            "only the record's transfer agent",
+        ),
+        (
+            TA,
+            reveal_msg(TA, &f),
+            18,
+            "only after the assigned validator has committed",
+        ),
+        (TA, reveal_msg(TA, &c), 19, "was revealed by"),
+        (
+            TA,
+            msg_reveal_output(&addr(TA), &g_id, &salt("g"), &lie("g")),
+            20,
+            "do not open the output commitment",
+        ),
     ];
     let mut txs: Vec<Vec<u8>> = cases
         .iter()
@@ -992,9 +1086,7 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
         value: prost::Message::encode_to_vec(&pb::MsgVoteDispute {
             voter: addr("p1"),
             dispute_id: 0,
-            result_hash: vec![1; 31],
-            prompt_tokens: 100,
-            completion_tokens: 50,
+            result_commitment: vec![1; 31],
             payload_unavailable: false,
         }),
     };
@@ -1019,7 +1111,12 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
             "case {i} emitted {kinds:?}"
         );
     }
-    assert_err(block.result(cases.len()), 3, "32-byte", "short hash");
+    assert_err(
+        block.result(cases.len()),
+        3,
+        "must be 32 bytes",
+        "short hash",
+    );
     assert_err(
         block.result(cases.len() + 1),
         3,
@@ -1074,13 +1171,13 @@ fn logged(w: &mut World, log: &mut Log, txs: Vec<Vec<u8>>) -> Block {
 /// Submits `count` cheap records on each node of `plan` (`(node, count, expected rate)`),
 /// 500 per block in batches of 100, checks each following block's sampling against the rule
 /// (the exact set of ids, recomputed here from the block hash, at the node's expected
-/// rate), and returns the sampled ids per node; notes each record's true answer in `truths`.
+/// rate), and returns the sampled ids per node; notes each record's nonce in `nonces`.
 fn phase(
     w: &mut World,
     log: &mut Log,
     tag: &str,
     plan: &[(u8, usize, u64)],
-    truths: &mut BTreeMap<String, [u8; 32]>,
+    nonces: &mut BTreeMap<String, String>,
 ) -> BTreeMap<u8, Vec<String>> {
     let mut records = Vec::new();
     let mut rate_of: BTreeMap<String, (u8, u64)> = BTreeMap::new();
@@ -1088,7 +1185,7 @@ fn phase(
         for i in 0..*count {
             let nonce = format!("{tag}-n{node}-{i}");
             let record = record_on(*node, &nonce, true, (1, 1));
-            truths.insert(record.inference_id.clone(), truth(&nonce));
+            nonces.insert(record.inference_id.clone(), nonce.clone());
             rate_of.insert(record.inference_id.clone(), (*node, *rate));
             records.push(record);
         }
@@ -1135,13 +1232,13 @@ fn phase(
 fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>, Vec<String>) {
     let params = sampling_params();
     // Phase 1: a new executor is checked at the maximum, 10%.
-    let mut truths: BTreeMap<String, [u8; 32]> = BTreeMap::new();
+    let mut nonces: BTreeMap<String, String> = BTreeMap::new();
     let first = phase(
         w,
         log,
         "new",
         &[(0, 1_000, params.max_sample_ppm)],
-        &mut truths,
+        &mut nonces,
     )
     .remove(&0)
     .unwrap();
@@ -1156,9 +1253,9 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
         .into_iter()
         .map(|r| r.record.unwrap().inference_id)
         .collect();
-    assert_eq!(stored, truths.keys().cloned().collect());
+    assert_eq!(stored, nonces.keys().cloned().collect());
     // A record that was not sampled cannot be validated.
-    let unsampled = truths
+    let unsampled = nonces
         .keys()
         .find(|id| !first.contains(id))
         .unwrap()
@@ -1174,10 +1271,11 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
     let refused = logged(w, log, vec![tx]);
     assert_err(refused.result(0), 4, "was not sampled", "unsampled record");
 
-    // Answer every validation honestly, five per block: the rate decays by the rule.
+    // Answer every validation honestly, five per block, each block's outputs revealed by
+    // the TA after the commits: the rate decays by the rule.
     let mut answered = 0;
     for chunk in first.chunks(5) {
-        let txs: Vec<Vec<u8>> = chunk
+        let mut txs: Vec<Vec<u8>> = chunk
             .iter()
             .map(|id| {
                 let v = validation(w, id);
@@ -1186,13 +1284,21 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
                     vec![msg_submit_validation(
                         &v.validator,
                         id,
-                        &found(truths[id], (1, 1)),
+                        &found(truth(&nonces[id]), (1, 1)),
                     )],
                 )
             })
             .collect();
+        let reveals = chunk
+            .iter()
+            .map(|id| {
+                let nonce = &nonces[id];
+                msg_reveal_output(&addr(TA), id, &salt(nonce), &truth(nonce))
+            })
+            .collect();
+        txs.push(w.tx(TA, reveals));
         let answers = logged(w, log, txs);
-        for i in 0..chunk.len() {
+        for i in 0..=chunk.len() {
             assert_ok(&answers, i);
         }
         answered += chunk.len() as u64;
@@ -1216,7 +1322,7 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
             (0, 1_000, params.min_sample_ppm),
             (1, 500, params.max_sample_ppm),
         ],
-        &mut truths,
+        &mut nonces,
     );
     (
         first,

@@ -34,7 +34,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "f75cabf2a1126f2dde34ed03e51daf7759069a1767b1d7e6643e8e678771bf3d";
+const GOLDEN: &str = "dfaf7f84f2a650039dab4ae984eedd966eb2242c5442135800a043b16d45172b";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;
@@ -64,6 +64,7 @@ fn world() -> World {
         jail_after_misses: 1,
         miss_penalty_ppm: 100_000,
         dispute_window_blocks: 100,
+        reveal_deadline_blocks: 2,
     };
     World::with_modules(setup, gonka_app::modules::all(), |state| {
         state["inference"] = json!({
@@ -316,7 +317,7 @@ fn scenario(w: &mut World) -> Log {
             TA,
             vec![msg_submit_work_batch(
                 &addr(TA),
-                vec![honest, cheat, disputed, foreign],
+                vec![honest.clone(), cheat.clone(), disputed.clone(), foreign],
             )],
         ),
     ];
@@ -354,8 +355,9 @@ fn scenario(w: &mut World) -> Log {
     assert!(!validators.contains(&p0), "never the executor's host");
     let missing = label_of(&validators[2]);
 
-    // Height 5: the honest record's validator matches; the faked one's mismatches, which
-    // opens dispute 0. Nobody answers for the third record.
+    // Height 5: the validators of the honest and the faked record commit their results, then
+    // the TA reveals both outputs: the honest record matches, the faked one mismatches,
+    // which opens dispute 0. Nobody answers for the third record.
     let txs = vec![
         w.tx(
             label_of(&validators[0]),
@@ -373,23 +375,32 @@ fn scenario(w: &mut World) -> Log {
                 &found(truth("golden-cheat"), (100, 50)),
             )],
         ),
+        w.tx(TA, vec![reveal_msg(TA, &honest), reveal_msg(TA, &cheat)]),
     ];
     let b = step(w, &mut log, txs);
+    for (i, id) in ids[..2].iter().enumerate() {
+        assert_tx(
+            &b,
+            i,
+            "validation_submitted",
+            &[("inference_id", id), ("outcome", "committed")],
+        );
+    }
     assert_tx(
         &b,
-        0,
+        2,
         "validation_submitted",
         &[("inference_id", &ids[0]), ("outcome", "match")],
     );
     assert_tx(
         &b,
-        1,
+        2,
         "validation_submitted",
         &[("inference_id", &ids[1]), ("outcome", "mismatch")],
     );
     assert_tx(
         &b,
-        1,
+        2,
         "dispute_opened",
         &[("dispute_id", "0"), ("kind", "validation")],
     );
@@ -464,10 +475,12 @@ fn scenario(w: &mut World) -> Log {
         &[("dispute_id", "1"), ("kind", "user"), ("accuser", &bob)],
     );
 
-    // Height 8: the committee sides with bob: p0 is slashed again and bob refunded.
+    // Height 8: two members commit their votes before the TA reveals the output the dispute
+    // asked for; the reveal decides: the committee sides with bob, p0 is slashed again and
+    // bob refunded.
     let committee = dispute(w, 1).committee;
     assert!(!committee.contains(&missing_address), "jailed: no seat");
-    let txs: Vec<Vec<u8>> = committee[..2]
+    let mut txs: Vec<Vec<u8>> = committee[..2]
         .iter()
         .map(|member| {
             w.tx(
@@ -480,17 +493,23 @@ fn scenario(w: &mut World) -> Log {
             )
         })
         .collect();
+    txs.push(w.tx(TA, vec![reveal_msg(TA, &disputed)]));
     let b = step(w, &mut log, txs);
-    assert_tx(&b, 0, "dispute_vote", &[("dispute_id", "1")]);
     assert_tx(
         &b,
-        1,
+        0,
+        "dispute_vote",
+        &[("dispute_id", "1"), ("supports", "pending_reveal")],
+    );
+    assert_tx(
+        &b,
+        2,
         "dispute_resolved",
         &[("dispute_id", "1"), ("outcome", "executor_faulted")],
     );
     assert_tx(
         &b,
-        1,
+        2,
         "dispute_payout",
         &[("to", &bob), ("reason", "deposit_return")],
     );
@@ -566,9 +585,10 @@ fn scenario(w: &mut World) -> Log {
 /// - inference: `MsgRegisterTransferAgent`, `MsgRegisterNode`, `MsgUpdateNode`,
 ///   `MsgRemoveNode`, `MsgSubmitWorkBatch` (three records with requester and executor
 ///   signatures, and one signed for another transfer agent, refused alone);
-/// - disputes: `MsgSubmitValidation` (a match and a mismatch, which opens a validation
-///   dispute), `MsgOpenDispute` (a user dispute), `MsgVoteDispute` (both disputes decided
-///   against the executor).
+/// - disputes: `MsgSubmitValidation` (two committed results), `MsgRevealOutput` (judging
+///   them: a match and a mismatch, which opens a validation dispute; and the output a user
+///   dispute asked for, revealed after two committed votes), `MsgOpenDispute` (a user
+///   dispute), `MsgVoteDispute` (both disputes decided against the executor).
 ///
 /// Hooks covered: disputes `begin_block` (sampling, a missed validation that jails) and
 /// `end_block`; stake `end_block` (the jailed validator leaves the set) and `end_epoch`

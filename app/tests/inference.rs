@@ -703,7 +703,6 @@ fn client_and_chain_agree_on_signed_bytes() {
     layout.extend_from_slice(&truth("z"));
     let output_commitment: [u8; 32] = Sha256::digest(&layout).into();
     assert_eq!(r.output_commitment, output_commitment);
-    assert_eq!(r.output_salt, salt("z"));
     assert_eq!(commitment("z", &truth("z")), output_commitment);
 
     // SHA-256("gonka/receipt/v2" ‖ request hash ‖ output commitment ‖ prompt tokens u64 ‖
@@ -784,14 +783,38 @@ fn client_and_chain_agree_on_signed_bytes() {
         assert!(!ok(&n0_key, &changed.sign_bytes(), &r.executor_signature));
     }
     assert!(ok(&n0_key, &proof_bytes, &spec.key_proof));
-    assert!(gonka_inference::result_matches(&r, &truth("z"), 4, 5));
+    // The record reveals nothing that opens its commitment; the salt does, later.
+    assert!(gonka_inference::opens(&r, &salt("z"), &truth("z")));
+    assert!(!gonka_inference::opens(&r, &salt("y"), &truth("z")));
+    // SHA-256("gonka/result/v1" ‖ address ‖ answer hash ‖ prompt tokens u64 ‖ completion
+    // tokens u64): a re-execution's commitment, matched against the revealed answer.
+    let validator = addr("bob");
+    let mut layout = b"gonka/result/v1".to_vec();
+    layout.extend_from_slice(&(validator.len() as u32).to_be_bytes());
+    layout.extend_from_slice(validator.as_bytes());
+    layout.extend_from_slice(&truth("z"));
+    layout.extend_from_slice(&4u64.to_be_bytes());
+    layout.extend_from_slice(&5u64.to_be_bytes());
+    let result: [u8; 32] = Sha256::digest(&layout).into();
+    assert_eq!(found(truth("z"), (4, 5)).commitment(&validator), result);
+    assert!(gonka_inference::result_matches(
+        &r,
+        &truth("z"),
+        &validator,
+        &result
+    ));
+    let other = |answer, tokens| found(answer, tokens).commitment(&validator);
     assert!(
-        !gonka_inference::result_matches(&r, &lie("z"), 4, 5),
+        !gonka_inference::result_matches(&r, &truth("z"), &validator, &other(lie("z"), (4, 5))),
         "another answer"
     );
     assert!(
-        !gonka_inference::result_matches(&r, &truth("z"), 4, 6),
+        !gonka_inference::result_matches(&r, &truth("z"), &validator, &other(truth("z"), (4, 6))),
         "another count"
+    );
+    assert!(
+        !gonka_inference::result_matches(&r, &truth("z"), &addr("carol"), &result),
+        "another author"
     );
     assert_eq!(
         gonka_auth::address_of_pubkey(&r.requester_pubkey),

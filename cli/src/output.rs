@@ -38,7 +38,6 @@ const HEX_FIELDS: &[&str] = &[
     "request_hash",
     "prompt_hash",
     "output_commitment",
-    "output_salt",
     "executor_signature",
     "key_proof",
 ];

@@ -1,7 +1,8 @@
 //! Messages of the disputes module: validations, user disputes and committee votes.
 
 use cosmrs::Any;
-use gonka_proto::disputes::{MsgOpenDispute, MsgSubmitValidation, MsgVoteDispute};
+use gonka_proto::disputes::{MsgOpenDispute, MsgRevealOutput, MsgSubmitValidation, MsgVoteDispute};
+use gonka_proto::signing::result_commitment;
 use prost::{Message, Name};
 
 fn any_of<M: Message + Name>(msg: &M) -> Any {
@@ -22,15 +23,25 @@ pub struct ReExecution {
     pub completion_tokens: u64,
 }
 
-/// `/gonka.disputes.v1.MsgSubmitValidation`: assigned `validator` reports what it found for
-/// sampled record `inference_id`.
+impl ReExecution {
+    /// What `address` commits on chain for this result (`gonka/result/v1`).
+    pub fn commitment(&self, address: &str) -> [u8; 32] {
+        result_commitment(
+            address,
+            &self.result_hash,
+            self.prompt_tokens,
+            self.completion_tokens,
+        )
+    }
+}
+
+/// `/gonka.disputes.v1.MsgSubmitValidation`: assigned `validator` commits what it found for
+/// sampled record `inference_id` (compared once the output is revealed).
 pub fn msg_submit_validation(validator: &str, inference_id: &str, found: &ReExecution) -> Any {
     any_of(&MsgSubmitValidation {
         validator: validator.into(),
         inference_id: inference_id.into(),
-        result_hash: found.result_hash.to_vec(),
-        prompt_tokens: found.prompt_tokens,
-        completion_tokens: found.completion_tokens,
+        result_commitment: found.commitment(validator).to_vec(),
         payload_unavailable: false,
     })
 }
@@ -56,16 +67,30 @@ pub fn msg_open_dispute(requester: &str, inference_id: &str, deposit: u128) -> A
     })
 }
 
-/// `/gonka.disputes.v1.MsgVoteDispute`: committee member `voter` votes what it found on
+/// `/gonka.disputes.v1.MsgVoteDispute`: committee member `voter` commits what it found on
 /// dispute `dispute_id`.
 pub fn msg_vote_dispute(voter: &str, dispute_id: u64, found: &ReExecution) -> Any {
     any_of(&MsgVoteDispute {
         voter: voter.into(),
         dispute_id,
-        result_hash: found.result_hash.to_vec(),
-        prompt_tokens: found.prompt_tokens,
-        completion_tokens: found.completion_tokens,
+        result_commitment: found.commitment(voter).to_vec(),
         payload_unavailable: false,
+    })
+}
+
+/// `/gonka.disputes.v1.MsgRevealOutput`: `sender` (the record's transfer agent or executor
+/// host) opens the output commitment of record `inference_id`.
+pub fn msg_reveal_output(
+    sender: &str,
+    inference_id: &str,
+    salt: &[u8; 32],
+    response_hash: &[u8; 32],
+) -> Any {
+    any_of(&MsgRevealOutput {
+        sender: sender.into(),
+        inference_id: inference_id.into(),
+        salt: salt.to_vec(),
+        response_hash: response_hash.to_vec(),
     })
 }
 

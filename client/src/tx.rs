@@ -313,7 +313,8 @@ pub struct WorkRecordInput {
     pub terms: RequestTerms,
     /// SHA-256 of the answer text ([`gonka_proto::signing::response_hash`]).
     pub response_hash: [u8; 32],
-    /// The salt of the output commitment.
+    /// The salt of the output commitment (kept by the transfer agent for the reveal, never
+    /// in the record).
     pub salt: [u8; 32],
     /// Prompt tokens.
     pub prompt_tokens: u64,
@@ -372,7 +373,6 @@ pub fn signed_work_record(
         transfer_agent: terms.transfer_agent.clone(),
         max_price_per_token: terms.max_price_per_token.to_string(),
         max_completion_tokens: terms.max_completion_tokens,
-        output_salt: input.salt.to_vec(),
     })
 }
 

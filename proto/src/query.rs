@@ -88,6 +88,7 @@ lists! {
     disputes::List: disputes => crate::disputes::Dispute;
     disputes::Participant: disputes => crate::disputes::Dispute;
     disputes::Pending: work => crate::disputes::PendingWork;
+    disputes::RevealsDue: reveals => crate::disputes::RevealDue;
 }
 
 /// Declares marker types implementing [`Query`] for the messages of one proto package.
@@ -198,6 +199,8 @@ pub mod disputes {
         Participant = "/disputes/participant": QueryParticipantDisputesRequest => QueryParticipantDisputesResponse;
         /// The validations, then the dispute votes, a validator owes (paginated).
         Pending = "/disputes/pending": QueryPendingRequest => QueryPendingResponse;
+        /// The records whose output a transfer agent must reveal now (paginated).
+        RevealsDue = "/disputes/reveals_due": QueryRevealsDueRequest => QueryRevealsDueResponse;
         /// The validation of a sampled record.
         Validation = "/disputes/validation": QueryValidationRequest => QueryValidationResponse;
         /// Sampling statistics and reputation.

@@ -13,6 +13,10 @@
 //! | `gonka/receipt/v2`  | the ML node    | request hash, output commitment, prompt and completion tokens, node id, host |
 //! | `gonka/node-key/v1` | the ML node    | proof of possession of a node key: chain id, host, node id, public key |
 //! | `gonka/node-call/v1`| the caller of an ML node | node id, request hash, body hash, timestamp: a registered transfer agent or the node's own host |
+//!
+//! Two hashes are commitments rather than signed messages, built the same way:
+//! `gonka/output/text/v1` (the executor's salted answer, in the receipt and the record) and
+//! `gonka/result/v1` (a validator's or committee member's own result, bound to its address).
 
 use sha2::{Digest, Sha256};
 
@@ -29,6 +33,9 @@ pub const RECEIPT_DOMAIN: &[u8] = b"gonka/receipt/v2";
 /// top-k log-probabilities of an inexact model) gets its own domain and fills the same
 /// 32-byte `output_commitment` of the receipt.
 pub const TEXT_OUTPUT_DOMAIN: &[u8] = b"gonka/output/text/v1";
+
+/// Domain separator of a re-execution's result commitment.
+pub const RESULT_DOMAIN: &[u8] = b"gonka/result/v1";
 
 /// Domain separator of a node key's proof of possession.
 pub const NODE_KEY_DOMAIN: &[u8] = b"gonka/node-key/v1";
@@ -208,25 +215,51 @@ pub fn node_call_bytes(
         .finish()
 }
 
-/// Whether a validator's or committee member's result — the SHA-256 of its own answer and
-/// the token counts it found — is what the record's executor committed to: the salted
-/// commitment of that answer equals the record's `output_commitment` and both counts are
-/// the record's. A wrong token count is a fault like a wrong answer.
-pub fn result_matches(
-    record: &crate::inference::WorkRecord,
-    result_hash: &[u8],
+/// What a validator or committee member commits on chain for its re-execution of a record:
+/// SHA-256(`"gonka/result/v1"` ‖ its address ‖ SHA-256 of its answer text ‖ prompt tokens
+/// (u64) ‖ completion tokens (u64)). The address binds it to its author (nobody can submit a
+/// copy of another's commitment as its own) and the answer stays hidden until the record's
+/// output is revealed, when the chain recomputes this from the revealed answer.
+pub fn result_commitment(
+    address: &str,
+    result_hash: &[u8; 32],
     prompt_tokens: u64,
     completion_tokens: u64,
+) -> [u8; 32] {
+    Signed::new(RESULT_DOMAIN)
+        .text(address)
+        .fixed(result_hash)
+        .fixed(&prompt_tokens.to_be_bytes())
+        .fixed(&completion_tokens.to_be_bytes())
+        .finish()
+}
+
+/// Whether `salt` and `response_hash` open the record's `output_commitment`.
+pub fn opens(
+    record: &crate::inference::WorkRecord,
+    salt: &[u8; 32],
+    response_hash: &[u8; 32],
 ) -> bool {
-    let (Ok(salt), Ok(answer)) = (
-        <[u8; 32]>::try_from(record.output_salt.as_slice()),
-        <[u8; 32]>::try_from(result_hash),
-    ) else {
-        return false;
-    };
-    text_output_commitment(&salt, &answer).as_slice() == record.output_commitment
-        && prompt_tokens == record.prompt_tokens
-        && completion_tokens == record.completion_tokens
+    text_output_commitment(salt, response_hash).as_slice() == record.output_commitment
+}
+
+/// Whether the result `address` committed to (`commitment`) is the record's revealed answer
+/// `revealed` with the record's token counts. A wrong token count is a fault like a wrong
+/// answer.
+pub fn result_matches(
+    record: &crate::inference::WorkRecord,
+    revealed: &[u8; 32],
+    address: &str,
+    commitment: &[u8],
+) -> bool {
+    result_commitment(
+        address,
+        revealed,
+        record.prompt_tokens,
+        record.completion_tokens,
+    )
+    .as_slice()
+        == commitment
 }
 
 #[cfg(test)]
@@ -351,29 +384,32 @@ mod tests {
         assert!(!nonce_ok(&"x".repeat(MAX_NONCE_LEN + 1)));
     }
     #[test]
-    fn a_result_matches_only_the_committed_answer_and_counts() {
+    fn a_result_matches_only_its_author_the_revealed_answer_and_counts() {
         let salt = [7u8; 32];
         let answer = response_hash("the answer");
         let record = crate::inference::WorkRecord {
             output_commitment: text_output_commitment(&salt, &answer).to_vec(),
-            output_salt: salt.to_vec(),
             prompt_tokens: 10,
             completion_tokens: 5,
             ..Default::default()
         };
-        assert!(result_matches(&record, &answer, 10, 5));
-        assert!(!result_matches(&record, &response_hash("another"), 10, 5));
+        assert!(opens(&record, &salt, &answer));
+        assert!(!opens(&record, &[8; 32], &answer), "another salt");
         assert!(
-            !result_matches(&record, &answer, 10, 6),
-            "inflated completion"
+            !opens(&record, &salt, &response_hash("x")),
+            "another answer"
         );
-        assert!(!result_matches(&record, &answer, 11, 5), "inflated prompt");
-        // The public commitment itself is not an answer.
-        assert!(!result_matches(&record, &record.output_commitment, 10, 5));
-        let unsalted = crate::inference::WorkRecord {
-            output_salt: Vec::new(),
-            ..record
-        };
-        assert!(!result_matches(&unsalted, &answer, 10, 5));
+        let mine = result_commitment("gonka1v", &answer, 10, 5);
+        assert!(result_matches(&record, &answer, "gonka1v", &mine));
+        assert!(
+            !result_matches(&record, &answer, "gonka1copier", &mine),
+            "a copied commitment is another's"
+        );
+        let wrong = result_commitment("gonka1v", &response_hash("another"), 10, 5);
+        assert!(!result_matches(&record, &answer, "gonka1v", &wrong));
+        let inflated = result_commitment("gonka1v", &answer, 10, 6);
+        assert!(!result_matches(&record, &answer, "gonka1v", &inflated));
+        let prompt = result_commitment("gonka1v", &answer, 11, 5);
+        assert!(!result_matches(&record, &answer, "gonka1v", &prompt));
     }
 }

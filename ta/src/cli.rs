@@ -10,7 +10,7 @@ use anyhow::Context;
 use super::payloads::{self, PayloadStore, Payloads};
 use super::registry::refresh_from_chain;
 use super::settle::{run_batcher, BatchPolicy, Outbox};
-use super::{background, server, RateLimit, TaConfig, TaNodeConfig, TransferAgent};
+use super::{background, reveal, server, RateLimit, TaConfig, TaNodeConfig, TransferAgent};
 use gonka_client::http::Limits;
 use gonka_client::server::ServerArgs;
 use gonka_client::{key_from_mnemonic_file, Chain};
@@ -45,6 +45,10 @@ pub struct TransferAgentArgs {
     /// How often the registry (nodes, models, transfer agents) is re-read from chain, in ms.
     #[arg(long, default_value_t = 2000)]
     registry_refresh_ms: u64,
+    /// How often the chain is asked which record outputs this TA must reveal, in ms (a reveal
+    /// missed by its deadline, `reveal_deadline_blocks`, is slashed as withheld).
+    #[arg(long, default_value_t = 1000)]
+    reveal_poll_ms: u64,
     /// How often every ML node is asked for its load, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     load_poll_ms: u64,
@@ -233,6 +237,11 @@ async fn join_chain(
             .min(Duration::from_secs(60))
             .max(Duration::from_secs(1)),
         clock.clone(),
+    ));
+    tokio::spawn(reveal::run_revealer(
+        chain.clone(),
+        store.clone(),
+        Duration::from_millis(args.reveal_poll_ms),
     ));
     let payloads = Payloads::new(store, payloads::chain_access(chain.clone()), clock);
     let ta = TransferAgent::with_chain(config, registry, chain.clone(), outbox.clone(), payloads);

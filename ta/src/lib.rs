@@ -2,6 +2,7 @@
 //! which ML node gets a request, and who waits) and, on top of it, the HTTP front: request
 //! authentication ([`auth`]), the OpenAI-compatible server ([`server`]), the payload store
 //! validators fetch from ([`payloads`]), settlement of work records on chain ([`settle`]),
+//! the reveals of record outputs the chain asks for ([`reveal`]),
 //! the chain registry of nodes ([`registry`]) and the background refresh ([`background`]),
 //! and its command line ([`cli`]: `gonka-sidecar transfer-agent`). It calls ML nodes with
 //! the byte-relaying HTTP client of `gonka_client::http`.
@@ -68,6 +69,7 @@ pub mod payloads;
 pub mod queue;
 pub mod ratelimit;
 pub mod registry;
+pub mod reveal;
 pub mod routing;
 pub mod server;
 pub mod settle;

@@ -4,7 +4,10 @@
 //! of the record's dispute committee — can fetch it and re-execute the request.
 //!
 //! Bodies live in their own redb file (`<home>/payloads.redb`), written before the record
-//! goes to the outbox and pruned by [`run_pruner`] once older than the retention.
+//! goes to the outbox and pruned by [`run_pruner`] once older than the retention. The same
+//! write keeps the record's [`OutputOpening`] (the salt of its output commitment and the
+//! answer's hash), which nobody else learns until the chain asks for it (see
+//! [`crate::reveal`]); served bodies never include it.
 //!
 //! # `GET /v1/payloads/{inference_id}`
 //! Authenticated by the signed headers of [`gonka_client::payload_auth`]; the chain decides
@@ -43,10 +46,21 @@ use gonka_client::Chain;
 
 /// Bodies: inference id → (stored at, unix seconds; body).
 const BODIES: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("bodies");
+/// Output openings: inference id → salt (32) ‖ response hash (32).
+const OPENINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("openings");
 /// Pruning index: (stored at, inference id) → ().
 const BY_AGE: TableDefinition<(u64, &str), ()> = TableDefinition::new("by_age");
 /// Codespace of the disputes module's query errors (e.g. a record that was not sampled).
 const DISPUTES_CODESPACE: &str = "disputes";
+
+/// What opens a record's output commitment: the salt and the SHA-256 of the answer text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputOpening {
+    /// The 32-byte salt the executing node chose.
+    pub salt: [u8; 32],
+    /// SHA-256 of the answer text.
+    pub response_hash: [u8; 32],
+}
 
 /// The durable store of request bodies.
 pub struct PayloadStore {
@@ -66,15 +80,27 @@ impl PayloadStore {
             .with_context(|| format!("opening the payload store {}", path.display()))?;
         let tx = db.begin_write()?;
         tx.open_table(BODIES)?;
+        tx.open_table(OPENINGS)?;
         tx.open_table(BY_AGE)?;
         tx.commit()?;
         Ok(PayloadStore { db })
     }
 
-    /// Durably keeps `body` of `inference_id`, stored at `now_secs`.
-    pub fn put(&self, inference_id: &str, body: &[u8], now_secs: u64) -> Result<()> {
+    /// Durably keeps `body` and `opening` of `inference_id`, stored at `now_secs`.
+    pub fn put(
+        &self,
+        inference_id: &str,
+        body: &[u8],
+        opening: &OutputOpening,
+        now_secs: u64,
+    ) -> Result<()> {
         let tx = self.db.begin_write()?;
         {
+            let mut both = [0u8; 64];
+            both[..32].copy_from_slice(&opening.salt);
+            both[32..].copy_from_slice(&opening.response_hash);
+            tx.open_table(OPENINGS)?
+                .insert(inference_id, both.as_slice())?;
             let mut bodies = tx.open_table(BODIES)?;
             let previous = bodies
                 .insert(inference_id, (now_secs, body))?
@@ -96,12 +122,26 @@ impl PayloadStore {
         Ok(bodies.get(inference_id)?.map(|v| v.value().1.to_vec()))
     }
 
-    /// Removes every body stored before `cutoff_secs`; returns how many.
+    /// The output opening of `inference_id`, `None` if unknown or pruned.
+    pub fn opening(&self, inference_id: &str) -> Result<Option<OutputOpening>> {
+        let read = self.db.begin_read()?;
+        let openings = read.open_table(OPENINGS)?;
+        Ok(openings.get(inference_id)?.and_then(|v| {
+            let both = v.value();
+            Some(OutputOpening {
+                salt: both.get(..32)?.try_into().ok()?,
+                response_hash: both.get(32..64)?.try_into().ok()?,
+            })
+        }))
+    }
+
+    /// Removes every body (and opening) stored before `cutoff_secs`; returns how many.
     pub fn prune(&self, cutoff_secs: u64) -> Result<usize> {
         let tx = self.db.begin_write()?;
         let removed = {
             let mut by_age = tx.open_table(BY_AGE)?;
             let mut bodies = tx.open_table(BODIES)?;
+            let mut openings = tx.open_table(OPENINGS)?;
             let old: Vec<(u64, String)> = by_age
                 .range((0, "")..(cutoff_secs, ""))?
                 .map(|entry| entry.map(|(k, _)| (k.value().0, k.value().1.to_string())))
@@ -109,6 +149,7 @@ impl PayloadStore {
             for (at, id) in &old {
                 by_age.remove((*at, id.as_str()))?;
                 bodies.remove(id.as_str())?;
+                openings.remove(id.as_str())?;
             }
             old.len()
         };
@@ -218,10 +259,10 @@ impl Payloads {
         })
     }
 
-    /// Keeps `body` of `inference_id` now; a failure is logged (the record still settles,
-    /// but its validator will not find the body).
-    pub fn keep(&self, inference_id: &str, body: &[u8]) {
-        if let Err(e) = self.store.put(inference_id, body, (self.clock)()) {
+    /// Keeps `body` and `opening` of `inference_id` now; a failure is logged (the record
+    /// still settles, but its validator will not find the body).
+    pub fn keep(&self, inference_id: &str, body: &[u8], opening: &OutputOpening) {
+        if let Err(e) = self.store.put(inference_id, body, opening, (self.clock)()) {
             tracing::error!(inference = %inference_id, error = %format!("{e:#}"), "cannot keep the request body; a validator assigned to this record will not be able to fetch it");
         }
     }
@@ -322,30 +363,45 @@ async fn serve(
 mod tests {
     use super::*;
 
+    fn opening(n: u8) -> OutputOpening {
+        OutputOpening {
+            salt: [n; 32],
+            response_hash: [n + 100; 32],
+        }
+    }
+
     #[test]
-    fn bodies_survive_reopen_and_are_pruned_by_age() {
+    fn bodies_and_openings_survive_reopen_and_are_pruned_by_age() {
         let path = std::env::temp_dir().join(format!("gonka-payloads-{}.redb", std::process::id()));
         let _ = std::fs::remove_file(&path);
         {
             let store = PayloadStore::open(&path).unwrap();
-            store.put("a", b"{\"a\":1}", 100).unwrap();
-            store.put("b", b"{\"b\":2}", 200).unwrap();
-            store.put("c", b"", 300).unwrap();
+            store.put("a", b"{\"a\":1}", &opening(1), 100).unwrap();
+            store.put("b", b"{\"b\":2}", &opening(2), 200).unwrap();
+            store.put("c", b"", &opening(3), 300).unwrap();
             // Storing again moves the body's age forward.
-            store.put("a", b"{\"a\":1}", 250).unwrap();
+            store.put("a", b"{\"a\":1}", &opening(1), 250).unwrap();
         }
         let store = PayloadStore::open(&path).unwrap();
         assert_eq!(store.get("a").unwrap().as_deref(), Some(&b"{\"a\":1}"[..]));
         assert_eq!(store.get("c").unwrap().as_deref(), Some(&b""[..]));
+        assert_eq!(store.opening("c").unwrap(), Some(opening(3)));
         assert_eq!(store.get("zz").unwrap(), None);
+        assert_eq!(store.opening("zz").unwrap(), None);
         assert_eq!(store.prune(250).unwrap(), 1, "only b is older than 250");
         assert_eq!(store.get("b").unwrap(), None);
+        assert_eq!(
+            store.opening("b").unwrap(),
+            None,
+            "the opening goes with the body"
+        );
         assert!(store.get("a").unwrap().is_some());
         drop(store);
         let store = PayloadStore::open(&path).unwrap();
         assert_eq!(store.get("b").unwrap(), None, "pruning is durable");
         assert_eq!(store.prune(1000).unwrap(), 2);
         assert_eq!(store.get("a").unwrap(), None);
+        assert_eq!(store.opening("a").unwrap(), None);
         drop(store);
         std::fs::remove_file(&path).unwrap();
     }

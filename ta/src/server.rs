@@ -48,7 +48,7 @@ use tokio::sync::Notify;
 use gonka_proto::inference::{TransferAgent as RegisteredTa, WorkRecord};
 
 use super::auth::{self, Authenticated, ReplayCache};
-use super::payloads::{self, Payloads};
+use super::payloads::{self, OutputOpening, Payloads};
 use super::ratelimit::{Limited, RateLimit, RateLimiter};
 use super::registry::{RegisteredNode, Registry};
 use super::settle::Outbox;
@@ -57,7 +57,7 @@ use gonka_client::chat::{Identity, KnownTransferAgent, PricedModel};
 use gonka_client::http as upstream;
 use gonka_client::node_call::sign_node_call;
 use gonka_client::openai::{ApiError, ModelCard, ModelList, Usage};
-use gonka_client::receipt::{Receipt, VerifiedReceipt, HEADER_RECEIPT};
+use gonka_client::receipt::{response_hash, Receipt, VerifiedReceipt, HEADER_RECEIPT};
 use gonka_client::request::REQUEST_HEADERS;
 use gonka_client::server::{read_body, ServerLimits};
 use gonka_client::sse::SseParser;
@@ -580,6 +580,8 @@ async fn chat_completions(
 struct Served {
     receipt: VerifiedReceipt,
     tokens: Usage,
+    /// SHA-256 of the answer text the requester got (what the receipt commits to).
+    response_hash: [u8; 32],
 }
 
 /// Checks a node's receipt for the answer `text` the TA relays. With a chain it is required,
@@ -606,6 +608,7 @@ fn served(
                     signature: Vec::new(),
                 },
                 tokens: usage,
+                response_hash: response_hash(text),
             }),
         };
     };
@@ -641,7 +644,11 @@ fn served(
             signature: hex::decode(&receipt.signature).unwrap_or_default(),
         },
     };
-    Ok(Served { receipt, tokens })
+    Ok(Served {
+        receipt,
+        tokens,
+        response_hash: response_hash(text),
+    })
 }
 
 fn hex32(text: &str) -> [u8; 32] {
@@ -675,14 +682,17 @@ fn record(ta: &TransferAgent, auth: &Authenticated, body: &[u8], node: &str, ser
         transfer_agent: terms.transfer_agent.clone(),
         max_price_per_token: terms.max_price_per_token.to_string(),
         max_completion_tokens: terms.max_completion_tokens,
-        output_salt: served.receipt.salt.to_vec(),
     };
     match &ta.sink {
         Sink::Memory(records) => lock(records).push(record),
         Sink::Chain {
             outbox, payloads, ..
         } => {
-            payloads.keep(&record.inference_id, body);
+            let opening = OutputOpening {
+                salt: served.receipt.salt,
+                response_hash: served.response_hash,
+            };
+            payloads.keep(&record.inference_id, body, &opening);
             let tokens = u128::from(record.prompt_tokens) + u128::from(record.completion_tokens);
             let cost = tokens
                 .saturating_mul(ta.registry().terms(&terms.model).price_per_token)

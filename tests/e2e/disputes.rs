@@ -70,6 +70,7 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
                     "slash_fraction_ppm": SLASH_PPM as u64, "min_deposit": "1000000000",
                     "validation_reward_ppm": 1_000_000, "jail_after_misses": 3,
                     "miss_penalty_ppm": 100_000, "dispute_window_blocks": 100,
+                    "reveal_deadline_blocks": 10,
                 }});
                 state
             })));

@@ -3,14 +3,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{follow, Compare, ValidatorConfig};
+use super::{follow, ValidatorConfig};
 use gonka_client::http as upstream;
 use gonka_client::{key_from_mnemonic_file, Chain};
 
 /// Arguments of `gonka-sidecar validator`.
 ///
 /// Re-executes the work records the chain assigns to this participant (validations and
-/// dispute-committee seats) on its own ML node and submits the result hashes.
+/// dispute-committee seats) on its own ML node and commits its results.
 #[derive(Debug, clap::Args)]
 pub struct ValidatorArgs {
     /// CometBFT RPC of a node of the chain, e.g. http://127.0.0.1:26657.
@@ -26,11 +26,6 @@ pub struct ValidatorArgs {
     /// Pause between polls of the chain for pending work, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
-    /// How the own completion is compared with the executor's: `exact` (the deterministic
-    /// reference model) or `prefix:N` (first N characters agree, for real upstream models;
-    /// needs the executor's text, otherwise exact). Top-k log-prob comparison is not done.
-    #[arg(long, default_value = "exact")]
-    compare: Compare,
 }
 
 /// `host:port` of an `http://HOST:PORT` URL.
@@ -52,17 +47,10 @@ pub async fn run(args: ValidatorArgs) -> anyhow::Result<()> {
             }
         }
     };
-    if let Compare::Prefix(n) = args.compare {
-        tracing::warn!(
-            n,
-            "--compare prefix:N needs the executor's response text, which transfer agents do not serve yet; comparing exactly"
-        );
-    }
-    tracing::info!(role = "validator", address = %chain.address(), chain_id = %chain.chain_id(), ml_node = %args.ml_node, compare = ?args.compare, "validator polling for assigned work");
+    tracing::info!(role = "validator", address = %chain.address(), chain_id = %chain.chain_id(), ml_node = %args.ml_node, "validator polling for assigned work");
     let config = ValidatorConfig {
         ml_node: args.ml_node,
         poll: Duration::from_millis(args.poll_ms),
-        compare: args.compare,
         connect_timeout: Duration::from_secs(5),
         // Re-execution on a real model may take a while; the deadline is blocks away.
         request_timeout: Duration::from_secs(120),
@@ -100,11 +88,7 @@ mod tests {
         ];
         let a = Cli::try_parse_from(base).unwrap().args;
         assert_eq!(a.ml_node, "127.0.0.1:8080");
-        assert_eq!((a.poll_ms, a.compare), (1000, Compare::Exact));
-        let a = Cli::try_parse_from(base.iter().copied().chain(["--compare=prefix:16"]))
-            .unwrap()
-            .args;
-        assert_eq!(a.compare, Compare::Prefix(16));
+        assert_eq!(a.poll_ms, 1000);
         assert!(
             Cli::try_parse_from(&base[..3]).is_err(),
             "--ml-node is required"

@@ -16,11 +16,14 @@
 //! 4. re-executes the body on its own ML node (`POST /v1/chat/completions` with `stream`
 //!    forced to false, which does not change the text of the deterministic reference model,
 //!    and `max_tokens` set to the record's signed `max_completion_tokens`);
-//! 5. compares ([`Compare`]) and submits its result: the SHA-256 of
+//! 5. commits its result ([`decide`]): `gonka/result/v1` over its address, the SHA-256 of
 //!    `choices[0].message.content` ([`gonka_client::receipt::response_hash`]) and the prompt
-//!    and completion tokens its node counted. The chain matches it against the record's
-//!    salted output commitment and token counts, so inflated counts are caught like wrong
-//!    answers.
+//!    and completion tokens its node counted. It never sees the executor's answer: the
+//!    record holds only a salted commitment, and the transfer agent reveals the salt and
+//!    answer on chain after this commit, when the chain compares (so inflated counts are
+//!    caught like wrong answers, and a validator that does not re-execute cannot match).
+//!    Comparison is exact (the deterministic reference model); a close-enough comparison
+//!    for inexact models needs committed log-probabilities, which come with real models.
 //!
 //! Handled items are remembered in memory so each is answered once. A failure to reach the
 //! chain, the TA or the ML node is logged and retried at the next poll; a refusal by the
@@ -48,51 +51,19 @@ use sha2::{Digest, Sha256};
 use gonka_client::http as upstream;
 use gonka_client::receipt::response_hash;
 use gonka_client::{unix_now, Chain};
-use gonka_proto::signing::result_matches;
-use Finding::{Match, Mismatch, TamperedPayload};
+use Finding::{Committed, TamperedPayload};
 
 /// Pending-work kind answered with `MsgSubmitValidation`.
 pub const KIND_VALIDATION: &str = "validation";
 /// Pending-work kind answered with `MsgVoteDispute`.
 pub const KIND_DISPUTE: &str = "dispute";
 
-/// How the validator's own completion is compared with the executor's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compare {
-    /// The texts must be identical (the deterministic reference model): the result hash is
-    /// SHA-256 of the validator's own text, which the chain compares with the record's.
-    Exact,
-    /// For a real upstream model: the first `N` characters of both texts must agree; then the
-    /// validator vouches for the executor's text by submitting its hash. This needs the
-    /// executor's text; when it is not known the comparison is exact. (A top-k log-prob
-    /// comparison needs logprobs from the upstream and is not done.)
-    Prefix(usize),
-}
-
-impl std::str::FromStr for Compare {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.split_once(':') {
-            None if s == "exact" => Ok(Compare::Exact),
-            Some(("prefix", n)) => match n.parse::<usize>() {
-                Ok(n) if n > 0 => Ok(Compare::Prefix(n)),
-                _ => Err(format!(
-                    "prefix:N needs a positive number of characters, found {n:?}"
-                )),
-            },
-            _ => Err(format!("expected `exact` or `prefix:N`, found {s:?}")),
-        }
-    }
-}
-
 /// What the validator found about one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finding {
-    /// Its completion agrees with the executor's.
-    Match,
-    /// Its completion differs.
-    Mismatch,
+    /// It re-executed the request; its result is committed (the chain compares it with the
+    /// executor's once the output is revealed).
+    Committed,
     /// The TA served a body whose SHA-256 is not the record's `prompt_hash`.
     TamperedPayload,
 }
@@ -125,59 +96,33 @@ pub fn payload_matches(record: &ipb::WorkRecord, payload: &[u8]) -> bool {
 }
 
 /// The pure part of the validator: how `validator` answers `work` on `record`, given the
-/// `payload` the TA served, the validator's `own` answer (ignored when the payload does not
-/// match the record) and, for [`Compare::Prefix`], the executor's text if known (trusted
-/// only when the record's output commitment is to exactly that text).
+/// `payload` the TA served and the validator's `own` answer (ignored when the payload does
+/// not match the record). The validator never sees the executor's answer before it
+/// commits: it commits its own result (`gonka/result/v1`, bound to its address) and the
+/// chain compares once the transfer agent reveals the output.
 pub fn decide(
     validator: &str,
     work: &dpb::PendingWork,
     record: &ipb::WorkRecord,
     payload: &[u8],
     own: &OwnAnswer,
-    compare: Compare,
-    executor_text: Option<&str>,
 ) -> Result<Decision> {
-    let own_result = ReExecution {
-        result_hash: response_hash(&own.text),
-        prompt_tokens: own.prompt_tokens,
-        completion_tokens: own.completion_tokens,
-    };
-    let (finding, found) = if !payload_matches(record, payload) {
+    let (finding, found) = if payload_matches(record, payload) {
+        let own_result = ReExecution {
+            result_hash: response_hash(&own.text),
+            prompt_tokens: own.prompt_tokens,
+            completion_tokens: own.completion_tokens,
+        };
+        (Committed, own_result)
+    } else {
+        // Evidence against the record: SHA-256 of the bytes received, which no honest
+        // completion hashes to.
         let evidence = ReExecution {
             result_hash: Sha256::digest(payload).into(),
             prompt_tokens: 0,
             completion_tokens: 0,
         };
         (TamperedPayload, evidence)
-    } else {
-        let vouched = match (compare, executor_text) {
-            (Compare::Prefix(n), Some(theirs))
-                if own.text.chars().take(n).eq(theirs.chars().take(n)) =>
-            {
-                // Vouch for the executor's text at the counts the validator found for the
-                // prompt and the executor claimed for its own (close) completion.
-                Some(ReExecution {
-                    result_hash: response_hash(theirs),
-                    prompt_tokens: own.prompt_tokens,
-                    completion_tokens: record.completion_tokens,
-                })
-            }
-            _ => None,
-        }
-        .filter(|v| result_matches(record, &v.result_hash, v.prompt_tokens, v.completion_tokens));
-        match vouched {
-            Some(v) => (Match, v),
-            None if result_matches(
-                record,
-                &own_result.result_hash,
-                own_result.prompt_tokens,
-                own_result.completion_tokens,
-            ) =>
-            {
-                (Match, own_result)
-            }
-            None => (Mismatch, own_result),
-        }
     };
     let msg = match work.kind.as_str() {
         KIND_VALIDATION => msg_submit_validation(validator, &work.inference_id, &found),
@@ -201,8 +146,6 @@ pub struct ValidatorConfig {
     pub ml_node: String,
     /// Pause between polls of the chain.
     pub poll: Duration,
-    /// How completions are compared.
-    pub compare: Compare,
     /// Longest wait to connect to a transfer agent or the ML node.
     pub connect_timeout: Duration,
     /// Longest wait for a whole answer of a transfer agent or of the ML node (re-execution).
@@ -337,19 +280,10 @@ async fn answer(
             completion_tokens: 0,
         }
     };
-    let decision = decide(
-        chain.address(),
-        work,
-        &record,
-        &payload,
-        &own,
-        config.compare,
-        None,
-    )?;
+    let decision = decide(chain.address(), work, &record, &payload, &own)?;
     let height = submit_answer(chain, config, vec![decision.msg]).await?;
     let finding = match decision.finding {
-        Match => "match",
-        Mismatch => "mismatch",
+        Committed => "committed",
         TamperedPayload => "tampered payload",
     };
     let result_hash = hex::encode(decision.found.result_hash);
@@ -531,7 +465,7 @@ async fn reexecute(
 mod tests {
     use super::*;
     use gonka_proto::disputes::{MsgSubmitValidation, MsgVoteDispute};
-    use gonka_proto::signing::text_output_commitment;
+    use gonka_proto::signing::{result_commitment, text_output_commitment};
     use prost::Message;
 
     const PAYLOAD: &[u8] = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
@@ -540,13 +474,11 @@ mod tests {
     const COUNTS: (u64, u64) = (5, 3);
 
     fn record(executor_text: &str) -> ipb::WorkRecord {
-        let salt = [1u8; 32];
         ipb::WorkRecord {
             inference_id: "ab".into(),
             prompt_hash: body_hash(PAYLOAD).to_vec(),
-            output_commitment: text_output_commitment(&salt, &response_hash(executor_text))
+            output_commitment: text_output_commitment(&[1; 32], &response_hash(executor_text))
                 .to_vec(),
-            output_salt: salt.to_vec(),
             prompt_tokens: COUNTS.0,
             completion_tokens: COUNTS.1,
             ..ipb::WorkRecord::default()
@@ -570,125 +502,62 @@ mod tests {
         }
     }
 
-    /// How validator "v" answers the validation of `rec` (payload `PAYLOAD`).
-    fn validate(
-        rec: &ipb::WorkRecord,
-        own: &OwnAnswer,
-        compare: Compare,
-        theirs: Option<&str>,
-    ) -> Decision {
-        decide(
-            "v",
-            &work(KIND_VALIDATION),
-            rec,
-            PAYLOAD,
-            own,
-            compare,
-            theirs,
-        )
-        .unwrap()
+    /// How validator "v" answers `kind` work on `record("x")` given `payload` and its own
+    /// answer `text`.
+    fn answer(kind: &str, payload: &[u8], text: &str) -> Decision {
+        decide("v", &work(kind), &record("x"), payload, &own(text)).unwrap()
     }
 
-    fn validation_hash(msg: &Any) -> Vec<u8> {
+    fn validation_commitment(msg: &Any) -> Vec<u8> {
         assert_eq!(msg.type_url, "/gonka.disputes.v1.MsgSubmitValidation");
         let m = MsgSubmitValidation::decode(msg.value.as_slice()).unwrap();
         assert_eq!((m.validator.as_str(), m.inference_id.as_str()), ("v", "ab"));
-        m.result_hash
+        m.result_commitment
     }
 
     #[test]
-    fn exact_comparison_submits_its_own_hash() {
-        let rec = record("hello");
-        let d = validate(&rec, &own("hello"), Compare::Exact, None);
-        assert_eq!(d.finding, Match);
-        assert_eq!(validation_hash(&d.msg), response_hash("hello"));
-
-        let d = validate(&rec, &own("olleh"), Compare::Exact, None);
-        assert_eq!(d.finding, Mismatch);
-        assert_eq!(validation_hash(&d.msg), response_hash("olleh"));
+    fn the_validator_commits_its_own_answer_and_counts_under_its_address() {
+        for text in ["x", "y"] {
+            let d = answer(KIND_VALIDATION, PAYLOAD, text);
+            assert_eq!(d.finding, Committed);
+            assert_eq!(
+                validation_commitment(&d.msg),
+                result_commitment("v", &response_hash(text), COUNTS.0, COUNTS.1)
+            );
+        }
+        // The commitment hides the answer: it is neither the answer hash nor the record's
+        // output commitment.
+        let d = answer(KIND_VALIDATION, PAYLOAD, "x");
+        let c = validation_commitment(&d.msg);
+        assert_ne!(c, response_hash("x").to_vec());
+        assert_ne!(c, record("x").output_commitment);
     }
 
     #[test]
-    fn the_same_text_with_other_token_counts_is_a_mismatch() {
-        let inflated = ipb::WorkRecord {
-            completion_tokens: COUNTS.1 + 100,
-            ..record("hello")
-        };
-        let d = validate(&inflated, &own("hello"), Compare::Exact, None);
-        assert_eq!(d.finding, Mismatch);
-        let m = MsgSubmitValidation::decode(d.msg.value.as_slice()).unwrap();
-        assert_eq!((m.prompt_tokens, m.completion_tokens), COUNTS);
-    }
-
-    #[test]
-    fn dispute_seats_vote() {
-        let d = decide(
-            "v",
-            &work(KIND_DISPUTE),
-            &record("x"),
-            PAYLOAD,
-            &own("y"),
-            Compare::Exact,
-            None,
-        )
-        .unwrap();
+    fn dispute_seats_vote_a_commitment() {
+        let d = answer(KIND_DISPUTE, PAYLOAD, "y");
         assert_eq!(d.msg.type_url, "/gonka.disputes.v1.MsgVoteDispute");
         let m = MsgVoteDispute::decode(d.msg.value.as_slice()).unwrap();
         assert_eq!((m.voter.as_str(), m.dispute_id), ("v", 7));
-        assert_eq!(m.result_hash, response_hash("y"));
-        assert!(decide(
-            "v",
-            &work("other"),
-            &record("x"),
-            PAYLOAD,
-            &own("x"),
-            Compare::Exact,
-            None
-        )
-        .is_err());
+        assert_eq!(
+            m.result_commitment,
+            result_commitment("v", &response_hash("y"), COUNTS.0, COUNTS.1)
+        );
+        assert!(decide("v", &work("other"), &record("x"), PAYLOAD, &own("x")).is_err());
     }
 
     #[test]
-    fn a_body_that_is_not_the_signed_one_is_a_mismatch() {
+    fn a_body_that_is_not_the_signed_one_commits_evidence_against_the_record() {
         let tampered = br#"{"model":"m","messages":[]}"#;
-        let d = decide(
-            "v",
-            &work(KIND_VALIDATION),
-            &record("x"),
-            tampered,
-            &own("x"),
-            Compare::Exact,
-            None,
-        )
-        .unwrap();
+        let d = answer(KIND_VALIDATION, tampered, "x");
         assert_eq!(d.finding, TamperedPayload);
-        let hash = validation_hash(&d.msg);
-        assert_eq!(hash, Sha256::digest(tampered).to_vec());
-        assert_ne!(hash, response_hash("x"));
-    }
-
-    #[test]
-    fn prefix_comparison_vouches_for_a_close_executor_text() {
-        let rec = record("the cat sat");
-        let close = Compare::Prefix(7);
-        let d = validate(&rec, &own("the cat ran"), close, Some("the cat sat"));
-        assert_eq!(d.finding, Match);
-        assert_eq!(validation_hash(&d.msg), response_hash("the cat sat"));
-        let d = validate(&rec, &own("a dog ran"), close, Some("the cat sat"));
-        assert_eq!(d.finding, Mismatch);
-        // An executor text that is not the recorded one is not trusted: exact comparison.
-        let d = validate(&rec, &own("the cat ran"), close, Some("the cat ran"));
-        assert_eq!(d.finding, Mismatch);
-        let d = validate(&rec, &own("the cat ran"), close, None);
-        assert_eq!(d.finding, Mismatch);
-    }
-
-    #[test]
-    fn compare_modes_parse() {
-        assert_eq!("exact".parse::<Compare>(), Ok(Compare::Exact));
-        assert_eq!("prefix:32".parse::<Compare>(), Ok(Compare::Prefix(32)));
-        assert!("prefix:0".parse::<Compare>().is_err());
-        assert!("prefix:x".parse::<Compare>().is_err());
-        assert!("topk".parse::<Compare>().is_err());
+        assert_eq!(
+            d.found.result_hash,
+            <[u8; 32]>::from(Sha256::digest(tampered))
+        );
+        assert_eq!(
+            validation_commitment(&d.msg),
+            result_commitment("v", &Sha256::digest(tampered).into(), 0, 0)
+        );
     }
 }

@@ -13,8 +13,9 @@ use gonka_client::Key;
 use gonka_node::{self as ml_node, cheat, MlNodeConfig};
 use gonka_proto::disputes::PendingWork;
 use gonka_proto::inference::WorkRecord;
+use gonka_proto::signing::{opens, result_matches, text_output_commitment};
 use gonka_ta::payloads::{self, AccessCheck, PayloadStore, Payloads};
-use gonka_validator::{decide, Compare, Finding, OwnAnswer, KIND_VALIDATION};
+use gonka_validator::{decide, Finding, OwnAnswer, KIND_VALIDATION};
 use k256::ecdsa::SigningKey;
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -44,7 +45,11 @@ async fn start_payloads(id: &str, reader: &str) -> (SocketAddr, std::path::PathB
     ));
     let _ = std::fs::remove_file(&path);
     let store = Arc::new(PayloadStore::open(&path).unwrap());
-    store.put(id, BODY, now()).unwrap();
+    let opening = payloads::OutputOpening {
+        salt: [1; 32],
+        response_hash: [2; 32],
+    };
+    store.put(id, BODY, &opening, now()).unwrap();
     let allowed = (reader.to_string(), id.to_string());
     let access: AccessCheck = Arc::new(move |address, inference_id| {
         let ok = (address, inference_id) == allowed;
@@ -240,7 +245,6 @@ async fn a_cheating_node_signs_wrong_answers_that_a_validator_catches() {
         inference_id: hex::encode(selected),
         prompt_hash: body_hash(BODY).to_vec(),
         output_commitment: verified.output_commitment.to_vec(),
-        output_salt: verified.salt.to_vec(),
         prompt_tokens: receipt.prompt_tokens,
         completion_tokens: receipt.completion_tokens,
         ..WorkRecord::default()
@@ -255,14 +259,24 @@ async fn a_cheating_node_signs_wrong_answers_that_a_validator_catches() {
         prompt_tokens: receipt.prompt_tokens,
         completion_tokens: receipt.completion_tokens,
     };
-    let caught = decide("v", &work, &record, BODY, &own, Compare::Exact, None).unwrap();
-    assert_eq!(caught.finding, Finding::Mismatch);
+    let caught = decide("v", &work, &record, BODY, &own).unwrap();
+    assert_eq!(caught.finding, Finding::Committed);
     assert_eq!(caught.found.result_hash, response_hash(&truth));
-    // Had it answered honestly, the same validator would have matched.
-    let honest_own = OwnAnswer {
-        text: wrong.clone(),
-        ..own
+    // The TA reveals what the receipt committed to, and the chain compares: the honest
+    // validator's commitment is not the revealed (wrong) answer's.
+    let revealed = response_hash(&wrong);
+    assert!(opens(&record, &verified.salt, &revealed));
+    let commitment = caught.found.commitment("v");
+    assert!(!result_matches(&record, &revealed, "v", &commitment));
+    // Had the executor answered with what the validator found, the commitment would match.
+    let honest = WorkRecord {
+        output_commitment: text_output_commitment(&verified.salt, &response_hash(&truth)).to_vec(),
+        ..record.clone()
     };
-    let matched = decide("v", &work, &record, BODY, &honest_own, Compare::Exact, None).unwrap();
-    assert_eq!(matched.finding, Finding::Match);
+    assert!(result_matches(
+        &honest,
+        &response_hash(&truth),
+        "v",
+        &commitment
+    ));
 }

@@ -1044,6 +1044,23 @@ pub fn commitment(nonce: &str, response_hash: &[u8; 32]) -> Vec<u8> {
     gonka_proto::signing::text_output_commitment(&salt(nonce), response_hash).to_vec()
 }
 
+/// The opening a transfer agent keeps for `record` (of request `record.nonce`, answered
+/// with the truth or a lie): its salt and the answer hash its commitment is to.
+pub fn opening(record: &WorkRecord) -> ([u8; 32], [u8; 32]) {
+    let nonce = &record.nonce;
+    [truth(nonce), lie(nonce)]
+        .into_iter()
+        .find(|answer| gonka_proto::signing::opens(record, &salt(nonce), answer))
+        .map(|answer| (salt(nonce), answer))
+        .unwrap_or_else(|| panic!("record {nonce} commits to neither the truth nor a lie"))
+}
+
+/// `MsgRevealOutput` of transfer agent `ta` (a label) opening `record`'s output.
+pub fn reveal_msg(ta: &str, record: &WorkRecord) -> Any {
+    let (salt, answer) = opening(record);
+    gonka_client::disputes::msg_reveal_output(&addr(ta), &record.inference_id, &salt, &answer)
+}
+
 /// What a validator or committee member reports: answer hash `result_hash` and
 /// `(prompt, completion)` tokens.
 pub fn found(result_hash: [u8; 32], tokens: (u64, u64)) -> ReExecution {

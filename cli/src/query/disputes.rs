@@ -1,5 +1,6 @@
 //! `gonkad query disputes`: `/disputes/dispute`, `/disputes/list`, `/disputes/participant`,
-//! `/disputes/pending`, `/disputes/validation`, `/disputes/stats`, `/disputes/params`.
+//! `/disputes/pending`, `/disputes/reveals_due`, `/disputes/validation`, `/disputes/stats`,
+//! `/disputes/params`.
 
 use anyhow::Result;
 use gonka_proto::disputes as pb;
@@ -21,7 +22,8 @@ pub enum Query {
     },
     /// Disputes, all or with one status.
     List {
-        /// open, executor_faulted, executor_upheld or undecided; all when omitted.
+        /// open, executor_faulted, executor_upheld, payload_withheld or undecided; all when
+        /// omitted.
         #[arg(long)]
         status: Option<String>,
         #[command(flatten)]
@@ -41,6 +43,13 @@ pub enum Query {
         #[command(flatten)]
         page: PageArgs,
     },
+    /// Records whose output a transfer agent must reveal now (its sidecar does it).
+    RevealsDue {
+        /// Transfer agent address (gonka1...).
+        transfer_agent: String,
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// The validation of one sampled work record.
     Validation {
         /// Inference id.
@@ -56,7 +65,7 @@ pub enum Query {
 }
 
 /// Byte fields of the disputes module, rendered as lowercase hex in JSON.
-const HEX_FIELDS: &[&str] = &["result_hash", "claimed_hash", "accuser_hash"];
+const HEX_FIELDS: &[&str] = &["result_commitment", "claimed_hash", "accuser_commitment"];
 
 /// [`to_json`], with the disputes module's hash fields as hex strings.
 fn json<T: serde::Serialize>(message: &T) -> Value {
@@ -145,6 +154,29 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             )
             .await
         }
+        Query::RevealsDue {
+            transfer_agent,
+            page,
+        } => {
+            show_page_as::<q::disputes::RevealsDue>(
+                global,
+                pb::QueryRevealsDueRequest {
+                    transfer_agent,
+                    ..Default::default()
+                },
+                &page,
+                json,
+                |r: &pb::QueryRevealsDueResponse| {
+                    list(&r.reveals, "no reveal due", |d| {
+                        fields(&[
+                            ("inference_id", d.inference_id.clone()),
+                            ("deadline_height", d.deadline_height.to_string()),
+                        ])
+                    })
+                },
+            )
+            .await
+        }
         Query::Validation { inference_id } => {
             show_as::<q::disputes::Validation>(
                 global,
@@ -213,6 +245,11 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
                         ),
                         ("jail_after_misses", p.jail_after_misses.to_string()),
                         ("miss_penalty", percent(p.miss_penalty_ppm, 1_000_000)),
+                        ("dispute_window_blocks", p.dispute_window_blocks.to_string()),
+                        (
+                            "reveal_deadline_blocks",
+                            p.reveal_deadline_blocks.to_string(),
+                        ),
                     ])
                 },
             )
@@ -226,16 +263,14 @@ fn dispute_text(d: &pb::Dispute) -> String {
         .votes
         .iter()
         .map(|v| {
-            format!(
-                "{} ({}) at {}",
-                v.voter,
-                if v.supports_executor {
-                    "executor"
-                } else {
-                    "accuser"
-                },
-                v.height
-            )
+            let side = if v.payload_unavailable {
+                "payload unavailable"
+            } else if v.supports_executor {
+                "executor"
+            } else {
+                "accuser, or awaiting the reveal"
+            };
+            format!("{} ({side}) at {}", v.voter, v.height)
         })
         .collect::<Vec<_>>()
         .join(", ");
@@ -286,6 +321,10 @@ fn validation_text(v: &pb::Validation) -> String {
         ("rate", percent(v.rate_ppm, 1_000_000)),
         ("sampled_height", v.sampled_height.to_string()),
         ("deadline_height", v.deadline_height.to_string()),
+        (
+            "reveal_deadline_height",
+            v.reveal_deadline_height.to_string(),
+        ),
         ("reward", show_ngnk(&v.reward)),
     ])
 }

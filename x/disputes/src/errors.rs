@@ -34,6 +34,15 @@ pub enum DisputesError {
     DisputeClosed = 15,
     /// A user dispute opened after the record's `dispute_window_blocks`.
     DisputeWindowClosed = 16,
+    /// A reveal from someone other than the record's transfer agent or executor host.
+    NotRevealer = 17,
+    /// A reveal nobody asked for yet: no re-execution's result is committed and waiting
+    /// (revealing earlier would let the assigned validator copy the answer).
+    RevealNotDue = 18,
+    /// A second reveal of the same record.
+    AlreadyRevealed = 19,
+    /// A salt and answer that do not open the record's output commitment.
+    RevealMismatch = 20,
 }
 
 gonka_sdk::impl_error_code!(DisputesError, "disputes");

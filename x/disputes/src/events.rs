@@ -1,6 +1,6 @@
 //! Disputes events, every attribute indexed. Amounts carry their denom (`123ngnk`).
 
-use gonka_proto::disputes::{Dispute, Reputation, Validation};
+use gonka_proto::disputes::{Dispute, OutputReveal, Reputation, Validation};
 use gonka_sdk::Event;
 
 /// `validation_sampled`: a record was chosen for re-execution by `validator`.
@@ -14,7 +14,9 @@ pub fn sampled(v: &Validation) -> Event {
         .attr("deadline", v.deadline_height)
 }
 
-/// `validation_submitted`: the assigned validator answered (`match` or `mismatch`).
+/// `validation_submitted`: the assigned validator committed its result (`committed`) or
+/// reported the body unavailable (`payload_unavailable`), or the reveal judged its result
+/// (`match` or `mismatch`).
 pub fn submitted(v: &Validation, outcome: &str, reward: u128) -> Event {
     Event::new("validation_submitted")
         .attr("inference_id", &v.inference_id)
@@ -45,19 +47,30 @@ pub fn opened(d: &Dispute) -> Event {
         .attr("deposit", format!("{}ngnk", d.deposit))
 }
 
-/// `dispute_vote`: a committee member voted.
-pub fn vote(id: u64, voter: &str, supports_executor: bool) -> Event {
+/// `dispute_vote`: a committee member voted; `supports` is `executor`, `accuser`,
+/// `payload_unavailable` or `pending_reveal` (a committed result, judged once the output is
+/// revealed).
+pub fn vote(id: u64, voter: &str, supports: &str) -> Event {
     Event::new("dispute_vote")
         .attr("dispute_id", id)
         .attr("voter", voter)
-        .attr(
-            "supports",
-            if supports_executor {
-                "executor"
-            } else {
-                "accuser"
-            },
-        )
+        .attr("supports", supports)
+}
+
+/// `output_revealed`: a record's output commitment was opened.
+pub fn revealed(r: &OutputReveal) -> Event {
+    Event::new("output_revealed")
+        .attr("inference_id", &r.inference_id)
+        .attr("revealed_by", &r.revealed_by)
+}
+
+/// `reveal_requested`: the chain waits for `transfer_agent` to reveal a record's output by
+/// `deadline`.
+pub fn reveal_requested(transfer_agent: &str, inference_id: &str, deadline: u64) -> Event {
+    Event::new("reveal_requested")
+        .attr("inference_id", inference_id)
+        .attr("transfer_agent", transfer_agent)
+        .attr("deadline", deadline)
 }
 
 /// `dispute_resolved`.

@@ -7,24 +7,59 @@ use gonka_proto::disputes::Validation;
 use gonka_sdk::{BlockContext, Result, StateWrite};
 
 use crate::sampling::{assign_validator, is_sampled, record_seed, sample_rate_ppm};
-use crate::settle::{self, active_validators, note_miss};
-use crate::{events, status, DisputesRead, DisputesWrite};
+use crate::settle::{self, active_validators, note_miss, Opening};
+use crate::{events, kind, status, DisputesRead, DisputesWrite};
 
 /// Before the block's transactions: validations and disputes whose deadline was the last
-/// block are settled (missed validations first, then disputes, each in key order), then
-/// the records stored in the last block are sampled with this block's hash.
+/// block are settled (validations first, then disputes, each in key order), then the
+/// records stored in the last block are sampled with this block's hash.
+///
+/// A validation due is either still pending (its validator missed the deadline; a dispute
+/// of the record waiting for the validator's commit now asks for the reveal) or committed
+/// with its output never revealed (the transfer agent withheld it: a `reveal` dispute
+/// settles that at once, unless the record's dispute decides it).
 pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
     for id in state.take_validations_due(ctx.height)? {
         let Some(mut validation) = state.validation(&id)? else {
             continue;
         };
-        if validation.status != status::PENDING {
-            continue;
+        let dispute = match state.record_dispute(&id)? {
+            Some(d) => state.dispute(d)?,
+            None => None,
+        };
+        if validation.status == status::PENDING {
+            validation.status = status::MISSED.into();
+            state.put_validation(&validation);
+            state.emit(events::validation_missed(&validation));
+            note_miss(state, &validation.validator)?;
+            if let Some(d) = dispute.filter(|d| d.status == status::OPEN) {
+                settle::ask_reveal(state, &id, &d.transfer_agent, d.deadline_height)?;
+            }
+        } else if validation.status == status::COMMITTED {
+            validation.status = status::OUTPUT_WITHHELD.into();
+            state.put_validation(&validation);
+            state.emit(events::submitted(&validation, "output_withheld", 0));
+            match dispute {
+                Some(d) if d.status == status::OPEN => {}
+                Some(_) => state.drop_reveal_due(&validation.transfer_agent, &id),
+                None => {
+                    if let Some(stored) = state.record(&id)? {
+                        settle::open(
+                            state,
+                            ctx.height,
+                            &ctx.block_hash,
+                            &stored,
+                            Opening {
+                                kind: kind::REVEAL,
+                                accuser: &validation.validator,
+                                accuser_commitment: validation.result_commitment.clone(),
+                                deposit: 0,
+                            },
+                        )?;
+                    }
+                }
+            }
         }
-        validation.status = status::MISSED.into();
-        state.put_validation(&validation);
-        state.emit(events::validation_missed(&validation));
-        note_miss(state, &validation.validator)?;
     }
     for id in state.take_disputes_due(ctx.height)? {
         let Some(mut dispute) = state.dispute(id)? else {
@@ -76,7 +111,8 @@ fn sample_queued(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
                 deadline_height: ctx.height.saturating_add(params.validation_deadline_blocks),
                 rate_ppm,
                 status: status::PENDING.into(),
-                result_hash: Vec::new(),
+                result_commitment: Vec::new(),
+                reveal_deadline_height: 0,
                 reward: "0".into(),
             };
             state.put_validation(&validation);

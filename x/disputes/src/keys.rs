@@ -95,6 +95,24 @@ pub fn record_dispute(inference_id: &str) -> Vec<u8> {
     format!("disputes/record_dispute/{inference_id}").into_bytes()
 }
 
+/// The revealed output opening of record `inference_id`.
+pub fn reveal(inference_id: &str) -> Vec<u8> {
+    format!("disputes/reveal/{inference_id}").into_bytes()
+}
+
+/// Prefix of the reveals transfer agent `transfer_agent` owes.
+pub fn reveals_due_of(transfer_agent: &str) -> Vec<u8> {
+    format!("disputes/reveal_due/{transfer_agent}/").into_bytes()
+}
+
+/// Index entry: `transfer_agent` owes the reveal of `inference_id` (value: the
+/// `RevealDue`).
+pub fn reveal_due(transfer_agent: &str, inference_id: &str) -> Vec<u8> {
+    let mut key = reveals_due_of(transfer_agent);
+    key.extend_from_slice(inference_id.as_bytes());
+    key
+}
+
 /// Sampling statistics of executor host `host`.
 pub fn executor_stats(host: &str) -> Vec<u8> {
     format!("disputes/executor/{host}").into_bytes()
@@ -135,6 +153,9 @@ mod tests {
         assert_eq!(next_dispute_id(), b"disputes/next_dispute_id");
         assert_eq!(validation(ID), b"disputes/validation/ab12");
         assert_eq!(record_dispute(ID), b"disputes/record_dispute/ab12");
+        assert_eq!(reveal(ID), b"disputes/reveal/ab12");
+        assert_eq!(reveal_due(HOST, ID), b"disputes/reveal_due/gonka1host/ab12");
+        assert!(reveal_due(HOST, ID).starts_with(&reveals_due_of(HOST)));
         assert_eq!(executor_stats(HOST), b"disputes/executor/gonka1host");
         assert_eq!(reputation(HOST), b"disputes/reputation/gonka1host");
     }

@@ -25,14 +25,29 @@
 //! than the executor's host and the record's transfer agent (which holds the answer), drawn with probability proportional to power by the seed's
 //! bytes 8..16 (u64 BE) modulo the total power over the candidates in address order. With
 //! no candidate the record is not sampled. The validator has
-//! `validation_deadline_blocks` (20) blocks: it answers with `MsgSubmitValidation` (its own
-//! result hash) in blocks up to and including the deadline.
+//! `validation_deadline_blocks` (20) blocks: it answers with `MsgSubmitValidation` in blocks
+//! up to and including the deadline.
+//!
+//! ## Commit, then reveal
+//! The record carries only the executor's salted output commitment; the salt is known to
+//! the executing node and the transfer agent alone. The validator re-executes the prompt
+//! (fetched from the transfer agent, never the response) and commits its result:
+//! `gonka/result/v1` = SHA-256 over its address, its answer's hash and the token counts it
+//! found ([`gonka_inference::result_commitment`]). Only then does the chain ask the record's
+//! transfer agent for the output (`reveal_requested`, `/disputes/reveals_due`): it sends
+//! `MsgRevealOutput` (salt and answer hash; the executor host may send it too) within
+//! `reveal_deadline_blocks` (10); the chain checks that they open the record's commitment
+//! and recomputes the validator's commitment from the revealed answer and the record's
+//! counts. Before the commit nothing about the answer is public, so a validator that does
+//! not re-execute cannot match, and a commitment names its author, so nobody can submit
+//! another's. A reveal before anything waits for it is refused (disputes 18). An output
+//! never revealed by its deadline makes the record unverifiable: the validation becomes
+//! `output_withheld` and a `reveal` dispute is settled at once as `payload_withheld`.
 //!
 //! ## Validation
-//! - **Match** (the salted commitment of the validator's answer hash is the record's
-//!   `output_commitment` and its prompt and completion token counts are the record's, see
-//!   [`gonka_inference::result_matches`]; a wrong count is a fault like a wrong answer):
-//!   the validator earns the
+//! - **Match** (the validator's commitment is the revealed answer with the record's prompt
+//!   and completion token counts, see [`gonka_inference::result_matches`]; a wrong count is
+//!   a fault like a wrong answer): the validator earns the
 //!   *validation reward*, the executor keeps its payment and work credit and its clean
 //!   streak grows.
 //! - **Mismatch**: a validation dispute opens, the validator being the accuser (unless the
@@ -61,9 +76,13 @@
 //! `SHA-256("gonka/dispute-committee/v1" ‖ block_hash ‖ id ‖ inference_id)`. With fewer
 //! candidates than seats every candidate sits, minus one if that is even (so 2 candidates
 //! make a committee of 1); with none, the dispute is resolved at once as `undecided`.
-//! Members vote their result (answer hash and token counts) with `MsgVoteDispute` by
-//! `dispute_deadline_blocks` (30); a vote supports the executor when it matches the record
-//! as a validation does. The dispute
+//! Members vote their committed result (as a validation commits it) with `MsgVoteDispute`
+//! by `dispute_deadline_blocks` (30); once the output is revealed (a validation dispute opens
+//! at the reveal; a user or payload dispute asks for it) a vote supports the executor when
+//! it matches the record as a validation does, and before that it counts for neither side.
+//! A member that votes against a decided outcome loses reputation as for a missed deadline,
+//! so noise and blind copies of the revealed answer cost. An output asked for and still
+//! unrevealed at the deadline settles the dispute as `payload_withheld`. The dispute
 //! is decided as soon as one side has `⌊n/2⌋ + 1` votes; otherwise, in the first block
 //! after the deadline, by the majority of the votes cast, a tie (or no vote) being
 //! `undecided`.
@@ -103,7 +122,7 @@
 //! run and restores a tenth of a penalty.
 //!
 //! Queries: `/disputes/dispute`, `/disputes/list`, `/disputes/participant`,
-//! `/disputes/pending`, `/disputes/validation`, `/disputes/stats`, `/disputes/params`.
+//! `/disputes/pending`, `/disputes/reveals_due`, `/disputes/validation`, `/disputes/stats`, `/disputes/params`.
 //! Error codes: [`DisputesError`].
 
 mod errors;
@@ -135,6 +154,10 @@ pub const ESCROW: &str = "disputes_escrow";
 pub mod status {
     /// A validation awaiting its validator.
     pub const PENDING: &str = "pending";
+    /// The validator committed its result; the output reveal is awaited.
+    pub const COMMITTED: &str = "committed";
+    /// The output was never revealed: the transfer agent withheld it (settled against it).
+    pub const OUTPUT_WITHHELD: &str = "output_withheld";
     /// The validator's result matched.
     pub const MATCHED: &str = "matched";
     /// The validator's result differed (a dispute decides).
@@ -172,6 +195,9 @@ pub mod kind {
     pub const USER: &str = "user";
     /// Opened by a validator the transfer agent did not serve the request body.
     pub const PAYLOAD: &str = "payload";
+    /// The output of a record with a committed validation was never revealed: settled at
+    /// once against the transfer agent (no committee: the chain saw it).
+    pub const REVEAL: &str = "reveal";
 }
 
 /// The disputes module.

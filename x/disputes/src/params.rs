@@ -7,7 +7,7 @@ use crate::DisputesError;
 use gonka_sdk::PPM;
 
 /// Defaults: sampling between 1% and 10%, reaching 1% after 20 clean validations;
-/// 20 blocks to validate, 30 to vote; committees of 3; 20% slashed; 1 GNK least deposit;
+/// 20 blocks to validate, 10 to reveal, 30 to vote; committees of 3; 20% slashed; 1 GNK least deposit;
 /// a validation earns the record's cost; jailed after 3 missed deadlines in a row, each
 /// costing 10% reputation.
 pub fn default_params() -> Params {
@@ -24,17 +24,22 @@ pub fn default_params() -> Params {
         jail_after_misses: 3,
         miss_penalty_ppm: 100_000,
         dispute_window_blocks: 600,
+        reveal_deadline_blocks: 10,
     }
 }
 
 /// The last block, counted from a record's own block, in which anything about the record
 /// can still be decided: a user dispute opened at the end of `dispute_window_blocks`, or a
-/// validation dispute opened at its validation deadline (sampled in the next block), plus
-/// the committee's `dispute_deadline_blocks` and the block that settles at the deadline.
+/// validation dispute opened by the reveal of a result committed at its validation deadline
+/// (sampled in the next block), plus the committee's `dispute_deadline_blocks` and the block
+/// that settles at the deadline.
 pub fn challenge_window_blocks(params: &Params) -> u64 {
-    let opened = params
-        .dispute_window_blocks
-        .max(params.validation_deadline_blocks.saturating_add(1));
+    let opened = params.dispute_window_blocks.max(
+        params
+            .validation_deadline_blocks
+            .saturating_add(1)
+            .saturating_add(params.reveal_deadline_blocks),
+    );
     opened
         .saturating_add(params.dispute_deadline_blocks)
         .saturating_add(1)
@@ -48,9 +53,10 @@ pub fn validate_windows(params: &Params, payload_retention_blocks: u64) -> Resul
     let needed = challenge_window_blocks(params);
     if payload_retention_blocks < needed {
         return Err(invalid(format!(
-            "app_state.inference.params.payload_retention_blocks is {payload_retention_blocks} but must be at least {needed}: max(dispute_window_blocks {}, validation_deadline_blocks {} + 1) + dispute_deadline_blocks {} + 1, so every payload outlives every validation and dispute of its record",
+            "app_state.inference.params.payload_retention_blocks is {payload_retention_blocks} but must be at least {needed}: max(dispute_window_blocks {}, validation_deadline_blocks {} + 1 + reveal_deadline_blocks {}) + dispute_deadline_blocks {} + 1, so every payload outlives every validation and dispute of its record",
             params.dispute_window_blocks,
             params.validation_deadline_blocks,
+            params.reveal_deadline_blocks,
             params.dispute_deadline_blocks
         )));
     }
@@ -87,6 +93,7 @@ pub fn validate_params(params: &Params) -> Result<()> {
         ),
         ("dispute_deadline_blocks", params.dispute_deadline_blocks),
         ("dispute_window_blocks", params.dispute_window_blocks),
+        ("reveal_deadline_blocks", params.reveal_deadline_blocks),
         ("jail_after_misses", params.jail_after_misses),
     ];
     for (name, value) in positive {

@@ -41,6 +41,13 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
             })
         })
         .on::<q::Pending>(|r| pending(state, &r.validator, r.pagination.as_ref()))
+        .on::<q::RevealsDue>(|r| {
+            let page = state.reveals_due_page(&r.transfer_agent, r.pagination.as_ref())?;
+            Ok(pb::QueryRevealsDueResponse {
+                reveals: page.items,
+                pagination: page.pagination,
+            })
+        })
         .on::<q::Validation>(|r| {
             let validation = state.validation(&r.inference_id)?.ok_or_else(|| {
                 DisputesError::NotSampled.err(format!(

@@ -2,10 +2,10 @@
 //! messages and the block hooks.
 
 use gonka_bank::{transfer, BankRead, Coin, NATIVE_DENOM};
-use gonka_inference::InferenceRead;
+use gonka_inference::{result_matches, InferenceRead};
 use gonka_proto::disputes::{Dispute, Payout, Vote};
 use gonka_proto::inference::StoredRecord;
-use gonka_sdk::{parse_amount, ErrorCode, Result, SdkError, StateWrite};
+use gonka_sdk::{parse_amount, ErrorCode, Result, SdkError, StateWrite, TxContext};
 use gonka_stake::StakeRead;
 
 use crate::sampling::{committee, committee_seed};
@@ -109,20 +109,81 @@ pub fn note_miss(state: &mut dyn StateWrite, validator: &str) -> Result<()> {
     Ok(())
 }
 
+/// Asks the record's transfer agent to reveal the output of `inference_id` by `deadline`,
+/// unless it is revealed already, its assigned validator has not committed yet (revealing
+/// now would hand it the answer; its commit asks later) or the reveal is asked already.
+pub fn ask_reveal(
+    state: &mut dyn StateWrite,
+    inference_id: &str,
+    transfer_agent: &str,
+    deadline: u64,
+) -> Result<()> {
+    if state.output_reveal(inference_id)?.is_some()
+        || state.reveal_due(transfer_agent, inference_id)?.is_some()
+        || state
+            .validation(inference_id)?
+            .is_some_and(|v| v.status == status::PENDING)
+    {
+        return Ok(());
+    }
+    state.put_reveal_due(transfer_agent, inference_id, deadline);
+    state.emit(events::reveal_requested(
+        transfer_agent,
+        inference_id,
+        deadline,
+    ));
+    Ok(())
+}
+
+/// Opens a dispute of `kind` by validator `accuser` (with its result commitment) on
+/// `stored`, unless the record is under dispute already (which then decides alone; this
+/// accusation is only noted).
+pub fn accuse(
+    state: &mut dyn StateWrite,
+    ctx: &TxContext<'_>,
+    stored: &StoredRecord,
+    kind: &str,
+    accuser: &str,
+    accuser_commitment: Vec<u8>,
+) -> Result<()> {
+    let id = stored
+        .record
+        .as_ref()
+        .map(|r| r.inference_id.as_str())
+        .unwrap_or_default();
+    if state.record_dispute(id)?.is_none() {
+        open(
+            state,
+            ctx.block.height,
+            &ctx.block.block_hash,
+            stored,
+            Opening {
+                kind,
+                accuser,
+                accuser_commitment,
+                deposit: 0,
+            },
+        )?;
+    }
+    Ok(())
+}
+
 /// What opening a dispute needs to know besides the record.
 pub struct Opening<'a> {
-    /// `kind::VALIDATION` or `kind::USER`.
+    /// One of [`kind`].
     pub kind: &'a str,
     /// The mismatching validator or the requester.
     pub accuser: &'a str,
-    /// The validator's result hash (empty for user disputes).
-    pub accuser_hash: Vec<u8>,
+    /// The validator's result commitment (empty for user and payload disputes).
+    pub accuser_commitment: Vec<u8>,
     /// User disputes: the deposit, already moved to escrow.
     pub deposit: u128,
 }
 
-/// Opens a dispute on `stored` at `height`, drawing its committee with `block_hash`. With
-/// no eligible committee member at all it is resolved at once as undecided.
+/// Opens a dispute on `stored` at `height`, drawing its committee with `block_hash`, and asks
+/// for the output reveal its votes are judged by. With no eligible committee member at all
+/// it is resolved at once as undecided; a `reveal` dispute (the output was never revealed)
+/// needs no committee and is resolved at once as withheld.
 pub fn open(
     state: &mut dyn StateWrite,
     height: u64,
@@ -140,7 +201,12 @@ pub fn open(
         stored.transfer_agent.as_str(),
         opening.accuser,
     ];
-    let candidates = active_validators(state, &parties)?;
+    let withheld = opening.kind == kind::REVEAL;
+    let candidates = if withheld {
+        Vec::new()
+    } else {
+        active_validators(state, &parties)?
+    };
     let seed = committee_seed(block_hash, id, &record.inference_id);
     let mut dispute = Dispute {
         id,
@@ -152,7 +218,7 @@ pub fn open(
         model: record.model.clone(),
         transfer_agent: stored.transfer_agent.clone(),
         claimed_hash: record.output_commitment.clone(),
-        accuser_hash: opening.accuser_hash,
+        accuser_commitment: opening.accuser_commitment,
         committee: committee(&seed, candidates, params.committee_size),
         votes: Vec::new(),
         opened_height: height,
@@ -166,25 +232,50 @@ pub fn open(
     };
     state.insert_dispute(&dispute);
     state.emit(events::opened(&dispute));
-    if dispute.committee.is_empty() {
+    if withheld {
+        settle(state, height, &mut dispute, status::PAYLOAD_WITHHELD)?;
+    } else if dispute.committee.is_empty() {
         settle(state, height, &mut dispute, status::UNDECIDED)?;
+    } else {
+        ask_reveal(
+            state,
+            &dispute.inference_id,
+            &dispute.transfer_agent,
+            dispute.deadline_height,
+        )?;
     }
     Ok(dispute)
 }
 
 /// Votes so far: upholding the executor, faulting it, and finding no payload to re-execute.
-fn tally(dispute: &Dispute) -> (usize, usize, usize) {
+/// Before the output is revealed (`revealed` false) committed results count for neither
+/// side.
+fn tally(dispute: &Dispute, revealed: bool) -> (usize, usize, usize) {
     let upholding = dispute.votes.iter().filter(|v| v.supports_executor).count();
     let unavailable = dispute
         .votes
         .iter()
         .filter(|v| v.payload_unavailable)
         .count();
-    (
-        upholding,
-        dispute.votes.len() - upholding - unavailable,
-        unavailable,
-    )
+    let faulting = if revealed {
+        dispute.votes.len() - upholding - unavailable
+    } else {
+        0
+    };
+    (upholding, faulting, unavailable)
+}
+
+/// What a vote says, for the `dispute_vote` event.
+fn vote_side(vote: &Vote, revealed: bool) -> &'static str {
+    if vote.payload_unavailable {
+        "payload_unavailable"
+    } else if !revealed {
+        "pending_reveal"
+    } else if vote.supports_executor {
+        "executor"
+    } else {
+        "accuser"
+    }
 }
 
 /// Whether `vote` sides with `outcome`.
@@ -205,14 +296,54 @@ pub fn add_vote(
     dispute: &mut Dispute,
     vote: Vote,
 ) -> Result<()> {
-    state.emit(events::vote(
-        dispute.id,
-        &vote.voter,
-        vote.supports_executor,
-    ));
     dispute.votes.push(vote);
+    let revealed = judge(state, dispute)?;
+    if let Some(vote) = dispute.votes.last() {
+        state.emit(events::vote(
+            dispute.id,
+            &vote.voter,
+            vote_side(vote, revealed),
+        ));
+    }
+    decide(state, height, dispute, revealed)
+}
+
+/// Judges the votes of an open dispute once the record's output is revealed and settles it
+/// if a side has its majority.
+pub fn judge_votes(state: &mut dyn StateWrite, height: u64, dispute: &mut Dispute) -> Result<()> {
+    let revealed = judge(state, dispute)?;
+    decide(state, height, dispute, revealed)
+}
+
+/// Judges the votes by the record's revealed output, if revealed (returns whether it is): a
+/// committed result supports the executor when it is the revealed answer and token counts
+/// committed under the voter's own address.
+fn judge(state: &dyn StateWrite, dispute: &mut Dispute) -> Result<bool> {
+    let Some(reveal) = state.output_reveal(&dispute.inference_id)? else {
+        return Ok(false);
+    };
+    let record = state
+        .record(&dispute.inference_id)?
+        .and_then(|s| s.record)
+        .unwrap_or_default();
+    let answer = <[u8; 32]>::try_from(reveal.response_hash.as_slice()).unwrap_or_default();
+    for vote in &mut dispute.votes {
+        vote.supports_executor = !vote.payload_unavailable
+            && result_matches(&record, &answer, &vote.voter, &vote.result_commitment);
+    }
+    Ok(true)
+}
+
+/// Settles the dispute if one side has a majority of the whole committee (`⌊n/2⌋ + 1`),
+/// else stores it as it is.
+fn decide(
+    state: &mut dyn StateWrite,
+    height: u64,
+    dispute: &mut Dispute,
+    revealed: bool,
+) -> Result<()> {
     let majority = dispute.committee.len() / 2 + 1;
-    let (upholding, faulting, unavailable) = tally(dispute);
+    let (upholding, faulting, unavailable) = tally(dispute, revealed);
     if upholding >= majority {
         settle(state, height, dispute, status::EXECUTOR_UPHELD)
     } else if faulting >= majority {
@@ -227,6 +358,8 @@ pub fn add_vote(
 
 /// Settles an open dispute whose deadline has passed: members who did not vote miss a
 /// deadline; the majority of the votes cast decides, and a tie (or no vote) is undecided.
+/// An output that was asked for and never revealed makes the record unverifiable: the
+/// transfer agent withheld it.
 pub fn settle_at_deadline(
     state: &mut dyn StateWrite,
     height: u64,
@@ -237,8 +370,12 @@ pub fn settle_at_deadline(
             note_miss(state, &member)?;
         }
     }
-    let (upholding, faulting, unavailable) = tally(dispute);
-    let outcome = if unavailable > upholding.max(faulting) {
+    let revealed = state.output_reveal(&dispute.inference_id)?.is_some();
+    let asked = state
+        .reveal_due(&dispute.transfer_agent, &dispute.inference_id)?
+        .is_some();
+    let (upholding, faulting, unavailable) = tally(dispute, revealed);
+    let outcome = if (!revealed && asked) || unavailable > upholding.max(faulting) {
         status::PAYLOAD_WITHHELD
     } else {
         match upholding.cmp(&faulting) {
@@ -351,6 +488,24 @@ pub fn settle(
         .cloned()
         .collect();
     let mut stats = state.executor_stats(&host)?;
+    if outcome == status::EXECUTOR_UPHELD || outcome == status::EXECUTOR_FAULTED {
+        // A vote against a decided answer is a vote nobody can stand behind: a member that
+        // copied the revealed answer, or committed noise instead of re-executing, loses
+        // reputation like a missed deadline (and is jailed after enough of them).
+        for vote in dispute.votes.clone() {
+            if !sides_with(&vote, outcome) {
+                note_miss(state, &vote.voter)?;
+            }
+        }
+    }
+    // The reveal is no longer waited for by this dispute (a committed validation of the
+    // record still waits for it until its own reveal deadline).
+    let waiting = state
+        .validation(&dispute.inference_id)?
+        .is_some_and(|v| v.status == status::COMMITTED);
+    if !waiting {
+        state.drop_reveal_due(&dispute.transfer_agent, &dispute.inference_id);
+    }
 
     match outcome {
         status::EXECUTOR_FAULTED => {

@@ -1,7 +1,9 @@
 //! Typed access to disputes state; other crates use these traits, never the keys.
 
 use gonka_auth::module_address;
-use gonka_proto::disputes::{Dispute, ExecutorStats, Params, Reputation, Validation};
+use gonka_proto::disputes::{
+    Dispute, ExecutorStats, OutputReveal, Params, Reputation, RevealDue, Validation,
+};
 use gonka_proto::query::page::PageRequest;
 use gonka_sdk::{
     paginate, paginate_proto, Page, Pager, Result, StateRead, StateReadExt, StateWrite,
@@ -29,6 +31,27 @@ pub trait DisputesRead: StateRead {
     /// The validation of a sampled record.
     fn validation(&self, inference_id: &str) -> Result<Option<Validation>> {
         self.get_proto(&keys::validation(inference_id))
+    }
+
+    /// The revealed output opening of a record, once revealed.
+    fn output_reveal(&self, inference_id: &str) -> Result<Option<OutputReveal>> {
+        self.get_proto(&keys::reveal(inference_id))
+    }
+
+    /// The reveal `transfer_agent` owes for record `inference_id`, if the chain waits for it.
+    fn reveal_due(&self, transfer_agent: &str, inference_id: &str) -> Result<Option<RevealDue>> {
+        self.get_proto(&keys::reveal_due(transfer_agent, inference_id))
+    }
+
+    /// One page of the reveals `transfer_agent` owes, ascending by inference id.
+    fn reveals_due_page(
+        &self,
+        transfer_agent: &str,
+        page: Option<&PageRequest>,
+    ) -> Result<Page<RevealDue>> {
+        paginate_proto(self, &keys::reveals_due_of(transfer_agent), page, |_, r| {
+            Ok(Some(r))
+        })
     }
 
     /// A dispute by id.
@@ -136,18 +159,43 @@ pub trait DisputesWrite: StateWrite {
     }
 
     /// Stores a validation and keeps the pending and deadline indexes in step with its
-    /// status.
+    /// status: a pending validation is due by its `deadline_height`, a committed one (waiting
+    /// for the reveal) by its `reveal_deadline_height`.
     fn put_validation(&mut self, v: &Validation) {
         self.put_proto(keys::validation(&v.inference_id), v);
+        let id = v.inference_id.as_bytes().to_vec();
         let pending = keys::pending(&v.validator, &v.inference_id);
         let deadline = keys::validation_deadline(v.deadline_height, &v.inference_id);
+        let reveal_deadline = keys::validation_deadline(v.reveal_deadline_height, &v.inference_id);
+        self.delete_raw(pending.clone());
+        self.delete_raw(deadline.clone());
+        self.delete_raw(reveal_deadline.clone());
         if v.status == status::PENDING {
-            self.put_raw(pending, v.inference_id.as_bytes().to_vec());
-            self.put_raw(deadline, v.inference_id.as_bytes().to_vec());
-        } else {
-            self.delete_raw(pending);
-            self.delete_raw(deadline);
+            self.put_raw(pending, id.clone());
+            self.put_raw(deadline, id);
+        } else if v.status == status::COMMITTED {
+            self.put_raw(reveal_deadline, id);
         }
+    }
+
+    /// Stores a record's revealed output opening; the reveal is no longer due.
+    fn put_output_reveal(&mut self, transfer_agent: &str, reveal: &OutputReveal) {
+        self.put_proto(keys::reveal(&reveal.inference_id), reveal);
+        self.delete_raw(keys::reveal_due(transfer_agent, &reveal.inference_id));
+    }
+
+    /// Notes that `transfer_agent` owes the reveal of `inference_id` by `deadline_height`.
+    fn put_reveal_due(&mut self, transfer_agent: &str, inference_id: &str, deadline_height: u64) {
+        let due = RevealDue {
+            inference_id: inference_id.into(),
+            deadline_height,
+        };
+        self.put_proto(keys::reveal_due(transfer_agent, inference_id), &due);
+    }
+
+    /// The reveal of `inference_id` is no longer waited for.
+    fn drop_reveal_due(&mut self, transfer_agent: &str, inference_id: &str) {
+        self.delete_raw(keys::reveal_due(transfer_agent, inference_id));
     }
 
     /// A fresh dispute id.

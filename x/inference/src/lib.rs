@@ -43,9 +43,9 @@ pub use errors::InferenceError;
 pub use msgs::{validate_model_id, validate_node_id};
 pub use params::{default_params, validate_params};
 pub use signing::{
-    body_hash, inference_id, node_key_proof_bytes, nonce_ok, parse_pubkey, response_hash,
-    result_matches, signature_ok, text_output_commitment, ReceiptTerms, RequestTerms,
-    MAX_NONCE_LEN,
+    body_hash, inference_id, node_key_proof_bytes, nonce_ok, opens, parse_pubkey, response_hash,
+    result_commitment, result_matches, signature_ok, text_output_commitment, ReceiptTerms,
+    RequestTerms, MAX_NONCE_LEN,
 };
 pub use state::{InferenceRead, InferenceWrite};
 

@@ -1,6 +1,7 @@
 //! Disputes messages: one file per message, plus the checks they share.
 
 mod open_dispute;
+mod reveal_output;
 mod submit_validation;
 mod vote_dispute;
 
@@ -13,6 +14,7 @@ pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
     submit_validation::decode(msg)
         .or_else(|| open_dispute::decode(msg))
         .or_else(|| vote_dispute::decode(msg))
+        .or_else(|| reveal_output::decode(msg))
 }
 
 /// An address field, reported under the disputes codespace.
@@ -32,14 +34,9 @@ fn check_inference_id(id: &str) -> Result<()> {
     }
 }
 
-/// A result hash: 32 bytes.
-fn check_result_hash(hash: &[u8]) -> Result<()> {
-    if hash.len() == 32 {
-        Ok(())
-    } else {
-        Err(DisputesError::InvalidMsg.err(format!(
-            "result_hash must be the 32-byte SHA-256 of the response, found {} bytes",
-            hash.len()
-        )))
-    }
+/// A 32-byte hash field (a commitment, a salt or an answer hash).
+fn check_32(field: &str, bytes: &[u8]) -> Result<[u8; 32]> {
+    <[u8; 32]>::try_from(bytes).map_err(|_| {
+        DisputesError::InvalidMsg.err(format!("{field} must be 32 bytes, found {}", bytes.len()))
+    })
 }

@@ -88,7 +88,7 @@ impl Msg for OpenDispute {
             Opening {
                 kind: kind::USER,
                 accuser: &self.msg.requester,
-                accuser_hash: Vec::new(),
+                accuser_commitment: Vec::new(),
                 deposit: self.deposit,
             },
         )?;

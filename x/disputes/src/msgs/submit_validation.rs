@@ -1,14 +1,14 @@
-//! `MsgSubmitValidation`: the assigned validator reports its result hash of a sampled
-//! record. A match pays the validator and counts for the executor; a mismatch opens a
-//! validation dispute (unless the record already has a dispute).
+//! `MsgSubmitValidation`: the assigned validator commits its result of a sampled record
+//! (`gonka/result/v1`, bound to its address), or reports that the transfer agent did not
+//! serve the request body. A committed result is compared once the record's output is
+//! revealed ([`super::reveal_output`]); nobody can copy an answer that is not public yet.
 
-use gonka_inference::{result_matches, InferenceRead};
+use gonka_inference::InferenceRead;
 use gonka_proto::disputes::MsgSubmitValidation;
-use gonka_proto::inference::StoredRecord;
-use gonka_sdk::{Any, ErrorCode, Msg, Result, SdkError, StateWrite, TxContext};
+use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{check_address, check_inference_id, check_result_hash};
-use crate::settle::{self, note_answer, pay_validation_reward, record_cost, Opening};
+use super::{check_32, check_address, check_inference_id};
+use crate::settle::{self, note_answer};
 use crate::{events, kind, status, DisputesError, DisputesRead, DisputesWrite};
 use gonka_sdk::decode_as;
 
@@ -21,7 +21,7 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
         check_address("validator", &msg.validator)?;
         check_inference_id(&msg.inference_id)?;
         if !msg.payload_unavailable {
-            check_result_hash(&msg.result_hash)?;
+            check_32("result_commitment", &msg.result_commitment)?;
         }
         Ok(Box::new(SubmitValidation(msg)) as Box<dyn Msg>)
     })
@@ -51,7 +51,9 @@ impl Msg for SubmitValidation {
                 validation.validator, msg.validator
             )));
         }
-        if validation.status == status::MATCHED || validation.status == status::MISMATCHED {
+        if [status::COMMITTED, status::MATCHED, status::MISMATCHED]
+            .contains(&validation.status.as_str())
+        {
             return Err(DisputesError::AlreadyValidated.err(format!(
                 "the validation of {id} was already submitted ({}); expected status pending",
                 validation.status
@@ -63,18 +65,14 @@ impl Msg for SubmitValidation {
                 validation.deadline_height
             )));
         }
-        let record = stored.record.as_ref().ok_or_else(|| {
-            SdkError::Internal.err(format!("stored record {id} carries no record"))
-        })?;
         note_answer(state, &msg.validator)?;
-        validation.result_hash = msg.result_hash.clone();
         if msg.payload_unavailable {
             // Not the validator's fault and not evidence against the executor: a committee
             // tries the transfer agent too and decides whether it withheld the body.
             validation.status = status::PAYLOAD_UNAVAILABLE.into();
             state.put_validation(&validation);
             state.emit(events::submitted(&validation, "payload_unavailable", 0));
-            accuse(
+            settle::accuse(
                 state,
                 ctx,
                 &stored,
@@ -82,66 +80,21 @@ impl Msg for SubmitValidation {
                 &msg.validator,
                 Vec::new(),
             )?;
-        } else if result_matches(
-            record,
-            &msg.result_hash,
-            msg.prompt_tokens,
-            msg.completion_tokens,
-        ) {
-            let reward = pay_validation_reward(state, &msg.validator, record_cost(&stored)?)?;
-            validation.status = status::MATCHED.into();
-            validation.reward = reward.to_string();
-            let mut stats = state.executor_stats(&validation.executor_host)?;
-            stats.passed += 1;
-            stats.clean_streak += 1;
-            state.put_executor_stats(&stats);
-            state.put_validation(&validation);
-            state.emit(events::submitted(&validation, "match", reward));
         } else {
-            validation.status = status::MISMATCHED.into();
+            let params = state.disputes_params()?;
+            validation.status = status::COMMITTED.into();
+            validation.result_commitment = msg.result_commitment.clone();
+            validation.reveal_deadline_height =
+                height.saturating_add(params.reveal_deadline_blocks);
             state.put_validation(&validation);
-            state.emit(events::submitted(&validation, "mismatch", 0));
-            accuse(
+            state.emit(events::submitted(&validation, "committed", 0));
+            settle::ask_reveal(
                 state,
-                ctx,
-                &stored,
-                kind::VALIDATION,
-                &msg.validator,
-                msg.result_hash.clone(),
+                id,
+                &stored.transfer_agent,
+                validation.reveal_deadline_height,
             )?;
         }
         Ok(())
     }
-}
-
-/// Opens a dispute of `kind` by validator `accuser` on `stored`, unless the record is under
-/// dispute already (which then decides alone; this accusation is only noted).
-fn accuse(
-    state: &mut dyn StateWrite,
-    ctx: &TxContext<'_>,
-    stored: &StoredRecord,
-    kind: &str,
-    accuser: &str,
-    accuser_hash: Vec<u8>,
-) -> Result<()> {
-    let id = stored
-        .record
-        .as_ref()
-        .map(|r| r.inference_id.as_str())
-        .unwrap_or_default();
-    if state.record_dispute(id)?.is_none() {
-        settle::open(
-            state,
-            ctx.block.height,
-            &ctx.block.block_hash,
-            stored,
-            Opening {
-                kind,
-                accuser,
-                accuser_hash,
-                deposit: 0,
-            },
-        )?;
-    }
-    Ok(())
 }

@@ -1,12 +1,12 @@
-//! `MsgVoteDispute`: a committee member reports its own result of the disputed record (the
-//! hash of its answer and the token counts it found); it supports the executor when that
-//! result is what the executor committed to ([`gonka_inference::result_matches`]).
+//! `MsgVoteDispute`: a committee member commits its own result of the disputed record
+//! (`gonka/result/v1`, like a validation) or reports that it could not get the request body.
+//! A committed vote supports the executor when it is the record's revealed answer and token
+//! counts; until the output is revealed it is not counted for either side.
 
-use gonka_inference::{result_matches, InferenceRead};
 use gonka_proto::disputes::{MsgVoteDispute, Vote};
-use gonka_sdk::{Any, ErrorCode, Msg, Result, SdkError, StateWrite, TxContext};
+use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{check_address, check_result_hash};
+use super::{check_32, check_address};
 use crate::settle::{add_vote, note_answer};
 use crate::{status, DisputesError, DisputesRead};
 use gonka_sdk::decode_as;
@@ -19,7 +19,7 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
         let msg = msg?;
         check_address("voter", &msg.voter)?;
         if !msg.payload_unavailable {
-            check_result_hash(&msg.result_hash)?;
+            check_32("result_commitment", &msg.result_commitment)?;
         }
         Ok(Box::new(VoteDispute(msg)) as Box<dyn Msg>)
     })
@@ -55,24 +55,15 @@ impl Msg for VoteDispute {
                 msg.voter, earlier.height
             )));
         }
-        let stored = state.record(&dispute.inference_id)?.ok_or_else(|| {
-            SdkError::Internal.err(format!(
-                "dispute {id} names record {}, which is not stored",
-                dispute.inference_id
-            ))
-        })?;
-        let record = stored.record.unwrap_or_default();
         note_answer(state, &msg.voter)?;
         let vote = Vote {
             voter: msg.voter.clone(),
-            result_hash: msg.result_hash.clone(),
-            supports_executor: !msg.payload_unavailable
-                && result_matches(
-                    &record,
-                    &msg.result_hash,
-                    msg.prompt_tokens,
-                    msg.completion_tokens,
-                ),
+            result_commitment: if msg.payload_unavailable {
+                Vec::new()
+            } else {
+                msg.result_commitment.clone()
+            },
+            supports_executor: false,
             payload_unavailable: msg.payload_unavailable,
             height: ctx.block.height,
         };

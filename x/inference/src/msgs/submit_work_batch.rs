@@ -207,7 +207,6 @@ impl Judge<'_> {
         let request_hash = hash_32(index, "request_hash", &record.request_hash)?;
         let body_hash = hash_32(index, "prompt_hash", &record.prompt_hash)?;
         let output_commitment = hash_32(index, "output_commitment", &record.output_commitment)?;
-        hash_32(index, "output_salt", &record.output_salt)?;
         let id = &record.inference_id;
         let expected_id = inference_id(&request_hash);
         if *id != expected_id {
