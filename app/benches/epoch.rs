@@ -68,6 +68,7 @@ fn genesis(participants: usize) -> serde_json::Value {
             min_stake: "1000".into(),
             ..gonka_stake::default_params()
         }),
+        disputes_params: Some(gonka_app::genesis::quick_disputes_params()),
         rewards_params: Some(rewards::Params {
             initial_emission: "323000000000000".into(),
             decay_ppb: 474_970,

@@ -1,12 +1,25 @@
 //! Building genesis `app_state`, the JSON CometBFT's genesis.json carries for `InitChain`.
 
 use gonka_proto::gas::GasPrice;
-use gonka_proto::{auth, bank, epochs, inference, rewards, stake};
+use gonka_proto::{auth, bank, disputes, epochs, inference, rewards, stake};
 
 /// Share of each epoch's rewards a chain built from [`GenesisConfig`] sends to the
 /// validation pool when no rewards parameters are given: 5%, which pays the re-execution of
 /// the 1% to 10% of work records the disputes module samples, at the records' own price.
 pub const DEFAULT_VALIDATION_SHARE_PPM: u64 = 50_000;
+
+/// Disputes parameters for short-lived test networks: the default sampling, rewards and
+/// penalties, with an 8-block challenge window (2 blocks to validate, 1 to reveal, 3 to vote,
+/// user disputes within 3 blocks), which fits an unbonding as short as 8 blocks.
+pub fn quick_disputes_params() -> disputes::Params {
+    disputes::Params {
+        validation_deadline_blocks: 2,
+        reveal_deadline_blocks: 1,
+        dispute_deadline_blocks: 3,
+        dispute_window_blocks: 3,
+        ..gonka_disputes::default_params()
+    }
+}
 
 /// One funded genesis account.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +62,9 @@ pub struct GenesisConfig {
     pub rewards_params: Option<rewards::Params>,
     /// Models ML nodes may serve, with their prices.
     pub models: Vec<inference::Model>,
+    /// Disputes parameters (`None`: defaults). Their challenge window must fit in
+    /// `unbonding_epochs × epoch_length` (genesis refuses it otherwise).
+    pub disputes_params: Option<disputes::Params>,
 }
 
 impl GenesisConfig {
@@ -113,12 +129,16 @@ impl GenesisConfig {
             models: self.models.clone(),
             ..Default::default()
         };
+        let disputes = disputes::GenesisState {
+            params: self.disputes_params.clone(),
+        };
         serde_json::json!({
             gonka_auth::NAME: auth,
             gonka_bank::NAME: bank,
             gonka_epochs::NAME: epochs,
             gonka_stake::NAME: stake,
             gonka_inference::NAME: inference,
+            gonka_disputes::NAME: disputes,
             gonka_rewards::NAME: rewards,
         })
     }

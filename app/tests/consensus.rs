@@ -59,11 +59,12 @@ fn golden_app_hash() {
     // + inference genesis (its parameters are stored even when genesis has no section);
     // + disputes genesis (its parameters likewise); + gas: auth parameters carry the minimum
     // gas price and the gas costs instead of a flat minimum fee (every tx still pays 1,000);
-    // + the disputes parameter reveal_deadline_blocks (commit, then reveal).
+    // + the disputes parameter reveal_deadline_blocks (commit, then reveal); + a 7-epoch
+    // default unbonding (longer than the default challenge window).
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "ec019395ec99109afb9c8bf3148c31a7089f737ed4622d41b2e8d96f8f456d84";
+const GOLDEN: &str = "59a40a29285ca45970ef51e84ceac9c085439023bb1262b119c07b9215ed6d52";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

@@ -914,7 +914,8 @@ fn random_run(seed: u64, stats: &mut BTreeMap<&'static str, u64>) {
     setup.stake.min_stake = "1000000".into();
     setup.stake.stake_weight_ppm = rng.range(0, 1_000_000);
     setup.stake.max_power_share_ppm = *rng.pick(&[250_000, 300_000, 500_000, 1_000_000]);
-    setup.stake.unbonding_epochs = rng.range(0, 3);
+    // At least the 8 blocks of the disputes' challenge window (genesis requires it).
+    setup.stake.unbonding_epochs = rng.range(4, 7);
     setup.stake.jail_epochs = rng.range(0, 2);
     for participant in &mut setup.participants {
         participant.1 = u128::from(rng.range(1_000_000, 20_000_000));

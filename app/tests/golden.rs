@@ -34,7 +34,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "dfaf7f84f2a650039dab4ae984eedd966eb2242c5442135800a043b16d45172b";
+const GOLDEN: &str = "be4c5f47b87bda97c4bb921fd6c35ebb5398e41d406a0f2205f215be481a4497";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;
@@ -56,14 +56,14 @@ fn world() -> World {
         max_sample_ppm: 1_000_000,
         decay_validations: 20,
         validation_deadline_blocks: 2,
-        dispute_deadline_blocks: 20,
+        dispute_deadline_blocks: 3,
         committee_size: 3,
         slash_fraction_ppm: 200_000,
         min_deposit: MIN_DEPOSIT.to_string(),
         validation_reward_ppm: 1_000_000,
         jail_after_misses: 1,
         miss_penalty_ppm: 100_000,
-        dispute_window_blocks: 100,
+        dispute_window_blocks: 5,
         reveal_deadline_blocks: 2,
     };
     World::with_modules(setup, gonka_app::modules::all(), |state| {

@@ -59,6 +59,12 @@ fn genesis(
             decay_ppb: 474_970,
             validation_share_ppm: gonka_app::genesis::DEFAULT_VALIDATION_SHARE_PPM,
         }),
+        // User disputes within 100 blocks (about 100 s): the 131-block challenge window
+        // fits the default 7-epoch unbonding (140 blocks), as genesis requires.
+        disputes_params: Some(gonka_proto::disputes::Params {
+            dispute_window_blocks: 100,
+            ..gonka_disputes::default_params()
+        }),
         ..Default::default()
     };
     for key in keys {

@@ -131,11 +131,21 @@ pub fn test_requester() -> gonka_client::Key {
 /// or 64 when absent, are the signed terms) for [`TEST_TRANSFER_AGENT`] with `nonce`, as a
 /// transfer agent forwards them to an ML node; and the request hash the node must compute.
 pub fn signed_request(body: &[u8], nonce: &str) -> (Vec<(&'static str, String)>, [u8; 32]) {
+    signed_request_at(body, nonce, gonka_client::unix_now())
+}
+
+/// [`signed_request`] signed at `timestamp` (unix seconds), for tests that must compute the
+/// same request hash twice across a second boundary.
+pub fn signed_request_at(
+    body: &[u8],
+    nonce: &str,
+    timestamp: u64,
+) -> (Vec<(&'static str, String)>, [u8; 32]) {
     let fields: Value = serde_json::from_slice(body).expect("a JSON test body");
     let terms = gonka_client::request::RequestTerms {
         chain_id: String::new(),
         body_hash: gonka_client::request::body_hash(body),
-        timestamp: gonka_client::unix_now(),
+        timestamp,
         nonce: nonce.to_string(),
         commission: 0,
         transfer_agent: TEST_TRANSFER_AGENT.to_string(),

@@ -99,6 +99,8 @@ fn genesis(keys: &[GenesisValidatorKey]) -> serde_json::Value {
         min_gas_price: Some(crate::support::min_gas_price()),
         epoch_length: Some(EPOCH_LENGTH),
         stake_params: Some(stake_params()),
+        // A challenge window within the one-epoch unbonding (genesis requires it).
+        disputes_params: Some(gonka_app::genesis::quick_disputes_params()),
         ..Default::default()
     };
     stake_validators(&mut config, keys, GENESIS_BOND);

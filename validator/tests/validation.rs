@@ -153,9 +153,10 @@ async fn start_node(cheat_fraction: f64, key_byte: u8) -> SocketAddr {
     addr
 }
 
-/// The content and receipt of a plain answer to `body` signed with `nonce`.
-async fn complete(addr: SocketAddr, body: &[u8], nonce: &str) -> (String, Receipt) {
-    let (headers, _) = signed_request(body, nonce);
+/// The content and receipt of a plain answer to `body` signed with `nonce` at `at` (unix
+/// seconds: one instant per test, so a request's hash is the same every time it is signed).
+async fn complete(addr: SocketAddr, body: &[u8], nonce: &str, at: u64) -> (String, Receipt) {
+    let (headers, _) = signed_request_at(body, nonce, at);
     let resp = http_request(addr, "POST", "/v1/chat/completions", &headers, body).await;
     assert_eq!(resp.status, 200, "body: {}", resp.body);
     let receipt = Receipt::from_header(resp.header(HEADER_RECEIPT).unwrap()).unwrap();
@@ -166,13 +167,13 @@ async fn complete(addr: SocketAddr, body: &[u8], nonce: &str) -> (String, Receip
     (content, receipt)
 }
 
-/// A nonce whose signed request of `body` the cheat selects (`selected`) or spares, and
-/// that request's hash.
-fn nonce_where(body: &[u8], selected: bool) -> (String, [u8; 32]) {
+/// A nonce whose request of `body` signed at `at` the cheat selects (`selected`) or spares,
+/// and that request's hash.
+fn nonce_where(body: &[u8], selected: bool, at: u64) -> (String, [u8; 32]) {
     (0..)
         .map(|i| format!("n-{i}"))
         .map(|nonce| {
-            let (_, hash) = signed_request(body, &nonce);
+            let (_, hash) = signed_request_at(body, &nonce, at);
             (nonce, hash)
         })
         .find(|(_, hash)| cheat::selects(0.5, hash) == selected)
@@ -187,11 +188,12 @@ async fn a_cheating_node_signs_wrong_answers_that_a_validator_catches() {
         .unwrap()
         .verifying_key()
         .to_encoded_point(true);
-    let (selected_nonce, selected) = nonce_where(BODY, true);
-    let (spared_nonce, _) = nonce_where(BODY, false);
+    let at = now();
+    let (selected_nonce, selected) = nonce_where(BODY, true, at);
+    let (spared_nonce, _) = nonce_where(BODY, false, at);
 
-    let (truth, _) = complete(honest, BODY, &selected_nonce).await;
-    let (wrong, receipt) = complete(cheater, BODY, &selected_nonce).await;
+    let (truth, _) = complete(honest, BODY, &selected_nonce, at).await;
+    let (wrong, receipt) = complete(cheater, BODY, &selected_nonce, at).await;
     assert_ne!(
         wrong, truth,
         "a selected request gets a different completion"
@@ -201,8 +203,8 @@ async fn a_cheating_node_signs_wrong_answers_that_a_validator_catches() {
         .expect("the wrong answer carries a receipt that verifies");
     assert!(receipt.commits_to(&wrong));
 
-    let (spared_truth, _) = complete(honest, BODY, &spared_nonce).await;
-    let (spared_answer, _) = complete(cheater, BODY, &spared_nonce).await;
+    let (spared_truth, _) = complete(honest, BODY, &spared_nonce, at).await;
+    let (spared_answer, _) = complete(cheater, BODY, &spared_nonce, at).await;
     assert_eq!(
         spared_answer, spared_truth,
         "unselected requests are answered honestly"
@@ -212,8 +214,8 @@ async fn a_cheating_node_signs_wrong_answers_that_a_validator_catches() {
     let mut streamed: serde_json::Value = serde_json::from_slice(BODY).unwrap();
     streamed["stream"] = json!(true);
     let streamed = streamed.to_string();
-    let (streamed_nonce, _) = nonce_where(streamed.as_bytes(), true);
-    let (headers, _) = signed_request(streamed.as_bytes(), &streamed_nonce);
+    let (streamed_nonce, _) = nonce_where(streamed.as_bytes(), true, at);
+    let (headers, _) = signed_request_at(streamed.as_bytes(), &streamed_nonce, at);
     let resp = http_request(
         cheater,
         "POST",

@@ -16,7 +16,7 @@ use gonka_client::tx::{
 use gonka_client::{sign, SignerData};
 use gonka_proto::inference::WorkRecord;
 use gonka_proto::stake::{MsgStake, MsgUnjail, MsgUnstake, Participant, UnbondingEntry};
-use gonka_proto::{auth, bank, rewards, stake};
+use gonka_proto::{auth, bank, disputes, rewards, stake};
 use gonka_rewards::RewardsParams;
 use gonka_sdk::{Any, ErrorCode, Module, Msg, Result, SdkError, StateRead, StateWrite, TxContext};
 use k256::ecdsa::SigningKey;
@@ -257,12 +257,15 @@ pub struct Setup {
     pub participants: Vec<(String, u128)>,
     /// `(label, liquid ngnk)` besides the participants, which get `FUNDS` each.
     pub accounts: Vec<(String, u128)>,
+    /// The disputes section (a test's `edit` may still replace it).
+    pub disputes: disputes::Params,
 }
 
 impl Setup {
     /// `n` participants `p0..` bonding `stake` each; 5-block epochs; min stake 1,000 ngnk;
     /// 2 unbonding and 2 jail epochs; 10% stake weight; 30% cap; 1,000,000 ngnk per epoch
-    /// without decay; the oracle, alice and bob funded.
+    /// without decay; the oracle, alice and bob funded; disputes with
+    /// [`gonka_app::genesis::quick_disputes_params`] (their challenge window fits the unbonding).
     pub fn new(n: usize, stake: u128) -> Setup {
         Setup {
             epoch_length: 5,
@@ -283,6 +286,7 @@ impl Setup {
                 .into_iter()
                 .map(|l| (l.to_string(), FUNDS))
                 .collect(),
+            disputes: gonka_app::genesis::quick_disputes_params(),
         }
     }
 
@@ -317,6 +321,7 @@ impl Setup {
             stake_params: Some(self.stake.clone()),
             rewards_params: Some(self.rewards.clone()),
             models: Vec::new(),
+            disputes_params: Some(self.disputes.clone()),
         }
         .app_state()
     }

@@ -5,7 +5,9 @@
 use gonka_proto::disputes::GenesisState;
 use gonka_sdk::{Genesis, HookOutput, Result, StateRead, StateWrite};
 
+use gonka_epochs::EpochsRead;
 use gonka_inference::InferenceRead;
+use gonka_stake::StakeRead;
 
 use crate::params::validate_windows;
 use crate::{default_params, validate_params, Disputes, DisputesRead, DisputesWrite, NAME};
@@ -22,8 +24,14 @@ impl Genesis for Disputes {
     ) -> Result<HookOutput> {
         let params = genesis.params.unwrap_or_else(default_params);
         validate_params(&params)?;
-        // x/inference's genesis ran before this one (app/src/modules.rs).
-        validate_windows(&params, state.inference_params()?.payload_retention_blocks)?;
+        // x/epochs', x/stake's and x/inference's genesis ran before this one
+        // (app/src/modules.rs).
+        validate_windows(
+            &params,
+            state.inference_params()?.payload_retention_blocks,
+            state.stake_params()?.unbonding_epochs,
+            state.epochs_params()?.epoch_length,
+        )?;
         state.put_disputes_params(&params);
         Ok(HookOutput::default())
     }

@@ -45,12 +45,28 @@ pub fn challenge_window_blocks(params: &Params) -> u64 {
         .saturating_add(1)
 }
 
-/// Genesis consistency of the time windows across modules: transfer agents must keep a
-/// record's payload (`payload_retention_blocks` of x/inference) as long as anyone may be
-/// asked to re-execute it ([`challenge_window_blocks`]), so no validator or committee member
-/// is ever assigned a request body that may already be gone.
-pub fn validate_windows(params: &Params, payload_retention_blocks: u64) -> Result<()> {
+/// Genesis consistency of the time windows across modules, against the challenge window
+/// ([`challenge_window_blocks`]):
+/// - transfer agents must keep a record's payload (`payload_retention_blocks` of
+///   x/inference) as long as anyone may be asked to re-execute it, so no validator or
+///   committee member is ever assigned a request body that may already be gone;
+/// - stake must stay at risk as long as work can be challenged: a participant that starts
+///   unbonding right after its work is paid out at the end of the epoch `unbonding_epochs`
+///   later, at least `unbonding_epochs × epoch_length` blocks on, and every dispute of that
+///   work must be settled (and its slash taken from the unbonding entry) by then.
+pub fn validate_windows(
+    params: &Params,
+    payload_retention_blocks: u64,
+    unbonding_epochs: u64,
+    epoch_length: u64,
+) -> Result<()> {
     let needed = challenge_window_blocks(params);
+    let unbonding_blocks = unbonding_epochs.saturating_mul(epoch_length);
+    if unbonding_blocks < needed {
+        return Err(invalid(format!(
+            "app_state.stake.params.unbonding_epochs {unbonding_epochs} × app_state.epochs.params.epoch_length {epoch_length} is {unbonding_blocks} blocks but must be at least the {needed}-block challenge window of the disputes parameters, so stake unbonded right after some work is still there to slash when a dispute of it settles; raise unbonding_epochs or shorten the disputes windows"
+        )));
+    }
     if payload_retention_blocks < needed {
         return Err(invalid(format!(
             "app_state.inference.params.payload_retention_blocks is {payload_retention_blocks} but must be at least {needed}: max(dispute_window_blocks {}, validation_deadline_blocks {} + 1 + reveal_deadline_blocks {}) + dispute_deadline_blocks {} + 1, so every payload outlives every validation and dispute of its record",

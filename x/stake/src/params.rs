@@ -6,11 +6,13 @@ use gonka_sdk::{parse_amount, ErrorCode, Result};
 use crate::StakeError;
 use gonka_sdk::PPM;
 
-/// Defaults: 100 GNK minimum, 2 unbonding epochs, 10% stake weight, 30% cap, 2 jail epochs.
+/// Defaults: 100 GNK minimum, 7 unbonding epochs (with the default 100-block epochs, longer
+/// than the default disputes' 631-block challenge window, as genesis requires), 10% stake
+/// weight, 30% cap, 2 jail epochs.
 pub fn default_params() -> Params {
     Params {
         min_stake: "100000000000".into(),
-        unbonding_epochs: 2,
+        unbonding_epochs: 7,
         stake_weight_ppm: 100_000,
         max_power_share_ppm: 300_000,
         jail_epochs: 2,
