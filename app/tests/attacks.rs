@@ -1191,6 +1191,48 @@ fn an_output_the_ta_never_reveals_is_settled_against_the_ta() {
     assert_failed(w.block(vec![tx]).result(0), "disputes", 18, "nothing waits");
 }
 
+/// Hole 4: a host that unbonds right after faking work must still have that stake when the
+/// dispute of the work settles. Genesis refuses an unbonding (`unbonding_epochs ×
+/// epoch_length` blocks) shorter than the disputes' challenge window.
+#[test]
+fn genesis_refuses_an_unbonding_shorter_than_the_challenge_window() {
+    use gonka_sdk::GenesisJson;
+    let dir = state_dir();
+    let store = gonka_store::Store::open(&dir.path().join("state.redb")).unwrap();
+    // The default disputes windows: a 631-block challenge window.
+    let window = gonka_disputes::challenge_window_blocks(&gonka_disputes::default_params());
+    assert_eq!(window, 631);
+    for (unbonding_epochs, accepted) in [(6, false), (7, true)] {
+        let mut state = gonka_sdk::Delta::new(&store);
+        gonka_epochs::Epochs
+            .init_genesis_json(&mut state, Some(&json!({"params": {"epoch_length": 100}})))
+            .unwrap();
+        let stake = json!({"params": {"min_stake": "1", "unbonding_epochs": unbonding_epochs,
+            "stake_weight_ppm": 100000, "max_power_share_ppm": 300000, "jail_epochs": 2}});
+        gonka_stake::Stake
+            .init_genesis_json(&mut state, Some(&stake))
+            .unwrap();
+        gonka_inference::Inference
+            .init_genesis_json(&mut state, None)
+            .unwrap();
+        let result = gonka_disputes::Disputes.init_genesis_json(&mut state, None);
+        match (result, accepted) {
+            (Ok(_), true) => {}
+            (Err(e), false) => {
+                assert_eq!((e.codespace, e.code), ("disputes", 2), "{}", e.log);
+                assert!(
+                    e.log.contains(
+                        "is 600 blocks but must be at least the 631-block challenge window"
+                    ),
+                    "{}",
+                    e.log
+                );
+            }
+            (other, _) => panic!("unbonding_epochs {unbonding_epochs}: {other:?}"),
+        }
+    }
+}
+
 /// Hole 5: genesis refuses time windows under which a payload may be pruned while someone can
 /// still be asked to re-execute it.
 #[test]
