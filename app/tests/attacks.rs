@@ -642,28 +642,8 @@ fn inflated_token_counts_lose_the_validation() {
     assert_eq!(dispute.inference_id, id);
 
     // The committee re-executes too and reports the same true counts.
-    let votes: Vec<Vec<u8>> = dispute
-        .committee
-        .iter()
-        .map(|member| {
-            w.tx(
-                label_of(member),
-                vec![msg_vote_dispute(member, 0, &re_execution)],
-            )
-        })
-        .collect();
-    let block = w.block(votes);
-    let deciding = dispute.committee.len() / 2;
-    assert_eq!(
-        block.result(deciding).code,
-        0,
-        "{}",
-        block.result(deciding).log
-    );
-    assert_eq!(
-        tx_events(block.result(deciding), "dispute_resolved")[0]["outcome"],
-        "executor_faulted"
-    );
+    let outcome = committee_decides(&mut w, 0, |m| msg_vote_dispute(m, 0, &re_execution));
+    assert_eq!(outcome, "executor_faulted");
     assert_eq!(
         w.balance_of("alice"),
         alice,
@@ -769,6 +749,16 @@ fn label_of(address: &str) -> &'static str {
         .unwrap()
 }
 
+/// The deadlines `address` missed, as its reputation counts them.
+fn missed(w: &World, address: &str) -> u64 {
+    w.query::<q::disputes::Stats>(dpb::QueryStatsRequest {
+        address: address.into(),
+    })
+    .reputation
+    .unwrap()
+    .missed
+}
+
 /// Settles `record` through `TA` and lets the next block sample it; returns its id and its
 /// assigned validator.
 fn settle_and_sample(w: &mut World, record: &WorkRecord) -> (String, String) {
@@ -819,18 +809,8 @@ fn a_withholding_transfer_agent_is_penalized_and_no_validator_is() {
         !dispute.committee.contains(&addr(TA)),
         "the accused TA does not judge itself"
     );
-    let votes: Vec<Vec<u8>> = dispute
-        .committee
-        .iter()
-        .map(|m| w.tx(label_of(m), vec![msg_vote_payload_unavailable(m, 0)]))
-        .collect();
-    let block = w.block(votes);
-    let last = dispute.committee.len() / 2;
-    assert_eq!(block.result(last).code, 0, "{}", block.result(last).log);
-    assert_eq!(
-        tx_events(block.result(last), "dispute_resolved")[0]["outcome"],
-        "payload_withheld"
-    );
+    let outcome = committee_decides(&mut w, 0, |m| msg_vote_payload_unavailable(m, 0));
+    assert_eq!(outcome, "payload_withheld");
     let cost = cost((100, 50)) as u128;
     assert_eq!(
         w.balance_of("alice"),
@@ -845,14 +825,9 @@ fn a_withholding_transfer_agent_is_penalized_and_no_validator_is() {
     assert_eq!(w.bonded("p0"), BOND, "the executor is not slashed");
     assert_eq!(work_of(&w, "p0"), 0, "unverifiable work earns no credit");
     for member in std::iter::once(&validator).chain(&dispute.committee) {
-        let stats = w
-            .query::<q::disputes::Stats>(dpb::QueryStatsRequest {
-                address: member.to_string(),
-            })
-            .reputation
-            .unwrap();
         assert_eq!(
-            stats.missed, 0,
+            missed(&w, member),
+            0,
             "{member} is not blamed for the missing body"
         );
         assert_eq!(w.bonded(label_of(member)), BOND, "{member} keeps its stake");
@@ -873,35 +848,21 @@ fn a_false_unavailability_report_only_costs_the_reporter() {
         vec![msg_report_payload_unavailable(&validator, &id)],
     );
     assert_eq!(w.block(vec![tx]).result(0).code, 0);
-    let dispute = w
-        .query::<q::disputes::Dispute>(dpb::QueryDisputeRequest { id: 0 })
-        .dispute
-        .unwrap();
+    assert_eq!(dispute_of(&w, 0).kind, "payload");
     let truth_found = found(truth("served"), (100, 50));
     // The TA reveals the output the dispute asked for, then the committee votes.
     let tx = w.tx(TA, vec![reveal_msg(TA, &record)]);
     assert_eq!(w.block(vec![tx]).result(0).code, 0);
-    let votes: Vec<Vec<u8>> = dispute
-        .committee
-        .iter()
-        .map(|m| w.tx(label_of(m), vec![msg_vote_dispute(m, 0, &truth_found)]))
-        .collect();
-    let block = w.block(votes);
-    let deciding = dispute.committee.len() / 2;
-    assert_eq!(
-        tx_events(block.result(deciding), "dispute_resolved")[0]["outcome"],
-        "executor_upheld"
-    );
+    let outcome = committee_decides(&mut w, 0, |m| msg_vote_dispute(m, 0, &truth_found));
+    assert_eq!(outcome, "executor_upheld");
     assert_eq!(w.bonded(TA), BOND, "the TA that served is not slashed");
     assert_eq!(w.bonded("p0"), BOND);
     assert_eq!(work_of(&w, "p0"), 150, "the verified work keeps its credit");
-    let stats = w
-        .query::<q::disputes::Stats>(dpb::QueryStatsRequest {
-            address: validator.clone(),
-        })
-        .reputation
-        .unwrap();
-    assert_eq!(stats.missed, 1, "the false report counts as a miss");
+    assert_eq!(
+        missed(&w, &validator),
+        1,
+        "the false report counts as a miss"
+    );
 }
 
 /// Hole 5: disputes have an age limit, so nobody can accuse a record whose body the TA was
@@ -964,6 +925,20 @@ fn an_undecided_user_dispute_costs_half_the_deposit() {
 // Lazy validation (hole 3): the record carries only the executor's salted commitment; a
 // validator (or committee member) commits its own result, bound to its address, before the
 // transfer agent reveals the salt and answer; then the chain compares.
+
+/// Every member of dispute `id` sends `vote(member)`, all in one block; returns the outcome
+/// the majority-making vote settled.
+fn committee_decides(w: &mut World, id: u64, vote: impl Fn(&str) -> Any) -> String {
+    let committee = dispute_of(w, id).committee;
+    let votes: Vec<Vec<u8>> = committee
+        .iter()
+        .map(|m| w.tx(label_of(m), vec![vote(m)]))
+        .collect();
+    let block = w.block(votes);
+    let deciding = block.result(committee.len() / 2);
+    assert_eq!(deciding.code, 0, "{}", deciding.log);
+    tx_events(deciding, "dispute_resolved")[0]["outcome"].clone()
+}
 
 /// The validation of record `id`.
 fn validation_of(w: &World, id: &str) -> dpb::Validation {
@@ -1028,19 +1003,10 @@ fn a_lazy_validator_cannot_match_without_re_executing() {
         tx_events(block.result(0), "validation_submitted")[0]["outcome"],
         "mismatch"
     );
-    let dispute = dispute_of(&w, 0);
+    assert_eq!(dispute_of(&w, 0).accuser, validator);
     let truth_found = found(truth("lazy"), (100, 50));
-    let votes: Vec<Vec<u8>> = dispute
-        .committee
-        .iter()
-        .map(|m| w.tx(label_of(m), vec![msg_vote_dispute(m, 0, &truth_found)]))
-        .collect();
-    let block = w.block(votes);
-    let deciding = dispute.committee.len() / 2;
-    assert_eq!(
-        tx_events(block.result(deciding), "dispute_resolved")[0]["outcome"],
-        "executor_upheld"
-    );
+    let outcome = committee_decides(&mut w, 0, |m| msg_vote_dispute(m, 0, &truth_found));
+    assert_eq!(outcome, "executor_upheld");
     assert_eq!(
         w.bonded(lazy),
         BOND - BOND / 5,
@@ -1119,23 +1085,12 @@ fn a_copied_vote_supports_nobody_and_costs_the_copier() {
         copier_before - FEE,
         "the copier earns no validation reward"
     );
-    let reputation = w
-        .query::<q::disputes::Stats>(dpb::QueryStatsRequest {
-            address: copier.clone(),
-        })
-        .reputation
-        .unwrap();
     assert_eq!(
-        reputation.missed, 1,
+        missed(&w, copier),
+        1,
         "a vote against the decision counts as a miss"
     );
-    let honest_reputation = w
-        .query::<q::disputes::Stats>(dpb::QueryStatsRequest {
-            address: honest_member.clone(),
-        })
-        .reputation
-        .unwrap();
-    assert_eq!(honest_reputation.missed, 0);
+    assert_eq!(missed(&w, honest_member), 0);
     assert_eq!(w.bonded("p0"), BOND, "the framed executor keeps its stake");
 }
 
