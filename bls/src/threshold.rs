@@ -1,0 +1,385 @@
+//! Shamir shares with Feldman commitments, partial signatures and their combination
+//! (Lagrange interpolation at 0 in the exponent). See the crate docs for the scheme.
+//!
+//! The polynomial code is the textbook one (`vsss-rs` implements the same for generic groups;
+//! these few functions over blst's scalar field need none of its generality).
+
+use blstrs_plus::ff::Field;
+use blstrs_plus::group::{Curve, Group};
+use blstrs_plus::{G1Affine, G1Projective, G2Projective, Scalar};
+
+use crate::keys::{hash, pairing_check, PublicKey, Signature, PUBLIC_KEY_LEN, SIG_DST};
+
+/// A dealer's secret polynomial `a_0 + a_1·x + … + a_{t−1}·x^{t−1}`: `t` shares determine it.
+#[derive(Clone)]
+pub struct Polynomial(Vec<Scalar>);
+
+impl std::fmt::Debug for Polynomial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Polynomial(threshold {}, ..)", self.0.len())
+    }
+}
+
+impl Polynomial {
+    /// A random polynomial for threshold `threshold` (≥ 1) from `rng`.
+    pub fn random(
+        threshold: usize,
+        mut rng: impl blstrs_plus::elliptic_curve::rand_core::RngCore,
+    ) -> Polynomial {
+        Polynomial(
+            (0..threshold.max(1))
+                .map(|_| Scalar::random(&mut rng))
+                .collect(),
+        )
+    }
+
+    /// The polynomial whose coefficients are the scalars hashed from `seed` (for tests and
+    /// benches: deterministic).
+    pub fn from_seed(threshold: usize, seed: &[u8]) -> Polynomial {
+        Polynomial(
+            (0..threshold.max(1) as u64)
+                .map(|k| {
+                    let mut input = seed.to_vec();
+                    input.extend_from_slice(&k.to_be_bytes());
+                    Scalar::hash::<
+                        blstrs_plus::elliptic_curve::hash2curve::ExpandMsgXmd<sha2::Sha256>,
+                    >(&input, b"gonka/bls-test-polynomial/v1")
+                })
+                .collect(),
+        )
+    }
+
+    /// Shares needed to sign: the number of coefficients.
+    pub fn threshold(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The Feldman commitments `a_k·g1`.
+    pub fn commitments(&self) -> Commitments {
+        Commitments(
+            self.0
+                .iter()
+                .map(|a| (G1Projective::generator() * a).to_affine())
+                .collect(),
+        )
+    }
+
+    /// Share `index` (≥ 1; index 0 would be the secret itself): `f(index)`.
+    pub fn share(&self, index: u64) -> SecretShare {
+        SecretShare {
+            index,
+            value: evaluate(&self.0, Scalar::from(index)),
+        }
+    }
+}
+
+/// `Σ_k coefficients[k]·x^k` by Horner's rule.
+fn evaluate<T>(coefficients: &[T], x: Scalar) -> T
+where
+    T: Copy + std::ops::Mul<Scalar, Output = T> + std::ops::Add<Output = T>,
+{
+    let mut acc = *coefficients.last().expect("a polynomial has a coefficient");
+    for c in coefficients.iter().rev().skip(1) {
+        acc = acc * x + *c;
+    }
+    acc
+}
+
+/// A dealer's Feldman commitments, `C_k = a_k·g1` (or their sum over dealers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Commitments(Vec<G1Affine>);
+
+impl Commitments {
+    /// The threshold they commit to.
+    pub fn threshold(&self) -> usize {
+        self.0.len()
+    }
+
+    /// `C_0`: the public key of the dealt secret.
+    pub fn public_key(&self) -> PublicKey {
+        PublicKey(self.0[0])
+    }
+
+    /// The public key of share `index`: `Σ_k index^k·C_k`.
+    pub fn public_share(&self, index: u64) -> PublicKey {
+        let points: Vec<G1Projective> = self.0.iter().map(|c| G1Projective::from(*c)).collect();
+        PublicKey(evaluate(&points, Scalar::from(index)).to_affine())
+    }
+
+    /// Whether `share` is the dealer's share `share.index` (Feldman's check).
+    pub fn verify_share(&self, share: &SecretShare) -> bool {
+        share.index != 0
+            && (G1Projective::generator() * share.value).to_affine()
+                == self.public_share(share.index).0
+    }
+
+    /// The commitments of the sum of the dealers' polynomials (a DKG's group commitments);
+    /// `None` if there are none or their thresholds differ.
+    pub fn sum(dealers: &[Commitments]) -> Option<Commitments> {
+        let threshold = dealers.first()?.threshold();
+        if dealers.iter().any(|d| d.threshold() != threshold) {
+            return None;
+        }
+        Some(Commitments(
+            (0..threshold)
+                .map(|k| {
+                    dealers
+                        .iter()
+                        .map(|d| G1Projective::from(d.0[k]))
+                        .sum::<G1Projective>()
+                        .to_affine()
+                })
+                .collect(),
+        ))
+    }
+
+    /// The commitments as `threshold × 48` bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.0.iter().flat_map(|c| c.to_compressed()).collect()
+    }
+
+    /// Decodes [`Commitments::to_bytes`]; `None` unless every 48 bytes are a subgroup point
+    /// and there is at least one.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Commitments> {
+        if bytes.is_empty() || bytes.len() % PUBLIC_KEY_LEN != 0 {
+            return None;
+        }
+        bytes
+            .chunks(PUBLIC_KEY_LEN)
+            .map(|c| {
+                let c: &[u8; PUBLIC_KEY_LEN] = c.try_into().ok()?;
+                Option::<G1Affine>::from(G1Affine::from_compressed(c))
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(Commitments)
+    }
+}
+
+/// One share of a dealt secret: `f(index)`. `Debug` never prints the value.
+#[derive(Clone, Copy)]
+pub struct SecretShare {
+    /// Its index (≥ 1).
+    pub index: u64,
+    value: Scalar,
+}
+
+impl std::fmt::Debug for SecretShare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SecretShare(index {}, ..)", self.index)
+    }
+}
+
+impl SecretShare {
+    /// The sum of shares of the same index from several dealers (a DKG participant's share);
+    /// `None` if there are none or the indexes differ.
+    pub fn sum(shares: &[SecretShare]) -> Option<SecretShare> {
+        let index = shares.first()?.index;
+        if shares.iter().any(|s| s.index != index) {
+            return None;
+        }
+        Some(SecretShare {
+            index,
+            value: shares.iter().map(|s| s.value).sum(),
+        })
+    }
+
+    /// The partial signature of `msg` under this share.
+    pub fn sign(&self, msg: &[u8]) -> PartialSignature {
+        PartialSignature {
+            index: self.index,
+            signature: Signature((hash(msg, SIG_DST) * self.value).to_affine()),
+        }
+    }
+
+    /// The 32-byte big-endian value (what a participant stores, and what a dealer encrypts).
+    pub fn value_bytes(&self) -> [u8; 32] {
+        self.value.to_be_bytes()
+    }
+}
+
+/// A partial signature by share `index`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartialSignature {
+    /// The share's index.
+    pub index: u64,
+    /// `f(index)·H(m)`.
+    pub signature: Signature,
+}
+
+impl PartialSignature {
+    /// Whether it signs `msg` under share `index` of `commitments` (the group commitments).
+    pub fn verify(&self, commitments: &Commitments, msg: &[u8]) -> bool {
+        self.index != 0
+            && pairing_check(
+                &commitments.public_share(self.index).0,
+                msg,
+                SIG_DST,
+                &self.signature.0,
+            )
+    }
+}
+
+/// The Lagrange coefficients at 0 of the distinct, non-zero `indexes`:
+/// `λ_i = Π_{j≠i} j / (j − i)`. `None` for a repeated or zero index.
+pub fn lagrange_at_zero(indexes: &[u64]) -> Option<Vec<Scalar>> {
+    let mut seen = std::collections::BTreeSet::new();
+    if indexes.iter().any(|i| *i == 0 || !seen.insert(*i)) {
+        return None;
+    }
+    let xs: Vec<Scalar> = indexes.iter().map(|&i| Scalar::from(i)).collect();
+    // λ_i = (Π_j x_j) / (x_i · Π_{j≠i} (x_j − x_i)): one shared numerator, and the
+    // denominators inverted together (one inversion and three products each).
+    let numerator: Scalar = xs.iter().product();
+    let denominators: Vec<Scalar> = xs
+        .iter()
+        .enumerate()
+        .map(|(i, xi)| {
+            xs.iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .fold(*xi, |acc, (_, xj)| acc * (xj - xi))
+        })
+        .collect();
+    let inverses = batch_invert(&denominators)?;
+    Some(inverses.into_iter().map(|inv| numerator * inv).collect())
+}
+
+/// The inverses of `values` with one field inversion (Montgomery's trick); `None` if one is
+/// zero.
+fn batch_invert(values: &[Scalar]) -> Option<Vec<Scalar>> {
+    let mut prefix = Vec::with_capacity(values.len());
+    let mut acc = Scalar::ONE;
+    for v in values {
+        prefix.push(acc);
+        acc *= v;
+    }
+    let mut inv = Option::<Scalar>::from(acc.invert())?;
+    let mut out = vec![Scalar::ZERO; values.len()];
+    for (k, v) in values.iter().enumerate().rev() {
+        out[k] = inv * prefix[k];
+        inv *= v;
+    }
+    Some(out)
+}
+
+/// Combines partial signatures of distinct shares into `Σ λ_i·σ_i`. With at least the
+/// threshold of valid partials this is the group signature, the same for every such set;
+/// `None` for no partial or repeated indexes. Verify the partials first (or the result).
+pub fn combine(partials: &[PartialSignature]) -> Option<Signature> {
+    if partials.is_empty() {
+        return None;
+    }
+    let indexes: Vec<u64> = partials.iter().map(|p| p.index).collect();
+    let lambdas = lagrange_at_zero(&indexes)?;
+    let points: Vec<G2Projective> = partials
+        .iter()
+        .map(|p| G2Projective::from(p.signature.0))
+        .collect();
+    // Many partials: one multi-scalar multiplication (Pippenger); a few: a product each,
+    // which is faster below about 16 points.
+    let sum = if points.len() > 16 {
+        G2Projective::sum_of_products(&points, &lambdas)
+    } else {
+        points.iter().zip(&lambdas).map(|(p, l)| p * l).sum()
+    };
+    Some(Signature(sum.to_affine()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_threshold_of_shares_makes_the_same_group_signature() {
+        let f = Polynomial::from_seed(3, b"dealer");
+        let commitments = f.commitments();
+        let shares: Vec<SecretShare> = (1..=5).map(|i| f.share(i)).collect();
+        assert!(shares.iter().all(|s| commitments.verify_share(s)));
+        let msg = b"chain 7 height 12";
+        let partials: Vec<PartialSignature> = shares.iter().map(|s| s.sign(msg)).collect();
+        assert!(partials.iter().all(|p| p.verify(&commitments, msg)));
+        let group = combine(&partials[..3]).unwrap();
+        assert!(commitments.public_key().verify(msg, &group));
+        for subset in [[0, 1, 2], [2, 3, 4], [0, 2, 4], [4, 1, 3]] {
+            let chosen: Vec<PartialSignature> = subset.iter().map(|&k| partials[k]).collect();
+            assert_eq!(combine(&chosen), Some(group), "subset {subset:?}");
+        }
+        assert_eq!(combine(&partials), Some(group), "more than the threshold");
+        let two = combine(&partials[..2]).unwrap();
+        assert!(
+            !commitments.public_key().verify(msg, &two),
+            "below the threshold"
+        );
+        assert!(combine(&[partials[0], partials[0], partials[1]]).is_none());
+        assert!(combine(&[]).is_none());
+    }
+
+    #[test]
+    fn a_dkg_of_several_dealers_gives_one_group_key() {
+        let dealers: Vec<Polynomial> = (0..4u8).map(|d| Polynomial::from_seed(3, &[d])).collect();
+        let group = Commitments::sum(
+            &dealers
+                .iter()
+                .map(Polynomial::commitments)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let msg = b"epoch 3";
+        let partials: Vec<PartialSignature> = (1..=4u64)
+            .map(|i| {
+                let mine: Vec<SecretShare> = dealers.iter().map(|d| d.share(i)).collect();
+                let share = SecretShare::sum(&mine).unwrap();
+                assert!(group.verify_share(&share));
+                share.sign(msg)
+            })
+            .collect();
+        let sig = combine(&partials[1..]).unwrap();
+        assert!(group.public_key().verify(msg, &sig));
+        assert_eq!(sig, combine(&partials[..3]).unwrap());
+        assert_eq!(
+            Commitments::from_bytes(&group.to_bytes()),
+            Some(group.clone())
+        );
+        assert!(Commitments::from_bytes(&group.to_bytes()[1..]).is_none());
+        assert!(
+            Commitments::sum(&[group.clone(), Polynomial::from_seed(2, b"x").commitments()])
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn feldman_catches_a_wrong_share_and_a_wrong_partial() {
+        let f = Polynomial::from_seed(2, b"dealer");
+        let g = Polynomial::from_seed(2, b"other");
+        let commitments = f.commitments();
+        assert!(
+            !commitments.verify_share(&g.share(1)),
+            "another dealer's share"
+        );
+        let moved = SecretShare {
+            index: 2,
+            ..f.share(1)
+        };
+        assert!(
+            !commitments.verify_share(&moved),
+            "a share under another index"
+        );
+        assert!(!commitments.verify_share(&SecretShare {
+            index: 0,
+            ..f.share(0)
+        }));
+        let forged = g.share(1).sign(b"m");
+        assert!(!forged.verify(&commitments, b"m"));
+        assert!(!f.share(1).sign(b"m").verify(&commitments, b"n"));
+    }
+
+    #[test]
+    fn lagrange_refuses_zero_and_repeats() {
+        assert!(lagrange_at_zero(&[1, 2, 3]).is_some());
+        assert!(lagrange_at_zero(&[0, 2]).is_none());
+        assert!(lagrange_at_zero(&[2, 2]).is_none());
+        // λ for {1, 2}: λ1 = 2/(2−1) = 2, λ2 = 1/(1−2) = −1.
+        let l = lagrange_at_zero(&[1, 2]).unwrap();
+        assert_eq!(l, vec![Scalar::from(2u64), -Scalar::ONE]);
+    }
+}
