@@ -34,7 +34,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "be4c5f47b87bda97c4bb921fd6c35ebb5398e41d406a0f2205f215be481a4497";
+const GOLDEN: &str = "ba45e38b33cca7f7bd110bbe038b680ed54d907f90dcff1efef437dbeeb52bfe";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;
@@ -530,9 +530,24 @@ fn scenario(w: &mut World) -> Log {
     assert!(w.participant("dave").power > 0);
     assert_eq!(w.participant(missing).power, 0);
 
-    // Height 11: the jail time is over.
-    let txs = vec![w.tx(missing, vec![msg_unjail(&missing_address)])];
+    // Height 11: the jail time is over; p1 registers its BLS key.
+    let bls_key = gonka_bls_crypto::SecretKey::from_seed(&[11; 32]);
+    let txs = vec![
+        w.tx(missing, vec![msg_unjail(&missing_address)]),
+        w.tx(
+            "p1",
+            vec![gonka_client::bls::msg_register_bls_key(
+                &p1, CHAIN_ID, &bls_key,
+            )],
+        ),
+    ];
     let b = step(w, &mut log, txs);
+    assert_tx(
+        &b,
+        1,
+        "bls_key_registered",
+        &[("address", &p1), ("rotated", "false")],
+    );
     assert_block_event(
         &b,
         "epoch_started",
@@ -585,6 +600,7 @@ fn scenario(w: &mut World) -> Log {
 /// - inference: `MsgRegisterTransferAgent`, `MsgRegisterNode`, `MsgUpdateNode`,
 ///   `MsgRemoveNode`, `MsgSubmitWorkBatch` (three records with requester and executor
 ///   signatures, and one signed for another transfer agent, refused alone);
+/// - bls: `MsgRegisterBlsKey` (a participant's key with its proof of possession);
 /// - disputes: `MsgSubmitValidation` (two committed results), `MsgRevealOutput` (judging
 ///   them: a match and a mismatch, which opens a validation dispute; and the output a user
 ///   dispute asked for, revealed after two committed votes), `MsgOpenDispute` (a user

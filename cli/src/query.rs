@@ -1,5 +1,6 @@
 //! `gonkad query`: read chain state over CometBFT RPC (`abci_query`, `tx`).
 
+mod bls;
 mod disputes;
 mod epochs;
 mod inference;
@@ -38,6 +39,9 @@ pub enum Command {
     /// Validations, disputes, executor statistics and disputes parameters.
     #[command(subcommand)]
     Disputes(disputes::Query),
+    /// Participants' BLS keys.
+    #[command(subcommand)]
+    Bls(bls::Query),
     /// A transaction by hash, with its block height and result.
     Tx {
         /// Transaction hash (hex).
@@ -87,6 +91,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         Command::Rewards(query) => return rewards::run(global, query).await,
         Command::Inference(query) => return inference::run(global, query).await,
         Command::Disputes(query) => return disputes::run(global, query).await,
+        Command::Bls(query) => return bls::run(global, query).await,
         Command::Bank(BankQuery::Balance { address, denom }) => {
             let amount = client.balance(&address, &denom).await?;
             out.print(

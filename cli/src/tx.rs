@@ -6,6 +6,7 @@
 //! `--fees` if given, else ceil(gas limit × `--gas-prices`), whose default is the chain's
 //! minimum gas price.
 
+mod bls;
 mod disputes;
 mod inference;
 mod stake;
@@ -57,6 +58,9 @@ pub enum Command {
     /// Disputes transactions: submit a validation, open a dispute, vote on one.
     #[command(subcommand)]
     Disputes(disputes::Command),
+    /// BLS transactions: register or rotate a participant's BLS key.
+    #[command(subcommand)]
+    Bls(bls::Command),
 }
 
 /// `gonkad tx bank` subcommands.
@@ -113,6 +117,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         Command::Stake(command) => stake::run(global, command).await,
         Command::Inference(command) => inference::run(global, command).await,
         Command::Disputes(command) => disputes::run(global, command).await,
+        Command::Bls(command) => bls::run(global, command).await,
     }
 }
 

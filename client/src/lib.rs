@@ -10,6 +10,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub mod bls;
 pub mod chain;
 pub mod chat;
 pub mod disputes;

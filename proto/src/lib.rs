@@ -48,6 +48,13 @@ pub mod gonka {
             include!(concat!(env!("OUT_DIR"), "/gonka.disputes.v1.rs"));
         }
     }
+    /// `gonka.bls.v1`: participants' BLS keys.
+    pub mod bls {
+        /// Version 1 of the bls protocol.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/gonka.bls.v1.rs"));
+        }
+    }
     /// `gonka.base.v1`: messages every module shares (pagination of list queries).
     pub mod base {
         /// Version 1 of the shared messages.
@@ -65,7 +72,7 @@ pub mod gonka {
 }
 
 pub use gonka::{
-    auth::v1 as auth, bank::v1 as bank, base::v1 as base, disputes::v1 as disputes,
+    auth::v1 as auth, bank::v1 as bank, base::v1 as base, bls::v1 as bls, disputes::v1 as disputes,
     epochs::v1 as epochs, inference::v1 as inference, rewards::v1 as rewards, stake::v1 as stake,
 };
 

@@ -89,6 +89,7 @@ lists! {
     disputes::Participant: disputes => crate::disputes::Dispute;
     disputes::Pending: work => crate::disputes::PendingWork;
     disputes::RevealsDue: reveals => crate::disputes::RevealDue;
+    bls::Keys: keys => crate::bls::BlsKey;
 }
 
 /// Declares marker types implementing [`Query`] for the messages of one proto package.
@@ -185,6 +186,16 @@ pub mod inference {
         Records = "/inference/records": QueryRecordsRequest => QueryRecordsResponse;
         /// Inference parameters.
         Params = "/inference/params": QueryParamsRequest => QueryParamsResponse;
+    }
+}
+
+/// Queries of x/bls.
+pub mod bls {
+    queries! { bls;
+        /// One participant's BLS key.
+        Key = "/bls/key": QueryKeyRequest => QueryKeyResponse;
+        /// Every registered BLS key, by address (paginated).
+        Keys = "/bls/keys": QueryKeysRequest => QueryKeysResponse;
     }
 }
 

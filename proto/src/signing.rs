@@ -13,6 +13,7 @@
 //! | `gonka/receipt/v2`  | the ML node    | request hash, output commitment, prompt and completion tokens, node id, host |
 //! | `gonka/node-key/v1` | the ML node    | proof of possession of a node key: chain id, host, node id, public key |
 //! | `gonka/node-call/v1`| the caller of an ML node | node id, request hash, body hash, timestamp: a registered transfer agent or the node's own host |
+//! | `gonka/bls-pop/v1`  | a participant's BLS key (BLS, `_POP_` DST) | chain id, address, BLS public key |
 //!
 //! Two hashes are commitments rather than signed messages, built the same way:
 //! `gonka/output/text/v1` (the executor's salted answer, in the receipt and the record) and
@@ -36,6 +37,9 @@ pub const TEXT_OUTPUT_DOMAIN: &[u8] = b"gonka/output/text/v1";
 
 /// Domain separator of a re-execution's result commitment.
 pub const RESULT_DOMAIN: &[u8] = b"gonka/result/v1";
+
+/// Domain separator of the message a BLS key's proof of possession signs.
+pub const BLS_POP_DOMAIN: &[u8] = b"gonka/bls-pop/v1";
 
 /// Domain separator of a node key's proof of possession.
 pub const NODE_KEY_DOMAIN: &[u8] = b"gonka/node-key/v1";
@@ -212,6 +216,19 @@ pub fn node_call_bytes(
         .fixed(request_hash)
         .fixed(body_hash)
         .fixed(&timestamp.to_be_bytes())
+        .finish()
+}
+
+/// What a participant's BLS proof of possession signs (under the `_POP_` DST): SHA-256 of
+/// `"gonka/bls-pop/v1"` ‖ chain id ‖ address ‖ public key (48 bytes, length-prefixed), so
+/// a proof copied from another registration proves nothing for a second registrant.
+pub fn bls_pop_bytes(chain_id: &str, address: &str, pubkey: &[u8]) -> [u8; 32] {
+    let len = u32::try_from(pubkey.len()).unwrap_or(u32::MAX);
+    Signed::new(BLS_POP_DOMAIN)
+        .text(chain_id)
+        .text(address)
+        .fixed(&len.to_be_bytes())
+        .fixed(pubkey)
         .finish()
 }
 

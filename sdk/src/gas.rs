@@ -28,6 +28,8 @@ pub struct GasCosts {
     pub write_flat: u64,
     /// Per byte of key and value written.
     pub write_per_byte: u64,
+    /// Per BLS12-381 pairing check.
+    pub sig_verify_bls12_381: u64,
 }
 
 /// Counts the gas one transaction uses against its limit.
@@ -89,6 +91,11 @@ impl GasMeter {
     /// Charges one secp256k1 signature verification.
     pub fn consume_signature_verify(&self, location: &'static str) -> Result<()> {
         self.consume(self.costs.sig_verify_secp256k1, location)
+    }
+
+    /// Charges one BLS12-381 pairing check.
+    pub fn consume_bls_verify(&self, location: &'static str) -> Result<()> {
+        self.consume(self.costs.sig_verify_bls12_381, location)
     }
 
     /// `Ok` while the limit holds; the out-of-gas error once it has been exceeded.
@@ -199,6 +206,7 @@ mod tests {
         read_per_byte: 3,
         write_flat: 2000,
         write_per_byte: 30,
+        sig_verify_bls12_381: 10_000,
     };
 
     #[test]

@@ -11,11 +11,12 @@ use crate::{amount::parse_ngnk, keys::load_key, Global};
 /// `gonkad tx disputes` subcommands.
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// As the assigned validator, report your result hash of a sampled work record.
+    /// As the assigned validator, commit your result of a sampled work record (the chain
+    /// compares it once the record's transfer agent reveals the output).
     Validate(ValidateArgs),
     /// As the requester of a work record, dispute it with a deposit.
     Open(OpenArgs),
-    /// As a committee member, vote your result hash on a dispute.
+    /// As a committee member, commit your result as your vote on a dispute.
     Vote(VoteArgs),
 }
 

@@ -1,4 +1,4 @@
-//! gonka-bls: BLS12-381 signatures for gonka-rs, on blst (through `blstrs_plus`, whose field
+//! gonka-bls-crypto: BLS12-381 signatures for gonka-rs, on blst (through `blstrs_plus`, whose field
 //! and group types wrap blst's constant-time arithmetic).
 //!
 //! ## Variant and ciphersuites

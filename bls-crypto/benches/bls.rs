@@ -6,15 +6,15 @@
 //! - combining 4 / 100 / 1,000 partial signatures into the group signature (Lagrange at 0
 //!   in the exponent), and verifying one partial.
 //!
-//! Run: `cargo bench -p gonka-bls --bench bls` (release; about fifteen seconds).
+//! Run: `cargo bench -p gonka-bls-crypto --bench bls` (release; about fifteen seconds).
 
 // A bench measures wall time; the clock lint guards the state machine.
 #![allow(clippy::disallowed_methods)]
 
 use std::time::{Duration, Instant};
 
-use gonka_bls::threshold::{combine, PartialSignature, Polynomial};
-use gonka_bls::{aggregate, fast_aggregate_verify, PublicKey, SecretKey, Signature};
+use gonka_bls_crypto::threshold::{combine, PartialSignature, Polynomial};
+use gonka_bls_crypto::{aggregate, fast_aggregate_verify, PublicKey, SecretKey, Signature};
 
 /// The median time of `runs` calls of `f`.
 fn median(runs: usize, mut f: impl FnMut()) -> Duration {
