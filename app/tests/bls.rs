@@ -207,3 +207,270 @@ fn bad_registrations_are_refused_with_their_code_and_change_nothing() {
     assert_eq!((response.codespace.as_str(), response.code), ("bls", 6));
     assert!(PublicKey::from_bytes(&key_of(&w, "p0").unwrap().pubkey).is_some());
 }
+
+// ---------------------------------------------------------------------------------------
+// Distributed key generation.
+
+use gonka_bls_crypto::dkg::decrypt_share;
+use gonka_bls_crypto::threshold::{
+    combine, Commitments, PartialSignature, Polynomial, SecretShare,
+};
+
+/// Seven participants with equal power and BLS keys `bls_key(10 + i)`; 10-block epochs;
+/// rounds of 14 slots (2 each, threshold 10) with 2-block phases.
+fn dkg_world() -> World {
+    let mut setup = Setup::new(7, 1_000_000);
+    setup.epoch_length = 10;
+    let mut w = World::with_genesis(setup, |state| {
+        state["bls"] = serde_json::json!({"params": {"dkg_slots": 14, "dkg_deal_blocks": 2,
+            "dkg_complaint_blocks": 2, "dkg_reveal_blocks": 2}});
+    });
+    let txs: Vec<Vec<u8>> = (0..7u8)
+        .map(|i| {
+            let label = format!("p{i}");
+            w.tx(
+                &label,
+                vec![msg_register_bls_key(
+                    &addr(&label),
+                    CHAIN_ID,
+                    &bls_key(10 + i),
+                )],
+            )
+        })
+        .collect();
+    let block = w.block(txs);
+    assert!(block.response.tx_results.iter().all(|r| r.code == 0));
+    w
+}
+
+fn member_label(address: &str) -> String {
+    (0..7)
+        .map(|i| format!("p{i}"))
+        .find(|l| addr(l) == address)
+        .unwrap()
+}
+
+fn round_of(w: &World) -> pb::DkgRound {
+    w.query::<q::Dkg>(pb::QueryDkgRequest { round: 0 })
+        .round
+        .unwrap()
+}
+
+/// Runs blocks until the round's `phase_end` has passed.
+fn past(w: &mut World, height: u64) {
+    while w.chain.height() <= height {
+        w.block(vec![]);
+    }
+}
+
+/// A key generation round end to end: seven validators deal; p6 deals a bad share to p1,
+/// p1 complains and p6's forced reveal shows it (p6 is disqualified); p2 complains falsely
+/// about p0 and p0's reveal clears it (p2 is disqualified: a receiver cannot frame an honest
+/// dealer). The round completes with the five qualified dealers, and any ten slots of the
+/// members not disqualified sign for the one group key the chain published.
+#[test]
+fn a_key_generation_round_makes_one_group_key_and_disqualifies_whoever_lied() {
+    let mut w = dkg_world();
+    while round_query(&w).is_none() {
+        w.block(vec![]);
+    }
+    let round = round_of(&w);
+    assert_eq!(
+        (round.total_slots, round.threshold, round.members.len()),
+        (14, 10, 7)
+    );
+    assert!(round.members.iter().all(|m| m.slots == 2));
+    let polys: Vec<Polynomial> = (0..7u8)
+        .map(|i| Polynomial::from_seed(10, &[i, 42]))
+        .collect();
+    let p1_first = round
+        .members
+        .iter()
+        .find(|m| m.address == addr("p1"))
+        .unwrap()
+        .first_slot;
+    let txs: Vec<Vec<u8>> = round
+        .members
+        .iter()
+        .map(|m| {
+            let label = member_label(&m.address);
+            let i: usize = label[1..].parse().unwrap();
+            let bad = (label == "p6").then_some(p1_first);
+            w.tx(
+                &label,
+                vec![dkg_dealing(&round, &m.address, &polys[i], bad)],
+            )
+        })
+        .collect();
+    let block = w.block(txs);
+    for i in 0..7 {
+        assert_eq!(block.result(i).code, 0, "{}", block.result(i).log);
+    }
+    // A second dealing and a complaint in the dealing phase are refused.
+    let again = dkg_dealing(&round, &addr("p0"), &polys[0], None);
+    let early = dkg_complaint(round.id, "p1", "p6");
+    let txs = vec![w.tx("p0", vec![again]), w.tx("p1", vec![early])];
+    let block = w.block(txs);
+    assert_eq!(
+        (block.result(0).codespace.as_str(), block.result(0).code),
+        ("bls", 10)
+    );
+    assert_eq!(
+        (block.result(1).codespace.as_str(), block.result(1).code),
+        ("bls", 9),
+        "{}",
+        block.result(1).log
+    );
+    past(&mut w, round.deal_deadline);
+
+    // p1 finds p6's share bad (it checks every decrypted share against the commitments).
+    let dealing_of = |w: &World, dealer: &str| {
+        w.query::<q::Dealing>(pb::QueryDealingRequest {
+            round: round.id,
+            dealer: addr(dealer),
+        })
+        .dealing
+        .unwrap()
+    };
+    let share_of = |w: &World, member: &str, dealer: &str, slot: u64| -> Option<SecretShare> {
+        let d = dealing_of(w, dealer);
+        let i: u8 = member[1..].parse().unwrap();
+        let ct: [u8; 32] = d.shares[(slot - 1) as usize].as_slice().try_into().unwrap();
+        let context = gonka_bls::dkg::dealing_context(CHAIN_ID, round.id, &addr(dealer));
+        decrypt_share(
+            &bls_key(10 + i),
+            &PublicKey::from_bytes(&d.ephemeral).unwrap(),
+            slot,
+            &ct,
+            &context,
+        )
+        .filter(|s| {
+            Commitments::from_bytes(&d.commitments)
+                .unwrap()
+                .verify_share(s)
+        })
+    };
+    assert!(
+        share_of(&w, "p1", "p6", p1_first).is_none(),
+        "p6's share to p1 is bad"
+    );
+    assert!(share_of(&w, "p1", "p0", p1_first).is_some());
+    let txs = vec![
+        w.tx("p1", vec![dkg_complaint(round.id, "p1", "p6")]),
+        w.tx("p2", vec![dkg_complaint(round.id, "p2", "p0")]),
+    ];
+    let block = w.block(txs);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_eq!(block.result(1).code, 0, "{}", block.result(1).log);
+    past(&mut w, round.complaint_deadline);
+
+    // The dealers answer with their Diffie-Hellman points and proofs.
+    let reveal = |dealer: &str, complainer: &str| {
+        let i: u8 = complainer[1..].parse().unwrap();
+        dkg_reveal(round.id, dealer, complainer, &bls_key(10 + i).public_key())
+    };
+    let mut forged = pb::MsgDkgReveal::decode(reveal("p0", "p1").value.as_slice()).unwrap();
+    forged.complainer = addr("p2");
+    let txs = vec![
+        w.tx(
+            "p0",
+            vec![Any {
+                type_url: "/gonka.bls.v1.MsgDkgReveal".into(),
+                value: forged.encode_to_vec(),
+            }],
+        ),
+        w.tx("p6", vec![reveal("p6", "p1")]),
+        w.tx("p0", vec![reveal("p0", "p2")]),
+    ];
+    let block = w.block(txs);
+    assert_eq!(
+        (block.result(0).codespace.as_str(), block.result(0).code),
+        ("bls", 15),
+        "a point for another receiver: {}",
+        block.result(0).log
+    );
+    assert_eq!(
+        tx_events(block.result(1), "dkg_reveal")[0]["outcome"],
+        "invalid_shares"
+    );
+    assert_eq!(
+        tx_events(block.result(2), "dkg_reveal")[0]["outcome"],
+        "valid_shares"
+    );
+    past(&mut w, round.reveal_deadline);
+
+    let done = round_of(&w);
+    assert_eq!(done.status, "completed", "{}", done.failure);
+    let labels = |addresses: Vec<&String>| {
+        let mut labels: Vec<String> = addresses.into_iter().map(|a| member_label(a)).collect();
+        labels.sort();
+        labels
+    };
+    let disqualified = labels(
+        done.members
+            .iter()
+            .filter(|m| m.disqualified)
+            .map(|m| &m.address)
+            .collect(),
+    );
+    assert_eq!(disqualified, ["p2", "p6"]);
+    let qualified = labels(done.qualified_dealers.iter().collect());
+    assert_eq!(qualified, ["p0", "p1", "p3", "p4", "p5"]);
+    let group_commitments = Commitments::sum(
+        &[0usize, 1, 3, 4, 5]
+            .iter()
+            .map(|&i| polys[i].commitments())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    assert_eq!(
+        done.group_pubkey,
+        group_commitments.public_key().to_bytes().to_vec()
+    );
+    assert_eq!(
+        w.query::<q::Group>(pb::QueryGroupRequest {})
+            .round
+            .unwrap()
+            .group_pubkey,
+        done.group_pubkey
+    );
+
+    // Each member not disqualified sums what the qualified dealers dealt it; any ten slots sign.
+    let message = b"gonka beacon height 99";
+    let mut partials: Vec<PartialSignature> = Vec::new();
+    for m in done.members.iter().filter(|m| !m.disqualified) {
+        let label = member_label(&m.address);
+        for slot in m.first_slot..m.first_slot + m.slots {
+            let mine: Vec<SecretShare> = qualified
+                .iter()
+                .map(|d| {
+                    share_of(&w, &label, d, slot).expect("a qualified dealer's share verifies")
+                })
+                .collect();
+            let share = SecretShare::sum(&mine).unwrap();
+            assert!(group_commitments.verify_share(&share));
+            partials.push(share.sign(message));
+        }
+    }
+    assert_eq!(partials.len(), 10);
+    let group_key = PublicKey::from_bytes(&done.group_pubkey).unwrap();
+    let signature = combine(&partials).unwrap();
+    assert!(group_key.verify(message, &signature));
+    assert_eq!(
+        combine(&partials[..9]).map(|s| group_key.verify(message, &s)),
+        Some(false)
+    );
+}
+
+fn round_query(w: &World) -> Option<pb::DkgRound> {
+    let response = w.chain.query(
+        <q::Dkg as gonka_proto::query::Query>::PATH,
+        pb::QueryDkgRequest { round: 0 }.encode_to_vec(),
+    );
+    (response.code == 0).then(|| {
+        pb::QueryDkgResponse::decode(response.value.as_ref())
+            .unwrap()
+            .round
+            .unwrap()
+    })
+}

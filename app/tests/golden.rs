@@ -34,7 +34,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "ba45e38b33cca7f7bd110bbe038b680ed54d907f90dcff1efef437dbeeb52bfe";
+const GOLDEN: &str = "b2689eafe0f089c8444afa11a76a9fd41bdd4770a50477e547b9d31278c5a811";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;
@@ -75,6 +75,8 @@ fn world() -> World {
             ],
         });
         state["disputes"] = json!({ "params": disputes });
+        state["bls"] = json!({"params": {"dkg_slots": 4, "dkg_deal_blocks": 1,
+            "dkg_complaint_blocks": 1, "dkg_reveal_blocks": 1}});
     })
 }
 
@@ -530,24 +532,36 @@ fn scenario(w: &mut World) -> Log {
     assert!(w.participant("dave").power > 0);
     assert_eq!(w.participant(missing).power, 0);
 
-    // Height 11: the jail time is over; p1 registers its BLS key.
-    let bls_key = gonka_bls_crypto::SecretKey::from_seed(&[11; 32]);
+    // Height 11: the jail time is over; p1 and p2 register BLS keys.
+    let bls_keys = [11u8, 12].map(|n| gonka_bls_crypto::SecretKey::from_seed(&[n; 32]));
     let txs = vec![
         w.tx(missing, vec![msg_unjail(&missing_address)]),
         w.tx(
             "p1",
             vec![gonka_client::bls::msg_register_bls_key(
-                &p1, CHAIN_ID, &bls_key,
+                &p1,
+                CHAIN_ID,
+                &bls_keys[0],
+            )],
+        ),
+        w.tx(
+            "p2",
+            vec![gonka_client::bls::msg_register_bls_key(
+                &p2,
+                CHAIN_ID,
+                &bls_keys[1],
             )],
         ),
     ];
     let b = step(w, &mut log, txs);
-    assert_tx(
-        &b,
-        1,
-        "bls_key_registered",
-        &[("address", &p1), ("rotated", "false")],
-    );
+    for (i, address) in [(1, &p1), (2, &p2)] {
+        assert_tx(
+            &b,
+            i,
+            "bls_key_registered",
+            &[("address", address), ("rotated", "false")],
+        );
+    }
     assert_block_event(
         &b,
         "epoch_started",
@@ -576,6 +590,47 @@ fn scenario(w: &mut World) -> Log {
     assert_block_event(&b, "validator_power", &[("operator", &missing_address)]);
     assert_block_event(&b, "rewards_settled", &[("epoch", "1")]);
     assert!(w.participant(missing).power > 0);
+    // The same block starts key generation round 2 among the validators with BLS keys.
+    assert_block_event(&b, "dkg_started", &[("round", "2"), ("members", "2")]);
+    let round = w
+        .query::<q::bls::Dkg>(gonka_proto::bls::QueryDkgRequest { round: 2 })
+        .round
+        .unwrap();
+
+    // Height 21: p1 deals. Height 22: p2 complains about it. Height 23: p1's reveal shows
+    // its shares to p2 are valid, so p2 is disqualified. Height 24: the round is final.
+    let poly = gonka_bls_crypto::threshold::Polynomial::from_seed(
+        round.threshold as usize,
+        b"golden dealer",
+    );
+    let txs = vec![w.tx("p1", vec![dkg_dealing(&round, &p1, &poly, None)])];
+    let b = step(w, &mut log, txs);
+    assert_tx(&b, 0, "dkg_dealt", &[("round", "2"), ("dealer", &p1)]);
+    let txs = vec![w.tx("p2", vec![dkg_complaint(2, "p2", "p1")])];
+    let b = step(w, &mut log, txs);
+    assert_tx(
+        &b,
+        0,
+        "dkg_complaint",
+        &[("dealer", &p1), ("complainer", &p2)],
+    );
+    let txs = vec![w.tx(
+        "p1",
+        vec![dkg_reveal(2, "p1", "p2", &bls_keys[1].public_key())],
+    )];
+    let b = step(w, &mut log, txs);
+    assert_tx(&b, 0, "dkg_reveal", &[("outcome", "valid_shares")]);
+    let b = step(w, &mut log, vec![]);
+    let done = w
+        .query::<q::bls::Dkg>(gonka_proto::bls::QueryDkgRequest { round: 2 })
+        .round
+        .unwrap();
+    assert!(done
+        .members
+        .iter()
+        .any(|m| m.address == p2 && m.disqualified));
+    assert_ne!(done.status, "running");
+    assert_block_event(&b, &format!("dkg_{}", done.status), &[("round", "2")]);
     log
 }
 
@@ -600,7 +655,10 @@ fn scenario(w: &mut World) -> Log {
 /// - inference: `MsgRegisterTransferAgent`, `MsgRegisterNode`, `MsgUpdateNode`,
 ///   `MsgRemoveNode`, `MsgSubmitWorkBatch` (three records with requester and executor
 ///   signatures, and one signed for another transfer agent, refused alone);
-/// - bls: `MsgRegisterBlsKey` (a participant's key with its proof of possession);
+/// - bls: `MsgRegisterBlsKey` (two participants' keys with their proofs of possession),
+///   `MsgDkgDeal`, `MsgDkgComplain` (a false complaint) and `MsgDkgReveal` (which clears
+///   the dealer and disqualifies the complainer) in the key generation round that the end
+///   of epoch 1 starts;
 /// - disputes: `MsgSubmitValidation` (two committed results), `MsgRevealOutput` (judging
 ///   them: a match and a mismatch, which opens a validation dispute; and the output a user
 ///   dispute asked for, revealed after two committed votes), `MsgOpenDispute` (a user

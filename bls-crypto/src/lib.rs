@@ -31,6 +31,7 @@
 //! exponent into the same group signature `f(0)·H(m)`: the combination is unique, so whoever
 //! combines cannot choose among outcomes.
 
+pub mod dkg;
 mod keys;
 pub mod threshold;
 

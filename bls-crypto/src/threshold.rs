@@ -191,6 +191,13 @@ impl SecretShare {
         }
     }
 
+    /// Share `index` of 32 big-endian bytes (a stored or decrypted share); `None` if they are
+    /// no scalar.
+    pub fn from_bytes(index: u64, bytes: &[u8; 32]) -> Option<SecretShare> {
+        Option::<Scalar>::from(Scalar::from_be_bytes(bytes))
+            .map(|value| SecretShare { index, value })
+    }
+
     /// The 32-byte big-endian value (what a participant stores, and what a dealer encrypts).
     pub fn value_bytes(&self) -> [u8; 32] {
         self.value.to_be_bytes()

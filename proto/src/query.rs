@@ -196,6 +196,14 @@ pub mod bls {
         Key = "/bls/key": QueryKeyRequest => QueryKeyResponse;
         /// Every registered BLS key, by address (paginated).
         Keys = "/bls/keys": QueryKeysRequest => QueryKeysResponse;
+        /// One key generation round (0: the latest).
+        Dkg = "/bls/dkg": QueryDkgRequest => QueryDkgResponse;
+        /// One dealer's dealing in a round.
+        Dealing = "/bls/dealing": QueryDealingRequest => QueryDealingResponse;
+        /// The group in force: the latest completed round.
+        Group = "/bls/group": QueryGroupRequest => QueryGroupResponse;
+        /// Bls parameters.
+        Params = "/bls/params": QueryParamsRequest => QueryParamsResponse;
     }
 }
 

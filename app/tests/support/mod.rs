@@ -1049,6 +1049,71 @@ pub fn commitment(nonce: &str, response_hash: &[u8; 32]) -> Vec<u8> {
     gonka_proto::signing::text_output_commitment(&salt(nonce), response_hash).to_vec()
 }
 
+/// The ephemeral secret of `dealer`'s key generation dealing (test dealers derive it from
+/// their address; real ones draw it).
+pub fn dkg_ephemeral(dealer: &str) -> gonka_bls_crypto::dkg::Ephemeral {
+    gonka_bls_crypto::dkg::Ephemeral::from_seed(&Sha256::digest(dealer.as_bytes()).into())
+}
+
+/// `MsgDkgDeal` of `dealer` (an address) dealing `poly` in `round`, its share for
+/// `bad_slot` (if any) replaced by another polynomial's.
+pub fn dkg_dealing(
+    round: &gonka_proto::bls::DkgRound,
+    dealer: &str,
+    poly: &gonka_bls_crypto::threshold::Polynomial,
+    bad_slot: Option<u64>,
+) -> Any {
+    use gonka_bls_crypto::threshold::Polynomial;
+    let eph = dkg_ephemeral(dealer);
+    let context = gonka_bls::dkg::dealing_context(CHAIN_ID, round.id, dealer);
+    let mut shares = Vec::new();
+    for m in &round.members {
+        let pk = gonka_bls_crypto::PublicKey::from_bytes(&m.pubkey).unwrap();
+        for slot in m.first_slot..m.first_slot + m.slots {
+            let share = if Some(slot) == bad_slot {
+                Polynomial::from_seed(poly.threshold(), b"garbage").share(slot)
+            } else {
+                poly.share(slot)
+            };
+            shares.push(eph.encrypt(&pk, &share, &context).to_vec());
+        }
+    }
+    proto_any(&gonka_proto::bls::MsgDkgDeal {
+        dealer: dealer.into(),
+        round: round.id,
+        commitments: poly.commitments().to_bytes(),
+        ephemeral: eph.public().to_bytes().to_vec(),
+        shares,
+    })
+}
+
+/// `MsgDkgComplain` of `complainer` about `dealer` (labels) in round `round`.
+pub fn dkg_complaint(round: u64, complainer: &str, dealer: &str) -> Any {
+    proto_any(&gonka_proto::bls::MsgDkgComplain {
+        complainer: addr(complainer),
+        round,
+        dealer: addr(dealer),
+    })
+}
+
+/// `MsgDkgReveal` of `dealer` (a label) answering `complainer` (a label) whose BLS key is
+/// `complainer_key`.
+pub fn dkg_reveal(
+    round: u64,
+    dealer: &str,
+    complainer: &str,
+    complainer_key: &gonka_bls_crypto::PublicKey,
+) -> Any {
+    let (shared, proof) = dkg_ephemeral(&addr(dealer)).reveal(complainer_key);
+    proto_any(&gonka_proto::bls::MsgDkgReveal {
+        dealer: addr(dealer),
+        round,
+        complainer: addr(complainer),
+        shared_point: shared.to_bytes().to_vec(),
+        proof: proof.to_vec(),
+    })
+}
+
 /// The opening a transfer agent keeps for `record` (of request `record.nonce`, answered
 /// with the truth or a lie): its salt and the answer hash its commitment is to.
 pub fn opening(record: &WorkRecord) -> ([u8; 32], [u8; 32]) {

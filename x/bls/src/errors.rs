@@ -15,6 +15,26 @@ pub enum BlsError {
     DuplicateKey = 5,
     /// No key is registered for the address asked about.
     UnknownKey = 6,
+    /// A parameter is out of range.
+    InvalidParams = 7,
+    /// The sender is not a member of the key generation round.
+    NotDkgMember = 8,
+    /// The round is not in the phase this message belongs to (or is over).
+    WrongPhase = 9,
+    /// A second dealing from the same dealer.
+    AlreadyDealt = 10,
+    /// A dealing whose commitments, ephemeral point or shares are malformed.
+    InvalidDealing = 11,
+    /// A complaint or reveal about a dealer that did not deal.
+    NoDealing = 12,
+    /// A second complaint about the same dealer.
+    AlreadyComplained = 13,
+    /// A reveal for a complaint nobody made, or one already answered.
+    NoComplaint = 14,
+    /// A revealed share that does not verify against the dealer's commitments.
+    InvalidShare = 15,
+    /// A round id with no round.
+    UnknownRound = 16,
 }
 
 gonka_sdk::impl_error_code!(BlsError, "bls");

@@ -5,7 +5,7 @@ use gonka_bls_crypto::PublicKey;
 use gonka_proto::bls::GenesisState;
 use gonka_sdk::{ErrorCode, Genesis, HookOutput, Result, StateRead, StateWrite};
 
-use crate::{Bls, BlsError, BlsRead, BlsWrite, NAME};
+use crate::{default_params, validate_params, Bls, BlsError, BlsRead, BlsWrite, DkgWrite, NAME};
 
 impl Genesis for Bls {
     const NAME: &'static str = NAME;
@@ -16,6 +16,9 @@ impl Genesis for Bls {
         state: &mut dyn StateWrite,
         genesis: GenesisState,
     ) -> Result<HookOutput> {
+        let params = genesis.params.unwrap_or_else(default_params);
+        validate_params(&params)?;
+        state.put_bls_params(&params);
         for (i, key) in genesis.keys.iter().enumerate() {
             let field = format!("app_state.bls.keys[{i}]");
             gonka_auth::validate_address(&format!("{field}.address"), &key.address)
@@ -39,6 +42,7 @@ impl Genesis for Bls {
     fn export_genesis(&self, state: &dyn StateRead) -> Result<GenesisState> {
         Ok(GenesisState {
             keys: state.bls_keys()?,
+            params: Some(state.bls_params()?),
         })
     }
 }

@@ -17,6 +17,43 @@ pub fn pubkey_owner(pubkey: &[u8]) -> Vec<u8> {
     format!("bls/pubkey/{}", hex::encode(pubkey)).into_bytes()
 }
 
+/// The parameters.
+pub fn params() -> Vec<u8> {
+    b"bls/params".to_vec()
+}
+
+/// Key generation round `id`.
+pub fn dkg_round(id: u64) -> Vec<u8> {
+    format!("bls/dkg/{id:020}").into_bytes()
+}
+
+/// The id of the latest round (running or finished).
+pub fn latest_round() -> Vec<u8> {
+    b"bls/latest_round".to_vec()
+}
+
+/// The id of the latest completed round: the group in force.
+pub fn group_round() -> Vec<u8> {
+    b"bls/group_round".to_vec()
+}
+
+/// `dealer`'s dealing in round `round`.
+pub fn dealing(round: u64, dealer: &str) -> Vec<u8> {
+    format!("bls/dealing/{round:020}/{dealer}").into_bytes()
+}
+
+/// `complainer`'s complaint about `dealer` in round `round`.
+pub fn complaint(round: u64, dealer: &str, complainer: &str) -> Vec<u8> {
+    let mut key = complaints_about(round, dealer);
+    key.extend_from_slice(complainer.as_bytes());
+    key
+}
+
+/// Prefix of the complaints about `dealer` in round `round`.
+pub fn complaints_about(round: u64, dealer: &str) -> Vec<u8> {
+    format!("bls/complaint/{round:020}/{dealer}/").into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -26,5 +63,13 @@ mod tests {
         assert_eq!(bls_key("gonka1a"), b"bls/key/gonka1a");
         assert!(bls_key("gonka1a").starts_with(&bls_keys()));
         assert_eq!(pubkey_owner(&[0xAB, 0x01]), b"bls/pubkey/ab01");
+        assert_eq!(params(), b"bls/params");
+        assert_eq!(dkg_round(7), b"bls/dkg/00000000000000000007");
+        assert_eq!(
+            dealing(7, "gonka1d"),
+            b"bls/dealing/00000000000000000007/gonka1d"
+        );
+        assert!(complaint(7, "gonka1d", "gonka1c").starts_with(&complaints_about(7, "gonka1d")));
+        assert!(dkg_round(9) < dkg_round(10), "rounds sort by id");
     }
 }

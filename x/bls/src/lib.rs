@@ -16,20 +16,56 @@
 //! - The cheap checks (stateless encoding, participant, uniqueness) run before the pairing
 //!   check, which is charged `sig_verify_cost_bls12_381` gas first.
 //!
-//! Queries: `/bls/key`, `/bls/keys`. Error codes: [`BlsError`].
+//! ## Key generation ([`dkg`])
+//! In the last block of epoch `e` (after stake set the next powers) round `e + 1` starts.
+//! - **Members**: the next epoch's validators (power > 0, not jailed) with a registered key,
+//!   in address order. No member: no round (`dkg_skipped`).
+//! - **Slots**: `dkg_slots` (100), shared in proportion to power (largest remainders).
+//!   The threshold is ⌊2·slots/3⌋ + 1: signing takes more than two thirds of the power.
+//! - **Dealing** (`MsgDkgDeal`, `dkg_deal_blocks`): each member posts the Feldman commitments
+//!   of a random polynomial of degree threshold − 1, an ephemeral G1 point `R`, and one share
+//!   per slot encrypted to the slot holder's registered BLS key (`gonka_bls_crypto::dkg`: a
+//!   pad from `r·pk`, bound to the chain, round and dealer by [`dkg::dealing_context`]).
+//! - **Complaints** (`MsgDkgComplain`, `dkg_complaint_blocks`): a member whose decrypted
+//!   share does not verify against the dealer's commitments says so.
+//! - **Reveals** (`MsgDkgReveal`, `dkg_reveal_blocks`): the dealer answers with `r·pk` of the
+//!   complainer and a Chaum–Pedersen proof that it is. The chain decrypts the complainer's
+//!   shares itself and checks them: all valid disqualifies the complainer (a receiver cannot
+//!   frame an honest dealer), any invalid disqualifies the dealer, and no answer by the
+//!   deadline disqualifies the dealer.
+//! - **Outcome** (`begin_block` after the reveal deadline):
+//!   - the qualified dealers are the members that dealt and are not disqualified;
+//!   - the round completes when there is one and the slots of members not disqualified reach
+//!     the threshold;
+//!   - the group commitments are the sum of the qualified dealers' (the group key is their
+//!     constant term), and each member's share of a slot is the sum of the qualified dealers'
+//!     shares for it;
+//!   - otherwise the round fails (`dkg_failed`) and the previous group stays in force;
+//!   - a round still running when the next one starts fails as superseded.
+//!
+//! The shares are encrypted to the members' registered BLS keys; each member keeps its
+//! decrypted shares itself. The network's use of the group (vote-extension partial
+//! signatures, the beacon, epoch certificates) builds on [`BlsRead::group_round`].
+//!
+//! Queries: `/bls/key`, `/bls/keys`, `/bls/dkg`, `/bls/dealing`, `/bls/group`, `/bls/params`.
+//! Error codes: [`BlsError`].
 
+pub mod dkg;
 mod errors;
 mod events;
 mod genesis;
 mod keys;
 mod msgs;
+mod params;
 mod query;
 mod state;
 
 pub use errors::BlsError;
-pub use state::{BlsRead, BlsWrite};
+pub use msgs::outcome;
+pub use params::{default_params, validate_params};
+pub use state::{BlsRead, BlsWrite, DkgWrite};
 
-use gonka_sdk::{Any, Module, Msg, Result, StateRead};
+use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
 
 /// Module name: key namespace, codespace, query prefix and genesis section.
 pub const NAME: &str = "bls";
@@ -41,6 +77,23 @@ pub struct Bls;
 impl Module for Bls {
     fn decode_msg(&self, msg: &Any) -> Option<Result<Box<dyn Msg>>> {
         msgs::decode(msg)
+    }
+
+    /// Finalizes the running key generation round once its reveal deadline has passed.
+    fn begin_block(&self, ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
+        dkg::finalize_if_due(state, ctx.height)
+    }
+
+    /// Starts the key generation round of the next epoch's validators (stake, before this
+    /// module, has just set their powers).
+    fn end_epoch(
+        &self,
+        ctx: &BlockContext,
+        epoch: u64,
+        state: &mut dyn StateWrite,
+    ) -> Result<HookOutput> {
+        dkg::start_round(state, epoch + 1, ctx.height)?;
+        Ok(HookOutput::default())
     }
 
     fn query(&self, path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {

@@ -18,6 +18,35 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
             })?;
             Ok(pb::QueryKeyResponse { key: Some(key) })
         })
+        .on::<q::Dkg>(|r| {
+            let round = if r.round == 0 {
+                state.latest_dkg_round()?
+            } else {
+                state.dkg_round(r.round)?
+            };
+            let round = round.ok_or_else(|| {
+                BlsError::UnknownRound.err(format!("no key generation round {}", r.round))
+            })?;
+            Ok(pb::QueryDkgResponse { round: Some(round) })
+        })
+        .on::<q::Dealing>(|r| {
+            let dealing = state.dealing(r.round, &r.dealer)?.ok_or_else(|| {
+                BlsError::NoDealing.err(format!("{} did not deal in round {}", r.dealer, r.round))
+            })?;
+            Ok(pb::QueryDealingResponse {
+                dealing: Some(dealing),
+            })
+        })
+        .on::<q::Group>(|_| {
+            Ok(pb::QueryGroupResponse {
+                round: state.group_round()?,
+            })
+        })
+        .on::<q::Params>(|_| {
+            Ok(pb::QueryParamsResponse {
+                params: Some(state.bls_params()?),
+            })
+        })
         .on::<q::Keys>(|r| {
             let page = state.bls_keys_page(r.pagination.as_ref())?;
             Ok(pb::QueryKeysResponse {

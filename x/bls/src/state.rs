@@ -1,10 +1,10 @@
 //! Typed access to bls state; other crates use these traits, never the keys.
 
-use gonka_proto::bls::BlsKey;
+use gonka_proto::bls::{BlsKey, Complaint, Dealing, DkgRound, Params};
 use gonka_proto::query::page::PageRequest;
 use gonka_sdk::{paginate_proto, Page, Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
-use crate::keys;
+use crate::{default_params, keys};
 
 /// Reads of bls state.
 pub trait BlsRead: StateRead {
@@ -26,6 +26,53 @@ pub trait BlsRead: StateRead {
             .prefix_proto(&keys::bls_keys())?
             .into_iter()
             .map(|(_, k)| k)
+            .collect())
+    }
+
+    /// Current parameters (the defaults if genesis stored none).
+    fn bls_params(&self) -> Result<Params> {
+        Ok(self
+            .get_proto(&keys::params())?
+            .unwrap_or_else(default_params))
+    }
+
+    /// Key generation round `id`.
+    fn dkg_round(&self, id: u64) -> Result<Option<DkgRound>> {
+        self.get_proto(&keys::dkg_round(id))
+    }
+
+    /// The latest round, running or finished.
+    fn latest_dkg_round(&self) -> Result<Option<DkgRound>> {
+        match self.get_proto::<u64>(&keys::latest_round())? {
+            Some(id) => self.dkg_round(id),
+            None => Ok(None),
+        }
+    }
+
+    /// The group in force: the latest completed round.
+    fn group_round(&self) -> Result<Option<DkgRound>> {
+        match self.get_proto::<u64>(&keys::group_round())? {
+            Some(id) => self.dkg_round(id),
+            None => Ok(None),
+        }
+    }
+
+    /// `dealer`'s dealing in round `round`.
+    fn dealing(&self, round: u64, dealer: &str) -> Result<Option<Dealing>> {
+        self.get_proto(&keys::dealing(round, dealer))
+    }
+
+    /// `complainer`'s complaint about `dealer` in round `round`.
+    fn complaint(&self, round: u64, dealer: &str, complainer: &str) -> Result<Option<Complaint>> {
+        self.get_proto(&keys::complaint(round, dealer, complainer))
+    }
+
+    /// The complaints about `dealer` in round `round`, by complainer.
+    fn complaints_about(&self, round: u64, dealer: &str) -> Result<Vec<Complaint>> {
+        Ok(self
+            .prefix_proto(&keys::complaints_about(round, dealer))?
+            .into_iter()
+            .map(|(_, c)| c)
             .collect())
     }
 
@@ -54,3 +101,35 @@ pub trait BlsWrite: StateWrite {
 }
 
 impl<T: StateWrite + ?Sized> BlsWrite for T {}
+
+/// Writes of key generation state.
+pub trait DkgWrite: StateWrite {
+    /// Replaces the parameters.
+    fn put_bls_params(&mut self, params: &Params) {
+        self.put_proto(keys::params(), params);
+    }
+
+    /// Stores a round; a new id becomes the latest round, a completed one the group.
+    fn put_dkg_round(&mut self, round: &DkgRound) {
+        self.put_proto(keys::dkg_round(round.id), round);
+        self.put_proto(keys::latest_round(), &round.id);
+        if round.status == crate::dkg::status::COMPLETED {
+            self.put_proto(keys::group_round(), &round.id);
+        }
+    }
+
+    /// Stores a dealing.
+    fn put_dealing(&mut self, dealing: &Dealing) {
+        self.put_proto(keys::dealing(dealing.round, &dealing.dealer), dealing);
+    }
+
+    /// Stores a complaint.
+    fn put_complaint(&mut self, complaint: &Complaint) {
+        self.put_proto(
+            keys::complaint(complaint.round, &complaint.dealer, &complaint.complainer),
+            complaint,
+        );
+    }
+}
+
+impl<T: StateWrite + ?Sized> DkgWrite for T {}
