@@ -474,3 +474,96 @@ fn round_query(w: &World) -> Option<pb::DkgRound> {
             .unwrap()
     })
 }
+
+/// Every key generation refusal has its own code and changes nothing.
+#[test]
+fn bad_key_generation_messages_are_refused_with_their_code() {
+    let mut w = dkg_world();
+    while round_query(&w).is_none() {
+        w.block(vec![]);
+    }
+    let round = round_of(&w);
+    let poly = Polynomial::from_seed(round.threshold as usize, b"p0");
+    let short = Polynomial::from_seed(round.threshold as usize - 1, b"p1");
+    let mut other_round = round.clone();
+    other_round.id = 99;
+    let refused = |block: &Block, i: usize, code: u32, fragment: &str| {
+        let r = block.result(i);
+        assert_eq!(
+            (r.codespace.as_str(), r.code),
+            ("bls", code),
+            "case {i}: {}",
+            r.log
+        );
+        assert!(
+            r.log.contains(fragment),
+            "case {i}: {:?} lacks {fragment:?}",
+            r.log
+        );
+        assert!(r.events.iter().all(|e| !e.r#type.starts_with("dkg_")));
+    };
+    let mut bad_ephemeral = pb::MsgDkgDeal::decode(
+        dkg_dealing(&round, &addr("p2"), &poly, None)
+            .value
+            .as_slice(),
+    )
+    .unwrap();
+    bad_ephemeral.ephemeral.pop();
+    let txs = vec![
+        w.tx("p0", vec![dkg_dealing(&round, &addr("p0"), &poly, None)]),
+        w.tx("p1", vec![dkg_dealing(&round, &addr("p1"), &short, None)]),
+        w.tx(
+            "p3",
+            vec![dkg_dealing(&other_round, &addr("p3"), &poly, None)],
+        ),
+        w.tx(
+            "alice",
+            vec![dkg_dealing(&round, &addr("alice"), &poly, None)],
+        ),
+    ];
+    let mut txs = txs;
+    txs.push(w.tx_unsequenced(
+        "p2",
+        vec![Any {
+            type_url: "/gonka.bls.v1.MsgDkgDeal".into(),
+            value: bad_ephemeral.encode_to_vec(),
+        }],
+    ));
+    let block = w.block(txs);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    refused(&block, 1, 11, "needs 10 commitments");
+    refused(&block, 2, 16, "no key generation round 99");
+    refused(&block, 3, 8, "is not a member");
+    refused(&block, 4, 11, "ephemeral must be a 48-byte");
+    past(&mut w, round.deal_deadline);
+
+    let txs = vec![
+        w.tx("p1", vec![dkg_complaint(round.id, "p1", "p0")]),
+        w.tx("p1", vec![dkg_complaint(round.id, "p1", "p0")]),
+        w.tx("p1", vec![dkg_complaint(round.id, "p1", "p2")]),
+        w.tx("p2", vec![dkg_dealing(&round, &addr("p2"), &poly, None)]),
+    ];
+    let block = w.block(txs);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    refused(&block, 1, 13, "already complained");
+    refused(&block, 2, 12, "did not deal");
+    refused(&block, 3, 9, "accepts dealings in blocks");
+    past(&mut w, round.complaint_deadline);
+
+    let p3_key = bls_key(13).public_key();
+    let tx = w.tx("p0", vec![dkg_reveal(round.id, "p0", "p3", &p3_key)]);
+    let block = w.block(vec![tx]);
+    refused(&block, 0, 14, "no unanswered complaint");
+    // p0 does not answer p1: at the reveal deadline p0 is disqualified, and with no other
+    // dealer the round fails; no group is in force.
+    past(&mut w, round.reveal_deadline);
+    let done = round_of(&w);
+    assert_eq!(
+        (done.status.as_str(), done.failure.as_str()),
+        ("failed", "no dealer qualified")
+    );
+    assert!(w
+        .query::<q::Group>(pb::QueryGroupRequest {})
+        .round
+        .is_none());
+}
