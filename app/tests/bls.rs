@@ -219,11 +219,16 @@ use gonka_bls_crypto::threshold::{
 /// Seven participants with equal power and BLS keys `bls_key(10 + i)`; 10-block epochs;
 /// rounds of 14 slots (2 each, threshold 10) with 2-block phases.
 fn dkg_world() -> World {
+    dkg_world_with_phases(2, 2, 2)
+}
+
+/// [`dkg_world`] with phases of `deal`, `complain` and `reveal` blocks.
+fn dkg_world_with_phases(deal: u64, complain: u64, reveal: u64) -> World {
     let mut setup = Setup::new(7, 1_000_000);
     setup.epoch_length = 10;
     let mut w = World::with_genesis(setup, |state| {
-        state["bls"] = serde_json::json!({"params": {"dkg_slots": 14, "dkg_deal_blocks": 2,
-            "dkg_complaint_blocks": 2, "dkg_reveal_blocks": 2}});
+        state["bls"] = serde_json::json!({"params": {"dkg_slots": 14, "dkg_deal_blocks": deal,
+            "dkg_complaint_blocks": complain, "dkg_reveal_blocks": reveal}});
     });
     let txs: Vec<Vec<u8>> = (0..7u8)
         .map(|i| {
@@ -566,4 +571,50 @@ fn bad_key_generation_messages_are_refused_with_their_code() {
         .query::<q::Group>(pb::QueryGroupRequest {})
         .round
         .is_none());
+}
+
+/// A round whose last phase ends in the epoch's last block is settled there, before the next
+/// round starts, not superseded by it.
+#[test]
+fn a_round_ending_with_its_epoch_completes_before_the_next_starts() {
+    let mut w = dkg_world_with_phases(4, 3, 3);
+    while round_query(&w).is_none() {
+        w.block(vec![]);
+    }
+    let round = round_of(&w);
+    assert_eq!(
+        round.reveal_deadline,
+        round.start_height + 10,
+        "ends with the next epoch"
+    );
+    let txs: Vec<Vec<u8>> = round
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let poly = Polynomial::from_seed(10, &[i as u8]);
+            w.tx(
+                &member_label(&m.address),
+                vec![dkg_dealing(&round, &m.address, &poly, None)],
+            )
+        })
+        .collect();
+    assert!(w.block(txs).response.tx_results.iter().all(|r| r.code == 0));
+    let next = loop {
+        let block = w.block(vec![]);
+        if block.closed_epoch.is_some() {
+            break block;
+        }
+    };
+    assert_eq!(w.chain.height(), round.reveal_deadline);
+    assert_eq!(
+        next.events("dkg_completed")[0]["round"],
+        round.id.to_string()
+    );
+    assert_eq!(
+        next.events("dkg_started")[0]["round"],
+        (round.id + 1).to_string()
+    );
+    let group = w.query::<q::Group>(pb::QueryGroupRequest {}).round.unwrap();
+    assert_eq!((group.id, group.qualified_dealers.len()), (round.id, 7));
 }

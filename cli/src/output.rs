@@ -40,6 +40,8 @@ const HEX_FIELDS: &[&str] = &[
     "output_commitment",
     "executor_signature",
     "key_proof",
+    "group_pubkey",
+    "group_commitments",
 ];
 
 /// A protobuf message as JSON with its .proto field names; the byte fields of

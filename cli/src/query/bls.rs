@@ -1,8 +1,10 @@
-//! `gonkad query bls`: `/bls/key`, `/bls/keys`.
+//! `gonkad query bls`: `/bls/key`, `/bls/keys`, `/bls/dkg`, `/bls/group`, `/bls/params`.
 
 use anyhow::Result;
 use gonka_proto::bls::{
-    BlsKey, QueryKeyRequest, QueryKeyResponse, QueryKeysRequest, QueryKeysResponse,
+    BlsKey, DkgRound, QueryDkgRequest, QueryDkgResponse, QueryGroupRequest, QueryGroupResponse,
+    QueryKeyRequest, QueryKeyResponse, QueryKeysRequest, QueryKeysResponse, QueryParamsRequest,
+    QueryParamsResponse,
 };
 use gonka_proto::query as q;
 
@@ -23,6 +25,15 @@ pub enum Query {
         #[command(flatten)]
         page: PageArgs,
     },
+    /// A key generation round: members, slots, phases, outcome.
+    Dkg {
+        /// Round id (the epoch whose validators it is for); the latest round when omitted.
+        round: Option<u64>,
+    },
+    /// The group key in force (the latest completed round).
+    Group,
+    /// Bls parameters.
+    Params,
 }
 
 /// Runs a `gonkad query bls` subcommand.
@@ -45,7 +56,74 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             )
             .await
         }
+        Query::Dkg { round } => {
+            let request = QueryDkgRequest {
+                round: round.unwrap_or(0),
+            };
+            show::<q::bls::Dkg>(global, request, |r: &QueryDkgResponse| {
+                r.round.as_ref().map(round_text).unwrap_or_default()
+            })
+            .await
+        }
+        Query::Group => {
+            show::<q::bls::Group>(global, QueryGroupRequest {}, |r: &QueryGroupResponse| {
+                r.round.as_ref().map(round_text).unwrap_or_else(|| {
+                    "no group key yet: no key generation round has completed".into()
+                })
+            })
+            .await
+        }
+        Query::Params => {
+            show::<q::bls::Params>(global, QueryParamsRequest {}, |r: &QueryParamsResponse| {
+                let p = r.params.clone().unwrap_or_default();
+                fields(&[
+                    ("dkg_slots", p.dkg_slots.to_string()),
+                    ("dkg_deal_blocks", p.dkg_deal_blocks.to_string()),
+                    ("dkg_complaint_blocks", p.dkg_complaint_blocks.to_string()),
+                    ("dkg_reveal_blocks", p.dkg_reveal_blocks.to_string()),
+                ])
+            })
+            .await
+        }
     }
+}
+
+fn round_text(r: &DkgRound) -> String {
+    let members = r
+        .members
+        .iter()
+        .map(|m| {
+            let status = if m.disqualified {
+                format!(" disqualified: {}", m.disqualified_for)
+            } else {
+                String::new()
+            };
+            format!(
+                "{} ({} slots from {}){status}",
+                m.address, m.slots, m.first_slot
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    fields(&[
+        ("round", r.id.to_string()),
+        ("status", r.status.clone()),
+        ("failure", r.failure.clone()),
+        (
+            "threshold",
+            format!("{} of {} slots", r.threshold, r.total_slots),
+        ),
+        (
+            "phases",
+            format!(
+                "deal to {}, complain to {}, reveal to {}",
+                r.deal_deadline, r.complaint_deadline, r.reveal_deadline
+            ),
+        ),
+        ("members", members),
+        ("group_pubkey", hex::encode(&r.group_pubkey)),
+        ("qualified_dealers", r.qualified_dealers.join(", ")),
+    ])
 }
 
 fn key_text(k: &BlsKey) -> String {

@@ -60,17 +60,23 @@ pub fn assign_slots(powers: &[u64], total: u64) -> Vec<u64> {
 
 /// Starts round `id` at `height` (called in the last block of epoch `id - 1`, after stake set
 /// the next epoch's powers): its members are the validators of the next epoch (power > 0,
-/// not jailed) with a registered BLS key, in address order. A round still running is failed
-/// first (superseded). No member: no round, and an event says so.
+/// not jailed) with a registered BLS key, in address order. A round still running is
+/// finalized first if its phases are over, else failed (superseded). No member: no round,
+/// and an event says so.
 pub fn start_round(state: &mut dyn StateWrite, id: u64, height: u64) -> Result<()> {
     if let Some(mut running) = state.latest_dkg_round()? {
         if running.status == status::RUNNING {
-            fail(
-                state,
-                &mut running,
-                height,
-                "superseded by the next round before it finished",
-            )?;
+            if running.reveal_deadline <= height {
+                // Its last phase ended with this block's transactions: settle it first.
+                finalize(state, running, height)?;
+            } else {
+                fail(
+                    state,
+                    &mut running,
+                    height,
+                    "superseded by the next round before it finished",
+                )?;
+            }
         }
     }
     let params = state.bls_params()?;
@@ -143,12 +149,16 @@ pub fn start_round(state: &mut dyn StateWrite, id: u64, height: u64) -> Result<(
 /// sign); the group commitments are the sum of the qualified dealers'. Otherwise it fails
 /// and the previous group stays in force.
 pub fn finalize_if_due(state: &mut dyn StateWrite, height: u64) -> Result<()> {
-    let Some(mut round) = state.latest_dkg_round()? else {
-        return Ok(());
-    };
-    if round.status != status::RUNNING || height <= round.reveal_deadline {
-        return Ok(());
+    match state.latest_dkg_round()? {
+        Some(round) if round.status == status::RUNNING && height > round.reveal_deadline => {
+            finalize(state, round, height)
+        }
+        _ => Ok(()),
     }
+}
+
+/// Finalizes `round`, whose phases are over, at `height` (see [`finalize_if_due`]).
+fn finalize(state: &mut dyn StateWrite, mut round: DkgRound, height: u64) -> Result<()> {
     let mut dealers = Vec::new();
     for k in 0..round.members.len() {
         let address = round.members[k].address.clone();
