@@ -138,21 +138,32 @@ impl Commitments {
         self.0.iter().flat_map(|c| c.to_compressed()).collect()
     }
 
+    /// Decodes commitments that [`Commitments::from_bytes`] accepted before (stored ones),
+    /// skipping the subgroup checks, which dominate decoding; `None` if they are no points.
+    pub fn from_checked_bytes(bytes: &[u8]) -> Option<Commitments> {
+        decode_points(bytes, |c| G1Affine::from_compressed_unchecked(c).into())
+    }
+
     /// Decodes [`Commitments::to_bytes`]; `None` unless every 48 bytes are a subgroup point
     /// and there is at least one.
     pub fn from_bytes(bytes: &[u8]) -> Option<Commitments> {
-        if bytes.is_empty() || bytes.len() % PUBLIC_KEY_LEN != 0 {
-            return None;
-        }
-        bytes
-            .chunks(PUBLIC_KEY_LEN)
-            .map(|c| {
-                let c: &[u8; PUBLIC_KEY_LEN] = c.try_into().ok()?;
-                Option::<G1Affine>::from(G1Affine::from_compressed(c))
-            })
-            .collect::<Option<Vec<_>>>()
-            .map(Commitments)
+        decode_points(bytes, |c| G1Affine::from_compressed(c).into())
     }
+}
+
+/// Decodes `bytes` as 48-byte points with `decode`; `None` if empty, ragged or any fails.
+fn decode_points(
+    bytes: &[u8],
+    decode: impl Fn(&[u8; PUBLIC_KEY_LEN]) -> Option<G1Affine>,
+) -> Option<Commitments> {
+    if bytes.is_empty() || bytes.len() % PUBLIC_KEY_LEN != 0 {
+        return None;
+    }
+    bytes
+        .chunks(PUBLIC_KEY_LEN)
+        .map(|c| decode(c.try_into().ok()?))
+        .collect::<Option<Vec<_>>>()
+        .map(Commitments)
 }
 
 /// One share of a dealt secret: `f(index)`. `Debug` never prints the value.
@@ -348,6 +359,10 @@ mod tests {
             Some(group.clone())
         );
         assert!(Commitments::from_bytes(&group.to_bytes()[1..]).is_none());
+        assert_eq!(
+            Commitments::from_checked_bytes(&group.to_bytes()),
+            Some(group.clone())
+        );
         assert!(
             Commitments::sum(&[group.clone(), Polynomial::from_seed(2, b"x").commitments()])
                 .is_none()

@@ -198,7 +198,7 @@ fn finalize(state: &mut dyn StateWrite, mut round: DkgRound, height: u64) -> Res
     }
     let commitments: Option<Vec<Commitments>> = dealers
         .iter()
-        .map(|(_, d)| Commitments::from_bytes(&d.commitments))
+        .map(|(_, d)| Commitments::from_checked_bytes(&d.commitments))
         .collect();
     let group = commitments
         .as_deref()
