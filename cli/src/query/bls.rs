@@ -75,7 +75,7 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
         }
         Query::Params => {
             show::<q::bls::Params>(global, QueryParamsRequest {}, |r: &QueryParamsResponse| {
-                let p = r.params.clone().unwrap_or_default();
+                let p = r.params.unwrap_or_default();
                 fields(&[
                     ("dkg_slots", p.dkg_slots.to_string()),
                     ("dkg_deal_blocks", p.dkg_deal_blocks.to_string()),
