@@ -341,7 +341,7 @@ fn a_key_generation_round_makes_one_group_key_and_disqualifies_whoever_lied() {
         let d = dealing_of(w, dealer);
         let i: u8 = member[1..].parse().unwrap();
         let ct: [u8; 32] = d.shares[(slot - 1) as usize].as_slice().try_into().unwrap();
-        let context = gonka_bls::dkg::dealing_context(CHAIN_ID, round.id, &addr(dealer));
+        let context = gonka_proto::signing::dkg_dealing_context(CHAIN_ID, round.id, &addr(dealer));
         decrypt_share(
             &bls_key(10 + i),
             &PublicKey::from_bytes(&d.ephemeral).unwrap(),

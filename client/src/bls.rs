@@ -4,9 +4,12 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use cosmrs::Any;
+use gonka_bls_crypto::dkg::Ephemeral;
+use gonka_bls_crypto::threshold::Polynomial;
+use gonka_bls_crypto::PublicKey;
 use gonka_bls_crypto::SecretKey;
-use gonka_proto::bls::MsgRegisterBlsKey;
-use gonka_proto::signing::bls_pop_bytes;
+use gonka_proto::bls::{DkgRound, MsgDkgComplain, MsgDkgDeal, MsgDkgReveal, MsgRegisterBlsKey};
+use gonka_proto::signing::{bls_pop_bytes, dkg_dealing_context};
 use k256::elliptic_curve::rand_core::{OsRng, RngCore};
 use prost::{Message, Name};
 
@@ -22,10 +25,73 @@ pub fn msg_register_bls_key(address: &str, chain_id: &str, key: &SecretKey) -> A
         pubkey: pubkey.to_vec(),
         proof_of_possession: proof.to_bytes().to_vec(),
     };
+    any_of(&msg)
+}
+
+fn any_of<M: Message + Name>(msg: &M) -> Any {
     Any {
-        type_url: format!("/{}", MsgRegisterBlsKey::full_name()),
+        type_url: format!("/{}", M::full_name()),
         value: msg.encode_to_vec(),
     }
+}
+
+/// `/gonka.bls.v1.MsgDkgDeal`: `dealer` deals `poly` in `round`, each slot's share encrypted
+/// to its holder's key with `ephemeral`. `None` if a member's key does not decode.
+pub fn msg_dkg_deal(
+    chain_id: &str,
+    round: &DkgRound,
+    dealer: &str,
+    poly: &Polynomial,
+    ephemeral: &Ephemeral,
+) -> Option<Any> {
+    let context = dkg_dealing_context(chain_id, round.id, dealer);
+    let mut shares = Vec::with_capacity(round.total_slots as usize);
+    for member in &round.members {
+        let key = PublicKey::from_bytes(&member.pubkey)?;
+        for slot in member.first_slot..member.first_slot + member.slots {
+            shares.push(
+                ephemeral
+                    .encrypt(&key, &poly.share(slot), &context)
+                    .to_vec(),
+            );
+        }
+    }
+    Some(any_of(&MsgDkgDeal {
+        dealer: dealer.into(),
+        round: round.id,
+        commitments: poly.commitments().to_bytes(),
+        ephemeral: ephemeral.public().to_bytes().to_vec(),
+        shares,
+    }))
+}
+
+/// `/gonka.bls.v1.MsgDkgComplain`: `complainer` says `dealer`'s shares to it do not verify.
+pub fn msg_dkg_complain(round: u64, complainer: &str, dealer: &str) -> Any {
+    any_of(&MsgDkgComplain {
+        complainer: complainer.into(),
+        round,
+        dealer: dealer.into(),
+    })
+}
+
+/// `/gonka.bls.v1.MsgDkgReveal`: `dealer` answers `complainer` (whose key is
+/// `complainer_key`) by revealing the Diffie–Hellman point of its shares to it, with the
+/// proof.
+pub fn msg_dkg_reveal(
+    round: u64,
+    dealer: &str,
+    complainer: &str,
+    complainer_key: &PublicKey,
+    ephemeral: &Ephemeral,
+) -> Any {
+    let (shared, proof) = ephemeral.reveal(complainer_key);
+    any_of(&MsgDkgReveal {
+        dealer: dealer.into(),
+        round,
+        complainer: complainer.into(),
+        shared_point: shared.to_bytes().to_vec(),
+        proof: proof.to_vec(),
+    })
 }
 
 /// The BLS secret key in the file at `path` (64 hex characters of a big-endian scalar), or a
@@ -57,28 +123,34 @@ pub fn load_or_create_key(path: &Path) -> Result<SecretKey> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    write_private(path, &hex::encode(key.to_bytes()))?;
+    write_secret_file(path, &hex::encode(key.to_bytes()))?;
     Ok(key)
 }
 
-#[cfg(unix)]
-fn write_private(path: &Path, text: &str) -> Result<()> {
+/// Writes `text` as a new secret file at `path`: readable by its owner only (Unix), synced,
+/// and in place all at once (written beside it, then renamed), so a crash leaves either no
+/// file or the whole one. Refuses to replace an existing file: secrets are never overwritten.
+pub fn write_secret_file(path: &Path, text: &str) -> Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("creating the BLS key file {}", path.display()))?;
+    if path.exists() {
+        anyhow::bail!(
+            "{} exists; a secret file is never overwritten",
+            path.display()
+        );
+    }
+    let tmp = path.with_extension("tmp");
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(&tmp)
+        .with_context(|| format!("creating {}", tmp.display()))?;
     file.write_all(text.as_bytes())
         .and_then(|()| file.sync_all())
-        .with_context(|| format!("writing the BLS key file {}", path.display()))
-}
-
-#[cfg(not(unix))]
-fn write_private(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("moving the new file to {}", path.display()))
 }
 
 #[cfg(test)]

@@ -200,6 +200,8 @@ pub mod bls {
         Dkg = "/bls/dkg": QueryDkgRequest => QueryDkgResponse;
         /// One dealer's dealing in a round.
         Dealing = "/bls/dealing": QueryDealingRequest => QueryDealingResponse;
+        /// The complaints about one dealer in a round.
+        Complaints = "/bls/complaints": QueryComplaintsRequest => QueryComplaintsResponse;
         /// The group in force: the latest completed round.
         Group = "/bls/group": QueryGroupRequest => QueryGroupResponse;
         /// Bls parameters.

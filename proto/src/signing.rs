@@ -232,6 +232,19 @@ pub fn bls_pop_bytes(chain_id: &str, address: &str, pubkey: &[u8]) -> [u8; 32] {
         .finish()
 }
 
+/// What a key generation dealer's shares are encrypted under (`gonka_bls_crypto::dkg`), so a
+/// ciphertext means nothing in another chain, round or dealing: `"gonka/dkg/v1"` ‖ chain id
+/// ‖ round (u64) ‖ dealer, each length-prefixed. The bytes themselves, not their hash: they
+/// feed the share pads.
+pub fn dkg_dealing_context(chain_id: &str, round: u64, dealer: &str) -> Vec<u8> {
+    let mut context = b"gonka/dkg/v1".to_vec();
+    for part in [chain_id.as_bytes(), &round.to_be_bytes(), dealer.as_bytes()] {
+        context.extend_from_slice(&(part.len() as u32).to_be_bytes());
+        context.extend_from_slice(part);
+    }
+    context
+}
+
 /// What a validator or committee member commits on chain for its re-execution of a record:
 /// SHA-256(`"gonka/result/v1"` ‖ its address ‖ SHA-256 of its answer text ‖ prompt tokens
 /// (u64) ‖ completion tokens (u64)). The address binds it to its author (nobody can submit a
@@ -386,6 +399,14 @@ mod tests {
         assert_ne!(call, node_call_bytes("n", &[1; 32], &[2; 32], 6));
         assert_ne!(call, node_call_bytes("m", &[1; 32], &[2; 32], 5));
         assert_ne!(call, node_call_bytes("n", &[0; 32], &[2; 32], 5));
+    }
+
+    #[test]
+    fn dkg_contexts_differ_by_chain_round_and_dealer() {
+        let c = dkg_dealing_context("c", 1, "d");
+        assert_ne!(c, dkg_dealing_context("c", 2, "d"));
+        assert_ne!(c, dkg_dealing_context("c", 1, "e"));
+        assert_ne!(c, dkg_dealing_context("cc", 1, "d"));
     }
 
     #[test]

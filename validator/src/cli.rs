@@ -26,6 +26,11 @@ pub struct ValidatorArgs {
     /// Pause between polls of the chain for pending work, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
+    /// Directory of the validator's BLS key and key generation secrets (created; keep it:
+    /// the shares of every group key are tied to it) [default: `bls` beside the mnemonic
+    /// file].
+    #[arg(long, value_name = "PATH")]
+    bls_dir: Option<PathBuf>,
 }
 
 /// `host:port` of an `http://HOST:PORT` URL.
@@ -55,6 +60,12 @@ pub async fn run(args: ValidatorArgs) -> anyhow::Result<()> {
         // Re-execution on a real model may take a while; the deadline is blocks away.
         request_timeout: Duration::from_secs(120),
         inclusion_timeout: Duration::from_secs(30),
+        bls_dir: Some(args.bls_dir.unwrap_or_else(|| {
+            args.mnemonic_file
+                .parent()
+                .unwrap_or(std::path::Path::new("."))
+                .join("bls")
+        })),
     };
     tokio::select! {
         () = follow(chain, key, config) => Ok(()),

@@ -30,6 +30,7 @@
 //! chain (e.g. past the deadline) is logged and not retried.
 
 pub mod cli;
+pub mod dkg;
 
 use gonka_proto::query as q;
 use std::collections::BTreeSet;
@@ -152,6 +153,9 @@ pub struct ValidatorConfig {
     pub request_timeout: Duration,
     /// Longest wait for an answer's inclusion in a block.
     pub inclusion_timeout: Duration,
+    /// The directory of the validator's BLS key and key generation secrets ([`dkg`]); no
+    /// key generation without one.
+    pub bls_dir: Option<std::path::PathBuf>,
 }
 
 /// Identifies one pending item across polls.
@@ -184,6 +188,11 @@ pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
     let mut handled: BTreeSet<ItemKey> = BTreeSet::new();
     // The own ML node's id, asked once (its calls are signed for it).
     let mut node_id: Option<String> = None;
+    let mut keygen = config.bls_dir.as_deref().and_then(|dir| {
+        dkg::DkgParticipant::open(dir)
+            .map_err(|e| tracing::error!(dir = %dir.display(), error = %format!("{e:#}"), "cannot open the BLS key directory; this validator takes no part in key generation"))
+            .ok()
+    });
     loop {
         match pending(&chain).await {
             Ok(work) => {
@@ -211,6 +220,11 @@ pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
             }
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "cannot read pending work from the chain; is --chain-rpc reachable? retrying")
+            }
+        }
+        if let Some(participant) = keygen.as_mut() {
+            if let Err(e) = participant.step(&chain, config.inclusion_timeout).await {
+                tracing::warn!(error = %format!("{e:#}"), "key generation step failed; retrying at the next poll");
             }
         }
         tokio::time::sleep(config.poll).await;

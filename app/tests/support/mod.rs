@@ -1065,35 +1065,26 @@ pub fn dkg_dealing(
 ) -> Any {
     use gonka_bls_crypto::threshold::Polynomial;
     let eph = dkg_ephemeral(dealer);
-    let context = gonka_bls::dkg::dealing_context(CHAIN_ID, round.id, dealer);
-    let mut shares = Vec::new();
-    for m in &round.members {
-        let pk = gonka_bls_crypto::PublicKey::from_bytes(&m.pubkey).unwrap();
-        for slot in m.first_slot..m.first_slot + m.slots {
-            let share = if Some(slot) == bad_slot {
-                Polynomial::from_seed(poly.threshold(), b"garbage").share(slot)
-            } else {
-                poly.share(slot)
-            };
-            shares.push(eph.encrypt(&pk, &share, &context).to_vec());
-        }
-    }
-    proto_any(&gonka_proto::bls::MsgDkgDeal {
-        dealer: dealer.into(),
-        round: round.id,
-        commitments: poly.commitments().to_bytes(),
-        ephemeral: eph.public().to_bytes().to_vec(),
-        shares,
-    })
+    let good = gonka_client::bls::msg_dkg_deal(CHAIN_ID, round, dealer, poly, &eph).unwrap();
+    let Some(slot) = bad_slot else {
+        return good;
+    };
+    let mut msg = gonka_proto::bls::MsgDkgDeal::decode(good.value.as_slice()).unwrap();
+    let holder = round
+        .members
+        .iter()
+        .find(|m| (m.first_slot..m.first_slot + m.slots).contains(&slot))
+        .unwrap();
+    let key = gonka_bls_crypto::PublicKey::from_bytes(&holder.pubkey).unwrap();
+    let garbage = Polynomial::from_seed(poly.threshold(), b"garbage").share(slot);
+    let context = gonka_proto::signing::dkg_dealing_context(CHAIN_ID, round.id, dealer);
+    msg.shares[(slot - 1) as usize] = eph.encrypt(&key, &garbage, &context).to_vec();
+    proto_any(&msg)
 }
 
 /// `MsgDkgComplain` of `complainer` about `dealer` (labels) in round `round`.
 pub fn dkg_complaint(round: u64, complainer: &str, dealer: &str) -> Any {
-    proto_any(&gonka_proto::bls::MsgDkgComplain {
-        complainer: addr(complainer),
-        round,
-        dealer: addr(dealer),
-    })
+    gonka_client::bls::msg_dkg_complain(round, &addr(complainer), &addr(dealer))
 }
 
 /// `MsgDkgReveal` of `dealer` (a label) answering `complainer` (a label) whose BLS key is
@@ -1104,14 +1095,13 @@ pub fn dkg_reveal(
     complainer: &str,
     complainer_key: &gonka_bls_crypto::PublicKey,
 ) -> Any {
-    let (shared, proof) = dkg_ephemeral(&addr(dealer)).reveal(complainer_key);
-    proto_any(&gonka_proto::bls::MsgDkgReveal {
-        dealer: addr(dealer),
+    gonka_client::bls::msg_dkg_reveal(
         round,
-        complainer: addr(complainer),
-        shared_point: shared.to_bytes().to_vec(),
-        proof: proof.to_vec(),
-    })
+        &addr(dealer),
+        &addr(complainer),
+        complainer_key,
+        &dkg_ephemeral(&addr(dealer)),
+    )
 }
 
 /// The opening a transfer agent keeps for `record` (of request `record.nonce`, answered

@@ -19,17 +19,6 @@ pub mod status {
     pub const FAILED: &str = "failed";
 }
 
-/// What a dealer's shares are encrypted under, so a ciphertext means nothing in another
-/// chain, round or dealing: `"gonka/dkg/v1" ‖ chain id ‖ round ‖ dealer`.
-pub fn dealing_context(chain_id: &str, round: u64, dealer: &str) -> Vec<u8> {
-    let mut context = b"gonka/dkg/v1".to_vec();
-    for part in [chain_id.as_bytes(), &round.to_be_bytes(), dealer.as_bytes()] {
-        context.extend_from_slice(&(part.len() as u32).to_be_bytes());
-        context.extend_from_slice(part);
-    }
-    context
-}
-
 /// Slots needed to sign out of `total`: more than two thirds.
 pub fn threshold(total: u64) -> u64 {
     total * 2 / 3 + 1
@@ -304,13 +293,5 @@ mod tests {
         assert_eq!(threshold(100), 67);
         assert_eq!(threshold(12), 9);
         assert_eq!(threshold(3), 3);
-    }
-
-    #[test]
-    fn contexts_differ_by_chain_round_and_dealer() {
-        let c = dealing_context("c", 1, "d");
-        assert_ne!(c, dealing_context("c", 2, "d"));
-        assert_ne!(c, dealing_context("c", 1, "e"));
-        assert_ne!(c, dealing_context("cc", 1, "d"));
     }
 }

@@ -25,7 +25,8 @@
 //! - **Dealing** (`MsgDkgDeal`, `dkg_deal_blocks`): each member posts the Feldman commitments
 //!   of a random polynomial of degree threshold − 1, an ephemeral G1 point `R`, and one share
 //!   per slot encrypted to the slot holder's registered BLS key (`gonka_bls_crypto::dkg`: a
-//!   pad from `r·pk`, bound to the chain, round and dealer by [`dkg::dealing_context`]).
+//!   pad from `r·pk`, bound to the chain, round and dealer by
+//!   [`gonka_proto::signing::dkg_dealing_context`]).
 //! - **Complaints** (`MsgDkgComplain`, `dkg_complaint_blocks`): a member whose decrypted
 //!   share does not verify against the dealer's commitments says so.
 //! - **Reveals** (`MsgDkgReveal`, `dkg_reveal_blocks`): the dealer answers with `r·pk` of the
@@ -47,7 +48,8 @@
 //! decrypted shares itself. The network's use of the group (vote-extension partial
 //! signatures, the beacon, epoch certificates) builds on [`BlsRead::group_round`].
 //!
-//! Queries: `/bls/key`, `/bls/keys`, `/bls/dkg`, `/bls/dealing`, `/bls/group`, `/bls/params`.
+//! Queries: `/bls/key`, `/bls/keys`, `/bls/dkg`, `/bls/dealing`, `/bls/complaints`,
+//! `/bls/group`, `/bls/params`.
 //! Error codes: [`BlsError`].
 
 pub mod dkg;

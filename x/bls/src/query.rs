@@ -37,6 +37,11 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
                 dealing: Some(dealing),
             })
         })
+        .on::<q::Complaints>(|r| {
+            Ok(pb::QueryComplaintsResponse {
+                complaints: state.complaints_about(r.round, &r.dealer)?,
+            })
+        })
         .on::<q::Group>(|_| {
             Ok(pb::QueryGroupResponse {
                 round: state.group_round()?,

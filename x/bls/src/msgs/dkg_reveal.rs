@@ -9,9 +9,10 @@ use gonka_bls_crypto::PublicKey;
 use gonka_proto::bls::MsgDkgReveal;
 use gonka_sdk::{decode_as, Any, ErrorCode, Event, Msg, Result, SdkError, StateWrite, TxContext};
 
-use crate::dkg::{dealing_context, disqualify, member_of, require_phase};
+use crate::dkg::{disqualify, member_of, require_phase};
 use crate::state::DkgWrite;
 use crate::{BlsError, BlsRead};
+use gonka_proto::signing::dkg_dealing_context;
 
 /// Outcomes of an answered complaint, as stored in `Complaint.outcome`.
 pub mod outcome {
@@ -101,7 +102,7 @@ impl Msg for DkgReveal {
                 msg.complainer
             )));
         }
-        let context = dealing_context(&ctx.block.chain_id, round.id, &msg.dealer);
+        let context = dkg_dealing_context(&ctx.block.chain_id, round.id, &msg.dealer);
         let valid = (0..complainer.slots).all(|k| {
             let slot = complainer.first_slot + k;
             let ciphertext: Option<[u8; 32]> = dealing
