@@ -35,6 +35,22 @@ fn raw(address: &str, pubkey: Vec<u8>, proof: Vec<u8>) -> Any {
     }
 }
 
+/// Asserts tx `i` of `block` failed with bls code `code` and a log holding `fragment`.
+fn assert_bls_error(block: &Block, i: usize, code: u32, fragment: &str) {
+    let r = block.result(i);
+    assert_eq!(
+        (r.codespace.as_str(), r.code),
+        ("bls", code),
+        "case {i}: {}",
+        r.log
+    );
+    assert!(
+        r.log.contains(fragment),
+        "case {i}: {:?} lacks {fragment:?}",
+        r.log
+    );
+}
+
 fn key_of(w: &World, label: &str) -> Option<pb::BlsKey> {
     w.query::<q::Keys>(pb::QueryKeysRequest::default())
         .keys
@@ -179,18 +195,7 @@ fn bad_registrations_are_refused_with_their_code_and_change_nothing() {
     txs.push(w.tx_unsequenced("p1", vec![not_a_point]));
     let block = w.block(txs);
     for (i, (_, _, code, fragment)) in cases.iter().enumerate() {
-        let r = block.result(i);
-        assert_eq!(
-            (r.codespace.as_str(), r.code),
-            ("bls", *code),
-            "case {i}: {}",
-            r.log
-        );
-        assert!(
-            r.log.contains(fragment),
-            "case {i}: {:?} lacks {fragment:?}",
-            r.log
-        );
+        assert_bls_error(&block, i, *code, fragment);
     }
     let r = block.result(cases.len());
     assert_eq!((r.codespace.as_str(), r.code), ("bls", 2), "{}", r.log);
@@ -493,19 +498,12 @@ fn bad_key_generation_messages_are_refused_with_their_code() {
     let mut other_round = round.clone();
     other_round.id = 99;
     let refused = |block: &Block, i: usize, code: u32, fragment: &str| {
-        let r = block.result(i);
-        assert_eq!(
-            (r.codespace.as_str(), r.code),
-            ("bls", code),
-            "case {i}: {}",
-            r.log
-        );
-        assert!(
-            r.log.contains(fragment),
-            "case {i}: {:?} lacks {fragment:?}",
-            r.log
-        );
-        assert!(r.events.iter().all(|e| !e.r#type.starts_with("dkg_")));
+        assert_bls_error(block, i, code, fragment);
+        assert!(block
+            .result(i)
+            .events
+            .iter()
+            .all(|e| !e.r#type.starts_with("dkg_")));
     };
     let mut bad_ephemeral = pb::MsgDkgDeal::decode(
         dkg_dealing(&round, &addr("p2"), &poly, None)
