@@ -7,17 +7,8 @@ use gonka_sdk::{ErrorCode, Event, Result, StateWrite};
 use gonka_stake::StakeRead;
 
 use crate::state::DkgWrite;
-use crate::{BlsError, BlsRead};
+use crate::{status, BlsError, BlsRead};
 
-/// Round statuses.
-pub mod status {
-    /// Dealing, complaining or answering complaints.
-    pub const RUNNING: &str = "running";
-    /// A group key exists.
-    pub const COMPLETED: &str = "completed";
-    /// No group key: the previous group stays in force.
-    pub const FAILED: &str = "failed";
-}
 
 /// Slots needed to sign out of `total`: more than two thirds.
 pub fn threshold(total: u64) -> u64 {

@@ -72,6 +72,16 @@ use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, S
 /// Module name: key namespace, codespace, query prefix and genesis section.
 pub const NAME: &str = "bls";
 
+/// Statuses of key generation rounds, as stored and queried.
+pub mod status {
+    /// Dealing, complaining or answering complaints.
+    pub const RUNNING: &str = "running";
+    /// A group key exists.
+    pub const COMPLETED: &str = "completed";
+    /// No group key: the previous group stays in force.
+    pub const FAILED: &str = "failed";
+}
+
 /// The bls module.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Bls;

@@ -113,7 +113,7 @@ pub trait DkgWrite: StateWrite {
     fn put_dkg_round(&mut self, round: &DkgRound) {
         self.put_proto(keys::dkg_round(round.id), round);
         self.put_proto(keys::latest_round(), &round.id);
-        if round.status == crate::dkg::status::COMPLETED {
+        if round.status == crate::status::COMPLETED {
             self.put_proto(keys::group_round(), &round.id);
         }
     }
