@@ -9,7 +9,6 @@ use gonka_stake::StakeRead;
 use crate::state::DkgWrite;
 use crate::{status, BlsError, BlsRead};
 
-
 /// Slots needed to sign out of `total`: more than two thirds.
 pub fn threshold(total: u64) -> u64 {
     total * 2 / 3 + 1
