@@ -21,20 +21,9 @@ impl std::fmt::Debug for Polynomial {
 }
 
 impl Polynomial {
-    /// A random polynomial for threshold `threshold` (≥ 1) from `rng`.
-    pub fn random(
-        threshold: usize,
-        mut rng: impl blstrs_plus::elliptic_curve::rand_core::RngCore,
-    ) -> Polynomial {
-        Polynomial(
-            (0..threshold.max(1))
-                .map(|_| Scalar::random(&mut rng))
-                .collect(),
-        )
-    }
-
-    /// The polynomial whose coefficients are the scalars hashed from `seed` (for tests and
-    /// benches: deterministic).
+    /// The polynomial of threshold `threshold` (≥ 1) whose coefficients are the scalars
+    /// hashed from `seed`: a dealer draws a random seed and keeps it, so it can rebuild its
+    /// dealing and answer complaints after a restart; tests use fixed seeds.
     pub fn from_seed(threshold: usize, seed: &[u8]) -> Polynomial {
         Polynomial(
             (0..threshold.max(1) as u64)

@@ -98,33 +98,37 @@ pub fn msg_dkg_reveal(
 /// fresh random one written there first (mode 0600 on Unix) when the file does not exist.
 /// Keep the file: a validator that loses it loses its shares of every group key.
 pub fn load_or_create_key(path: &Path) -> Result<SecretKey> {
-    if path.exists() {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the BLS key file {}", path.display()))?;
-        let bytes: [u8; 32] = hex::decode(text.trim())
-            .ok()
-            .and_then(|b| b.try_into().ok())
-            .with_context(|| {
-                format!(
-                    "{} must hold 64 hex characters of a BLS secret key",
-                    path.display()
-                )
-            })?;
-        return SecretKey::from_bytes(&bytes).with_context(|| {
-            format!(
-                "{} holds no valid BLS secret key (zero or not below the group order)",
-                path.display()
-            )
-        });
+    let bytes = load_or_create_secret(path, || {
+        let mut seed = [0u8; 32];
+        OsRng.fill_bytes(&mut seed);
+        SecretKey::from_seed(&seed).to_bytes()
+    })?;
+    SecretKey::from_bytes(&bytes).with_context(|| {
+        format!(
+            "{} holds no valid BLS secret key (zero or not below the group order)",
+            path.display()
+        )
+    })
+}
+
+/// The `N` secret bytes kept hex-encoded in the file at `path`, or `make()`'s, written there
+/// first ([`write_secret_file`], creating the directory) when the file does not exist.
+pub fn load_or_create_secret<const N: usize>(
+    path: &Path,
+    make: impl FnOnce() -> [u8; N],
+) -> Result<[u8; N]> {
+    if !path.exists() {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        write_secret_file(path, &hex::encode(make()))?;
     }
-    let mut seed = [0u8; 32];
-    OsRng.fill_bytes(&mut seed);
-    let key = SecretKey::from_seed(&seed);
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    write_secret_file(path, &hex::encode(key.to_bytes()))?;
-    Ok(key)
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the secret file {}", path.display()))?;
+    hex::decode(text.trim())
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .with_context(|| format!("{} must hold {} hex characters", path.display(), 2 * N))
 }
 
 /// Writes `text` as a new secret file at `path`: readable by its owner only (Unix), synced,

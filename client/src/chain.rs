@@ -44,6 +44,16 @@ pub struct Chain {
     next: Mutex<Option<SignerData>>,
 }
 
+/// What the chain did with a submitted transaction ([`Chain::submit_for_outcome`]).
+#[derive(Debug)]
+pub enum TxOutcome {
+    /// Included and executed with code 0.
+    Executed(Included),
+    /// Refused, with the chain's reason (`codespace code: log`); retrying the same tx is
+    /// pointless.
+    Refused(String),
+}
+
 impl std::fmt::Debug for Chain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Chain")
@@ -153,6 +163,28 @@ impl Chain {
             }
         };
         self.client.wait_for_tx(hash, timeout).await
+    }
+
+    /// [`Chain::submit`], telling what the chain did: executed the tx, or refused it (in
+    /// `CheckTx`, or included with a non-zero code), with its reason as
+    /// `codespace code: log`. `Err` only when the chain could not be reached or did not
+    /// include the tx in time, which is worth retrying (a sequence mismatch left after
+    /// [`Chain::submit`]'s own retries counts as that too).
+    pub async fn submit_for_outcome(&self, msgs: Vec<Any>, timeout: Duration) -> Result<TxOutcome> {
+        match self.submit(msgs, timeout).await {
+            Ok(included) if included.code == 0 => Ok(TxOutcome::Executed(included)),
+            Ok(included) => Ok(TxOutcome::Refused(format!(
+                "{} {}: {}",
+                included.codespace, included.code, included.log
+            ))),
+            Err(e) => match e.downcast_ref::<TxRejected>() {
+                Some(r) if !r.is_sequence_mismatch() => Ok(TxOutcome::Refused(format!(
+                    "{} {}: {}",
+                    r.codespace, r.code, r.log
+                ))),
+                _ => Err(e),
+            },
+        }
     }
 
     /// The chain's model table (every page).

@@ -28,7 +28,7 @@ pub mod server;
 pub mod sse;
 pub mod tx;
 
-pub use chain::{key_from_mnemonic_file, Chain};
+pub use chain::{key_from_mnemonic_file, Chain, TxOutcome};
 pub use keys::Key;
 pub use rpc::{Client, Included, TxRejected};
 pub use tx::{

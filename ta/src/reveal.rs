@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use gonka_client::disputes::msg_reveal_output;
-use gonka_client::{Any, Chain, TxRejected};
+use gonka_client::{Any, Chain, TxOutcome};
 use gonka_proto::disputes as dpb;
 use gonka_proto::query as q;
 
@@ -67,23 +67,16 @@ pub async fn reveal_due(chain: &Chain, store: &PayloadStore, timeout: Duration) 
     Ok(revealed)
 }
 
-/// Submits `msgs` in one tx: `Ok(true)` when included with code 0, `Ok(false)` when refused
-/// (logged), an error when the chain could not be reached.
+/// Submits `msgs` in one tx: `Ok(true)` when executed, `Ok(false)` when refused (logged), an
+/// error when the chain could not be reached.
 async fn submit(chain: &Chain, msgs: Vec<Any>, timeout: Duration) -> Result<bool> {
     let count = msgs.len();
-    match chain.submit(msgs, timeout).await {
-        Ok(included) if included.code == 0 => Ok(true),
-        Ok(included) => {
-            tracing::warn!(count, codespace = %included.codespace, code = included.code, log = %included.log, "reveal refused");
+    match chain.submit_for_outcome(msgs, timeout).await? {
+        TxOutcome::Executed(_) => Ok(true),
+        TxOutcome::Refused(reason) => {
+            tracing::warn!(count, %reason, "reveal refused");
             Ok(false)
         }
-        Err(e) => match e.downcast_ref::<TxRejected>() {
-            Some(r) => {
-                tracing::warn!(count, codespace = %r.codespace, code = r.code, log = %r.log, "reveal refused");
-                Ok(false)
-            }
-            None => Err(e),
-        },
     }
 }
 

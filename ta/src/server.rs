@@ -598,6 +598,7 @@ fn served(
     usage: Usage,
 ) -> Result<Served, String> {
     let id = &node.info.id;
+    let answer = response_hash(text);
     let Some(receipt) = receipt else {
         return match ta.sink {
             Sink::Chain { .. } => Err(format!("node `{id}` sent no execution receipt")),
@@ -608,7 +609,7 @@ fn served(
                     signature: Vec::new(),
                 },
                 tokens: usage,
-                response_hash: response_hash(text),
+                response_hash: answer,
             }),
         };
     };
@@ -647,7 +648,7 @@ fn served(
     Ok(Served {
         receipt,
         tokens,
-        response_hash: response_hash(text),
+        response_hash: answer,
     })
 }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use gonka_client::tx::msg_submit_work_batch;
-use gonka_client::TxRejected;
+use gonka_client::TxOutcome;
 use gonka_proto::inference::WorkRecord;
 use prost::Message;
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
@@ -240,16 +240,10 @@ enum Submitted {
 
 async fn submit(chain: &Chain, records: Vec<WorkRecord>, timeout: Duration) -> Submitted {
     let msg = msg_submit_work_batch(chain.address(), records);
-    match chain.submit(vec![msg], timeout).await {
-        Ok(included) if included.code == 0 => Submitted::Settled(refused_alone(&included)),
-        Ok(included) => Submitted::Refused(format!(
-            "{} {}: {}",
-            included.codespace, included.code, included.log
-        )),
-        Err(e) => match e.downcast_ref::<TxRejected>() {
-            Some(r) => Submitted::Refused(format!("{} {}: {}", r.codespace, r.code, r.log)),
-            None => Submitted::Unreachable(format!("{e:#}")),
-        },
+    match chain.submit_for_outcome(vec![msg], timeout).await {
+        Ok(TxOutcome::Executed(included)) => Submitted::Settled(refused_alone(&included)),
+        Ok(TxOutcome::Refused(reason)) => Submitted::Refused(reason),
+        Err(e) => Submitted::Unreachable(format!("{e:#}")),
     }
 }
 

@@ -19,11 +19,11 @@ use gonka_bls_crypto::dkg::{decrypt_share, Ephemeral};
 use gonka_bls_crypto::threshold::{Commitments, Polynomial, SecretShare};
 use gonka_bls_crypto::{PublicKey, SecretKey};
 use gonka_client::bls::{
-    load_or_create_key, msg_dkg_complain, msg_dkg_deal, msg_dkg_reveal, msg_register_bls_key,
-    write_secret_file,
+    load_or_create_key, load_or_create_secret, msg_dkg_complain, msg_dkg_deal, msg_dkg_reveal,
+    msg_register_bls_key, write_secret_file,
 };
 use gonka_client::rpc::QueryError;
-use gonka_client::{Chain, Included};
+use gonka_client::{Chain, TxOutcome};
 use gonka_proto::bls as pb;
 use gonka_proto::query::bls as q;
 use gonka_proto::signing::dkg_dealing_context;
@@ -290,17 +290,11 @@ impl DkgParticipant {
     /// (drawn and written durably the first time).
     fn round_secrets(&self, round: &pb::DkgRound) -> Result<(Polynomial, Ephemeral)> {
         let path = self.dir.join(format!("round-{}.secret", round.id));
-        if !path.exists() {
+        let seeds: [u8; 64] = load_or_create_secret(&path, || {
             let mut seeds = [0u8; 64];
             OsRng.fill_bytes(&mut seeds);
-            write_secret_file(&path, &hex::encode(seeds))?;
-        }
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        let seeds: [u8; 64] = hex::decode(text.trim())
-            .ok()
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| anyhow!("{} must hold 128 hex characters", path.display()))?;
+            seeds
+        })?;
         let ephemeral_seed: [u8; 32] = seeds[32..].try_into().expect("32 bytes");
         Ok((
             Polynomial::from_seed(round.threshold as usize, &seeds[..32]),
@@ -349,15 +343,11 @@ async fn dealing(chain: &Chain, round: u64, dealer: &str) -> Result<Option<pb::D
     }
 }
 
-async fn submit(chain: &Chain, msg: gonka_client::Any, timeout: Duration) -> Result<Included> {
-    let included = chain.submit(vec![msg], timeout).await?;
-    if included.code != 0 {
-        bail!(
-            "the chain refused it ({} {}): {}",
-            included.codespace,
-            included.code,
-            included.log
-        );
+/// Submits `msg`; a refusal is an error like an unreachable chain (the next poll looks at
+/// the chain again and decides afresh).
+async fn submit(chain: &Chain, msg: gonka_client::Any, timeout: Duration) -> Result<()> {
+    match chain.submit_for_outcome(vec![msg], timeout).await? {
+        TxOutcome::Executed(_) => Ok(()),
+        TxOutcome::Refused(reason) => bail!("the chain refused it: {reason}"),
     }
-    Ok(included)
 }

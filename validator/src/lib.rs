@@ -44,7 +44,7 @@ use gonka_client::disputes::{
 use gonka_client::node_call::sign_node_call;
 use gonka_client::payload_auth::sign_payload_request;
 use gonka_client::request::body_hash;
-use gonka_client::{Any, Key, TxRejected};
+use gonka_client::{Any, Key, TxOutcome};
 use gonka_proto::disputes as dpb;
 use gonka_proto::inference as ipb;
 use sha2::{Digest, Sha256};
@@ -316,22 +316,14 @@ async fn submit_answer(
     config: &ValidatorConfig,
     msgs: Vec<Any>,
 ) -> Result<u64, Failure> {
-    let included = match chain.submit(msgs, config.inclusion_timeout).await {
-        Ok(included) => included,
-        Err(e) => {
-            return Err(match e.downcast_ref::<TxRejected>() {
-                Some(r) if !r.is_sequence_mismatch() => Failure::Refused(r.to_string()),
-                _ => Failure::Retry(e),
-            })
-        }
-    };
-    if included.code != 0 {
-        return Err(Failure::Refused(format!(
-            "{} {}: {}",
-            included.codespace, included.code, included.log
-        )));
+    match chain
+        .submit_for_outcome(msgs, config.inclusion_timeout)
+        .await
+        .map_err(Failure::Retry)?
+    {
+        TxOutcome::Executed(included) => Ok(included.height),
+        TxOutcome::Refused(reason) => Err(Failure::Refused(reason)),
     }
-    Ok(included.height)
 }
 
 /// One HTTP exchange with `authority` (`host:port`) within the configured timeouts: the

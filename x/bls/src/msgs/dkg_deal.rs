@@ -75,10 +75,11 @@ impl Msg for DkgDeal {
                 msg.shares.len()
             )));
         }
-        // Decoding a point checks its subgroup: about a tenth of a pairing each.
-        for _ in 0..=points {
-            ctx.gas.consume_signature_verify("dkg commitment point")?;
-        }
+        // Decoding a point checks its subgroup: about a signature check each (the
+        // commitments and the ephemeral point).
+        let per_point = ctx.gas.costs().sig_verify_secp256k1;
+        ctx.gas
+            .consume((points + 1).saturating_mul(per_point), "dkg dealing points")?;
         if Commitments::from_bytes(&msg.commitments).is_none()
             || PublicKey::from_bytes(&msg.ephemeral).is_none()
         {

@@ -85,10 +85,11 @@ impl Msg for DkgReveal {
         let complainer = round.members[complainer_at].clone();
         // The proof (a few scalar multiplications) and each share's check against the
         // commitments (a threshold-term sum) cost about a pairing each.
-        ctx.gas.consume_bls_verify("dkg reveal proof")?;
-        for _ in 0..complainer.slots {
-            ctx.gas.consume_bls_verify("dkg revealed share")?;
-        }
+        let per_check = ctx.gas.costs().sig_verify_bls12_381;
+        ctx.gas.consume(
+            (complainer.slots + 1).saturating_mul(per_check),
+            "dkg reveal proof and shares",
+        )?;
         let (Some(ephemeral), Some(receiver), Some(commitments)) = (
             PublicKey::from_bytes(&dealing.ephemeral),
             PublicKey::from_bytes(&complainer.pubkey),
