@@ -43,7 +43,7 @@ fn main() {
         setup.epoch_length = 100;
         let mut w = World::with_genesis(setup, |state| {
             state["bls"] = serde_json::json!({"params": {"dkg_slots": 100, "dkg_deal_blocks": 2,
-                "dkg_complaint_blocks": 1, "dkg_reveal_blocks": 1}});
+                "dkg_complaint_blocks": 1, "dkg_reveal_blocks": 1, "beacon_keep_blocks": 1000}});
         });
         let labels: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
         for chunk in labels.chunks(50) {

@@ -71,9 +71,11 @@ fn main() {
                 time_seconds: 0,
                 time_nanos: 0,
                 block_hash: [block as u8; 32],
+                beacon: None,
             };
             let started = Instant::now();
             sampler.end_block(&ctx, &mut state).unwrap();
+            gonka_bls::Bls.begin_block(&ctx, &mut state).unwrap();
             sampler.begin_block(&ctx, &mut state).unwrap();
             sample_us.push(started.elapsed().as_secs_f64() * 1e6);
         }

@@ -8,11 +8,12 @@ use gonka_sdk::{Event, ValidatorUpdate};
 use tendermint_abci::Application;
 use tendermint_proto::google::protobuf::Timestamp;
 use tendermint_proto::v0_38::abci::{
-    self as abci, response_process_proposal::ProposalStatus, ExecTxResult, RequestCheckTx,
+    self as abci, response_process_proposal::ProposalStatus,
+    response_verify_vote_extension::VerifyStatus, ExecTxResult, RequestCheckTx, RequestExtendVote,
     RequestFinalizeBlock, RequestInfo, RequestInitChain, RequestPrepareProposal,
-    RequestProcessProposal, RequestQuery, ResponseCheckTx, ResponseCommit, ResponseFinalizeBlock,
-    ResponseInfo, ResponseInitChain, ResponsePrepareProposal, ResponseProcessProposal,
-    ResponseQuery,
+    RequestProcessProposal, RequestQuery, RequestVerifyVoteExtension, ResponseCheckTx,
+    ResponseCommit, ResponseExtendVote, ResponseFinalizeBlock, ResponseInfo, ResponseInitChain,
+    ResponsePrepareProposal, ResponseProcessProposal, ResponseQuery, ResponseVerifyVoteExtension,
 };
 use tendermint_proto::v0_38::crypto::{public_key, PublicKey};
 
@@ -89,10 +90,18 @@ impl Application for App {
     }
 
     fn init_chain(&self, request: RequestInitChain) -> ResponseInitChain {
+        let vote_extensions_from = request
+            .consensus_params
+            .as_ref()
+            .and_then(|p| p.abci.as_ref())
+            .map_or(0, |a| {
+                u64::try_from(a.vote_extensions_enable_height).unwrap_or(0)
+            });
         let (app_hash, validators) = self
             .init_chain(
                 &request.chain_id,
                 request.initial_height,
+                vote_extensions_from,
                 &request.app_state_bytes,
             )
             .unwrap_or_else(|e| fatal("InitChain", e));
@@ -127,13 +136,49 @@ impl Application for App {
         }
     }
 
+    fn extend_vote(&self, request: RequestExtendVote) -> ResponseExtendVote {
+        let height = u64::try_from(request.height).unwrap_or(0);
+        ResponseExtendVote {
+            vote_extension: self.extend_vote(height).into(),
+        }
+    }
+
+    fn verify_vote_extension(
+        &self,
+        request: RequestVerifyVoteExtension,
+    ) -> ResponseVerifyVoteExtension {
+        let height = u64::try_from(request.height).unwrap_or(0);
+        let status = match self.verify_vote_extension(
+            height,
+            &request.validator_address,
+            &request.vote_extension,
+        ) {
+            Ok(()) => VerifyStatus::Accept,
+            Err(why) => {
+                tracing::warn!(
+                    height,
+                    validator = %hex::encode_upper(&request.validator_address),
+                    "rejecting a vote extension: {why}"
+                );
+                VerifyStatus::Reject
+            }
+        };
+        ResponseVerifyVoteExtension {
+            status: status as i32,
+        }
+    }
+
     fn prepare_proposal(&self, request: RequestPrepareProposal) -> ResponsePrepareProposal {
-        // Keep mempool order; drop what does not fit in the block or exceeds the tx limit.
+        // The beacon first, then mempool order; drop what does not fit in the block or
+        // exceeds the tx limit.
+        let height = u64::try_from(request.height).unwrap_or(0);
         let max_tx = self.max_tx_bytes();
         let mut budget = u64::try_from(request.max_tx_bytes).unwrap_or(0);
-        let txs = request
-            .txs
+        let beacon = self.beacon_tx(height, request.local_last_commit.as_ref());
+        let txs = beacon
+            .map(Into::into)
             .into_iter()
+            .chain(request.txs)
             .filter(|tx| {
                 let size = tx.len() as u64;
                 let keep = size <= max_tx && size <= budget;
@@ -147,14 +192,18 @@ impl Application for App {
     }
 
     fn process_proposal(&self, request: RequestProcessProposal) -> ResponseProcessProposal {
-        let status = if within_tx_limit(self, &request.txs) {
-            ProposalStatus::Accept
+        let height = u64::try_from(request.height).unwrap_or(0);
+        let verdict = if within_tx_limit(self, &request.txs) {
+            self.check_beacon(height, &request.txs, request.proposed_last_commit.as_ref())
         } else {
-            tracing::warn!(
-                height = request.height,
-                "rejecting proposal with an oversized tx"
-            );
-            ProposalStatus::Reject
+            Err("a tx exceeds the size limit".to_string())
+        };
+        let status = match verdict {
+            Ok(()) => ProposalStatus::Accept,
+            Err(why) => {
+                tracing::warn!(height, "rejecting proposal: {why}");
+                ProposalStatus::Reject
+            }
         };
         ResponseProcessProposal {
             status: status as i32,

@@ -8,11 +8,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use anyhow::{bail, Context};
 use gonka_auth::AuthRead;
 use gonka_sdk::{
-    BlockContext, Delta, Event, HookOutput, Module, Overlay, StateWrite, ValidatorUpdate,
+    BlockContext, Delta, Event, HookOutput, Module, Overlay, StateWrite, StateWriteExt,
+    ValidatorUpdate,
 };
 use gonka_store::{ChangeSet, PreparedCommit, Store};
 
 use crate::ante::Mode;
+use crate::beacon::BeaconNode;
 use crate::tx::{self, TxOutcome};
 
 /// State key holding the chain id, written at genesis.
@@ -28,6 +30,7 @@ pub struct App {
 struct Inner {
     store: Store,
     modules: Vec<Box<dyn Module>>,
+    beacon: BeaconNode,
     /// Consensus connection state. Lock order: `consensus` before `check`.
     consensus: Mutex<Consensus>,
     check: Mutex<CheckState>,
@@ -81,7 +84,7 @@ impl ValidatorChanges {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock already stopped consensus; keep serving reads.
     mutex
         .lock()
@@ -94,9 +97,23 @@ impl App {
         Self::open_with_modules(path, crate::modules::all())
     }
 
+    /// Opens the state database at `path` with the chain's modules, for a validator that
+    /// signs beacons with the shares `beacon` finds.
+    pub fn open_with_beacon(path: &Path, beacon: BeaconNode) -> anyhow::Result<App> {
+        Self::open_full(path, crate::modules::all(), beacon)
+    }
+
     /// Opens the state database at `path` with a custom module list: for tests and benches
     /// that add a test-only module (e.g. one that credits work or slashes on command).
     pub fn open_with_modules(path: &Path, modules: Vec<Box<dyn Module>>) -> anyhow::Result<App> {
+        Self::open_full(path, modules, BeaconNode::default())
+    }
+
+    fn open_full(
+        path: &Path,
+        modules: Vec<Box<dyn Module>>,
+        beacon: BeaconNode,
+    ) -> anyhow::Result<App> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -108,11 +125,13 @@ impl App {
             time_seconds: 0,
             time_nanos: 0,
             block_hash: [0; 32],
+            beacon: None,
         };
         Ok(App {
             inner: Arc::new(Inner {
                 store,
                 modules,
+                beacon,
                 consensus: Mutex::new(Consensus::default()),
                 check: Mutex::new(CheckState {
                     writes: ChangeSet::new(),
@@ -140,6 +159,11 @@ impl App {
         Ok(serde_json::Value::Object(sections))
     }
 
+    /// The node's beacon signing and checking state.
+    pub(crate) fn beacon_node(&self) -> &BeaconNode {
+        &self.inner.beacon
+    }
+
     /// The modules in hook order.
     pub(crate) fn modules(&self) -> &[Box<dyn Module>] {
         &self.inner.modules
@@ -163,13 +187,15 @@ impl App {
         ))
     }
 
-    /// Imports genesis `app_state` (JSON object keyed by module name) and returns the
-    /// genesis app hash and the initial validator set (empty: keep CometBFT's genesis
-    /// validators). Nothing is written until the first block commits.
+    /// Imports genesis `app_state` (JSON object keyed by module name) and the first height
+    /// with vote extensions (0: none), and returns the genesis app hash and the initial
+    /// validator set (empty: keep CometBFT's genesis validators). Nothing is written until
+    /// the first block commits.
     pub(crate) fn init_chain(
         &self,
         chain_id: &str,
         initial_height: i64,
+        vote_extensions_from: u64,
         app_state: &[u8],
     ) -> anyhow::Result<([u8; 32], Vec<ValidatorUpdate>)> {
         if initial_height > 1 {
@@ -197,6 +223,12 @@ impl App {
 
         let mut genesis = Delta::new(&self.inner.store);
         genesis.put_raw(CHAIN_ID_KEY.to_vec(), chain_id.as_bytes().to_vec());
+        if vote_extensions_from > 0 {
+            genesis.put_proto(
+                crate::beacon::VOTE_EXTENSIONS_KEY.to_vec(),
+                &vote_extensions_from,
+            );
+        }
         let mut validators = ValidatorChanges::default();
         for module in self.modules() {
             let output = module
@@ -216,6 +248,7 @@ impl App {
             time_seconds: 0,
             time_nanos: 0,
             block_hash: [0; 32],
+            beacon: None,
         };
         consensus.genesis = Some(writes);
         consensus.pending = None;
@@ -281,12 +314,22 @@ impl App {
         let empty = ChangeSet::new();
         let genesis_view = Overlay::new(store, consensus.genesis.as_ref().unwrap_or(&empty));
         let mut state = Delta::new(&genesis_view);
+        // A proposal's first transaction may be its beacon (checked by ProcessProposal, and
+        // again by x/bls): its signature goes to the modules, and it runs no messages.
+        let beacon = txs
+            .first()
+            .and_then(|t| gonka_bls::beacon::decode_tx(t.as_ref()))
+            .and_then(Result::ok);
         let block = &BlockContext {
             chain_id: tx::chain_id(&state)?,
             height,
             time_seconds,
             time_nanos,
             block_hash,
+            beacon: beacon
+                .as_ref()
+                .map(|b| b.signature.clone())
+                .filter(|s| !s.is_empty()),
         };
 
         for module in self.modules() {
@@ -296,9 +339,18 @@ impl App {
                 .map_err(|e| anyhow::anyhow!("begin_block of {}: {e}", module.name()))?;
         }
         let mut events = state.take_events();
-        let tx_results: Vec<TxOutcome> = txs
-            .iter()
-            .map(|bytes| {
+        let beacon_result = beacon.as_ref().map(|b| TxOutcome {
+            code: 0,
+            codespace: "",
+            log: format!("randomness beacon of height {}", b.height),
+            events: Vec::new(),
+            gas_wanted: 0,
+            gas_used: 0,
+        });
+        let skip = usize::from(beacon_result.is_some());
+        let tx_results: Vec<TxOutcome> = beacon_result
+            .into_iter()
+            .chain(txs.iter().skip(skip).map(|bytes| {
                 tx::execute(
                     self.modules(),
                     block,
@@ -306,7 +358,7 @@ impl App {
                     bytes.as_ref(),
                     Mode::Execute,
                 )
-            })
+            }))
             .collect();
         let mut validators = ValidatorChanges::default();
         for module in self.modules() {
@@ -363,6 +415,7 @@ impl App {
         check.block = BlockContext {
             height: height + 1,
             block_hash: [0; 32],
+            beacon: None,
             ..block
         };
         tracing::info!(height, "committed");

@@ -13,6 +13,8 @@ use tendermint_proto::v0_38::abci::{
     ResponseFinalizeBlock, ResponseQuery,
 };
 
+use tendermint_proto::v0_38::types::{AbciParams, ConsensusParams};
+
 use crate::App;
 
 /// Block time of height 0 (2026-01-01T00:00:00Z); each block adds one second.
@@ -44,7 +46,24 @@ impl TestChain {
         app_state: &serde_json::Value,
         modules: Vec<Box<dyn gonka_sdk::Module>>,
     ) -> anyhow::Result<Self> {
+        Self::with_vote_extensions(path, chain_id, app_state, modules, 0)
+    }
+
+    /// Like [`TestChain::with_modules`], with vote extensions on from height
+    /// `vote_extensions_from` (0: off), as CometBFT's consensus parameters would say. The
+    /// harness itself makes no extensions: a test drives `ExtendVote`, `PrepareProposal` and
+    /// `ProcessProposal` through [`TestChain::app`] and commits the proposal it built.
+    pub fn with_vote_extensions(
+        path: &Path,
+        chain_id: &str,
+        app_state: &serde_json::Value,
+        modules: Vec<Box<dyn gonka_sdk::Module>>,
+        vote_extensions_from: u64,
+    ) -> anyhow::Result<Self> {
         let app = App::open_with_modules(path, modules)?;
+        let abci = AbciParams {
+            vote_extensions_enable_height: i64::try_from(vote_extensions_from)?,
+        };
         Application::init_chain(
             &app,
             RequestInitChain {
@@ -52,6 +71,10 @@ impl TestChain {
                 chain_id: chain_id.into(),
                 app_state_bytes: serde_json::to_vec(app_state)?.into(),
                 initial_height: 1,
+                consensus_params: Some(ConsensusParams {
+                    abci: Some(abci),
+                    ..Default::default()
+                }),
                 ..Default::default()
             },
         );

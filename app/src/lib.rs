@@ -1,7 +1,8 @@
 //! gonka-app: the ABCI 2.0 application CometBFT drives.
 //!
 //! - [`App`] implements `tendermint_abci::Application`: `Info`, `InitChain`, `CheckTx`,
-//!   `PrepareProposal`/`ProcessProposal`, `FinalizeBlock`, `Commit` and `Query`.
+//!   `PrepareProposal`/`ProcessProposal`, `ExtendVote`/`VerifyVoteExtension` (the
+//!   randomness beacon, [`beacon`]), `FinalizeBlock`, `Commit` and `Query`.
 //! - [`modules`] lists the chain modules in the one order every hook runs in.
 //! - The transaction pipeline (`tx`, `ante`) decodes Cosmos SDK `TxRaw`, authenticates it
 //!   and executes its messages in forks of the block state.
@@ -11,6 +12,7 @@
 mod abci;
 mod ante;
 mod app;
+pub mod beacon;
 pub mod genesis;
 pub mod harness;
 pub mod modules;
@@ -19,6 +21,7 @@ mod server;
 mod tx;
 
 pub use app::{App, CHAIN_ID_KEY};
+pub use beacon::BeaconNode;
 pub use server::{read_delimited, serve_abci};
 
 use std::path::Path;
@@ -27,9 +30,10 @@ use std::path::Path;
 pub const STATE_FILE: &str = "state.redb";
 
 /// Opens the state under `home` and serves ABCI on `addr` (e.g. `127.0.0.1:26658`) until the
-/// process is stopped. Every commit is durable, so stopping (even by SIGKILL) loses nothing.
-pub fn serve(home: &Path, addr: &str) -> anyhow::Result<()> {
-    let app = App::open(&home.join("data").join(STATE_FILE))?;
+/// process is stopped, signing beacons as `beacon` says. Every commit is durable, so
+/// stopping (even by SIGKILL) loses nothing.
+pub fn serve(home: &Path, addr: &str, beacon: BeaconNode) -> anyhow::Result<()> {
+    let app = App::open_with_beacon(&home.join("data").join(STATE_FILE), beacon)?;
     let listener = std::net::TcpListener::bind(addr)
         .map_err(|e| anyhow::anyhow!("cannot listen for ABCI on {addr}: {e}"))?;
     tracing::info!(addr = %listener.local_addr()?, home = %home.display(), "ABCI server listening");

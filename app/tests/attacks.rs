@@ -62,10 +62,13 @@ fn rows_read_by_the_sampler(stored: usize) -> usize {
         time_seconds: 0,
         time_nanos: 0,
         block_hash: [7; 32],
+        beacon: None,
     };
     committed.reset_reads();
     let sampler = gonka_disputes::Disputes;
     sampler.end_block(&ctx, &mut block).unwrap();
+    // x/bls records the seed the sampler draws with first, as in every block.
+    gonka_bls::Bls.begin_block(&ctx, &mut block).unwrap();
     sampler.begin_block(&ctx, &mut block).unwrap();
     committed.rows_read()
 }
@@ -929,7 +932,7 @@ fn an_undecided_user_dispute_costs_half_the_deposit() {
 /// Every member of dispute `id` sends `vote(member)`, all in one block; returns the outcome
 /// the majority-making vote settled.
 fn committee_decides(w: &mut World, id: u64, vote: impl Fn(&str) -> Any) -> String {
-    let committee = dispute_of(w, id).committee;
+    let committee = drawn_dispute(w, id).committee;
     let votes: Vec<Vec<u8>> = committee
         .iter()
         .map(|m| w.tx(label_of(m), vec![vote(m)]))
@@ -953,6 +956,20 @@ fn dispute_of(w: &World, id: u64) -> dpb::Dispute {
     w.query::<q::disputes::Dispute>(dpb::QueryDisputeRequest { id })
         .dispute
         .unwrap()
+}
+
+/// Dispute `id` with its committee: a dispute's committee is drawn in the block after the
+/// one that opened it, so this commits an empty block first if it has none yet.
+fn drawn_dispute(w: &mut World, id: u64) -> dpb::Dispute {
+    if dispute_of(w, id).committee.is_empty() {
+        w.block(Vec::new());
+    }
+    let dispute = dispute_of(w, id);
+    assert!(
+        !dispute.committee.is_empty(),
+        "dispute {id} has no committee"
+    );
+    dispute
 }
 
 /// `MsgSubmitValidation` of `validator` carrying `commitment` as it is (what a lazy validator
@@ -1039,7 +1056,7 @@ fn a_copied_vote_supports_nobody_and_costs_the_copier() {
     assert_eq!(w.block(vec![tx]).result(0).code, 0);
     let tx = w.tx(TA, vec![reveal_msg(TA, &record)]);
     assert_eq!(w.block(vec![tx]).result(0).code, 0);
-    let dispute = dispute_of(&w, 0);
+    let dispute = drawn_dispute(&mut w, 0);
     let (honest_member, copier, last) = (
         &dispute.committee[0],
         &dispute.committee[1],

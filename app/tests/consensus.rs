@@ -65,7 +65,7 @@ fn golden_app_hash() {
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "78f695a3460d937cbc92f478215670cabb3327863085200d85d5076dc3c783f2";
+const GOLDEN: &str = "abae8baf530bc1c4865f98bd4a95f73d9021a6645b2c0805ef72543a445995cb";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

@@ -173,6 +173,17 @@ fn dispute(world: &World, id: u64) -> pb::Dispute {
         .unwrap()
 }
 
+/// Dispute `id` with its committee, drawn in the block after the one that opened it: commits
+/// an empty block first if it has none yet.
+fn drawn(world: &mut World, id: u64) -> pb::Dispute {
+    if dispute(world, id).committee.is_empty() {
+        world.block(Vec::new());
+    }
+    let d = dispute(world, id);
+    assert!(!d.committee.is_empty(), "dispute {id} has no committee");
+    d
+}
+
 fn stats(world: &World, label: &str) -> pb::QueryStatsResponse {
     world.query::<q::disputes::Stats>(pb::QueryStatsRequest {
         address: addr(label),
@@ -403,7 +414,7 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
     assert_eq!(opened["kind"], "validation");
     assert_eq!(opened["accuser"], addr(accuser));
 
-    let d = dispute(&w, 0);
+    let d = drawn(&mut w, 0);
     assert_eq!(
         (d.inference_id.as_str(), d.status.as_str()),
         (id.as_str(), "open")
@@ -523,7 +534,7 @@ fn false_accusation_is_punished() {
         tx_events(block.result(0), "validation_submitted")[0]["outcome"],
         "mismatch"
     );
-    let d = dispute(&w, 0);
+    let d = drawn(&mut w, 0);
     let (m1, m2) = (label_of(&d.committee[0]), label_of(&d.committee[1]));
     let before = balances(&w);
     let (pool_before, community_before) = (pool(&w), community(&w));
@@ -697,7 +708,7 @@ fn a_committee_larger_than_the_candidates_shrinks_to_an_odd_size() {
     );
     assert_ok(&w.block(vec![tx]), 0);
     // Four candidates (p1..p4) for five seats: all four drawn, the last one dropped.
-    let d = dispute(&w, 0);
+    let d = drawn(&mut w, 0);
     assert_eq!(d.committee.len(), 3);
     let distinct: BTreeSet<&String> = d.committee.iter().collect();
     assert_eq!(distinct.len(), 3);
@@ -868,7 +879,14 @@ fn missed_validations_cost_reputation_then_jail() {
 
 #[test]
 fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
-    let mut w = world(scenario_params());
+    // One block more for the validations and reveals than the scenario: the committees of
+    // the disputes below are drawn in a block of their own, and F must still be pending and
+    // G's output still awaited after it.
+    let mut w = world(pb::Params {
+        validation_deadline_blocks: 5,
+        reveal_deadline_blocks: 4,
+        ..scenario_params()
+    });
     // A: validated (match). B: its deadline passes.
     let (a, a_validator, _) = validate(&mut w, record("a", true), &answer(truth("a")));
     let b_rec = record("b", true);
@@ -930,7 +948,7 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
     }
     let tx = w.tx(TA, vec![reveal_msg(TA, &c), reveal_msg(TA, &e)]);
     assert_ok(&w.block(vec![tx]), 0);
-    let (d0, d1) = (dispute(&w, 0), dispute(&w, 1));
+    let (d0, d1) = (drawn(&mut w, 0), dispute(&w, 1));
     assert_eq!(d0.inference_id, c_id);
     let voted = label_of(&d0.committee[0]);
     let e_voters = (label_of(&d1.committee[0]), label_of(&d1.committee[1]));
@@ -1148,11 +1166,38 @@ fn rule(params: &pb::Params, clean: u64) -> u64 {
     params.max_sample_ppm - span * clean.min(params.decay_validations) / params.decay_validations
 }
 
-/// Whether record `id` stored in the block before one with hash `block_hash` is sampled
-/// at `rate`, per the crate docs.
-fn expected_sampled(block_hash: &[u8; 32], id: &str, rate: u64) -> bool {
+/// The validation-sampling seed of `height`, per the x/bls docs, on a chain without vote
+/// extensions (each height's beacon comes from the hash of the block after it); checks the
+/// beacon the chain recorded on the way.
+fn sampling_seed(w: &World, height: u64, next_hash: &[u8; 32]) -> [u8; 32] {
+    let beacon = w
+        .query::<q::bls::Beacon>(gonka_proto::bls::QueryBeaconRequest { height })
+        .beacon
+        .unwrap();
+    let value = Sha256::new()
+        .chain_update(b"gonka/beacon-fallback/v1")
+        .chain_update(next_hash)
+        .finalize();
+    assert_eq!(
+        (beacon.source.as_str(), beacon.value.as_slice()),
+        ("block_hash", &value[..])
+    );
+    let purpose = b"validation-sampling";
+    Sha256::new()
+        .chain_update(b"gonka/seed/v1")
+        .chain_update((purpose.len() as u32).to_be_bytes())
+        .chain_update(purpose)
+        .chain_update(height.to_be_bytes())
+        .chain_update(value)
+        .finalize()
+        .into()
+}
+
+/// Whether record `id` stored at a height with validation-sampling seed `height_seed` is
+/// sampled at `rate`, per the crate docs.
+fn expected_sampled(height_seed: &[u8; 32], id: &str, rate: u64) -> bool {
     let seed = Sha256::new()
-        .chain_update(block_hash)
+        .chain_update(height_seed)
         .chain_update(id.as_bytes())
         .finalize();
     u64::from_be_bytes(seed[..8].try_into().unwrap()) % 1_000_000 < rate
@@ -1206,8 +1251,10 @@ fn phase(
             .map(|e| e["id"].clone())
             .collect();
         assert_eq!(ids.len(), in_block.len());
-        let next_hash = w.chain.block_hash(w.chain.height() + 1);
+        let stored_height = w.chain.height();
+        let next_hash = w.chain.block_hash(stored_height + 1);
         let sampling = logged(w, log, vec![]);
+        let height_seed = sampling_seed(w, stored_height, &next_hash);
         let events = sampling.events("validation_sampled");
         for event in &events {
             let (_, rate) = rate_of[&event["inference_id"]];
@@ -1216,7 +1263,7 @@ fn phase(
         let got: BTreeSet<String> = events.iter().map(|e| e["inference_id"].clone()).collect();
         let want: BTreeSet<String> = ids
             .iter()
-            .filter(|id| expected_sampled(&next_hash, id, rate_of[*id].1))
+            .filter(|id| expected_sampled(&height_seed, id, rate_of[*id].1))
             .cloned()
             .collect();
         assert_eq!(got, want, "sampled records of {tag} block {part}");

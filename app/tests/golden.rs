@@ -34,7 +34,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "b2689eafe0f089c8444afa11a76a9fd41bdd4770a50477e547b9d31278c5a811";
+const GOLDEN: &str = "caf40294d9e09358f6cc682ebef2fbf8b4933f007473dbed2c77a3b5a1cd4d75";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;
@@ -76,7 +76,7 @@ fn world() -> World {
         });
         state["disputes"] = json!({ "params": disputes });
         state["bls"] = json!({"params": {"dkg_slots": 4, "dkg_deal_blocks": 1,
-            "dkg_complaint_blocks": 1, "dkg_reveal_blocks": 1}});
+            "dkg_complaint_blocks": 1, "dkg_reveal_blocks": 1, "beacon_keep_blocks": 1000}});
     })
 }
 
@@ -407,9 +407,19 @@ fn scenario(w: &mut World) -> Log {
         &[("dispute_id", "0"), ("kind", "validation")],
     );
 
-    // Height 6: two of the three committee members agree with the accuser: p0 is slashed.
+    // Height 6: the dispute's committee is drawn from the beacon of height 5.
+    let b = step(w, &mut log, vec![]);
+    let drawn = b
+        .events("dispute_committee")
+        .pop()
+        .expect("the committee is drawn in the block after the opening");
     let committee = dispute(w, 0).committee;
-    let txs: Vec<Vec<u8>> = committee[..2]
+    assert_eq!(drawn["committee"], committee.join(","));
+
+    // Height 7: two of the three committee members agree with the accuser: p0 is slashed.
+    // The third record's validator missed its deadline and is jailed (until epoch 1, so
+    // unjailing now fails); bob disputes his record.
+    let mut txs: Vec<Vec<u8>> = committee[..2]
         .iter()
         .map(|member| {
             w.tx(
@@ -422,6 +432,9 @@ fn scenario(w: &mut World) -> Log {
             )
         })
         .collect();
+    let missing_address = addr(missing);
+    txs.push(w.tx(missing, vec![msg_unjail(&missing_address)]));
+    txs.push(w.tx("bob", vec![msg_open_dispute(&bob, &ids[2], MIN_DEPOSIT)]));
     let b = step(w, &mut log, txs);
     assert_tx(
         &b,
@@ -441,15 +454,6 @@ fn scenario(w: &mut World) -> Log {
         "slash",
         &[("operator", &p0), ("fraction_ppm", "200000")],
     );
-
-    // Height 7: the third record's validator missed its deadline and is jailed (until
-    // epoch 1, so unjailing now fails); bob disputes his record.
-    let missing_address = addr(missing);
-    let txs = vec![
-        w.tx(missing, vec![msg_unjail(&missing_address)]),
-        w.tx("bob", vec![msg_open_dispute(&bob, &ids[2], MIN_DEPOSIT)]),
-    ];
-    let b = step(w, &mut log, txs);
     assert_block_event(&b, "validation_missed", &[("inference_id", &ids[2])]);
     let jailed = [("operator", missing_address.as_str()), ("until_epoch", "1")];
     assert_block_event(&b, "jail", &jailed);
@@ -458,7 +462,7 @@ fn scenario(w: &mut World) -> Log {
         "validator_power",
         &[("operator", &missing_address), ("power", "0")],
     );
-    let refused = b.result(0);
+    let refused = b.result(2);
     assert_eq!(
         (refused.codespace.as_str(), refused.code),
         ("stake", 9),
@@ -472,12 +476,15 @@ fn scenario(w: &mut World) -> Log {
     );
     assert_tx(
         &b,
-        1,
+        3,
         "dispute_opened",
         &[("dispute_id", "1"), ("kind", "user"), ("accuser", &bob)],
     );
 
-    // Height 8: two members commit their votes before the TA reveals the output the dispute
+    // Height 8: bob's dispute gets its committee.
+    step(w, &mut log, vec![]);
+
+    // Height 9: two members commit their votes before the TA reveals the output the dispute
     // asked for; the reveal decides: the committee sides with bob, p0 is slashed again and
     // bob refunded.
     let committee = dispute(w, 1).committee;
@@ -516,9 +523,8 @@ fn scenario(w: &mut World) -> Log {
         &[("to", &bob), ("reason", "deposit_return")],
     );
 
-    // Heights 9 and 10: epoch 0 ends. Rewards settle (p0's honest record is the only
-    // verified work), dave enters the validator set, the jailed validator stays out.
-    step(w, &mut log, vec![]);
+    // Height 10: epoch 0 ends. Rewards settle (p0's honest record is the only verified
+    // work), dave enters the validator set, the jailed validator stays out.
     let b = step(w, &mut log, vec![]);
     assert_eq!((w.chain.height(), b.closed_epoch), (EPOCH_LENGTH, Some(0)));
     assert_block_event(

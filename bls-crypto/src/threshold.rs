@@ -8,6 +8,8 @@ use blstrs_plus::ff::Field;
 use blstrs_plus::group::{Curve, Group};
 use blstrs_plus::{G1Affine, G1Projective, G2Projective, Scalar};
 
+use sha2::{Digest, Sha256};
+
 use crate::keys::{hash, pairing_check, PublicKey, Signature, PUBLIC_KEY_LEN, SIG_DST};
 
 /// A dealer's secret polynomial `a_0 + a_1·x + … + a_{t−1}·x^{t−1}`: `t` shares determine it.
@@ -74,6 +76,19 @@ where
     acc
 }
 
+/// `x·point` by double-and-add over the bits of `x`: fast for the small public indexes of
+/// shares (not constant-time, so never for a secret).
+fn mul_public(point: G1Projective, x: u64) -> G1Projective {
+    let mut acc = G1Projective::identity();
+    for bit in (0..64 - x.leading_zeros()).rev() {
+        acc = acc.double();
+        if x >> bit & 1 == 1 {
+            acc += point;
+        }
+    }
+    acc
+}
+
 /// A dealer's Feldman commitments, `C_k = a_k·g1` (or their sum over dealers).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Commitments(Vec<G1Affine>);
@@ -89,10 +104,14 @@ impl Commitments {
         PublicKey(self.0[0])
     }
 
-    /// The public key of share `index`: `Σ_k index^k·C_k`.
+    /// The public key of share `index`: `Σ_k index^k·C_k`, by Horner's rule with the
+    /// multiplications by the (public, small) index done by doubling and adding.
     pub fn public_share(&self, index: u64) -> PublicKey {
-        let points: Vec<G1Projective> = self.0.iter().map(|c| G1Projective::from(*c)).collect();
-        PublicKey(evaluate(&points, Scalar::from(index)).to_affine())
+        let mut acc = G1Projective::from(*self.0.last().expect("at least one commitment"));
+        for c in self.0.iter().rev().skip(1) {
+            acc = mul_public(acc, index) + G1Projective::from(*c);
+        }
+        PublicKey(acc.to_affine())
     }
 
     /// Whether `share` is the dealer's share `share.index` (Feldman's check).
@@ -226,6 +245,84 @@ impl PartialSignature {
     }
 }
 
+/// Partial signatures of `msg` by each of `shares`, hashing `msg` once.
+pub fn sign_all(shares: &[SecretShare], msg: &[u8]) -> Vec<PartialSignature> {
+    let hashed = hash(msg, SIG_DST);
+    shares
+        .iter()
+        .map(|s| PartialSignature {
+            index: s.index,
+            signature: Signature((hashed * s.value).to_affine()),
+        })
+        .collect()
+}
+
+/// Domain of the coefficients [`PublicShares::verify_batch`] draws.
+const BATCH_DOMAIN: &[u8] = b"gonka/bls-partial-batch/v1";
+
+/// The public keys of slots `1..=slots` of a group (its commitments evaluated at each
+/// index), computed once per group so that checking partial signatures needs no
+/// polynomial evaluation.
+#[derive(Clone, Debug)]
+pub struct PublicShares(Vec<G1Affine>);
+
+impl PublicShares {
+    /// The public shares of slots `1..=slots` of `commitments`.
+    pub fn new(commitments: &Commitments, slots: u64) -> PublicShares {
+        PublicShares((1..=slots).map(|i| commitments.public_share(i).0).collect())
+    }
+
+    /// Slots covered.
+    pub fn slots(&self) -> u64 {
+        self.0.len() as u64
+    }
+
+    /// Whether every partial in `partials` signs `msg` under its slot's public share, in one
+    /// pairing check: `e(Σ r_i·pk_i, H(m)) = e(g1, Σ r_i·σ_i)` with 128-bit `r_i` hashed from
+    /// the message and all the partials (so a signer cannot make invalid partials that
+    /// cancel out). `false` for no partial, a repeated slot or a slot outside the group.
+    pub fn verify_batch(&self, msg: &[u8], partials: &[PartialSignature]) -> bool {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut keys = Vec::with_capacity(partials.len());
+        for p in partials {
+            if p.index == 0 || p.index > self.slots() || !seen.insert(p.index) {
+                return false;
+            }
+            keys.push(G1Projective::from(self.0[(p.index - 1) as usize]));
+        }
+        if partials.is_empty() {
+            return false;
+        }
+        let mut transcript = Sha256::new();
+        transcript.update(BATCH_DOMAIN);
+        transcript.update((msg.len() as u64).to_be_bytes());
+        transcript.update(msg);
+        for p in partials {
+            transcript.update(p.index.to_be_bytes());
+            transcript.update(p.signature.to_bytes());
+        }
+        let transcript = transcript.finalize();
+        let coefficients: Vec<Scalar> = (0..partials.len() as u64)
+            .map(|i| {
+                let mut h = Sha256::new();
+                h.update(transcript);
+                h.update(i.to_be_bytes());
+                let digest = h.finalize();
+                let mut wide = [0u8; 32];
+                wide[16..].copy_from_slice(&digest[..16]);
+                Option::<Scalar>::from(Scalar::from_be_bytes(&wide)).expect("128 bits fit")
+            })
+            .collect();
+        let signatures: Vec<G2Projective> = partials
+            .iter()
+            .map(|p| G2Projective::from(p.signature.0))
+            .collect();
+        let key = G1Projective::sum_of_products(&keys, &coefficients).to_affine();
+        let signature = G2Projective::sum_of_products(&signatures, &coefficients).to_affine();
+        pairing_check(&key, msg, SIG_DST, &signature)
+    }
+}
+
 /// The Lagrange coefficients at 0 of the distinct, non-zero `indexes`:
 /// `λ_i = Π_{j≠i} j / (j − i)`. `None` for a repeated or zero index.
 pub fn lagrange_at_zero(indexes: &[u64]) -> Option<Vec<Scalar>> {
@@ -319,6 +416,37 @@ mod tests {
         );
         assert!(combine(&[partials[0], partials[0], partials[1]]).is_none());
         assert!(combine(&[]).is_none());
+    }
+
+    #[test]
+    fn batch_verification_takes_valid_partials_and_refuses_any_bad_one() {
+        let f = Polynomial::from_seed(3, b"batch");
+        let public = PublicShares::new(&f.commitments(), 6);
+        let shares: Vec<SecretShare> = (1..=6).map(|i| f.share(i)).collect();
+        let msg = b"chain c height 9";
+        let partials = sign_all(&shares, msg);
+        assert_eq!(partials[2], shares[2].sign(msg));
+        assert!(public.verify_batch(msg, &partials));
+        assert!(public.verify_batch(msg, &partials[1..2]));
+        assert!(!public.verify_batch(b"chain c height 10", &partials));
+        // Two partials whose errors cancel out in a plain sum are still refused.
+        let delta = shares[0].sign(b"anything").signature.0;
+        let mut cancelling = partials.clone();
+        cancelling[0].signature =
+            Signature((G2Projective::from(cancelling[0].signature.0) + delta).to_affine());
+        cancelling[1].signature =
+            Signature((G2Projective::from(cancelling[1].signature.0) - delta).to_affine());
+        assert!(!public.verify_batch(msg, &cancelling));
+        let mut wrong_slot = partials.clone();
+        wrong_slot[0].index = 2;
+        assert!(!public.verify_batch(msg, &wrong_slot), "repeated slot");
+        let mut outside = partials[..1].to_vec();
+        outside[0].index = 7;
+        assert!(
+            !public.verify_batch(msg, &outside),
+            "slot outside the group"
+        );
+        assert!(!public.verify_batch(msg, &[]));
     }
 
     #[test]

@@ -164,6 +164,8 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
     config.base_port = args.base_port;
     config.chain_id = args.chain_id;
     config.timeout_commit = args.timeout_commit;
+    // The validators sign the randomness beacon in their vote extensions from the start.
+    config.vote_extensions_enable_height = Some(1);
     config.app_state_for_validators = Some(AppStateFn(Arc::new(move |keys| {
         genesis(genesis_accounts.clone(), keys).expect("well-known keys derive")
     })));

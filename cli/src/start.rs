@@ -10,6 +10,15 @@ pub struct Args {
     /// Address to listen on for CometBFT's ABCI connections (its `proxy_app`).
     #[arg(long, default_value = "127.0.0.1:26658")]
     abci_addr: String,
+    /// Directory where this validator's sidecar keeps its BLS key (its `--bls-dir`): the node
+    /// derives its shares of each group key from the chain with it and signs the randomness
+    /// beacon in its vote extensions. Without it the node votes with empty extensions.
+    #[arg(long, value_name = "PATH")]
+    bls_dir: Option<std::path::PathBuf>,
+    /// Tests only: sign wrong partial signatures and, as proposer, a wrong beacon (the other
+    /// validators must reject them and the chain must go on).
+    #[arg(long, hide = true, requires = "bls_dir")]
+    testing_corrupt_beacon: bool,
 }
 
 /// Runs the ABCI server until the process is stopped.
@@ -18,5 +27,9 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
         .abci_addr
         .strip_prefix("tcp://")
         .unwrap_or(&args.abci_addr);
-    gonka_app::serve(&global.home(), addr)
+    let beacon = match args.bls_dir {
+        Some(dir) => gonka_app::BeaconNode::signing(dir, args.testing_corrupt_beacon),
+        None => gonka_app::BeaconNode::default(),
+    };
+    gonka_app::serve(&global.home(), addr, beacon)
 }

@@ -134,7 +134,7 @@ pub fn load_or_create_secret<const N: usize>(
 /// Writes `text` as a new secret file at `path`: readable by its owner only (Unix), synced,
 /// and in place all at once (written beside it, then renamed), so a crash leaves either no
 /// file or the whole one. Refuses to replace an existing file: secrets are never overwritten.
-pub fn write_secret_file(path: &Path, text: &str) -> Result<()> {
+fn write_secret_file(path: &Path, text: &str) -> Result<()> {
     use std::io::Write;
     if path.exists() {
         anyhow::bail!(

@@ -76,6 +76,9 @@ pub struct LocalnetConfig {
     pub vote_extensions_enable_height: Option<u64>,
     /// Extra arguments appended to every `gonkad start ...` command line.
     pub app_args: Vec<OsString>,
+    /// Extra arguments appended to one node's `gonkad start ...` command line, by node index
+    /// (e.g. a test-only flag on one validator).
+    pub node_app_args: std::collections::BTreeMap<usize, Vec<OsString>>,
     /// Upper bound on one `start` or `start_node` call (apps listening, nodes answering RPC,
     /// sidecars answering HTTP).
     pub start_timeout: Duration,
@@ -105,6 +108,7 @@ impl LocalnetConfig {
             timeout_commit: DEFAULT_TIMEOUT_COMMIT.to_string(),
             vote_extensions_enable_height: None,
             app_args: Vec::new(),
+            node_app_args: Default::default(),
             start_timeout: DEFAULT_START_TIMEOUT,
             sidecar: None,
         }

@@ -555,7 +555,16 @@ impl Localnet {
             "--abci-addr".into(),
             node.abci_addr.to_string().into(),
         ];
+        if let Some(sidecar) = &self.config.sidecar {
+            if let Some(dir) = crate::sidecar::bls_dir(sidecar, node) {
+                // The node signs beacons with the shares its validator sidecar keeps.
+                app_args.extend(["--bls-dir".into(), dir.into()]);
+            }
+        }
         app_args.extend(self.config.app_args.iter().cloned());
+        if let Some(extra) = self.config.node_app_args.get(&i) {
+            app_args.extend(extra.iter().cloned());
+        }
         let app = process::spawn(&self.config.gonkad, &app_args, Role::App, i, &node.app_log)?;
         self.shared.lock()[i].app = Some(app);
         tracing::info!(node = i, abci = %node.abci_addr, log = %node.app_log.display(), "app started");

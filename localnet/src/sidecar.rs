@@ -105,6 +105,13 @@ fn write_secret(path: &Path, mnemonic: &str) -> Result<()> {
     Ok(())
 }
 
+/// Where genesis validator `node`'s validator sidecar keeps its BLS key and group shares
+/// (`None` if it runs no sidecars); its app reads the shares from there.
+pub(crate) fn bls_dir(config: &SidecarConfig, node: &NodeInfo) -> Option<PathBuf> {
+    (node.genesis_validator && config.operator_mnemonics.get(node.index).is_some())
+        .then(|| node.home.join("sidecar").join("bls"))
+}
+
 /// The sidecars of genesis validator `node` (empty for full nodes and validators without a
 /// mnemonic). Writes the operator's mnemonic file.
 pub(crate) fn specs(config: &SidecarConfig, node: &NodeInfo) -> Result<Vec<SidecarSpec>> {
@@ -170,6 +177,9 @@ pub(crate) fn specs(config: &SidecarConfig, node: &NodeInfo) -> Result<Vec<Sidec
     if config.validator_role {
         let mut args = common("validator");
         args.extend(["--ml-node".into(), format!("http://{ml}").into()]);
+        if let Some(bls) = bls_dir(config, node) {
+            args.extend(["--bls-dir".into(), bls.into()]);
+        }
         specs.push(SidecarSpec {
             role: "validator",
             args,

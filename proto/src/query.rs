@@ -206,6 +206,8 @@ pub mod bls {
         Group = "/bls/group": QueryGroupRequest => QueryGroupResponse;
         /// Bls parameters.
         Params = "/bls/params": QueryParamsRequest => QueryParamsResponse;
+        /// The randomness beacon of one height.
+        Beacon = "/bls/beacon": QueryBeaconRequest => QueryBeaconResponse;
     }
 }
 

@@ -245,6 +245,18 @@ pub fn dkg_dealing_context(chain_id: &str, round: u64, dealer: &str) -> Vec<u8> 
     context
 }
 
+/// What the group signs for the randomness beacon of `height` (each validator's partial in
+/// its vote extension of that height): `"gonka/beacon/v1"` ‖ chain id ‖ height (u64), each
+/// length-prefixed like [`dkg_dealing_context`].
+pub fn beacon_message(chain_id: &str, height: u64) -> Vec<u8> {
+    let mut message = b"gonka/beacon/v1".to_vec();
+    for part in [chain_id.as_bytes(), &height.to_be_bytes()] {
+        message.extend_from_slice(&(part.len() as u32).to_be_bytes());
+        message.extend_from_slice(part);
+    }
+    message
+}
+
 /// What a validator or committee member commits on chain for its re-execution of a record:
 /// SHA-256(`"gonka/result/v1"` ‖ its address ‖ SHA-256 of its answer text ‖ prompt tokens
 /// (u64) ‖ completion tokens (u64)). The address binds it to its author (nobody can submit a

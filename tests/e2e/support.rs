@@ -528,6 +528,8 @@ fn start_localnet(
         config.base_port = base_port;
         config.chain_id = CHAIN_ID.to_string();
         config.timeout_commit = TIMEOUT_COMMIT.to_string();
+        // As on `gonkad localnet`: the randomness beacon rides in the vote extensions.
+        config.vote_extensions_enable_height = Some(1);
         configure(&mut config);
         config.start_timeout = Duration::from_secs(60);
         let mut net = Localnet::prepare(config)

@@ -1,32 +1,32 @@
 //! The validator's part in key generation (x/bls): it keeps a BLS key, registers it, and in
 //! every round it is a member of it deals, checks the shares dealt to it (complaining about
-//! bad ones), answers complaints about its own dealing, and once the round completes keeps
-//! its shares of the group key.
+//! bad ones) and answers complaints about its own dealing.
 //!
 //! Everything secret lives in one directory (`--bls-dir`, mode 0600 files written before
 //! they are used, so a restart picks up where the process stopped):
-//! - `bls.key`: the BLS secret key (the chain encrypts the members' shares to its public key);
+//! - `bls.key`: the BLS secret key (the chain encrypts the members' shares to its public key;
+//!   the node, `gonkad start --bls-dir`, reads it to derive its shares of each group key
+//!   from the chain's dealings and sign the randomness beacon);
 //! - `round-<id>.secret`: the seeds of this validator's polynomial and ephemeral key in round
 //!   `id`, written before its dealing is sent (a restarted dealer sends the same dealing, and
-//!   can still answer complaints);
-//! - `group-<id>.json`: its shares of round `id`'s group key, per slot.
+//!   can still answer complaints).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use gonka_bls_crypto::dkg::{decrypt_share, Ephemeral};
-use gonka_bls_crypto::threshold::{Commitments, Polynomial, SecretShare};
+use gonka_bls::shares::dealt_to;
+use gonka_bls_crypto::dkg::Ephemeral;
+use gonka_bls_crypto::threshold::Polynomial;
 use gonka_bls_crypto::{PublicKey, SecretKey};
 use gonka_client::bls::{
     load_or_create_key, load_or_create_secret, msg_dkg_complain, msg_dkg_deal, msg_dkg_reveal,
-    msg_register_bls_key, write_secret_file,
+    msg_register_bls_key,
 };
 use gonka_client::rpc::QueryError;
 use gonka_client::{Chain, TxOutcome};
 use gonka_proto::bls as pb;
 use gonka_proto::query::bls as q;
-use gonka_proto::signing::dkg_dealing_context;
 use k256::elliptic_curve::rand_core::{OsRng, RngCore};
 use std::time::Duration;
 
@@ -64,23 +64,11 @@ impl DkgParticipant {
         })
     }
 
-    /// One look at the chain: registers the key if the chain does not have it, keeps its
-    /// shares of the group in force, then does whatever the latest round's phase asks of
-    /// this validator. (A round completes in the block that starts the next one, so the
-    /// group in force is rarely the latest round.)
+    /// One look at the chain: registers the key if the chain does not have it, then does
+    /// whatever the latest round's phase asks of this validator.
     pub async fn step(&mut self, chain: &Chain, timeout: Duration) -> Result<()> {
         if !self.registered {
             self.register(chain, timeout).await?;
-        }
-        let group = chain
-            .client()
-            .query::<q::Group>(&pb::QueryGroupRequest {})
-            .await?
-            .round;
-        if let Some(group) = group {
-            if let Some(me) = member(&group, chain.address()) {
-                self.keep_group_shares(chain, &group, &me).await?;
-            }
         }
         let Some(round) = latest_round(chain).await? else {
             return Ok(());
@@ -164,7 +152,7 @@ impl DkgParticipant {
                 self.done.insert(action);
                 continue;
             };
-            if self.my_shares(chain, &dealing, me).is_none() {
+            if dealt_to(&self.key, chain.chain_id(), &dealing, me).is_none() {
                 tracing::warn!(round = round.id, dealer = %dealer.address, "a share dealt to this validator does not verify; complaining");
                 let msg = msg_dkg_complain(round.id, chain.address(), &dealer.address);
                 submit(chain, msg, timeout).await?;
@@ -212,78 +200,6 @@ impl DkgParticipant {
             self.done.insert(action);
         }
         Ok(())
-    }
-
-    async fn keep_group_shares(
-        &mut self,
-        chain: &Chain,
-        round: &pb::DkgRound,
-        me: &pb::DkgMember,
-    ) -> Result<()> {
-        let path = self.dir.join(format!("group-{}.json", round.id));
-        if path.exists() || me.disqualified || me.slots == 0 {
-            return Ok(());
-        }
-        let mut per_dealer = Vec::new();
-        for dealer in &round.qualified_dealers {
-            let d = dealing(chain, round.id, dealer)
-                .await?
-                .ok_or_else(|| anyhow!("qualified dealer {dealer} has no dealing"))?;
-            per_dealer.push(self.my_shares(chain, &d, me).ok_or_else(|| {
-                anyhow!("a qualified dealer's share to this validator does not verify")
-            })?);
-        }
-        let group = Commitments::from_bytes(&round.group_commitments)
-            .ok_or_else(|| anyhow!("round {}: the group commitments do not decode", round.id))?;
-        let mut shares = Vec::new();
-        for k in 0..me.slots as usize {
-            let mine: Vec<SecretShare> = per_dealer.iter().map(|s| s[k]).collect();
-            let share = SecretShare::sum(&mine).ok_or_else(|| anyhow!("no dealer"))?;
-            if !group.verify_share(&share) {
-                bail!(
-                    "round {}: the summed share of slot {} does not verify",
-                    round.id,
-                    share.index
-                );
-            }
-            shares.push(
-                serde_json::json!({"slot": share.index, "share": hex::encode(share.value_bytes())}),
-            );
-        }
-        let file = serde_json::json!({
-            "round": round.id,
-            "group_pubkey": hex::encode(&round.group_pubkey),
-            "threshold": round.threshold,
-            "shares": shares,
-        });
-        write_secret_file(&path, &serde_json::to_string_pretty(&file)?)?;
-        tracing::info!(round = round.id, group_pubkey = %hex::encode(&round.group_pubkey), slots = me.slots, "kept this validator's shares of the new group key");
-        Ok(())
-    }
-
-    /// This validator's verified shares of `dealing`, in slot order; `None` if one does not
-    /// decrypt to a share of the dealer's commitments.
-    fn my_shares(
-        &self,
-        chain: &Chain,
-        dealing: &pb::Dealing,
-        me: &pb::DkgMember,
-    ) -> Option<Vec<SecretShare>> {
-        let ephemeral = PublicKey::from_bytes(&dealing.ephemeral)?;
-        let commitments = Commitments::from_bytes(&dealing.commitments)?;
-        let context = dkg_dealing_context(chain.chain_id(), dealing.round, &dealing.dealer);
-        (me.first_slot..me.first_slot + me.slots)
-            .map(|slot| {
-                let ct: [u8; 32] = dealing
-                    .shares
-                    .get((slot - 1) as usize)?
-                    .as_slice()
-                    .try_into()
-                    .ok()?;
-                decrypt_share(&self.key, &ephemeral, slot, &ct, &context)
-                    .filter(|s| commitments.verify_share(s))
-            })
-            .collect()
     }
 
     /// This validator's polynomial and ephemeral key of `round`, from its secrets file

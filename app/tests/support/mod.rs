@@ -237,11 +237,17 @@ pub fn unjail_msg(operator: &str) -> Any {
     })
 }
 
-/// A distinct 32-byte consensus key per index (the harness accepts any bytes).
+/// Participant `index`'s ed25519 consensus signing key (what CometBFT signs its votes and
+/// vote extensions with).
+pub fn consensus_signing_key(index: usize) -> ed25519_consensus::SigningKey {
+    let mut seed = [0xC0; 32];
+    seed[..8].copy_from_slice(&(index as u64).to_be_bytes());
+    ed25519_consensus::SigningKey::from(seed)
+}
+
+/// Participant `index`'s ed25519 consensus public key.
 pub fn consensus_key(index: usize) -> [u8; 32] {
-    let mut key = [0xC0; 32];
-    key[..8].copy_from_slice(&(index as u64).to_be_bytes());
-    key
+    consensus_signing_key(index).verification_key().to_bytes()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -259,6 +265,8 @@ pub struct Setup {
     pub accounts: Vec<(String, u128)>,
     /// The disputes section (a test's `edit` may still replace it).
     pub disputes: disputes::Params,
+    /// First height with vote extensions (0: off).
+    pub vote_extensions_from: u64,
 }
 
 impl Setup {
@@ -287,6 +295,7 @@ impl Setup {
                 .map(|l| (l.to_string(), FUNDS))
                 .collect(),
             disputes: gonka_app::genesis::quick_disputes_params(),
+            vote_extensions_from: 0,
         }
     }
 
@@ -448,11 +457,12 @@ impl World {
         let dir = state_dir();
         let mut app_state = setup.app_state();
         edit(&mut app_state);
-        let chain = TestChain::with_modules(
+        let chain = TestChain::with_vote_extensions(
             &dir.path().join("state.redb"),
             CHAIN_ID,
             &app_state,
             modules,
+            setup.vote_extensions_from,
         )
         .unwrap();
         let mut world = World {

@@ -109,7 +109,7 @@ pub fn start_round(state: &mut dyn StateWrite, id: u64, height: u64) -> Result<(
         status: status::RUNNING.into(),
         ..Default::default()
     };
-    state.put_dkg_round(&round);
+    state.put_dkg_round(&round)?;
     state.emit(
         Event::new("dkg_started")
             .attr("round", id)
@@ -193,7 +193,7 @@ fn finalize(state: &mut dyn StateWrite, mut round: DkgRound, height: u64) -> Res
     round.qualified_dealers = dealers.into_iter().map(|(a, _)| a).collect();
     round.status = status::COMPLETED.into();
     round.finalized_height = height;
-    state.put_dkg_round(&round);
+    state.put_dkg_round(&round)?;
     state.emit(
         Event::new("dkg_completed")
             .attr("round", round.id)
@@ -215,7 +215,7 @@ fn fail(state: &mut dyn StateWrite, round: &mut DkgRound, height: u64, why: &str
     round.status = status::FAILED.into();
     round.failure = why.into();
     round.finalized_height = height;
-    state.put_dkg_round(round);
+    state.put_dkg_round(round)?;
     tracing::warn!(
         round = round.id,
         why,

@@ -35,6 +35,8 @@ pub enum BlsError {
     InvalidShare = 15,
     /// A round id with no round.
     UnknownRound = 16,
+    /// No beacon is kept for the height asked about.
+    UnknownBeacon = 17,
 }
 
 gonka_sdk::impl_error_code!(BlsError, "bls");

@@ -37,6 +37,22 @@ pub fn group_round() -> Vec<u8> {
     b"bls/group_round".to_vec()
 }
 
+/// The id of the completed round the group in force replaced (it still signs the height
+/// whose block completed its successor).
+pub fn previous_group_round() -> Vec<u8> {
+    b"bls/previous_group_round".to_vec()
+}
+
+/// The beacon of height `height`.
+pub fn beacon(height: u64) -> Vec<u8> {
+    format!("bls/beacon/{height:020}").into_bytes()
+}
+
+/// The latest height with a recorded beacon.
+pub fn latest_beacon() -> Vec<u8> {
+    b"bls/latest_beacon".to_vec()
+}
+
 /// `dealer`'s dealing in round `round`.
 pub fn dealing(round: u64, dealer: &str) -> Vec<u8> {
     format!("bls/dealing/{round:020}/{dealer}").into_bytes()

@@ -52,6 +52,7 @@
 //! `/bls/group`, `/bls/params`.
 //! Error codes: [`BlsError`].
 
+pub mod beacon;
 pub mod dkg;
 mod errors;
 mod events;
@@ -60,6 +61,7 @@ mod keys;
 mod msgs;
 mod params;
 mod query;
+pub mod shares;
 mod state;
 
 pub use errors::BlsError;
@@ -91,8 +93,10 @@ impl Module for Bls {
         msgs::decode(msg)
     }
 
-    /// Finalizes the running key generation round once its reveal deadline has passed.
+    /// Records the previous height's beacon (before anything this block changes the group),
+    /// then finalizes the running key generation round once its reveal deadline has passed.
     fn begin_block(&self, ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
+        beacon::record(ctx, state)?;
         dkg::finalize_if_due(state, ctx.height)
     }
 

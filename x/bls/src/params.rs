@@ -5,13 +5,15 @@ use gonka_sdk::{ErrorCode, Result};
 
 use crate::BlsError;
 
-/// Defaults: 100 slots; 10 blocks to deal, 5 to complain, 5 to answer complaints.
+/// Defaults: 100 slots; 10 blocks to deal, 5 to complain, 5 to answer complaints; the
+/// beacons of the last 10,000 heights kept in state.
 pub fn default_params() -> Params {
     Params {
         dkg_slots: 100,
         dkg_deal_blocks: 10,
         dkg_complaint_blocks: 5,
         dkg_reveal_blocks: 5,
+        beacon_keep_blocks: 10_000,
     }
 }
 
@@ -22,6 +24,7 @@ pub fn validate_params(params: &Params) -> Result<()> {
         ("dkg_deal_blocks", params.dkg_deal_blocks),
         ("dkg_complaint_blocks", params.dkg_complaint_blocks),
         ("dkg_reveal_blocks", params.dkg_reveal_blocks),
+        ("beacon_keep_blocks", params.beacon_keep_blocks),
     ];
     for (name, value) in checks {
         if value == 0 {

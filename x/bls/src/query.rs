@@ -47,6 +47,20 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
                 round: state.group_round()?,
             })
         })
+        .on::<q::Beacon>(|r| {
+            let height = match r.height {
+                0 => state.latest_beacon_height()?,
+                h => h,
+            };
+            let beacon = state.beacon(height)?.ok_or_else(|| {
+                BlsError::UnknownBeacon.err(format!(
+                    "no beacon is kept for height {height}: a height's beacon is recorded by the next block, and the state keeps the last beacon_keep_blocks (older ones are in each block's first transaction)"
+                ))
+            })?;
+            Ok(pb::QueryBeaconResponse {
+                beacon: Some(beacon),
+            })
+        })
         .on::<q::Params>(|_| {
             Ok(pb::QueryParamsResponse {
                 params: Some(state.bls_params()?),

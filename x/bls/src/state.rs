@@ -1,6 +1,6 @@
 //! Typed access to bls state; other crates use these traits, never the keys.
 
-use gonka_proto::bls::{BlsKey, Complaint, Dealing, DkgRound, Params};
+use gonka_proto::bls::{Beacon, BlsKey, Complaint, Dealing, DkgRound, Params};
 use gonka_proto::query::page::PageRequest;
 use gonka_sdk::{paginate_proto, Page, Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
@@ -57,6 +57,24 @@ pub trait BlsRead: StateRead {
         }
     }
 
+    /// The completed round the group in force replaced, if any.
+    fn previous_group_round(&self) -> Result<Option<DkgRound>> {
+        match self.get_proto::<u64>(&keys::previous_group_round())? {
+            Some(id) => self.dkg_round(id),
+            None => Ok(None),
+        }
+    }
+
+    /// The beacon recorded for `height`, if still kept.
+    fn beacon(&self, height: u64) -> Result<Option<Beacon>> {
+        self.get_proto(&keys::beacon(height))
+    }
+
+    /// The latest height with a recorded beacon (0 before the first).
+    fn latest_beacon_height(&self) -> Result<u64> {
+        Ok(self.get_proto::<u64>(&keys::latest_beacon())?.unwrap_or(0))
+    }
+
     /// `dealer`'s dealing in round `round`.
     fn dealing(&self, round: u64, dealer: &str) -> Result<Option<Dealing>> {
         self.get_proto(&keys::dealing(round, dealer))
@@ -109,12 +127,28 @@ pub trait DkgWrite: StateWrite {
         self.put_proto(keys::params(), params);
     }
 
-    /// Stores a round; a new id becomes the latest round, a completed one the group.
-    fn put_dkg_round(&mut self, round: &DkgRound) {
+    /// Stores a round; a new id becomes the latest round, a completed one the group (and
+    /// the group it replaces the previous group).
+    fn put_dkg_round(&mut self, round: &DkgRound) -> Result<()> {
         self.put_proto(keys::dkg_round(round.id), round);
         self.put_proto(keys::latest_round(), &round.id);
         if round.status == crate::status::COMPLETED {
+            if let Some(old) = self.get_proto::<u64>(&keys::group_round())? {
+                if old != round.id {
+                    self.put_proto(keys::previous_group_round(), &old);
+                }
+            }
             self.put_proto(keys::group_round(), &round.id);
+        }
+        Ok(())
+    }
+
+    /// Records `beacon` and forgets the one `keep` heights older.
+    fn put_beacon(&mut self, beacon: &Beacon, keep: u64) {
+        self.put_proto(keys::beacon(beacon.height), beacon);
+        self.put_proto(keys::latest_beacon(), &beacon.height);
+        if let Some(old) = beacon.height.checked_sub(keep) {
+            self.delete_raw(keys::beacon(old));
         }
     }
 

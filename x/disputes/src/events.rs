@@ -42,9 +42,16 @@ pub fn opened(d: &Dispute) -> Event {
         .attr("kind", &d.kind)
         .attr("accuser", &d.accuser)
         .attr("executor_host", &d.executor_host)
-        .attr("committee", d.committee.join(","))
         .attr("deadline", d.deadline_height)
         .attr("deposit", format!("{}ngnk", d.deposit))
+}
+
+/// `dispute_committee`: a dispute's committee was drawn (the block after its opening).
+pub fn committee_drawn(d: &Dispute) -> Event {
+    Event::new("dispute_committee")
+        .attr("dispute_id", d.id)
+        .attr("inference_id", &d.inference_id)
+        .attr("committee", d.committee.join(","))
 }
 
 /// `dispute_vote`: a committee member voted; `supports` is `executor`, `accuser`,

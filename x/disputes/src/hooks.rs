@@ -10,15 +10,19 @@ use crate::sampling::{assign_validator, is_sampled, record_seed, sample_rate_ppm
 use crate::settle::{self, active_validators, note_miss, Opening};
 use crate::{events, kind, status, DisputesRead, DisputesWrite};
 
-/// Before the block's transactions: validations and disputes whose deadline was the last
-/// block are settled (validations first, then disputes, each in key order), then the
-/// records stored in the last block are sampled with this block's hash.
+/// Before the block's transactions: the disputes opened in the last block get their
+/// committees, validations and disputes whose deadline was the last block are settled
+/// (validations first, then disputes, each in key order), then the records stored in the
+/// last block are sampled with the last block's validation-sampling seed.
 ///
 /// A validation due is either still pending (its validator missed the deadline; a dispute
 /// of the record waiting for the validator's commit now asks for the reveal) or committed
 /// with its output never revealed (the transfer agent withheld it: a `reveal` dispute
 /// settles that at once, unless the record's dispute decides it).
 pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
+    for id in state.take_committee_draws(ctx.height)? {
+        settle::draw_committee(state, ctx.height, id)?;
+    }
     for id in state.take_validations_due(ctx.height)? {
         let Some(mut validation) = state.validation(&id)? else {
             continue;
@@ -47,7 +51,6 @@ pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()>
                         settle::open(
                             state,
                             ctx.height,
-                            &ctx.block_hash,
                             &stored,
                             Opening {
                                 kind: kind::REVEAL,
@@ -80,6 +83,11 @@ fn sample_queued(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
         return Ok(());
     }
     let params = state.disputes_params()?;
+    let height_seed = gonka_bls::beacon::seed(
+        state,
+        gonka_bls::beacon::purpose::VALIDATION_SAMPLING,
+        ctx.height - 1,
+    )?;
     for id in queued {
         let Some(stored) = state.record(&id)? else {
             continue;
@@ -88,7 +96,7 @@ fn sample_queued(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
         let mut stats = state.executor_stats(&host)?;
         stats.records += 1;
         let rate_ppm = sample_rate_ppm(&params, stats.clean_streak);
-        let seed = record_seed(&ctx.block_hash, &id);
+        let seed = record_seed(&height_seed, &id);
         let validator = if is_sampled(&seed, rate_ppm) {
             // Neither the executor's host nor the record's transfer agent (which holds the
             // answer and could vouch without re-executing) validates it.

@@ -85,9 +85,24 @@ pub fn dispute_deadlines() -> Vec<u8> {
 
 /// Index entry: dispute `id` is decided at the latest after `height`.
 pub fn dispute_deadline(height: u64, id: u64) -> Vec<u8> {
-    let mut key = dispute_deadlines();
-    key.extend_from_slice(format!("{height:020}/{id:020}").as_bytes());
-    key
+    height_id(dispute_deadlines(), height, id)
+}
+
+/// Prefix of the disputes whose committee is still to be drawn.
+pub fn committee_draws() -> Vec<u8> {
+    b"disputes/committee_draw/".to_vec()
+}
+
+/// Index entry: dispute `id`, opened at `height`, gets its committee from the beacon of
+/// `height` in the next block.
+pub fn committee_draw(height: u64, id: u64) -> Vec<u8> {
+    height_id(committee_draws(), height, id)
+}
+
+/// `prefix` ‖ height ‖ `/` ‖ id, both zero-padded so keys sort by height then id.
+fn height_id(mut prefix: Vec<u8>, height: u64, id: u64) -> Vec<u8> {
+    prefix.extend_from_slice(format!("{height:020}/{id:020}").as_bytes());
+    prefix
 }
 
 /// The dispute on record `inference_id` (value: the dispute id).
@@ -136,7 +151,16 @@ pub fn parse_validation_deadline(key: &[u8]) -> Option<(u64, String)> {
 
 /// `(height, dispute id)` of a [`dispute_deadline`] key.
 pub fn parse_dispute_deadline(key: &[u8]) -> Option<(u64, u64)> {
-    let (height, id) = suffix(key, &dispute_deadlines())?.split_once('/')?;
+    parse_height_id(key, &dispute_deadlines())
+}
+
+/// `(height, dispute id)` of a [`committee_draw`] key.
+pub fn parse_committee_draw(key: &[u8]) -> Option<(u64, u64)> {
+    parse_height_id(key, &committee_draws())
+}
+
+fn parse_height_id(key: &[u8], prefix: &[u8]) -> Option<(u64, u64)> {
+    let (height, id) = suffix(key, prefix)?.split_once('/')?;
     Some((height.parse().ok()?, id.parse().ok()?))
 }
 

@@ -5,9 +5,11 @@
 //! ## Sampling (in `begin_block`)
 //! A record stored at height `H` is queued by x/inference as it is stored and sampled in
 //! `begin_block` of `H + 1` (which drains the queue, so the work follows the block's records,
-//! never the epoch's) with the seed `SHA-256(block_hash(H + 1) ‖ inference_id)`:
-//! nobody knows the hash of a later block when the record is submitted, and every node
-//! computes the same seed. The record is sampled when the seed's first 8 bytes (u64 BE)
+//! never the epoch's) with the seed `SHA-256(seed(validation-sampling, H) ‖ inference_id)`,
+//! where `seed` is x/bls's ([`gonka_bls::beacon::seed`]): the beacon of `H` is the group's
+//! threshold signature of height `H`, released only in the precommits of block `H` (after
+//! its records were fixed), unique (no proposer can choose among outcomes), and the same on
+//! every node. The record is sampled when the seed's first 8 bytes (u64 BE)
 //! modulo 10^6 are below the executor's rate. The executor is the record's
 //! `executor_host` (the participant paid and credited for it); its rate, in ppm, is
 //!
@@ -70,10 +72,11 @@
 //! disputed at most once. Genesis checks that transfer agents keep payloads
 //! (`payload_retention_blocks` of x/inference) for the whole challenge window
 //! ([`challenge_window_blocks`]), so nobody is ever assigned a body that may be gone. A committee of
-//! `committee_size` (3) is drawn by power without replacement from the same candidates as
-//! validators, excluding the executor's host, the record's transfer agent and the accuser,
-//! with seed
-//! `SHA-256("gonka/dispute-committee/v1" ‖ block_hash ‖ id ‖ inference_id)`. With fewer
+//! `committee_size` (3) is drawn in the block after the dispute opened at `H`, by power
+//! without replacement from the same candidates as validators, excluding the executor's
+//! host, the record's transfer agent and the accuser, with seed
+//! `SHA-256("gonka/dispute-committee/v1" ‖ seed(dispute-committee, H) ‖ id ‖ inference_id)`:
+//! whoever opens a dispute cannot know its committee when sending the transaction. With fewer
 //! candidates than seats every candidate sits, minus one if that is even (so 2 candidates
 //! make a committee of 1); with none, the dispute is resolved at once as `undecided`.
 //! Members vote their committed result (as a validation commits it) with `MsgVoteDispute`

@@ -22,11 +22,11 @@ pub fn sample_rate_ppm(params: &Params, clean_streak: u64) -> u64 {
     params.max_sample_ppm - decrease
 }
 
-/// The seed of a record's sampling: SHA-256(`block_hash` of the block after the one that
-/// stored it ‖ the inference id as ASCII).
-pub fn record_seed(block_hash: &[u8; 32], inference_id: &str) -> [u8; 32] {
+/// The seed of a record's sampling: SHA-256(the validation-sampling seed of the height that
+/// stored it (x/bls) ‖ the inference id as ASCII).
+pub fn record_seed(height_seed: &[u8; 32], inference_id: &str) -> [u8; 32] {
     let mut hasher = Sha256::new();
-    hasher.update(block_hash);
+    hasher.update(height_seed);
     hasher.update(inference_id.as_bytes());
     hasher.finalize().into()
 }
@@ -69,12 +69,12 @@ pub fn assign_validator(seed: &[u8; 32], candidates: &[(String, u64)]) -> Option
     pick_weighted(draw(seed, 8), candidates).map(|i| candidates[i].0.clone())
 }
 
-/// The committee seed of dispute `id`: SHA-256(domain ‖ block hash ‖ id (u64 BE) ‖
-/// inference id).
-pub fn committee_seed(block_hash: &[u8; 32], id: u64, inference_id: &str) -> [u8; 32] {
+/// The committee seed of dispute `id`: SHA-256(domain ‖ the dispute-committee seed of the
+/// height it was opened at (x/bls) ‖ id (u64 BE) ‖ inference id).
+pub fn committee_seed(height_seed: &[u8; 32], id: u64, inference_id: &str) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(COMMITTEE_DOMAIN);
-    hasher.update(block_hash);
+    hasher.update(height_seed);
     hasher.update(id.to_be_bytes());
     hasher.update(inference_id.as_bytes());
     hasher.finalize().into()

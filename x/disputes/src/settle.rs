@@ -155,7 +155,6 @@ pub fn accuse(
         open(
             state,
             ctx.block.height,
-            &ctx.block.block_hash,
             stored,
             Opening {
                 kind,
@@ -180,34 +179,19 @@ pub struct Opening<'a> {
     pub deposit: u128,
 }
 
-/// Opens a dispute on `stored` at `height`, drawing its committee with `block_hash`, and asks
-/// for the output reveal its votes are judged by. With no eligible committee member at all
-/// it is resolved at once as undecided; a `reveal` dispute (the output was never revealed)
-/// needs no committee and is resolved at once as withheld.
+/// Opens a dispute on `stored` at `height`. Its committee is drawn in the next block, with
+/// the beacon of `height` (see [`draw_committee`]), which nobody knew when the transaction
+/// that opened it was sent. A `reveal` dispute (the output was never revealed) needs no
+/// committee and is resolved at once as withheld.
 pub fn open(
     state: &mut dyn StateWrite,
     height: u64,
-    block_hash: &[u8; 32],
     stored: &StoredRecord,
     opening: Opening<'_>,
 ) -> Result<Dispute> {
     let params = state.disputes_params()?;
     let record = stored.record.clone().unwrap_or_default();
     let id = state.next_dispute_id()?;
-    // The parties never judge: the executor's host, the record's transfer agent (it holds the
-    // answer, and a payload dispute accuses it) and the accuser.
-    let parties = [
-        stored.executor_host.as_str(),
-        stored.transfer_agent.as_str(),
-        opening.accuser,
-    ];
-    let withheld = opening.kind == kind::REVEAL;
-    let candidates = if withheld {
-        Vec::new()
-    } else {
-        active_validators(state, &parties)?
-    };
-    let seed = committee_seed(block_hash, id, &record.inference_id);
     let mut dispute = Dispute {
         id,
         inference_id: record.inference_id.clone(),
@@ -219,7 +203,7 @@ pub fn open(
         transfer_agent: stored.transfer_agent.clone(),
         claimed_hash: record.output_commitment.clone(),
         accuser_commitment: opening.accuser_commitment,
-        committee: committee(&seed, candidates, params.committee_size),
+        committee: Vec::new(),
         votes: Vec::new(),
         opened_height: height,
         deadline_height: height.saturating_add(params.dispute_deadline_blocks),
@@ -232,19 +216,56 @@ pub fn open(
     };
     state.insert_dispute(&dispute);
     state.emit(events::opened(&dispute));
-    if withheld {
+    if opening.kind == kind::REVEAL {
         settle(state, height, &mut dispute, status::PAYLOAD_WITHHELD)?;
-    } else if dispute.committee.is_empty() {
-        settle(state, height, &mut dispute, status::UNDECIDED)?;
+    } else {
+        state.queue_committee_draw(height, id);
+    }
+    Ok(dispute)
+}
+
+/// Draws the committee of dispute `id`, opened at an earlier height, at `height`: by power,
+/// from the active validators other than its parties (the executor's host, the record's
+/// transfer agent, which holds the answer and a payload dispute accuses, and the accuser),
+/// with the dispute-committee seed of the height it was opened at. Then asks for the output
+/// reveal its votes are judged by; with no eligible member at all it is resolved at once as
+/// undecided.
+pub fn draw_committee(state: &mut dyn StateWrite, height: u64, id: u64) -> Result<()> {
+    let Some(mut dispute) = state.dispute(id)? else {
+        return Ok(());
+    };
+    if dispute.status != status::OPEN || !dispute.committee.is_empty() {
+        return Ok(());
+    }
+    let params = state.disputes_params()?;
+    let parties = [
+        dispute.executor_host.as_str(),
+        dispute.transfer_agent.as_str(),
+        dispute.accuser.as_str(),
+    ];
+    let candidates = active_validators(state, &parties)?;
+    let height_seed = gonka_bls::beacon::seed(
+        state,
+        gonka_bls::beacon::purpose::DISPUTE_COMMITTEE,
+        dispute.opened_height,
+    )?;
+    let seed = committee_seed(&height_seed, id, &dispute.inference_id);
+    dispute.committee = committee(&seed, candidates, params.committee_size);
+    for member in &dispute.committee {
+        state.add_dispute_party(member, id);
+    }
+    state.update_dispute(&dispute, status::OPEN);
+    state.emit(events::committee_drawn(&dispute));
+    if dispute.committee.is_empty() {
+        settle(state, height, &mut dispute, status::UNDECIDED)
     } else {
         ask_reveal(
             state,
             &dispute.inference_id,
             &dispute.transfer_agent,
             dispute.deadline_height,
-        )?;
+        )
     }
-    Ok(dispute)
 }
 
 /// Votes so far: upholding the executor, faulting it, and finding no payload to re-execute.

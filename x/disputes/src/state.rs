@@ -222,6 +222,27 @@ pub trait DisputesWrite: StateWrite {
         self.put_proto(keys::record_dispute(&d.inference_id), &d.id);
     }
 
+    /// Queues dispute `id`, opened at `height`, for its committee draw in the next block.
+    fn queue_committee_draw(&mut self, height: u64, id: u64) {
+        self.put_raw(keys::committee_draw(height, id), Vec::new());
+    }
+
+    /// Removes and returns the disputes opened before `height` still waiting for a
+    /// committee, in height then id order.
+    fn take_committee_draws(&mut self, height: u64) -> Result<Vec<u64>> {
+        take_due(
+            self,
+            &keys::committee_draws(),
+            height,
+            keys::parse_committee_draw,
+        )
+    }
+
+    /// Indexes `member` as a party of dispute `id` (a committee drawn after the opening).
+    fn add_dispute_party(&mut self, member: &str, id: u64) {
+        self.put_raw(keys::participant_dispute(member, id), Vec::new());
+    }
+
     /// Stores an updated dispute; moves its status index from `old_status`, and drops its
     /// deadline entry once it is no longer open.
     fn update_dispute(&mut self, d: &Dispute, old_status: &str) {

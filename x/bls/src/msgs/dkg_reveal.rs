@@ -128,7 +128,7 @@ impl Msg for DkgReveal {
             );
         }
         state.put_complaint(&complaint);
-        state.put_dkg_round(&round);
+        state.put_dkg_round(&round)?;
         state.emit(
             Event::new("dkg_reveal")
                 .attr("round", round.id)

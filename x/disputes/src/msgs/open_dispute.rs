@@ -83,7 +83,6 @@ impl Msg for OpenDispute {
         settle::open(
             state,
             ctx.block.height,
-            &ctx.block.block_hash,
             &stored,
             Opening {
                 kind: kind::USER,

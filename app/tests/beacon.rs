@@ -1,0 +1,404 @@
+//! The randomness beacon through the app's ABCI 2.0 calls, in process: four validators with
+//! vote extensions on run a key generation; then each refusal of `VerifyVoteExtension` and
+//! `ProcessProposal` is tried, the proposer's beacon is checked against the group key, and
+//! the committed beacon (or, below the threshold, the fallback) is what x/bls records.
+
+mod common;
+mod support;
+
+use gonka_app::beacon::VOTE_EXTENSIONS_KEY;
+use gonka_bls::shares::group_shares_in_state;
+use gonka_bls_crypto::dkg::Ephemeral;
+use gonka_bls_crypto::threshold::{sign_all, Polynomial, SecretShare};
+use gonka_bls_crypto::{PublicKey, SecretKey, Signature};
+use gonka_client::bls::{msg_dkg_deal, msg_register_bls_key};
+use gonka_proto::bls::{self as pb, BeaconTx, ExtendedVote, VoteExtension};
+use gonka_proto::query::bls as q;
+use gonka_proto::query::Query;
+use gonka_proto::signing::beacon_message;
+use gonka_sdk::StateReadExt;
+use prost::Message;
+use sha2::{Digest, Sha256};
+use support::*;
+use tendermint_abci::Application;
+use tendermint_proto::v0_38::abci::{
+    response_process_proposal::ProposalStatus, response_verify_vote_extension::VerifyStatus,
+    CommitInfo, ExtendedCommitInfo, ExtendedVoteInfo, RequestPrepareProposal,
+    RequestProcessProposal, RequestVerifyVoteExtension, Validator, VoteInfo,
+};
+use tendermint_proto::v0_38::types::{BlockIdFlag, CanonicalVoteExtension};
+
+const VALIDATORS: usize = 4;
+
+fn bls_key(i: usize) -> SecretKey {
+    SecretKey::from_seed(&[i as u8 + 1; 32])
+}
+
+/// CometBFT's address of validator `i`.
+fn address(i: usize) -> Vec<u8> {
+    Sha256::digest(consensus_key(i))[..20].to_vec()
+}
+
+/// A group in force, the world it lives in and each validator's shares of it.
+struct Grouped {
+    w: World,
+    round: pb::DkgRound,
+    shares: Vec<Vec<SecretShare>>,
+}
+
+/// Four equal validators with vote extensions on from height 1 register BLS keys and deal
+/// in the first round (12 slots, threshold 9); returns once its group is in force and a
+/// block has passed since (so the group signs the last committed height).
+fn grouped() -> Grouped {
+    let mut setup = Setup::new(VALIDATORS, 1_000_000);
+    setup.epoch_length = 5;
+    setup.vote_extensions_from = 1;
+    let mut w = World::with_genesis(setup, |state| {
+        state["bls"] = serde_json::json!({"params": {"dkg_slots": 12, "dkg_deal_blocks": 2,
+            "dkg_complaint_blocks": 1, "dkg_reveal_blocks": 1, "beacon_keep_blocks": 1000}});
+    });
+    let txs = (0..VALIDATORS)
+        .map(|i| {
+            let label = format!("p{i}");
+            w.tx(
+                &label,
+                vec![msg_register_bls_key(&addr(&label), CHAIN_ID, &bls_key(i))],
+            )
+        })
+        .collect();
+    w.block(txs);
+    let round = loop {
+        let latest = w.chain.query(
+            q::Dkg::PATH,
+            pb::QueryDkgRequest { round: 0 }.encode_to_vec(),
+        );
+        if latest.code == 0 {
+            break pb::QueryDkgResponse::decode(latest.value.as_ref())
+                .unwrap()
+                .round
+                .unwrap();
+        }
+        w.block(vec![]);
+    };
+    let deals = (0..VALIDATORS)
+        .map(|i| {
+            let label = format!("p{i}");
+            let poly = Polynomial::from_seed(round.threshold as usize, &[i as u8, 7]);
+            let ephemeral = Ephemeral::from_seed(&[i as u8 + 50; 32]);
+            let msg = msg_dkg_deal(CHAIN_ID, &round, &addr(&label), &poly, &ephemeral).unwrap();
+            w.tx(&label, vec![msg])
+        })
+        .collect();
+    w.block(deals);
+    let round = loop {
+        let group = w.query::<q::Group>(pb::QueryGroupRequest {}).round;
+        if let Some(group) = group.filter(|g| g.id == round.id) {
+            break group;
+        }
+        w.block(vec![]);
+    };
+    assert_eq!((round.total_slots, round.threshold), (12, 9));
+    w.block(vec![]);
+    let shares = (0..VALIDATORS)
+        .map(|i| {
+            group_shares_in_state(w.chain.app().store(), &bls_key(i), CHAIN_ID, &round).unwrap()
+        })
+        .collect();
+    Grouped { w, round, shares }
+}
+
+impl Grouped {
+    /// Validator `i`'s vote extension: its partials of the beacon message of `height`.
+    fn extension(&self, i: usize, height: u64) -> Vec<u8> {
+        extension_of(self.round.id, &self.shares[i], height)
+    }
+
+    fn verify(&self, i_address: &[u8], height: u64, extension: Vec<u8>) -> VerifyStatus {
+        let response = Application::verify_vote_extension(
+            self.w.chain.app(),
+            RequestVerifyVoteExtension {
+                validator_address: i_address.to_vec().into(),
+                height: height as i64,
+                vote_extension: extension.into(),
+                ..Default::default()
+            },
+        );
+        VerifyStatus::try_from(response.status).unwrap()
+    }
+
+    /// The last commit as the proposer of the next block sees it: every validator committed,
+    /// with `extensions[i]` signed by validator `i`'s consensus key.
+    fn commit(&self, extensions: &[Vec<u8>]) -> ExtendedCommitInfo {
+        let height = self.w.chain.height();
+        ExtendedCommitInfo {
+            round: 0,
+            votes: extensions
+                .iter()
+                .enumerate()
+                .map(|(i, ext)| ExtendedVoteInfo {
+                    validator: Some(Validator {
+                        address: address(i).into(),
+                        power: 1,
+                    }),
+                    vote_extension: ext.clone().into(),
+                    extension_signature: extension_signature(i, ext, height).to_vec().into(),
+                    block_id_flag: BlockIdFlag::Commit as i32,
+                })
+                .collect(),
+        }
+    }
+
+    fn prepare(&self, commit: &ExtendedCommitInfo) -> Vec<Vec<u8>> {
+        Application::prepare_proposal(
+            self.w.chain.app(),
+            RequestPrepareProposal {
+                max_tx_bytes: 1 << 20,
+                local_last_commit: Some(commit.clone()),
+                height: self.w.chain.height() as i64 + 1,
+                ..Default::default()
+            },
+        )
+        .txs
+        .into_iter()
+        .map(|t| t.to_vec())
+        .collect()
+    }
+
+    fn process(&self, txs: &[Vec<u8>], commit: &ExtendedCommitInfo) -> ProposalStatus {
+        let proposed = CommitInfo {
+            round: commit.round,
+            votes: commit
+                .votes
+                .iter()
+                .map(|v| VoteInfo {
+                    validator: v.validator.clone(),
+                    block_id_flag: v.block_id_flag,
+                })
+                .collect(),
+        };
+        let response = Application::process_proposal(
+            self.w.chain.app(),
+            RequestProcessProposal {
+                txs: txs.iter().map(|t| t.clone().into()).collect(),
+                proposed_last_commit: Some(proposed),
+                height: self.w.chain.height() as i64 + 1,
+                ..Default::default()
+            },
+        );
+        ProposalStatus::try_from(response.status).unwrap()
+    }
+
+    fn beacon(&self, height: u64) -> pb::Beacon {
+        self.w
+            .query::<q::Beacon>(pb::QueryBeaconRequest { height })
+            .beacon
+            .unwrap()
+    }
+}
+
+fn extension_of(round: u64, shares: &[SecretShare], height: u64) -> Vec<u8> {
+    VoteExtension {
+        round,
+        partials: sign_all(shares, &beacon_message(CHAIN_ID, height))
+            .into_iter()
+            .map(|p| pb::PartialSignature {
+                slot: p.index,
+                signature: p.signature.to_bytes().to_vec(),
+            })
+            .collect(),
+    }
+    .encode_to_vec()
+}
+
+/// Validator `i`'s CometBFT signature of `extension` at `height`, round 0.
+fn extension_signature(i: usize, extension: &[u8], height: u64) -> [u8; 64] {
+    let sign_bytes = CanonicalVoteExtension {
+        extension: extension.to_vec(),
+        height: height as i64,
+        round: 0,
+        chain_id: CHAIN_ID.into(),
+    }
+    .encode_length_delimited_to_vec();
+    consensus_signing_key(i).sign(&sign_bytes).to_bytes()
+}
+
+fn beacon_tx(tx: &BeaconTx) -> Vec<u8> {
+    gonka_bls::beacon::encode_tx(tx)
+}
+
+fn decode_beacon(bytes: &[u8]) -> BeaconTx {
+    gonka_bls::beacon::decode_tx(bytes).unwrap().unwrap()
+}
+
+#[test]
+fn vote_extensions_carry_valid_partials_of_their_own_slots_only() {
+    let g = grouped();
+    let from: Option<u64> =
+        g.w.chain
+            .app()
+            .store()
+            .get_proto(VOTE_EXTENSIONS_KEY)
+            .unwrap();
+    assert_eq!(
+        from,
+        Some(1),
+        "InitChain keeps the consensus parameters' first height"
+    );
+    let voting = g.w.chain.height() + 1;
+    let valid = g.extension(0, voting);
+    assert_eq!(
+        g.verify(&address(0), voting, valid.clone()),
+        VerifyStatus::Accept
+    );
+    assert_eq!(
+        g.verify(&address(0), voting, Vec::new()),
+        VerifyStatus::Accept,
+        "an empty extension contributes nothing and stalls nothing"
+    );
+    let mut wrong_round = VoteExtension::decode(valid.as_slice()).unwrap();
+    wrong_round.round += 1;
+    let mut bad_point = VoteExtension::decode(valid.as_slice()).unwrap();
+    bad_point.partials[0].signature = vec![0xAB; 96];
+    let cases: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
+        (
+            "the next height's message",
+            address(0),
+            g.extension(0, voting + 1),
+        ),
+        ("another validator's slots", address(1), valid.clone()),
+        ("not a validator", vec![7; 20], valid.clone()),
+        ("another round", address(0), wrong_round.encode_to_vec()),
+        (
+            "no partials",
+            address(0),
+            VoteExtension {
+                round: g.round.id,
+                partials: vec![],
+            }
+            .encode_to_vec(),
+        ),
+        ("not a point", address(0), bad_point.encode_to_vec()),
+        ("not protobuf", address(0), vec![0xff, 0xff, 0xff]),
+    ];
+    for (case, who, extension) in cases {
+        assert_eq!(
+            g.verify(&who, voting, extension),
+            VerifyStatus::Reject,
+            "{case}"
+        );
+    }
+}
+
+#[test]
+fn the_proposer_combines_the_beacon_and_every_validator_checks_it() {
+    let mut g = grouped();
+    let signed = g.w.chain.height();
+    let key = PublicKey::from_bytes(&g.round.group_pubkey).unwrap();
+    // Three of four extensions hold 9 of 12 slots: the threshold.
+    let mut extensions: Vec<Vec<u8>> = (0..3).map(|i| g.extension(i, signed)).collect();
+    extensions.push(Vec::new());
+    let commit = g.commit(&extensions);
+    let txs = g.prepare(&commit);
+    let beacon = decode_beacon(&txs[0]);
+    assert_eq!((beacon.height, beacon.round), (signed, g.round.id));
+    assert!(beacon.votes.is_empty());
+    let signature = Signature::from_bytes(&beacon.signature).unwrap();
+    assert!(key.verify(&beacon_message(CHAIN_ID, signed), &signature));
+    assert_eq!(g.process(&txs, &commit), ProposalStatus::Accept);
+
+    // Proposals every validator rejects.
+    let mut forged = beacon.clone();
+    forged.signature = Signature::from_bytes(
+        &VoteExtension::decode(extensions[0].as_slice())
+            .unwrap()
+            .partials[0]
+            .signature,
+    )
+    .unwrap()
+    .to_bytes()
+    .to_vec();
+    let mut other_height = beacon.clone();
+    other_height.height -= 1;
+    let withheld = BeaconTx {
+        signature: Vec::new(),
+        votes: commit
+            .votes
+            .iter()
+            .map(|v| ExtendedVote {
+                validator_address: v.validator.as_ref().unwrap().address.to_vec(),
+                extension: v.vote_extension.to_vec(),
+                extension_signature: v.extension_signature.to_vec(),
+            })
+            .collect(),
+        ..beacon.clone()
+    };
+    let mut dropped = withheld.clone();
+    dropped.votes[2].extension = Vec::new();
+    let mut missing_vote = withheld.clone();
+    missing_vote.votes.pop();
+    let cases: Vec<(&str, Vec<Vec<u8>>)> = vec![
+        ("no beacon", vec![]),
+        (
+            "a signature that is not the group's",
+            vec![beacon_tx(&forged)],
+        ),
+        ("another height", vec![beacon_tx(&other_height)]),
+        ("a second beacon", vec![txs[0].clone(), txs[0].clone()]),
+        (
+            "withheld though the threshold was reached",
+            vec![beacon_tx(&withheld)],
+        ),
+        (
+            "an extension swapped for an empty one",
+            vec![beacon_tx(&dropped)],
+        ),
+        ("a precommit left out", vec![beacon_tx(&missing_vote)]),
+        (
+            "garbled",
+            vec![[gonka_bls::beacon::TX_PREFIX, &[0xff][..]].concat()],
+        ),
+    ];
+    for (case, proposal) in cases {
+        assert_eq!(
+            g.process(&proposal, &commit),
+            ProposalStatus::Reject,
+            "{case}"
+        );
+    }
+    // Nobody slips a beacon through the mempool.
+    assert_ne!(g.w.chain.check_tx(txs[0].clone()).code, 0);
+
+    // Committed, the beacon is the height's randomness.
+    let block = g.w.block(txs);
+    assert_eq!(block.result(0).code, 0);
+    let recorded = g.beacon(signed);
+    assert_eq!(
+        (recorded.source.as_str(), recorded.round),
+        ("group", g.round.id)
+    );
+    assert_eq!(recorded.signature, beacon.signature);
+    assert_eq!(recorded.value, Sha256::digest(&beacon.signature).to_vec());
+}
+
+#[test]
+fn below_the_threshold_the_proposer_shows_every_extension_and_the_block_hash_seeds() {
+    let mut g = grouped();
+    let signed = g.w.chain.height();
+    // Two valid extensions (6 slots) and one that does not verify: below the threshold.
+    let extensions = vec![
+        g.extension(0, signed),
+        g.extension(1, signed),
+        g.extension(2, signed + 1),
+        Vec::new(),
+    ];
+    let commit = g.commit(&extensions);
+    let txs = g.prepare(&commit);
+    let beacon = decode_beacon(&txs[0]);
+    assert!(beacon.signature.is_empty());
+    assert_eq!(beacon.votes.len(), VALIDATORS);
+    assert_eq!(g.process(&txs, &commit), ProposalStatus::Accept);
+    g.w.block(txs);
+    let recorded = g.beacon(signed);
+    assert_eq!(recorded.source, "block_hash");
+    assert!(recorded.signature.is_empty());
+}
