@@ -71,7 +71,7 @@ fn main() {
                 time_seconds: 0,
                 time_nanos: 0,
                 block_hash: [block as u8; 32],
-                beacon: None,
+                beacon_tx: None,
             };
             let started = Instant::now();
             sampler.end_block(&ctx, &mut state).unwrap();

@@ -125,7 +125,7 @@ impl App {
             time_seconds: 0,
             time_nanos: 0,
             block_hash: [0; 32],
-            beacon: None,
+            beacon_tx: None,
         };
         Ok(App {
             inner: Arc::new(Inner {
@@ -248,7 +248,7 @@ impl App {
             time_seconds: 0,
             time_nanos: 0,
             block_hash: [0; 32],
-            beacon: None,
+            beacon_tx: None,
         };
         consensus.genesis = Some(writes);
         consensus.pending = None;
@@ -315,7 +315,7 @@ impl App {
         let genesis_view = Overlay::new(store, consensus.genesis.as_ref().unwrap_or(&empty));
         let mut state = Delta::new(&genesis_view);
         // A proposal's first transaction may be its beacon (checked by ProcessProposal, and
-        // again by x/bls): its signature goes to the modules, and it runs no messages.
+        // again by x/bls): it goes to the modules in the block context, and runs no messages.
         let beacon = txs
             .first()
             .and_then(|t| gonka_bls::beacon::decode_tx(t.as_ref()))
@@ -326,10 +326,7 @@ impl App {
             time_seconds,
             time_nanos,
             block_hash,
-            beacon: beacon
-                .as_ref()
-                .map(|b| b.signature.clone())
-                .filter(|s| !s.is_empty()),
+            beacon_tx: beacon.as_ref().map(prost::Message::encode_to_vec),
         };
 
         for module in self.modules() {
@@ -342,7 +339,10 @@ impl App {
         let beacon_result = beacon.as_ref().map(|b| TxOutcome {
             code: 0,
             codespace: "",
-            log: format!("randomness beacon of height {}", b.height),
+            log: format!(
+                "randomness beacon of height {} (and signing request {})",
+                b.height, b.request_id
+            ),
             events: Vec::new(),
             gas_wanted: 0,
             gas_used: 0,
@@ -415,7 +415,7 @@ impl App {
         check.block = BlockContext {
             height: height + 1,
             block_hash: [0; 32],
-            beacon: None,
+            beacon_tx: None,
             ..block
         };
         tracing::info!(height, "committed");

@@ -30,11 +30,14 @@ use std::sync::{Arc, Mutex};
 
 use gonka_bls::beacon::{self, signing_group};
 use gonka_bls::shares::group_shares_in_state;
+use gonka_bls::{sign, BlsRead};
 use gonka_bls_crypto::threshold::{
     combine, sign_all, Commitments, PartialSignature, PublicShares, SecretShare,
 };
 use gonka_bls_crypto::{PublicKey, SecretKey, Signature};
-use gonka_proto::bls::{self as pb, BeaconTx, DkgRound, ExtendedVote, VoteExtension};
+use gonka_proto::bls::{
+    self as pb, BeaconTx, BlsKey, DkgRound, ExtendedVote, SignRequest, VoteExtension,
+};
 use gonka_proto::signing::beacon_message;
 use gonka_sdk::{StateRead, StateReadExt};
 use gonka_stake::StakeRead;
@@ -55,7 +58,19 @@ pub const VOTE_EXTENSIONS_KEY: &[u8] = b"app/vote_extensions_enable_height";
 #[derive(Default)]
 pub struct BeaconNode {
     shares: Option<ShareKeeper>,
-    group: Mutex<Option<Arc<GroupView>>>,
+    /// Views of the last groups looked at (the beacon's and a signing request's), by round.
+    groups: Mutex<BTreeMap<u64, Arc<GroupView>>>,
+}
+
+/// Groups (and share sets) kept in memory: the beacon's group and a request's signer.
+const CACHED_GROUPS: usize = 2;
+
+/// Inserts `value` under `round`, dropping the oldest rounds beyond [`CACHED_GROUPS`].
+fn cache_insert<T>(cache: &mut BTreeMap<u64, T>, round: u64, value: T) {
+    cache.insert(round, value);
+    while cache.len() > CACHED_GROUPS {
+        cache.pop_first();
+    }
 }
 
 impl BeaconNode {
@@ -67,9 +82,10 @@ impl BeaconNode {
             shares: Some(ShareKeeper {
                 dir,
                 corrupt,
-                loaded: Mutex::new(None),
+                key: Mutex::new(None),
+                loaded: Mutex::new(BTreeMap::new()),
             }),
-            group: Mutex::new(None),
+            groups: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -84,47 +100,56 @@ impl BeaconNode {
 struct ShareKeeper {
     dir: PathBuf,
     corrupt: bool,
-    loaded: Mutex<Option<(u64, Arc<Vec<SecretShare>>)>>,
+    key: Mutex<Option<SecretKey>>,
+    loaded: Mutex<BTreeMap<u64, Arc<Vec<SecretShare>>>>,
 }
 
 impl ShareKeeper {
-    /// This validator's shares of `group`, if it holds some (and its key is readable).
+    /// The validator's BLS key, once its sidecar has written it.
+    fn key(&self) -> Option<SecretKey> {
+        let mut cached = crate::app::lock(&self.key);
+        if cached.is_none() {
+            let path = self.dir.join("bls.key");
+            *cached = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|text| hex::decode(text.trim()).ok())
+                .and_then(|bytes| SecretKey::from_bytes(&bytes.try_into().ok()?));
+            if cached.is_none() {
+                tracing::warn!(path = %path.display(), "no readable BLS key yet; voting with empty extensions");
+            }
+        }
+        cached.clone()
+    }
+
+    /// This validator's shares of `group`, if it holds some.
     fn of(
         &self,
         state: &dyn StateRead,
         chain_id: &str,
         group: &DkgRound,
     ) -> Option<Arc<Vec<SecretShare>>> {
+        let key = self.key()?;
         let mut loaded = crate::app::lock(&self.loaded);
-        if let Some((_, shares)) = loaded.as_ref().filter(|(round, _)| *round == group.id) {
-            return Some(shares.clone());
+        if let Some(shares) = loaded.get(&group.id) {
+            return Some(shares.clone()).filter(|s| !s.is_empty());
         }
-        let path = self.dir.join("bls.key");
-        let key = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|text| hex::decode(text.trim()).ok())
-            .and_then(|bytes| SecretKey::from_bytes(&bytes.try_into().ok()?));
-        let Some(key) = key else {
-            tracing::warn!(path = %path.display(), "no readable BLS key yet; voting with empty extensions");
-            return None;
-        };
-        match group_shares_in_state(state, &key, chain_id, group) {
+        let shares = match group_shares_in_state(state, &key, chain_id, group) {
             Ok(shares) => {
                 tracing::info!(
                     round = group.id,
                     slots = shares.len(),
-                    "signing beacons with this validator's shares"
+                    "signing with this validator's shares of the group"
                 );
-                let shares = Arc::new(shares);
-                *loaded = Some((group.id, shares.clone()));
-                Some(shares)
+                shares
             }
             Err(why) => {
-                tracing::info!(round = group.id, "not signing beacons: {why}");
-                *loaded = Some((group.id, Arc::new(Vec::new())));
-                None
+                tracing::info!(round = group.id, "not signing for the group: {why}");
+                Vec::new()
             }
-        }
+        };
+        let shares = Arc::new(shares);
+        cache_insert(&mut loaded, group.id, shares.clone());
+        Some(shares).filter(|s| !s.is_empty())
     }
 }
 
@@ -173,9 +198,13 @@ impl GroupView {
         })
     }
 
-    /// The partials in validator `address`'s non-empty `extension`, if it is a well-formed
-    /// extension of a member for this group, naming only that member's slots.
-    fn partials(&self, address: &[u8], extension: &[u8]) -> Result<Vec<PartialSignature>, String> {
+    /// `list` as partial signatures of validator `address`, if it is a member and they name
+    /// only its slots.
+    fn partials(
+        &self,
+        address: &[u8],
+        list: &[pb::PartialSignature],
+    ) -> Result<Vec<PartialSignature>, String> {
         let member = self.members.get(address).ok_or_else(|| {
             format!(
                 "validator {} holds no slot in group round {}",
@@ -183,17 +212,8 @@ impl GroupView {
                 self.round
             )
         })?;
-        let ext = VoteExtension::decode(extension)
-            .map_err(|e| format!("vote extension does not decode: {e}"))?;
-        if ext.round != self.round {
-            return Err(format!(
-                "vote extension for group round {}, but round {} signs this height",
-                ext.round, self.round
-            ));
-        }
         let slots = member.first_slot..member.first_slot + member.slots;
-        let partials: Vec<PartialSignature> = ext
-            .partials
+        let partials: Vec<PartialSignature> = list
             .iter()
             .map(|p| {
                 let signature = Signature::from_bytes(&p.signature)
@@ -208,9 +228,26 @@ impl GroupView {
             })
             .collect::<Result<_, String>>()?;
         if partials.is_empty() {
-            return Err("a non-empty vote extension without partial signatures".into());
+            return Err("no partial signatures".into());
         }
         Ok(partials)
+    }
+
+    /// The beacon partials of validator `address`'s non-empty `extension`, if it is a
+    /// member's extension for this group naming only its slots.
+    fn beacon_partials(
+        &self,
+        address: &[u8],
+        extension: &[u8],
+    ) -> Result<Vec<PartialSignature>, String> {
+        let ext = decode_extension(extension)?;
+        if ext.round != self.round {
+            return Err(format!(
+                "vote extension for group round {}, but round {} signs this height",
+                ext.round, self.round
+            ));
+        }
+        self.partials(address, &ext.partials)
     }
 
     /// Combines the partials of `votes` into the group signature of `msg`, if they reach
@@ -241,6 +278,37 @@ impl GroupView {
     }
 }
 
+fn decode_extension(extension: &[u8]) -> Result<VoteExtension, String> {
+    VoteExtension::decode(extension).map_err(|e| format!("vote extension does not decode: {e}"))
+}
+
+fn to_proto(partials: Vec<PartialSignature>) -> Vec<pb::PartialSignature> {
+    partials
+        .into_iter()
+        .map(|p| pb::PartialSignature {
+            slot: p.index,
+            signature: p.signature.to_bytes().to_vec(),
+        })
+        .collect()
+}
+
+/// The committed votes of a last commit: `(address, extension, extension signature)`.
+fn committed_votes(commit: &ExtendedCommitInfo) -> Vec<(&[u8], &[u8], &[u8])> {
+    commit
+        .votes
+        .iter()
+        .filter(|v| v.block_id_flag == BlockIdFlag::Commit as i32)
+        .filter_map(|v| {
+            let address = v.validator.as_ref()?.address.as_ref();
+            Some((
+                address,
+                v.vote_extension.as_ref(),
+                v.extension_signature.as_ref(),
+            ))
+        })
+        .collect()
+}
+
 impl App {
     /// The first height with vote extensions (0: none).
     fn vote_extensions_from(&self) -> u64 {
@@ -251,23 +319,60 @@ impl App {
             .unwrap_or(0)
     }
 
+    /// Whether the precommits of `height` carry vote extensions.
+    fn extensions_at(&self, height: u64) -> bool {
+        let from = self.vote_extensions_from();
+        height > 0 && from > 0 && height >= from
+    }
+
     /// The signing group of `height`, if vote extensions are on there and a group exists.
     fn beacon_group(&self, height: u64) -> Option<DkgRound> {
-        let from = self.vote_extensions_from();
-        if height == 0 || from == 0 || height < from {
+        if !self.extensions_at(height) {
             return None;
         }
         signing_group(self.store(), height).ok().flatten()
     }
 
+    /// The signing request the extensions of `height` sign, if extensions are on there.
+    fn pending_request(&self, height: u64) -> Option<SignRequest> {
+        if !self.extensions_at(height) {
+            return None;
+        }
+        sign::pending(self.store(), height).ok().flatten()
+    }
+
     fn group_view(&self, group: &DkgRound) -> Result<Arc<GroupView>, String> {
-        let mut cached = crate::app::lock(&self.beacon_node().group);
-        if let Some(view) = cached.as_ref().filter(|v| v.round == group.id) {
+        let mut cached = crate::app::lock(&self.beacon_node().groups);
+        if let Some(view) = cached.get(&group.id) {
             return Ok(view.clone());
         }
         let view = Arc::new(GroupView::build(self.store(), group)?);
-        *cached = Some(view.clone());
+        cache_insert(&mut cached, group.id, view.clone());
         Ok(view)
+    }
+
+    /// The view of round `round`'s group, if it completed.
+    fn round_view(&self, round: u64) -> Result<(DkgRound, Arc<GroupView>), String> {
+        let group = self
+            .store()
+            .dkg_round(round)
+            .map_err(|e| e.to_string())?
+            .filter(|r| r.status == gonka_bls::status::COMPLETED)
+            .ok_or_else(|| format!("round {round} has no group"))?;
+        let view = self.group_view(&group)?;
+        Ok((group, view))
+    }
+
+    /// The genesis signer whose consensus address is `address`.
+    fn genesis_signer_at(&self, address: &[u8]) -> Option<BlsKey> {
+        let signers = self.store().genesis_signers().ok()?;
+        signers.into_iter().find(|k| {
+            self.store()
+                .participant(&k.address)
+                .ok()
+                .flatten()
+                .is_some_and(|p| Sha256::digest(&p.consensus_pubkey)[..20] == *address)
+        })
     }
 
     fn chain_id(&self) -> String {
@@ -275,33 +380,43 @@ impl App {
     }
 
     /// This validator's vote extension for `height`: its partial signatures of the height's
-    /// beacon message, or nothing.
+    /// beacon message and its part of the pending signing request's signature, or nothing.
     pub(crate) fn extend_vote(&self, height: u64) -> Vec<u8> {
-        let node = self.beacon_node();
-        let (Some(keeper), Some(group)) = (&node.shares, self.beacon_group(height)) else {
+        let Some(keeper) = &self.beacon_node().shares else {
             return Vec::new();
         };
         let chain_id = self.chain_id();
-        let Some(shares) = keeper
-            .of(self.store(), &chain_id, &group)
-            .filter(|s| !s.is_empty())
-        else {
-            return Vec::new();
-        };
-        // A corrupt signer signs the next height's message: well-formed, and wrong.
-        let signed_height = if keeper.corrupt { height + 1 } else { height };
-        let partials = sign_all(&shares, &beacon_message(&chain_id, signed_height));
-        VoteExtension {
-            round: group.id,
-            partials: partials
-                .into_iter()
-                .map(|p| pb::PartialSignature {
-                    slot: p.index,
-                    signature: p.signature.to_bytes().to_vec(),
-                })
-                .collect(),
+        let mut ext = VoteExtension::default();
+        if let Some(group) = self.beacon_group(height) {
+            if let Some(shares) = keeper.of(self.store(), &chain_id, &group) {
+                // A corrupt signer signs the next height's message: well-formed, and wrong.
+                let signed_height = if keeper.corrupt { height + 1 } else { height };
+                let partials = sign_all(&shares, &beacon_message(&chain_id, signed_height));
+                ext.round = group.id;
+                ext.partials = to_proto(partials);
+            }
         }
-        .encode_to_vec()
+        if let Some(request) = self.pending_request(height) {
+            if request.signer_round > 0 {
+                let group = self.store().dkg_round(request.signer_round).ok().flatten();
+                if let Some(shares) = group.and_then(|g| keeper.of(self.store(), &chain_id, &g)) {
+                    ext.request_id = request.id;
+                    ext.request_partials = to_proto(sign_all(&shares, &request.digest));
+                }
+            } else if let Some(key) = keeper.key() {
+                let pubkey = key.public_key().to_bytes();
+                let genesis = self.store().genesis_signers().unwrap_or_default();
+                if genesis.iter().any(|k| k.pubkey == pubkey) {
+                    ext.request_id = request.id;
+                    ext.request_signature = key.sign(&request.digest).to_bytes().to_vec();
+                }
+            }
+        }
+        if ext == VoteExtension::default() {
+            Vec::new()
+        } else {
+            ext.encode_to_vec()
+        }
     }
 
     /// Whether `extension`, validator `address`'s extension of its precommit at `height`,
@@ -315,92 +430,188 @@ impl App {
         if extension.is_empty() {
             return Ok(());
         }
-        let group = self.beacon_group(height).ok_or_else(|| {
-            format!("no group signs height {height}, yet the extension is not empty")
-        })?;
-        let view = self.group_view(&group)?;
-        let partials = view.partials(address, extension)?;
-        if !view
-            .public
-            .verify_batch(&beacon_message(&self.chain_id(), height), &partials)
-        {
+        let ext = decode_extension(extension)?;
+        if ext.round != 0 || !ext.partials.is_empty() {
+            let group = self.beacon_group(height).ok_or_else(|| {
+                format!("no group signs height {height}, yet the extension carries beacon partials")
+            })?;
+            let view = self.group_view(&group)?;
+            let partials = view.beacon_partials(address, extension)?;
+            let msg = beacon_message(&self.chain_id(), height);
+            if !view.public.verify_batch(&msg, &partials) {
+                return Err(format!(
+                    "the partial signatures of height {height} do not verify against group round {}",
+                    group.id
+                ));
+            }
+        }
+        if ext.request_id == 0 {
+            if ext.request_partials.is_empty() && ext.request_signature.is_empty() {
+                return Ok(());
+            }
+            return Err("request signatures without a request id".into());
+        }
+        let request = self
+            .pending_request(height)
+            .filter(|r| r.id == ext.request_id)
+            .ok_or_else(|| {
+                format!(
+                    "request {} is not pending at height {height}",
+                    ext.request_id
+                )
+            })?;
+        if request.signer_round > 0 {
+            let (_, view) = self.round_view(request.signer_round)?;
+            let partials = view.partials(address, &ext.request_partials)?;
+            if !view.public.verify_batch(&request.digest, &partials) {
+                return Err(format!(
+                    "the partial signatures of request {} do not verify",
+                    request.id
+                ));
+            }
+            return Ok(());
+        }
+        let signer = self
+            .genesis_signer_at(address)
+            .ok_or("request signatures from a validator that is no genesis signer")?;
+        let key = PublicKey::from_bytes(&signer.pubkey).ok_or("a genesis key does not decode")?;
+        let signature = Signature::from_bytes(&ext.request_signature)
+            .ok_or("the request signature is no G2 point")?;
+        if !key.verify(&request.digest, &signature) {
             return Err(format!(
-                "the partial signatures of height {height} do not verify against group round {}",
-                group.id
+                "the signature of request {} does not verify",
+                request.id
             ));
         }
         Ok(())
     }
 
     /// The beacon transaction of a proposal at `height` from the proposer's extended last
-    /// commit, or `None` when the last height has no signing group.
+    /// commit: the last height's beacon (when a group signs it) and the pending request's
+    /// signature (when the extensions make one); `None` when there is neither.
     pub(crate) fn beacon_tx(
         &self,
         height: u64,
         commit: Option<&ExtendedCommitInfo>,
     ) -> Option<Vec<u8>> {
         let signed = height.checked_sub(1)?;
-        let group = self.beacon_group(signed)?;
-        let view = match self.group_view(&group) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot read the signing group; proposing without a beacon");
-                return None;
-            }
-        };
-        let key = PublicKey::from_bytes(&group.group_pubkey)?;
         let empty = ExtendedCommitInfo::default();
         let commit = commit.unwrap_or(&empty);
-        let committed: Vec<_> = commit
-            .votes
-            .iter()
-            .filter(|v| v.block_id_flag == BlockIdFlag::Commit as i32)
-            .collect();
-        let votes: Vec<Vec<PartialSignature>> = committed
-            .iter()
-            .filter(|v| !v.vote_extension.is_empty())
-            .filter_map(|v| {
-                let address = v.validator.as_ref()?.address.as_ref();
-                view.partials(address, &v.vote_extension).ok()
-            })
-            .collect();
-        let msg = beacon_message(&self.chain_id(), signed);
+        let votes = committed_votes(commit);
         let mut tx = BeaconTx {
             height: signed,
-            round: group.id,
             commit_round: i64::from(commit.round),
             ..Default::default()
         };
-        match view.combine(&key, &msg, &votes) {
+        let group = self.beacon_group(signed);
+        if let Some(group) = &group {
+            tx.round = group.id;
+            if let Err(e) = self.combine_beacon(group, &votes, &mut tx) {
+                tracing::error!(error = %e, "cannot read the signing group; proposing without a beacon");
+                return None;
+            }
+        }
+        if let Some(request) = self.pending_request(height) {
+            self.combine_request(&request, &votes, &mut tx);
+        }
+        (group.is_some() || tx.request_id != 0).then(|| beacon::encode_tx(&tx))
+    }
+
+    fn combine_beacon(
+        &self,
+        group: &DkgRound,
+        votes: &[(&[u8], &[u8], &[u8])],
+        tx: &mut BeaconTx,
+    ) -> Result<(), String> {
+        let view = self.group_view(group)?;
+        let key = PublicKey::from_bytes(&group.group_pubkey).ok_or("no group key")?;
+        let partials: Vec<Vec<PartialSignature>> = votes
+            .iter()
+            .filter(|(_, ext, _)| !ext.is_empty())
+            .filter_map(|(address, ext, _)| view.beacon_partials(address, ext).ok())
+            .collect();
+        let msg = beacon_message(&self.chain_id(), tx.height);
+        match view.combine(&key, &msg, &partials) {
             Some(_) if self.beacon_node().corrupt() => {
                 // Tests only: a well-formed point that is not the group signature.
-                tx.signature = votes[0][0].signature.to_bytes().to_vec();
+                tx.signature = partials[0][0].signature.to_bytes().to_vec();
             }
             Some(signature) => tx.signature = signature.to_bytes().to_vec(),
             None => {
                 tracing::warn!(
-                    height = signed,
+                    height = tx.height,
                     "the extensions hold too few valid slots for a beacon"
                 );
-                tx.votes = committed
+                tx.votes = votes
                     .iter()
-                    .map(|v| ExtendedVote {
-                        validator_address: v
-                            .validator
-                            .as_ref()
-                            .map(|val| val.address.to_vec())
-                            .unwrap_or_default(),
-                        extension: v.vote_extension.to_vec(),
-                        extension_signature: v.extension_signature.to_vec(),
+                    .map(|(address, ext, signature)| ExtendedVote {
+                        validator_address: address.to_vec(),
+                        extension: ext.to_vec(),
+                        extension_signature: signature.to_vec(),
                     })
                     .collect();
             }
         }
-        Some(beacon::encode_tx(&tx))
+        Ok(())
     }
 
-    /// Checks the beacon of a proposal at `height` (see the module docs); the error says
-    /// what is wrong with it.
+    /// Adds the signature of `request` to `tx` if the extensions of `votes` make one.
+    fn combine_request(
+        &self,
+        request: &SignRequest,
+        votes: &[(&[u8], &[u8], &[u8])],
+        tx: &mut BeaconTx,
+    ) {
+        let parts: Vec<(&[u8], VoteExtension)> = votes
+            .iter()
+            .filter(|(_, ext, _)| !ext.is_empty())
+            .filter_map(|(address, ext, _)| Some((*address, decode_extension(ext).ok()?)))
+            .filter(|(_, ext)| ext.request_id == request.id)
+            .collect();
+        if request.signer_round > 0 {
+            let Ok((group, view)) = self.round_view(request.signer_round) else {
+                return;
+            };
+            let Some(key) = PublicKey::from_bytes(&group.group_pubkey) else {
+                return;
+            };
+            let partials: Vec<Vec<PartialSignature>> = parts
+                .iter()
+                .filter_map(|(address, ext)| view.partials(address, &ext.request_partials).ok())
+                .collect();
+            if let Some(signature) = view.combine(&key, &request.digest, &partials) {
+                tx.request_id = request.id;
+                tx.request_signature = signature.to_bytes().to_vec();
+            }
+            return;
+        }
+        // The genesis signers: every valid individual signature, aggregated.
+        let mut signers = Vec::new();
+        let mut signatures = Vec::new();
+        for (address, ext) in &parts {
+            let Some(signer) = self.genesis_signer_at(address) else {
+                continue;
+            };
+            let valid = PublicKey::from_bytes(&signer.pubkey)
+                .zip(Signature::from_bytes(&ext.request_signature))
+                .filter(|(key, sig)| key.verify(&request.digest, sig));
+            if let Some((_, signature)) = valid {
+                signers.push(signer.address);
+                signatures.push(signature);
+            }
+        }
+        let aggregate = gonka_bls_crypto::aggregate(&signatures).to_bytes().to_vec();
+        if !signatures.is_empty()
+            && sign::verify(self.store(), request, &aggregate, &signers).is_ok()
+        {
+            tx.request_id = request.id;
+            tx.request_signature = aggregate;
+            tx.request_signers = signers;
+        }
+    }
+
+    /// Checks the beacon transaction of a proposal at `height` (see the module docs); the
+    /// error says what is wrong with it.
     pub(crate) fn check_beacon(
         &self,
         height: u64,
@@ -416,24 +627,54 @@ impl App {
         }
         let signed = height.saturating_sub(1);
         let group = self.beacon_group(signed);
-        let tx = match (
-            group.as_ref(),
-            txs.first().and_then(|t| beacon::decode_tx(t.as_ref())),
-        ) {
-            (None, None) => return Ok(()),
-            (None, Some(_)) => {
+        let tx = match txs.first().and_then(|t| beacon::decode_tx(t.as_ref())) {
+            Some(tx) => tx?,
+            None if group.is_some() => return Err(format!("no beacon for height {signed}")),
+            None => return Ok(()),
+        };
+        if tx.height != signed {
+            return Err(format!(
+                "a beacon transaction for height {}, not {signed}",
+                tx.height
+            ));
+        }
+        match &group {
+            Some(group) => self.check_group_beacon(group, &tx, commit)?,
+            None if tx.signature.is_empty() && tx.votes.is_empty() && tx.round == 0 => {}
+            None => {
                 return Err(format!(
                     "a beacon for height {signed}, which no group signs"
                 ))
             }
-            (Some(_), None) => return Err(format!("no beacon for height {signed}")),
-            (Some(_), Some(tx)) => tx?,
-        };
-        let group = group.expect("matched above");
-        if tx.height != signed || tx.round != group.id {
+        }
+        if tx.request_id == 0 {
+            if tx.request_signature.is_empty() && tx.request_signers.is_empty() {
+                return Ok(());
+            }
+            return Err("a request signature without a request id".into());
+        }
+        let request = self
+            .pending_request(height)
+            .filter(|r| r.id == tx.request_id)
+            .ok_or_else(|| format!("request {} is not pending", tx.request_id))?;
+        sign::verify(
+            self.store(),
+            &request,
+            &tx.request_signature,
+            &tx.request_signers,
+        )
+    }
+
+    fn check_group_beacon(
+        &self,
+        group: &DkgRound,
+        tx: &BeaconTx,
+        commit: Option<&CommitInfo>,
+    ) -> Result<(), String> {
+        if tx.round != group.id {
             return Err(format!(
-                "a beacon for height {} by round {}, but height {signed} is signed by round {}",
-                tx.height, tx.round, group.id
+                "a beacon by round {}, but height {} is signed by round {}",
+                tx.round, tx.height, group.id
             ));
         }
         let chain_id = self.chain_id();
@@ -441,15 +682,15 @@ impl App {
             if !tx.votes.is_empty() {
                 return Err("a beacon with a signature carries no votes".into());
             }
-            if !beacon::verify_group_signature(&group, &chain_id, signed, &tx.signature) {
+            if !beacon::verify_group_signature(group, &chain_id, tx.height, &tx.signature) {
                 return Err(format!(
-                    "the beacon of height {signed} does not verify against round {}'s group key",
-                    group.id
+                    "the beacon of height {} does not verify against round {}'s group key",
+                    tx.height, group.id
                 ));
             }
             return Ok(());
         }
-        self.check_withheld_beacon(&group, &chain_id, &tx, commit)
+        self.check_withheld_beacon(group, &chain_id, tx, commit)
     }
 
     /// A beacon without a signature: every precommit of the last commit must be there with
@@ -510,7 +751,7 @@ impl App {
             if vote.extension.is_empty() {
                 continue;
             }
-            if let Ok(partials) = view.partials(&vote.validator_address, &vote.extension) {
+            if let Ok(partials) = view.beacon_partials(&vote.validator_address, &vote.extension) {
                 if view.public.verify_batch(&msg, &partials) {
                     valid_slots += partials.len() as u64;
                 }

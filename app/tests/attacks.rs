@@ -62,7 +62,7 @@ fn rows_read_by_the_sampler(stored: usize) -> usize {
         time_seconds: 0,
         time_nanos: 0,
         block_hash: [7; 32],
-        beacon: None,
+        beacon_tx: None,
     };
     committed.reset_reads();
     let sampler = gonka_disputes::Disputes;

@@ -8,6 +8,7 @@ mod support;
 
 use gonka_app::beacon::VOTE_EXTENSIONS_KEY;
 use gonka_bls::shares::group_shares_in_state;
+use gonka_bls::BlsRead;
 use gonka_bls_crypto::dkg::Ephemeral;
 use gonka_bls_crypto::threshold::{sign_all, Polynomial, SecretShare};
 use gonka_bls_crypto::{PublicKey, SecretKey, Signature};
@@ -19,6 +20,7 @@ use gonka_proto::signing::beacon_message;
 use gonka_sdk::StateReadExt;
 use prost::Message;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use support::*;
 use tendermint_abci::Application;
 use tendermint_proto::v0_38::abci::{
@@ -126,66 +128,16 @@ impl Grouped {
         VerifyStatus::try_from(response.status).unwrap()
     }
 
-    /// The last commit as the proposer of the next block sees it: every validator committed,
-    /// with `extensions[i]` signed by validator `i`'s consensus key.
     fn commit(&self, extensions: &[Vec<u8>]) -> ExtendedCommitInfo {
-        let height = self.w.chain.height();
-        ExtendedCommitInfo {
-            round: 0,
-            votes: extensions
-                .iter()
-                .enumerate()
-                .map(|(i, ext)| ExtendedVoteInfo {
-                    validator: Some(Validator {
-                        address: address(i).into(),
-                        power: 1,
-                    }),
-                    vote_extension: ext.clone().into(),
-                    extension_signature: extension_signature(i, ext, height).to_vec().into(),
-                    block_id_flag: BlockIdFlag::Commit as i32,
-                })
-                .collect(),
-        }
+        commit_of(&self.w, extensions)
     }
 
     fn prepare(&self, commit: &ExtendedCommitInfo) -> Vec<Vec<u8>> {
-        Application::prepare_proposal(
-            self.w.chain.app(),
-            RequestPrepareProposal {
-                max_tx_bytes: 1 << 20,
-                local_last_commit: Some(commit.clone()),
-                height: self.w.chain.height() as i64 + 1,
-                ..Default::default()
-            },
-        )
-        .txs
-        .into_iter()
-        .map(|t| t.to_vec())
-        .collect()
+        prepare(&self.w, commit, Vec::new())
     }
 
     fn process(&self, txs: &[Vec<u8>], commit: &ExtendedCommitInfo) -> ProposalStatus {
-        let proposed = CommitInfo {
-            round: commit.round,
-            votes: commit
-                .votes
-                .iter()
-                .map(|v| VoteInfo {
-                    validator: v.validator.clone(),
-                    block_id_flag: v.block_id_flag,
-                })
-                .collect(),
-        };
-        let response = Application::process_proposal(
-            self.w.chain.app(),
-            RequestProcessProposal {
-                txs: txs.iter().map(|t| t.clone().into()).collect(),
-                proposed_last_commit: Some(proposed),
-                height: self.w.chain.height() as i64 + 1,
-                ..Default::default()
-            },
-        );
-        ProposalStatus::try_from(response.status).unwrap()
+        process(&self.w, txs, commit)
     }
 
     fn beacon(&self, height: u64) -> pb::Beacon {
@@ -194,6 +146,71 @@ impl Grouped {
             .beacon
             .unwrap()
     }
+}
+
+/// The last commit as the proposer of the next block sees it: every validator committed,
+/// with `extensions[i]` signed by validator `i`'s consensus key at the last height.
+fn commit_of(w: &World, extensions: &[Vec<u8>]) -> ExtendedCommitInfo {
+    let height = w.chain.height();
+    ExtendedCommitInfo {
+        round: 0,
+        votes: extensions
+            .iter()
+            .enumerate()
+            .map(|(i, ext)| ExtendedVoteInfo {
+                validator: Some(Validator {
+                    address: address(i).into(),
+                    power: 1,
+                }),
+                vote_extension: ext.clone().into(),
+                extension_signature: extension_signature(i, ext, height).to_vec().into(),
+                block_id_flag: BlockIdFlag::Commit as i32,
+            })
+            .collect(),
+    }
+}
+
+/// `PrepareProposal` of the next block with `commit` and the mempool's `txs`.
+fn prepare(w: &World, commit: &ExtendedCommitInfo, txs: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    Application::prepare_proposal(
+        w.chain.app(),
+        RequestPrepareProposal {
+            max_tx_bytes: 1 << 20,
+            txs: txs.into_iter().map(Into::into).collect(),
+            local_last_commit: Some(commit.clone()),
+            height: w.chain.height() as i64 + 1,
+            ..Default::default()
+        },
+    )
+    .txs
+    .into_iter()
+    .map(|t| t.to_vec())
+    .collect()
+}
+
+/// `ProcessProposal` of the next block: `txs` with `commit` as its last commit.
+fn process(w: &World, txs: &[Vec<u8>], commit: &ExtendedCommitInfo) -> ProposalStatus {
+    let proposed = CommitInfo {
+        round: commit.round,
+        votes: commit
+            .votes
+            .iter()
+            .map(|v| VoteInfo {
+                validator: v.validator.clone(),
+                block_id_flag: v.block_id_flag,
+            })
+            .collect(),
+    };
+    let response = Application::process_proposal(
+        w.chain.app(),
+        RequestProcessProposal {
+            txs: txs.iter().map(|t| t.clone().into()).collect(),
+            proposed_last_commit: Some(proposed),
+            height: w.chain.height() as i64 + 1,
+            ..Default::default()
+        },
+    );
+    ProposalStatus::try_from(response.status).unwrap()
 }
 
 fn extension_of(round: u64, shares: &[SecretShare], height: u64) -> Vec<u8> {
@@ -206,6 +223,7 @@ fn extension_of(round: u64, shares: &[SecretShare], height: u64) -> Vec<u8> {
                 signature: p.signature.to_bytes().to_vec(),
             })
             .collect(),
+        ..Default::default()
     }
     .encode_to_vec()
 }
@@ -273,7 +291,7 @@ fn vote_extensions_carry_valid_partials_of_their_own_slots_only() {
             address(0),
             VoteExtension {
                 round: g.round.id,
-                partials: vec![],
+                ..Default::default()
             }
             .encode_to_vec(),
         ),
@@ -401,4 +419,262 @@ fn below_the_threshold_the_proposer_shows_every_extension_and_the_block_hash_see
     let recorded = g.beacon(signed);
     assert_eq!(recorded.source, "block_hash");
     assert!(recorded.signature.is_empty());
+}
+
+/// A network of the four validators driven block by block through the ABCI 2.0 calls: every
+/// block is proposed from the last height's extensions, checked, and committed; each
+/// validator's extension is what its node makes (the beacon partials of the group that signs
+/// the height, and its part of the pending signing request).
+struct Network {
+    w: World,
+    /// The genesis `app_state` the chain started from (what a light client reads).
+    app_state: serde_json::Value,
+    last_extensions: Vec<Vec<u8>>,
+}
+
+impl Network {
+    /// Genesis gives p0..p3 their BLS keys (so they are the genesis signers).
+    fn start() -> Network {
+        let mut setup = Setup::new(VALIDATORS, 1_000_000);
+        setup.epoch_length = 5;
+        setup.vote_extensions_from = 1;
+        let keys: Vec<serde_json::Value> = (0..VALIDATORS)
+            .map(|i| {
+                serde_json::json!({"address": addr(&format!("p{i}")),
+                    "pubkey": bls_key(i).public_key().to_bytes().to_vec(),
+                    "registered_height": 0})
+            })
+            .collect();
+        let bls = serde_json::json!({"keys": keys, "params": {"dkg_slots": 12,
+            "dkg_deal_blocks": 2, "dkg_complaint_blocks": 1, "dkg_reveal_blocks": 1,
+            "beacon_keep_blocks": 1000}});
+        let mut app_state = setup.app_state();
+        app_state["bls"] = bls.clone();
+        let w = World::with_genesis(setup, |state| state["bls"] = bls);
+        Network {
+            w,
+            app_state,
+            last_extensions: vec![Vec::new(); VALIDATORS],
+        }
+    }
+
+    /// Validator `i`'s vote extension at `height`, made from the committed state (what its
+    /// node's `ExtendVote` sees).
+    fn extension(&self, i: usize, height: u64) -> Vec<u8> {
+        let store = self.w.chain.app().store();
+        let shares_of =
+            |group: &pb::DkgRound| group_shares_in_state(store, &bls_key(i), CHAIN_ID, group).ok();
+        let mut ext = VoteExtension::default();
+        if let Some(group) = gonka_bls::beacon::signing_group(store, height).unwrap() {
+            if let Some(shares) = shares_of(&group) {
+                let partials =
+                    VoteExtension::decode(extension_of(group.id, &shares, height).as_slice())
+                        .unwrap();
+                ext.round = group.id;
+                ext.partials = partials.partials;
+            }
+        }
+        if let Some(request) = gonka_bls::sign::pending(store, height).unwrap() {
+            ext.request_id = request.id;
+            if request.signer_round > 0 {
+                let group = store.dkg_round(request.signer_round).unwrap().unwrap();
+                ext.request_partials = sign_all(&shares_of(&group).unwrap(), &request.digest)
+                    .into_iter()
+                    .map(|p| pb::PartialSignature {
+                        slot: p.index,
+                        signature: p.signature.to_bytes().to_vec(),
+                    })
+                    .collect();
+            } else {
+                ext.request_signature = bls_key(i).sign(&request.digest).to_bytes().to_vec();
+            }
+        }
+        ext.encode_to_vec()
+    }
+
+    /// Proposes, checks and commits the next block with `txs` after the beacon.
+    fn block(&mut self, txs: Vec<Vec<u8>>) -> Block {
+        let height = self.w.chain.height();
+        let commit = commit_of(&self.w, &self.last_extensions);
+        let proposal = prepare(&self.w, &commit, txs);
+        assert_eq!(
+            process(&self.w, &proposal, &commit),
+            ProposalStatus::Accept,
+            "the proposal of block {}",
+            height + 1
+        );
+        self.last_extensions = (0..VALIDATORS)
+            .map(|i| self.extension(i, height + 1))
+            .collect();
+        for (i, ext) in self.last_extensions.iter().enumerate() {
+            let accepted = Application::verify_vote_extension(
+                self.w.chain.app(),
+                RequestVerifyVoteExtension {
+                    validator_address: address(i).into(),
+                    height: height as i64 + 1,
+                    vote_extension: ext.clone().into(),
+                    ..Default::default()
+                },
+            );
+            assert_eq!(
+                accepted.status,
+                VerifyStatus::Accept as i32,
+                "p{i} at {}",
+                height + 1
+            );
+        }
+        self.w.block(proposal)
+    }
+
+    fn certificate(&self, epoch: u64) -> pb::SignRequest {
+        self.w
+            .query::<q::Certificate>(pb::QueryCertificateRequest { epoch })
+            .certificate
+            .unwrap()
+    }
+
+    fn handover(&self, round: u64) -> pb::SignRequest {
+        self.w
+            .query::<q::Handover>(pb::QueryHandoverRequest { round })
+            .handover
+            .unwrap()
+    }
+}
+
+/// The chain of trust end to end in process: the genesis signers certify epochs until the
+/// first group exists and hand over to it; later epochs are certified by the group; the
+/// light client verifies every epoch from genesis.json alone and names the first bad link
+/// when a summary or a handed-over key is tampered with.
+#[test]
+fn epoch_certificates_chain_from_the_genesis_signers_and_a_light_client_checks_them() {
+    let mut n = Network::start();
+    // Round 1 starts at the end of epoch 0; its members deal.
+    while n
+        .w
+        .chain
+        .query(
+            q::Dkg::PATH,
+            pb::QueryDkgRequest { round: 1 }.encode_to_vec(),
+        )
+        .code
+        != 0
+    {
+        n.block(vec![]);
+    }
+    let round =
+        n.w.query::<q::Dkg>(pb::QueryDkgRequest { round: 1 })
+            .round
+            .unwrap();
+    let deals = (0..VALIDATORS)
+        .map(|i| {
+            let label = format!("p{i}");
+            let poly = Polynomial::from_seed(round.threshold as usize, &[i as u8, 9]);
+            let ephemeral = Ephemeral::from_seed(&[i as u8 + 60; 32]);
+            let msg = msg_dkg_deal(CHAIN_ID, &round, &addr(&label), &poly, &ephemeral).unwrap();
+            n.w.tx(&label, vec![msg])
+        })
+        .collect();
+    n.block(deals);
+    // Epochs 0..=2 end (at heights 5, 10, 15); round 2 deals too, so the group hands over.
+    let mut dealt_round_2 = false;
+    let signed = |n: &Network| {
+        let answer = n.w.chain.query(
+            q::Certificate::PATH,
+            pb::QueryCertificateRequest { epoch: 2 }.encode_to_vec(),
+        );
+        answer.code == 0
+            && !pb::QueryCertificateResponse::decode(answer.value.as_ref())
+                .unwrap()
+                .certificate
+                .unwrap()
+                .signature
+                .is_empty()
+    };
+    while !signed(&n) {
+        assert!(
+            n.w.chain.height() < 40,
+            "epoch 2's certificate is still unsigned"
+        );
+        let round_2 = n.w.chain.query(
+            q::Dkg::PATH,
+            pb::QueryDkgRequest { round: 2 }.encode_to_vec(),
+        );
+        if round_2.code == 0 && !dealt_round_2 {
+            let round = pb::QueryDkgResponse::decode(round_2.value.as_ref())
+                .unwrap()
+                .round
+                .unwrap();
+            let deals = (0..VALIDATORS)
+                .map(|i| {
+                    let label = format!("p{i}");
+                    let poly = Polynomial::from_seed(round.threshold as usize, &[i as u8, 10]);
+                    let ephemeral = Ephemeral::from_seed(&[i as u8 + 70; 32]);
+                    let msg =
+                        msg_dkg_deal(CHAIN_ID, &round, &addr(&label), &poly, &ephemeral).unwrap();
+                    n.w.tx(&label, vec![msg])
+                })
+                .collect();
+            n.block(deals);
+            dealt_round_2 = true;
+        } else {
+            n.block(vec![]);
+        }
+    }
+    let certificates: Vec<pb::SignRequest> = (0..3).map(|e| n.certificate(e)).collect();
+    let handovers: BTreeMap<u64, pb::SignRequest> =
+        [1, 2].into_iter().map(|r| (r, n.handover(r))).collect();
+    assert_eq!(
+        handovers[&1].signer_round, 0,
+        "the genesis signers vouch for the first group"
+    );
+    assert_eq!(
+        handovers[&2].signer_round, 1,
+        "each group vouches for the next"
+    );
+    assert_eq!(certificates[0].signer_round, 0);
+    assert!(certificates.iter().all(|c| !c.signature.is_empty()));
+    assert!(handovers.values().all(|h| !h.signature.is_empty()));
+    let last = certificates[2].clone();
+    assert_eq!(
+        last.signer_round, 1,
+        "epoch 2 is certified by the first group"
+    );
+    let summary = last.summary.as_ref().unwrap();
+    assert_eq!((summary.epoch, summary.end_height), (2, 15));
+
+    let genesis = serde_json::json!({"chain_id": CHAIN_ID, "app_state": n.app_state});
+    let trust = gonka_bls::light::Trust::from_genesis(&genesis).unwrap();
+    assert_eq!(trust.genesis_signers.len(), VALIDATORS);
+    let verified = gonka_bls::light::verify_epochs(&trust, &certificates, &handovers).unwrap();
+    let signers: Vec<u64> = verified.iter().map(|v| v.signer_round).collect();
+    assert_eq!(signers, vec![0, certificates[1].signer_round, 1]);
+
+    // A tampered summary is caught at its epoch.
+    let mut tampered = certificates.clone();
+    tampered[2].summary.as_mut().unwrap().total_work += 1;
+    let bad = gonka_bls::light::verify_epochs(&trust, &tampered, &handovers).unwrap_err();
+    assert_eq!(bad.epoch, 2);
+    assert!(bad.reason.contains("tampered"), "{}", bad.reason);
+    // So is a handed-over key swapped for another.
+    let mut swapped = handovers.clone();
+    swapped
+        .get_mut(&1)
+        .unwrap()
+        .handover
+        .as_mut()
+        .unwrap()
+        .group_pubkey = bls_key(9).public_key().to_bytes().to_vec();
+    let bad = gonka_bls::light::verify_epochs(&trust, &certificates, &swapped).unwrap_err();
+    let first_needing_round_1 = certificates
+        .iter()
+        .position(|c| c.signer_round == 1 || c.summary.as_ref().unwrap().group_round == 1)
+        .unwrap() as u64;
+    assert_eq!(bad.epoch, first_needing_round_1);
+    assert!(bad.reason.contains("round 1"), "{}", bad.reason);
+    // And a genesis file whose signers are not the chain's trusts none of it.
+    let mut stranger = trust.clone();
+    stranger.genesis_signers[0].pubkey = bls_key(9).public_key().to_bytes().to_vec();
+    stranger.genesis_signers[1].pubkey = bls_key(8).public_key().to_bytes().to_vec();
+    let bad = gonka_bls::light::verify_epochs(&stranger, &certificates, &handovers).unwrap_err();
+    assert_eq!(bad.epoch, 0);
 }

@@ -34,7 +34,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "caf40294d9e09358f6cc682ebef2fbf8b4933f007473dbed2c77a3b5a1cd4d75";
+const GOLDEN: &str = "e431e0e7deb369d1f596804106a9251ef212f192b3da6d2e0ad5a422d1a2781e";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;

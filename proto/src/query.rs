@@ -208,6 +208,12 @@ pub mod bls {
         Params = "/bls/params": QueryParamsRequest => QueryParamsResponse;
         /// The randomness beacon of one height.
         Beacon = "/bls/beacon": QueryBeaconRequest => QueryBeaconResponse;
+        /// One epoch's certificate.
+        Certificate = "/bls/certificate": QueryCertificateRequest => QueryCertificateResponse;
+        /// The handover that vouches for one round's group key.
+        Handover = "/bls/handover": QueryHandoverRequest => QueryHandoverResponse;
+        /// The genesis signers: the trust root of the chain of group keys.
+        GenesisSigners = "/bls/genesis_signers": QueryGenesisSignersRequest => QueryGenesisSignersResponse;
     }
 }
 

@@ -257,6 +257,31 @@ pub fn beacon_message(chain_id: &str, height: u64) -> Vec<u8> {
     message
 }
 
+/// Domain of epoch certificates.
+pub const CERTIFICATE_DOMAIN: &[u8] = b"gonka/epoch-certificate/v1";
+/// Domain of group handovers.
+pub const HANDOVER_DOMAIN: &[u8] = b"gonka/group-handover/v1";
+
+/// What an epoch certificate signs: SHA-256(`"gonka/epoch-certificate/v1"` ‖ the summary's
+/// protobuf encoding). A light client recomputes it from the summary it was given.
+pub fn certificate_digest(summary: &crate::bls::EpochSummary) -> [u8; 32] {
+    domain_digest(CERTIFICATE_DOMAIN, summary)
+}
+
+/// What a group handover signs: SHA-256(`"gonka/group-handover/v1"` ‖ the handover's
+/// protobuf encoding).
+pub fn handover_digest(handover: &crate::bls::GroupHandover) -> [u8; 32] {
+    domain_digest(HANDOVER_DOMAIN, handover)
+}
+
+fn domain_digest(domain: &[u8], message: &impl prost::Message) -> [u8; 32] {
+    Sha256::new()
+        .chain_update(domain)
+        .chain_update(message.encode_to_vec())
+        .finalize()
+        .into()
+}
+
 /// What a validator or committee member commits on chain for its re-execution of a record:
 /// SHA-256(`"gonka/result/v1"` ‖ its address ‖ SHA-256 of its answer text ‖ prompt tokens
 /// (u64) ‖ completion tokens (u64)). The address binds it to its author (nobody can submit a

@@ -18,9 +18,10 @@ pub struct BlockContext {
     /// unpredictable and reproducible (e.g. which work records are validated). All zeros
     /// in `CheckTx`, whose block is not decided yet.
     pub block_hash: [u8; 32],
-    /// The group signature of the previous height's randomness beacon this block carries
-    /// (x/bls checks and records it); `None` without one, and in `CheckTx`.
-    pub beacon: Option<Vec<u8>>,
+    /// The protobuf body of the beacon transaction this block starts with, if any: the
+    /// previous height's beacon and a signing request's signature (x/bls checks and records
+    /// them); `None` without one, and in `CheckTx`.
+    pub beacon_tx: Option<Vec<u8>>,
 }
 
 /// The transaction a message runs in.

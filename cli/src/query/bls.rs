@@ -1,10 +1,11 @@
-//! `gonkad query bls`: `/bls/key`, `/bls/keys`, `/bls/dkg`, `/bls/group`, `/bls/params`.
+//! `gonkad query bls`: `/bls/key`, `/bls/keys`, `/bls/dkg`, `/bls/group`, `/bls/beacon`,
+//! `/bls/params`.
 
 use anyhow::Result;
 use gonka_proto::bls::{
-    BlsKey, DkgRound, QueryDkgRequest, QueryDkgResponse, QueryGroupRequest, QueryGroupResponse,
-    QueryKeyRequest, QueryKeyResponse, QueryKeysRequest, QueryKeysResponse, QueryParamsRequest,
-    QueryParamsResponse,
+    Beacon, BlsKey, DkgRound, QueryBeaconRequest, QueryBeaconResponse, QueryDkgRequest,
+    QueryDkgResponse, QueryGroupRequest, QueryGroupResponse, QueryKeyRequest, QueryKeyResponse,
+    QueryKeysRequest, QueryKeysResponse, QueryParamsRequest, QueryParamsResponse,
 };
 use gonka_proto::query as q;
 
@@ -32,6 +33,12 @@ pub enum Query {
     },
     /// The group key in force (the latest completed round).
     Group,
+    /// The randomness beacon of a height: the group's threshold signature of it (checkable
+    /// against the round's group key) or, for a height no group signed, the fallback.
+    Beacon {
+        /// Block height; the latest recorded when omitted.
+        height: Option<u64>,
+    },
     /// Bls parameters.
     Params,
 }
@@ -73,6 +80,15 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             })
             .await
         }
+        Query::Beacon { height } => {
+            let request = QueryBeaconRequest {
+                height: height.unwrap_or(0),
+            };
+            show::<q::bls::Beacon>(global, request, |r: &QueryBeaconResponse| {
+                r.beacon.as_ref().map(beacon_text).unwrap_or_default()
+            })
+            .await
+        }
         Query::Params => {
             show::<q::bls::Params>(global, QueryParamsRequest {}, |r: &QueryParamsResponse| {
                 let p = r.params.unwrap_or_default();
@@ -81,6 +97,7 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
                     ("dkg_deal_blocks", p.dkg_deal_blocks.to_string()),
                     ("dkg_complaint_blocks", p.dkg_complaint_blocks.to_string()),
                     ("dkg_reveal_blocks", p.dkg_reveal_blocks.to_string()),
+                    ("beacon_keep_blocks", p.beacon_keep_blocks.to_string()),
                 ])
             })
             .await
@@ -123,6 +140,16 @@ fn round_text(r: &DkgRound) -> String {
         ("members", members),
         ("group_pubkey", hex::encode(&r.group_pubkey)),
         ("qualified_dealers", r.qualified_dealers.join(", ")),
+    ])
+}
+
+fn beacon_text(b: &Beacon) -> String {
+    fields(&[
+        ("height", b.height.to_string()),
+        ("value", hex::encode(&b.value)),
+        ("source", b.source.clone()),
+        ("round", b.round.to_string()),
+        ("signature", hex::encode(&b.signature)),
     ])
 }
 

@@ -77,46 +77,65 @@ pub fn verify_group_signature(
 }
 
 /// At the start of block `ctx.height`: records the randomness of the previous height, from
-/// the group signature the block carries (checked again: a block replayed from the block
-/// store skipped `ProcessProposal`) or, without one, from this block's hash; forgets the
-/// beacon `beacon_keep_blocks` older.
+/// the group signature the block's beacon transaction carries (checked again: a block
+/// replayed from the block store skipped `ProcessProposal`) or, without one, from this
+/// block's hash; forgets the beacon `beacon_keep_blocks` older; then records the signing
+/// request signature the transaction carries ([`crate::sign::record`]).
 pub fn record(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
-    let Some(height) = ctx.height.checked_sub(1).filter(|h| *h > 0) else {
-        return Ok(());
+    let tx = match &ctx.beacon_tx {
+        Some(body) => BeaconTx::decode(body.as_slice()).map_err(|e| {
+            SdkError::Internal.err(format!("block {}: beacon transaction: {e}", ctx.height))
+        })?,
+        None => BeaconTx::default(),
     };
-    let beacon = match &ctx.beacon {
-        Some(signature) => {
-            let group = signing_group(state, height)?.ok_or_else(|| {
-                SdkError::Internal.err(format!(
-                    "block {} carries a beacon for height {height}, which no group signs",
-                    ctx.height
-                ))
-            })?;
-            if !verify_group_signature(&group, &ctx.chain_id, height, signature) {
-                return Err(SdkError::Internal.err(format!(
-                    "the beacon of height {height} does not verify against round {}'s group key",
-                    group.id
-                )));
-            }
-            Beacon {
-                height,
-                value: Sha256::digest(signature).to_vec(),
-                source: source::GROUP.into(),
-                round: group.id,
-                signature: signature.clone(),
-            }
+    if let Some(height) = ctx.height.checked_sub(1).filter(|h| *h > 0) {
+        record_beacon(ctx, state, height, &tx.signature)?;
+    }
+    crate::sign::record(
+        ctx,
+        state,
+        tx.request_id,
+        &tx.request_signature,
+        &tx.request_signers,
+    )
+}
+
+fn record_beacon(
+    ctx: &BlockContext,
+    state: &mut dyn StateWrite,
+    height: u64,
+    signature: &[u8],
+) -> Result<()> {
+    let beacon = if signature.is_empty() {
+        let mut hasher = Sha256::new();
+        hasher.update(FALLBACK_DOMAIN);
+        hasher.update(ctx.block_hash);
+        Beacon {
+            height,
+            value: hasher.finalize().to_vec(),
+            source: source::BLOCK_HASH.into(),
+            round: 0,
+            signature: Vec::new(),
         }
-        None => {
-            let mut hasher = Sha256::new();
-            hasher.update(FALLBACK_DOMAIN);
-            hasher.update(ctx.block_hash);
-            Beacon {
-                height,
-                value: hasher.finalize().to_vec(),
-                source: source::BLOCK_HASH.into(),
-                round: 0,
-                signature: Vec::new(),
-            }
+    } else {
+        let group = signing_group(state, height)?.ok_or_else(|| {
+            SdkError::Internal.err(format!(
+                "block {} carries a beacon for height {height}, which no group signs",
+                ctx.height
+            ))
+        })?;
+        if !verify_group_signature(&group, &ctx.chain_id, height, signature) {
+            return Err(SdkError::Internal.err(format!(
+                "the beacon of height {height} does not verify against round {}'s group key",
+                group.id
+            )));
+        }
+        Beacon {
+            height,
+            value: Sha256::digest(signature).to_vec(),
+            source: source::GROUP.into(),
+            round: group.id,
+            signature: signature.to_vec(),
         }
     };
     let keep = state.bls_params()?.beacon_keep_blocks;

@@ -3,7 +3,7 @@
 
 use gonka_bls_crypto::threshold::Commitments;
 use gonka_proto::bls::{DkgMember, DkgRound};
-use gonka_sdk::{ErrorCode, Event, Result, StateWrite};
+use gonka_sdk::{BlockContext, ErrorCode, Event, Result, StateWrite};
 use gonka_stake::StakeRead;
 
 use crate::state::DkgWrite;
@@ -42,12 +42,13 @@ pub fn assign_slots(powers: &[u64], total: u64) -> Vec<u64> {
 /// not jailed) with a registered BLS key, in address order. A round still running is
 /// finalized first if its phases are over, else failed (superseded). No member: no round,
 /// and an event says so.
-pub fn start_round(state: &mut dyn StateWrite, id: u64, height: u64) -> Result<()> {
+pub fn start_round(state: &mut dyn StateWrite, id: u64, ctx: &BlockContext) -> Result<()> {
+    let height = ctx.height;
     if let Some(mut running) = state.latest_dkg_round()? {
         if running.status == status::RUNNING {
             if running.reveal_deadline <= height {
                 // Its last phase ended with this block's transactions: settle it first.
-                finalize(state, running, height)?;
+                finalize(state, running, ctx)?;
             } else {
                 fail(
                     state,
@@ -127,17 +128,19 @@ pub fn start_round(state: &mut dyn StateWrite, id: u64, height: u64) -> Result<(
 /// slots of the members not disqualified reach the threshold (so enough shares exist to
 /// sign); the group commitments are the sum of the qualified dealers'. Otherwise it fails
 /// and the previous group stays in force.
-pub fn finalize_if_due(state: &mut dyn StateWrite, height: u64) -> Result<()> {
+pub fn finalize_if_due(state: &mut dyn StateWrite, ctx: &BlockContext) -> Result<()> {
+    let height = ctx.height;
     match state.latest_dkg_round()? {
         Some(round) if round.status == status::RUNNING && height > round.reveal_deadline => {
-            finalize(state, round, height)
+            finalize(state, round, ctx)
         }
         _ => Ok(()),
     }
 }
 
 /// Finalizes `round`, whose phases are over, at `height` (see [`finalize_if_due`]).
-fn finalize(state: &mut dyn StateWrite, mut round: DkgRound, height: u64) -> Result<()> {
+fn finalize(state: &mut dyn StateWrite, mut round: DkgRound, ctx: &BlockContext) -> Result<()> {
+    let height = ctx.height;
     let mut dealers = Vec::new();
     for k in 0..round.members.len() {
         let address = round.members[k].address.clone();
@@ -193,7 +196,16 @@ fn finalize(state: &mut dyn StateWrite, mut round: DkgRound, height: u64) -> Res
     round.qualified_dealers = dealers.into_iter().map(|(a, _)| a).collect();
     round.status = status::COMPLETED.into();
     round.finalized_height = height;
+    let previous = state.group_round()?.map(|g| g.id);
     state.put_dkg_round(&round)?;
+    crate::sign::request_handover(
+        state,
+        &ctx.chain_id,
+        height,
+        round.id,
+        &round.group_pubkey,
+        previous,
+    )?;
     state.emit(
         Event::new("dkg_completed")
             .attr("round", round.id)

@@ -37,6 +37,8 @@ pub enum BlsError {
     UnknownRound = 16,
     /// No beacon is kept for the height asked about.
     UnknownBeacon = 17,
+    /// The epoch asked about has no certificate (yet).
+    UnknownCertificate = 18,
 }
 
 gonka_sdk::impl_error_code!(BlsError, "bls");

@@ -5,7 +5,11 @@ use gonka_bls_crypto::PublicKey;
 use gonka_proto::bls::GenesisState;
 use gonka_sdk::{ErrorCode, Genesis, HookOutput, Result, StateRead, StateWrite};
 
-use crate::{default_params, validate_params, Bls, BlsError, BlsRead, BlsWrite, DkgWrite, NAME};
+use gonka_stake::StakeRead;
+
+use crate::{
+    default_params, validate_params, Bls, BlsError, BlsRead, BlsWrite, DkgWrite, SignWrite, NAME,
+};
 
 impl Genesis for Bls {
     const NAME: &'static str = NAME;
@@ -35,6 +39,13 @@ impl Genesis for Bls {
                 )));
             }
             state.put_bls_key(key)?;
+            // The genesis validators' keys sign for the chain until its first group does.
+            let validator = state
+                .participant(&key.address)?
+                .is_some_and(|p| p.consensus_pubkey.len() == 32);
+            if validator {
+                state.put_genesis_signer(key);
+            }
         }
         Ok(HookOutput::default())
     }

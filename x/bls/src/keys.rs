@@ -53,6 +53,43 @@ pub fn latest_beacon() -> Vec<u8> {
     b"bls/latest_beacon".to_vec()
 }
 
+/// Signing request `id`.
+pub fn sign_request(id: u64) -> Vec<u8> {
+    format!("bls/request/{id:020}").into_bytes()
+}
+
+/// The id the next signing request gets.
+pub fn next_sign_request() -> Vec<u8> {
+    b"bls/next_request".to_vec()
+}
+
+/// The id of the oldest signing request not yet signed (or expired).
+pub fn first_unsigned_request() -> Vec<u8> {
+    b"bls/first_unsigned_request".to_vec()
+}
+
+/// The id of epoch `epoch`'s certificate request.
+pub fn certificate(epoch: u64) -> Vec<u8> {
+    format!("bls/certificate/{epoch:020}").into_bytes()
+}
+
+/// The id of round `round`'s handover request.
+pub fn handover(round: u64) -> Vec<u8> {
+    format!("bls/handover/{round:020}").into_bytes()
+}
+
+/// Prefix of the genesis signers.
+pub fn genesis_signers() -> Vec<u8> {
+    b"bls/genesis_signer/".to_vec()
+}
+
+/// Genesis signer `address`'s key.
+pub fn genesis_signer(address: &str) -> Vec<u8> {
+    let mut key = genesis_signers();
+    key.extend_from_slice(address.as_bytes());
+    key
+}
+
 /// `dealer`'s dealing in round `round`.
 pub fn dealing(round: u64, dealer: &str) -> Vec<u8> {
     format!("bls/dealing/{round:020}/{dealer}").into_bytes()

@@ -44,12 +44,41 @@
 //!   - otherwise the round fails (`dkg_failed`) and the previous group stays in force;
 //!   - a round still running when the next one starts fails as superseded.
 //!
-//! The shares are encrypted to the members' registered BLS keys; each member keeps its
-//! decrypted shares itself. The network's use of the group (vote-extension partial
-//! signatures, the beacon, epoch certificates) builds on [`BlsRead::group_round`].
+//! The shares are encrypted to the members' registered BLS keys. A member keeps nothing but
+//! its BLS key: it derives its shares of a group from the chain's dealings ([`shares`]), so
+//! a restarted validator signs again at once.
+//!
+//! ## Beacon ([`beacon`])
+//! - **Who signs height `h`**: the group in force when block `h` began
+//!   ([`beacon::signing_group`]). A group completed by block `h` signs from `h + 1`; the
+//!   group it replaced still signs `h`. CometBFT applies the validator updates of an epoch's
+//!   last block `E` from `E + 2`, and the next round completes a few blocks into the epoch
+//!   (its phases), so at the heights around a boundary the previous group signs: its members
+//!   are the previous epoch's validators, which mostly still are; while more than a third of
+//!   its slots belong to validators that left, heights get no group signature.
+//! - **Signing**: each validator's vote extension at `h` carries one partial signature per
+//!   slot of `gonka/beacon/v1` (chain id, `h`). The proposer of `h + 1` combines them into the
+//!   group signature and puts it first in its block ([`beacon::TX_PREFIX`]); the signature is
+//!   unique, so the proposer cannot choose among outcomes, and every validator rejects a
+//!   block whose beacon does not verify, or that leaves it out while the extensions it
+//!   received could make it (the app's `beacon` module has the ABCI side).
+//! - **Record**: `begin_block` of `h + 1` records `h`'s [`gonka_proto::bls::Beacon`]:
+//!   `SHA-256(signature)`, or, for a height no group signed, `SHA-256("gonka/beacon-fallback/v1"
+//!   ‖ hash of block h + 1)`. Until the first group exists (the first key generation ends a
+//!   few blocks into epoch 1) the chain is seeded by block hashes, which the proposer of the
+//!   next block can grind; nothing is staked on that seed before the first validations.
+//! - **Seeds**: [`beacon::seed`]`(purpose, h)` = SHA-256(`"gonka/seed/v1"` ‖ purpose ‖ `h` ‖
+//!   the beacon value of `h`) is the one source of every choice the chain draws
+//!   ([`beacon::purpose`]): which records are validated and by whom, dispute committees.
+//!   Honest validators release their partials of `h` only in the precommits of block `h`,
+//!   after its transactions were fixed, so nobody submitting to `h` knows its seed; a
+//!   coalition holding the threshold (more than two thirds of the slots) could compute it
+//!   earlier, as in any threshold beacon.
+//! - The state keeps the beacons of the last `beacon_keep_blocks` heights (default 10,000);
+//!   every block's first transaction holds its previous height's beacon for good.
 //!
 //! Queries: `/bls/key`, `/bls/keys`, `/bls/dkg`, `/bls/dealing`, `/bls/complaints`,
-//! `/bls/group`, `/bls/params`.
+//! `/bls/group`, `/bls/beacon`, `/bls/params`.
 //! Error codes: [`BlsError`].
 
 pub mod beacon;
@@ -58,16 +87,18 @@ mod errors;
 mod events;
 mod genesis;
 mod keys;
+pub mod light;
 mod msgs;
 mod params;
 mod query;
 pub mod shares;
+pub mod sign;
 mod state;
 
 pub use errors::BlsError;
 pub use msgs::outcome;
 pub use params::{default_params, validate_params};
-pub use state::{BlsRead, BlsWrite, DkgWrite};
+pub use state::{BlsRead, BlsWrite, DkgWrite, SignWrite};
 
 use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
 
@@ -97,7 +128,8 @@ impl Module for Bls {
     /// then finalizes the running key generation round once its reveal deadline has passed.
     fn begin_block(&self, ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
         beacon::record(ctx, state)?;
-        dkg::finalize_if_due(state, ctx.height)
+        sign::certify_ended_epoch(ctx, state)?;
+        dkg::finalize_if_due(state, ctx)
     }
 
     /// Starts the key generation round of the next epoch's validators (stake, before this
@@ -108,7 +140,7 @@ impl Module for Bls {
         epoch: u64,
         state: &mut dyn StateWrite,
     ) -> Result<HookOutput> {
-        dkg::start_round(state, epoch + 1, ctx.height)?;
+        dkg::start_round(state, epoch + 1, ctx)?;
         Ok(HookOutput::default())
     }
 

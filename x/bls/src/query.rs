@@ -61,6 +61,33 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
                 beacon: Some(beacon),
             })
         })
+        .on::<q::Certificate>(|r| {
+            let certificate = state.certificate(r.epoch)?.ok_or_else(|| {
+                BlsError::UnknownCertificate.err(format!(
+                    "epoch {} has no certificate: an epoch's certificate is made in the block after its last",
+                    r.epoch
+                ))
+            })?;
+            Ok(pb::QueryCertificateResponse {
+                certificate: Some(certificate),
+            })
+        })
+        .on::<q::Handover>(|r| {
+            let handover = state.handover(r.round)?.ok_or_else(|| {
+                BlsError::UnknownRound.err(format!(
+                    "round {} has no handover: only a completed round's group key is handed over",
+                    r.round
+                ))
+            })?;
+            Ok(pb::QueryHandoverResponse {
+                handover: Some(handover),
+            })
+        })
+        .on::<q::GenesisSigners>(|_| {
+            Ok(pb::QueryGenesisSignersResponse {
+                signers: state.genesis_signers()?,
+            })
+        })
         .on::<q::Params>(|_| {
             Ok(pb::QueryParamsResponse {
                 params: Some(state.bls_params()?),

@@ -1,6 +1,6 @@
 //! Typed access to bls state; other crates use these traits, never the keys.
 
-use gonka_proto::bls::{Beacon, BlsKey, Complaint, Dealing, DkgRound, Params};
+use gonka_proto::bls::{Beacon, BlsKey, Complaint, Dealing, DkgRound, Params, SignRequest};
 use gonka_proto::query::page::PageRequest;
 use gonka_sdk::{paginate_proto, Page, Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
@@ -73,6 +73,44 @@ pub trait BlsRead: StateRead {
     /// The latest height with a recorded beacon (0 before the first).
     fn latest_beacon_height(&self) -> Result<u64> {
         Ok(self.get_proto::<u64>(&keys::latest_beacon())?.unwrap_or(0))
+    }
+
+    /// Signing request `id`.
+    fn sign_request(&self, id: u64) -> Result<Option<SignRequest>> {
+        self.get_proto(&keys::sign_request(id))
+    }
+
+    /// The oldest signing request not yet signed or expired.
+    fn first_unsigned_request(&self) -> Result<Option<SignRequest>> {
+        let first = self
+            .get_proto::<u64>(&keys::first_unsigned_request())?
+            .unwrap_or(1);
+        self.sign_request(first)
+    }
+
+    /// Epoch `epoch`'s certificate request, signed or not.
+    fn certificate(&self, epoch: u64) -> Result<Option<SignRequest>> {
+        match self.get_proto::<u64>(&keys::certificate(epoch))? {
+            Some(id) => self.sign_request(id),
+            None => Ok(None),
+        }
+    }
+
+    /// Round `round`'s handover request, signed or not.
+    fn handover(&self, round: u64) -> Result<Option<SignRequest>> {
+        match self.get_proto::<u64>(&keys::handover(round))? {
+            Some(id) => self.sign_request(id),
+            None => Ok(None),
+        }
+    }
+
+    /// The genesis signers (the trust root of group keys), ascending by address.
+    fn genesis_signers(&self) -> Result<Vec<BlsKey>> {
+        Ok(self
+            .prefix_proto(&keys::genesis_signers())?
+            .into_iter()
+            .map(|(_, k)| k)
+            .collect())
     }
 
     /// `dealer`'s dealing in round `round`.
@@ -167,3 +205,40 @@ pub trait DkgWrite: StateWrite {
 }
 
 impl<T: StateWrite + ?Sized> DkgWrite for T {}
+
+/// Writes of signing requests.
+pub trait SignWrite: StateWrite {
+    /// Stores `request` under the next id, which it returns.
+    fn queue_sign_request(&mut self, mut request: SignRequest) -> Result<u64> {
+        let id = self
+            .get_proto::<u64>(&keys::next_sign_request())?
+            .unwrap_or(1);
+        request.id = id;
+        self.put_proto(keys::sign_request(id), &request);
+        self.put_proto(keys::next_sign_request(), &(id + 1));
+        Ok(id)
+    }
+
+    /// Stores the signed (or expired) `request`; the next request becomes the pending one.
+    fn finish_sign_request(&mut self, request: &SignRequest) {
+        self.put_proto(keys::sign_request(request.id), request);
+        self.put_proto(keys::first_unsigned_request(), &(request.id + 1));
+    }
+
+    /// Indexes request `id` as epoch `epoch`'s certificate.
+    fn index_certificate(&mut self, epoch: u64, id: u64) {
+        self.put_proto(keys::certificate(epoch), &id);
+    }
+
+    /// Indexes request `id` as round `round`'s handover.
+    fn index_handover(&mut self, round: u64, id: u64) {
+        self.put_proto(keys::handover(round), &id);
+    }
+
+    /// Stores a genesis signer.
+    fn put_genesis_signer(&mut self, key: &BlsKey) {
+        self.put_proto(keys::genesis_signer(&key.address), key);
+    }
+}
+
+impl<T: StateWrite + ?Sized> SignWrite for T {}
