@@ -1,7 +1,7 @@
 //! Building genesis `app_state`, the JSON CometBFT's genesis.json carries for `InitChain`.
 
 use gonka_proto::gas::GasPrice;
-use gonka_proto::{auth, bank, disputes, epochs, inference, rewards, stake};
+use gonka_proto::{auth, bank, bls, disputes, epochs, inference, rewards, stake};
 
 /// Share of each epoch's rewards a chain built from [`GenesisConfig`] sends to the
 /// validation pool when no rewards parameters are given: 5%, which pays the re-execution of
@@ -65,6 +65,9 @@ pub struct GenesisConfig {
     /// Disputes parameters (`None`: defaults). Their challenge window must fit in
     /// `unbonding_epochs × epoch_length` (genesis refuses it otherwise).
     pub disputes_params: Option<disputes::Params>,
+    /// Registered BLS keys. The validators' keys make them the genesis signers, who sign
+    /// epoch certificates until the first group exists and vouch for its key.
+    pub bls_keys: Vec<bls::BlsKey>,
 }
 
 impl GenesisConfig {
@@ -132,7 +135,7 @@ impl GenesisConfig {
         let disputes = disputes::GenesisState {
             params: self.disputes_params.clone(),
         };
-        serde_json::json!({
+        let mut state = serde_json::json!({
             gonka_auth::NAME: auth,
             gonka_bank::NAME: bank,
             gonka_epochs::NAME: epochs,
@@ -140,7 +143,14 @@ impl GenesisConfig {
             gonka_inference::NAME: inference,
             gonka_disputes::NAME: disputes,
             gonka_rewards::NAME: rewards,
-        })
+        });
+        if !self.bls_keys.is_empty() {
+            state[gonka_bls::NAME] = serde_json::json!(bls::GenesisState {
+                keys: self.bls_keys.clone(),
+                params: None,
+            });
+        }
+        state
     }
 }
 

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use std::sync::Arc;
 
 use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
+use gonka_client::bls::account_bls_key;
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
 use gonka_localnet::{
@@ -78,6 +79,12 @@ fn genesis(
             moniker: format!("node{}", key.index),
             consensus_pubkey: key.ed25519_pub_key,
             stake_ngnk: VALIDATOR_STAKE_NGNK,
+        });
+        // The key its validator sidecar derives: the genesis signers are known up front.
+        config.bls_keys.push(gonka_proto::bls::BlsKey {
+            address: operator.address().to_string(),
+            pubkey: account_bls_key(&operator).public_key().to_bytes().to_vec(),
+            registered_height: 0,
         });
     }
     Ok(config.app_state())

@@ -14,6 +14,7 @@ mod query;
 mod start;
 mod status;
 mod tx;
+mod verify_epochs;
 
 use std::path::PathBuf;
 
@@ -93,6 +94,9 @@ enum Command {
     Localnet(localnet::Args),
     /// Ask a model through a transfer agent: a signed OpenAI chat request, streamed back.
     Chat(chat::Args),
+    /// Verify every epoch certificate from genesis.json alone (a light client of the chain
+    /// of group keys).
+    VerifyEpochs(verify_epochs::Args),
 }
 
 fn init_tracing(default: &str) {
@@ -132,6 +136,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Status => status::run(&global).await,
                     Command::Export => export::run(&global),
                     Command::Chat(args) => chat::run(&global, args).await,
+                    Command::VerifyEpochs(args) => verify_epochs::run(&global, args).await,
                     Command::Start(_) | Command::Localnet(_) => unreachable!("handled above"),
                 }
             })

@@ -10,8 +10,10 @@ use gonka_bls_crypto::PublicKey;
 use gonka_bls_crypto::SecretKey;
 use gonka_proto::bls::{DkgRound, MsgDkgComplain, MsgDkgDeal, MsgDkgReveal, MsgRegisterBlsKey};
 use gonka_proto::signing::{bls_pop_bytes, dkg_dealing_context};
-use k256::elliptic_curve::rand_core::{OsRng, RngCore};
 use prost::{Message, Name};
+use sha2::{Digest, Sha256};
+
+use crate::keys::Key;
 
 pub use gonka_bls_crypto as crypto;
 
@@ -94,15 +96,27 @@ pub fn msg_dkg_reveal(
     })
 }
 
-/// The BLS secret key in the file at `path` (64 hex characters of a big-endian scalar), or a
-/// fresh random one written there first (mode 0600 on Unix) when the file does not exist.
-/// Keep the file: a validator that loses it loses its shares of every group key.
-pub fn load_or_create_key(path: &Path) -> Result<SecretKey> {
-    let bytes = load_or_create_secret(path, || {
-        let mut seed = [0u8; 32];
-        OsRng.fill_bytes(&mut seed);
-        SecretKey::from_seed(&seed).to_bytes()
-    })?;
+/// Domain of [`account_bls_key`].
+const ACCOUNT_BLS_DOMAIN: &[u8] = b"gonka/bls-key/v1";
+
+/// The BLS key an account derives from its secp256k1 secret key:
+/// `SecretKey::from_seed(SHA-256("gonka/bls-key/v1" ‖ secret))`. The same account always
+/// gets the same BLS key (recoverable from its mnemonic, and known to whoever writes a
+/// genesis for well-known test accounts); the hash does not reveal the account key.
+pub fn account_bls_key(account: &Key) -> SecretKey {
+    let seed: [u8; 32] = Sha256::new()
+        .chain_update(ACCOUNT_BLS_DOMAIN)
+        .chain_update(account.secret_bytes())
+        .finalize()
+        .into();
+    SecretKey::from_seed(&seed)
+}
+
+/// The BLS secret key in the file at `path` (64 hex characters of a big-endian scalar), or
+/// `account`'s derived key ([`account_bls_key`]) written there first (mode 0600 on Unix) when
+/// the file does not exist. Keep the file: the shares of every group key are tied to it.
+pub fn load_or_create_key(path: &Path, account: &Key) -> Result<SecretKey> {
+    let bytes = load_or_create_secret(path, || account_bls_key(account).to_bytes())?;
     SecretKey::from_bytes(&bytes).with_context(|| {
         format!(
             "{} holds no valid BLS secret key (zero or not below the group order)",
@@ -175,15 +189,19 @@ mod tests {
     }
 
     #[test]
-    fn a_key_file_is_created_once_and_read_back() {
+    fn a_key_file_is_created_once_from_the_account_and_read_back() {
         let dir = std::env::temp_dir().join(format!("gonka-bls-key-{}", std::process::id()));
         let path = dir.join("bls_key");
         let _ = std::fs::remove_dir_all(&dir);
-        let created = load_or_create_key(&path).unwrap();
-        let read = load_or_create_key(&path).unwrap();
-        assert_eq!(created.public_key(), read.public_key());
+        let account = Key::from_mnemonic(&crate::keys::well_known_mnemonic("bls")).unwrap();
+        let other = Key::from_mnemonic(&crate::keys::well_known_mnemonic("other")).unwrap();
+        let created = load_or_create_key(&path, &account).unwrap();
+        assert_eq!(created.public_key(), account_bls_key(&account).public_key());
+        assert_ne!(created.public_key(), account_bls_key(&other).public_key());
+        let read = load_or_create_key(&path, &other).unwrap();
+        assert_eq!(created.public_key(), read.public_key(), "the file wins");
         std::fs::write(&path, "zz").unwrap();
-        let err = load_or_create_key(&path).unwrap_err().to_string();
+        let err = load_or_create_key(&path, &account).unwrap_err().to_string();
         assert!(err.contains("64 hex characters"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

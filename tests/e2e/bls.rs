@@ -35,8 +35,9 @@ async fn start(label: &str, configure: impl Fn(&mut LocalnetConfig)) -> Net {
             // 10-block epochs, so rounds start soon; short windows that fit them.
             let mut state = genesis(keys, 10);
             state["disputes"] = json!({"params": gonka_app::genesis::quick_disputes_params()});
-            state["bls"] = json!({"params": {"dkg_slots": 12, "dkg_deal_blocks": 3,
-                "dkg_complaint_blocks": 2, "dkg_reveal_blocks": 2, "beacon_keep_blocks": 1000}});
+            // Keep the genesis signers' keys; short key generation phases.
+            state["bls"]["params"] = json!({"dkg_slots": 12, "dkg_deal_blocks": 3,
+                "dkg_complaint_blocks": 2, "dkg_reveal_blocks": 2, "beacon_keep_blocks": 1000});
             state
         })));
         let mut sidecars = sidecars();
@@ -170,10 +171,56 @@ fn the_group_signs_every_height_and_survives_a_killed_validator() {
             )
             .await;
         assert_group_beacons(&net, 0, killed_at..=now).await;
+        let latest = beacon(&net, 0, now).await;
+        assert_eq!(latest.round, next.id, "the new group signs");
+        // What the CLI prints is what the chain recorded.
+        let printed = crate::support::gonkad_json(&[
+            "--node",
+            &net.node(0).rpc_url,
+            "--output",
+            "json",
+            "query",
+            "bls",
+            "beacon",
+            &now.to_string(),
+        ]);
+        assert_eq!(printed["beacon"]["source"], "group", "{printed}");
         assert_eq!(
-            beacon(&net, 0, now).await.round,
-            next.id,
-            "the new group signs"
+            printed["beacon"]["signature"],
+            serde_json::to_value(&latest.signature).unwrap(),
+            "{printed}"
+        );
+
+        // The light client verifies every certified epoch from genesis.json alone: the
+        // genesis signers' certificates, the handovers to each group and the groups' own.
+        let genesis = net.node(0).cometbft_home.join("config/genesis.json");
+        let verified = eventually("three certified epochs", || async {
+            let out = crate::support::gonkad(&[
+                "--node",
+                &net.node(0).rpc_url,
+                "--output",
+                "json",
+                "verify-epochs",
+                "--genesis",
+                genesis.to_str().unwrap(),
+            ]);
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            (report["verified_epochs"].as_u64()? >= 3).then_some(report)
+        })
+        .await;
+        let signers: Vec<u64> = verified["epochs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["signer_round"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            signers[0], 0,
+            "the genesis signers certify epoch 0: {verified}"
+        );
+        assert!(
+            signers.iter().any(|r| *r >= group.id),
+            "a group certifies later epochs: {verified}"
         );
     });
 }

@@ -64,7 +64,17 @@ pub fn stake_validators(
     bond: u128,
 ) {
     for key in keys {
-        let operator = addr(&format!("validator{}", key.index));
+        let label = format!("validator{}", key.index);
+        let operator = addr(&label);
+        // The BLS key its validator sidecar derives: the genesis signers.
+        config.bls_keys.push(gonka_proto::bls::BlsKey {
+            address: operator.clone(),
+            pubkey: gonka_client::bls::account_bls_key(crate::support::key(&label))
+                .public_key()
+                .to_bytes()
+                .to_vec(),
+            registered_height: 0,
+        });
         config.accounts.push(GenesisAccount {
             address: operator.clone(),
             ngnk: 1_000 * 1_000_000_000,

@@ -23,6 +23,7 @@ use gonka_client::bls::{
     load_or_create_key, load_or_create_secret, msg_dkg_complain, msg_dkg_deal, msg_dkg_reveal,
     msg_register_bls_key,
 };
+use gonka_client::keys::Key;
 use gonka_client::rpc::QueryError;
 use gonka_client::{Chain, TxOutcome};
 use gonka_proto::bls as pb;
@@ -53,12 +54,13 @@ impl std::fmt::Debug for DkgParticipant {
 }
 
 impl DkgParticipant {
-    /// Opens (or creates) the secrets directory `dir` and its BLS key.
-    pub fn open(dir: &Path) -> Result<DkgParticipant> {
+    /// Opens (or creates) the secrets directory `dir` and its BLS key (derived from the
+    /// operator `account` the first time).
+    pub fn open(dir: &Path, account: &Key) -> Result<DkgParticipant> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(DkgParticipant {
             dir: dir.to_path_buf(),
-            key: load_or_create_key(&dir.join("bls.key"))?,
+            key: load_or_create_key(&dir.join("bls.key"), account)?,
             registered: false,
             done: BTreeSet::new(),
         })

@@ -189,7 +189,7 @@ pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
     // The own ML node's id, asked once (its calls are signed for it).
     let mut node_id: Option<String> = None;
     let mut keygen = config.bls_dir.as_deref().and_then(|dir| {
-        dkg::DkgParticipant::open(dir)
+        dkg::DkgParticipant::open(dir, &key)
             .map_err(|e| tracing::error!(dir = %dir.display(), error = %format!("{e:#}"), "cannot open the BLS key directory; this validator takes no part in key generation"))
             .ok()
     });

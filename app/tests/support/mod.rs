@@ -331,6 +331,7 @@ impl Setup {
             rewards_params: Some(self.rewards.clone()),
             models: Vec::new(),
             disputes_params: Some(self.disputes.clone()),
+            bls_keys: Vec::new(),
         }
         .app_state()
     }

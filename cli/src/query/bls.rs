@@ -1,11 +1,12 @@
-//! `gonkad query bls`: `/bls/key`, `/bls/keys`, `/bls/dkg`, `/bls/group`, `/bls/beacon`,
-//! `/bls/params`.
+//! `gonkad query bls`: `/bls/key`, `/bls/keys`, `/bls/dkg`, `/bls/group`, `/bls/certificate`,
+//! `/bls/beacon`, `/bls/params`.
 
 use anyhow::Result;
 use gonka_proto::bls::{
-    Beacon, BlsKey, DkgRound, QueryBeaconRequest, QueryBeaconResponse, QueryDkgRequest,
-    QueryDkgResponse, QueryGroupRequest, QueryGroupResponse, QueryKeyRequest, QueryKeyResponse,
-    QueryKeysRequest, QueryKeysResponse, QueryParamsRequest, QueryParamsResponse,
+    Beacon, BlsKey, DkgRound, QueryBeaconRequest, QueryBeaconResponse, QueryCertificateRequest,
+    QueryCertificateResponse, QueryDkgRequest, QueryDkgResponse, QueryGroupRequest,
+    QueryGroupResponse, QueryKeyRequest, QueryKeyResponse, QueryKeysRequest, QueryKeysResponse,
+    QueryParamsRequest, QueryParamsResponse, SignRequest,
 };
 use gonka_proto::query as q;
 
@@ -33,6 +34,12 @@ pub enum Query {
     },
     /// The group key in force (the latest completed round).
     Group,
+    /// An epoch's certificate: its summary, the group that signs it and the signature
+    /// (check the whole chain with `gonkad verify-epochs`).
+    Certificate {
+        /// Epoch number.
+        epoch: u64,
+    },
     /// The randomness beacon of a height: the group's threshold signature of it (checkable
     /// against the round's group key) or, for a height no group signed, the fallback.
     Beacon {
@@ -78,6 +85,19 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
                     "no group key yet: no key generation round has completed".into()
                 })
             })
+            .await
+        }
+        Query::Certificate { epoch } => {
+            show::<q::bls::Certificate>(
+                global,
+                QueryCertificateRequest { epoch },
+                |r: &QueryCertificateResponse| {
+                    r.certificate
+                        .as_ref()
+                        .map(certificate_text)
+                        .unwrap_or_default()
+                },
+            )
             .await
         }
         Query::Beacon { height } => {
@@ -140,6 +160,39 @@ fn round_text(r: &DkgRound) -> String {
         ("members", members),
         ("group_pubkey", hex::encode(&r.group_pubkey)),
         ("qualified_dealers", r.qualified_dealers.join(", ")),
+    ])
+}
+
+fn certificate_text(c: &SignRequest) -> String {
+    let s = c.summary.clone().unwrap_or_default();
+    let signer = match c.signer_round {
+        0 => "the genesis signers".to_string(),
+        r => format!("round {r}'s group"),
+    };
+    fields(&[
+        ("epoch", s.epoch.to_string()),
+        ("end_height", s.end_height.to_string()),
+        ("total_work", s.total_work.to_string()),
+        ("work_root", hex::encode(&s.work_root)),
+        ("total_rewards", format!("{}ngnk", s.total_rewards)),
+        ("rewards_root", hex::encode(&s.rewards_root)),
+        ("validators_root", hex::encode(&s.validators_root)),
+        (
+            "group",
+            format!("round {} {}", s.group_round, hex::encode(&s.group_pubkey)),
+        ),
+        ("digest", hex::encode(&c.digest)),
+        ("signed_by", signer),
+        ("signers", c.signers.join(", ")),
+        (
+            "signature",
+            if c.signature.is_empty() {
+                "(not signed yet)".into()
+            } else {
+                hex::encode(&c.signature)
+            },
+        ),
+        ("signed_height", c.signed_height.to_string()),
     ])
 }
 

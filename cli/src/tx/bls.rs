@@ -38,7 +38,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
             let path = args
                 .key_file
                 .unwrap_or_else(|| home.join("bls").join(format!("{}.key", args.from)));
-            let bls = load_or_create_key(&path)?;
+            let bls = load_or_create_key(&path, &key)?;
             let chain_id = match &global.chain_id {
                 Some(id) => id.clone(),
                 None => global.client()?.chain_id().await?,
