@@ -1429,3 +1429,91 @@ fn sampling_follows_the_adaptive_rule_and_two_chains_agree() {
     }
     assert_eq!(stats(&b, "p0").executor.unwrap(), stats_a);
 }
+
+/// A validator that sits out its epoch's key generation (no dealing by the deadline) still
+/// validates but is not paid for it that epoch; one that dealt is.
+#[test]
+fn a_validator_that_skips_key_generation_forfeits_its_validation_rewards() {
+    let mut w = world(scenario_params());
+    let keys: Vec<Vec<u8>> = (0..6u8)
+        .map(|i| {
+            let label = format!("p{i}");
+            let key = gonka_bls_crypto::SecretKey::from_seed(&[i + 1; 32]);
+            w.tx(
+                &label,
+                vec![gonka_client::bls::msg_register_bls_key(
+                    &addr(&label),
+                    CHAIN_ID,
+                    &key,
+                )],
+            )
+        })
+        .collect();
+    assert!(w
+        .block(keys)
+        .response
+        .tx_results
+        .iter()
+        .all(|r| r.code == 0));
+    // Epoch 0 ends; round 1 starts among the six. Only p1 and p2 deal.
+    let round = loop {
+        let answer = w.chain.query(
+            <gonka_proto::query::bls::Dkg as gonka_proto::query::Query>::PATH,
+            prost::Message::encode_to_vec(&gonka_proto::bls::QueryDkgRequest { round: 1 }),
+        );
+        if answer.code == 0 {
+            let response: gonka_proto::bls::QueryDkgResponse =
+                prost::Message::decode(answer.value.as_ref()).unwrap();
+            break response.round.unwrap();
+        }
+        w.block(vec![]);
+    };
+    let dealers = ["p1", "p2"];
+    let deals = dealers
+        .iter()
+        .enumerate()
+        .map(|(i, label)| {
+            let poly = gonka_bls_crypto::threshold::Polynomial::from_seed(
+                round.threshold as usize,
+                &[i as u8],
+            );
+            let ephemeral = gonka_bls_crypto::dkg::Ephemeral::from_seed(&[i as u8 + 9; 32]);
+            let msg =
+                gonka_client::bls::msg_dkg_deal(CHAIN_ID, &round, &addr(label), &poly, &ephemeral)
+                    .unwrap();
+            w.tx(label, vec![msg])
+        })
+        .collect();
+    w.block(deals);
+    while w.chain.height() <= round.deal_deadline {
+        w.block(vec![]);
+    }
+    // Honest records, each validated by whoever the beacon picks.
+    let (mut paid, mut forfeited) = (0, 0);
+    for n in 0..12 {
+        let (id, label, block) = validate(
+            &mut w,
+            record(&format!("dkg-{n}"), true),
+            &answer(truth(&format!("dkg-{n}"))),
+        );
+        let v = validation(&w, &id);
+        assert_eq!(v.status, "matched");
+        if dealers.contains(&label) {
+            assert!(v.reward.parse::<u128>().unwrap() > 0, "{label} dealt");
+            paid += 1;
+        } else {
+            assert_eq!(v.reward, "0", "{label} sat out");
+            assert_eq!(
+                tx_events(block.result(0), "validation_reward_forfeited")[0]["validator"],
+                addr(label)
+            );
+            forfeited += 1;
+        }
+        if paid > 0 && forfeited > 0 {
+            return;
+        }
+    }
+    panic!(
+        "twelve validations drew no dealer and no non-dealer ({paid} paid, {forfeited} forfeited)"
+    );
+}

@@ -33,6 +33,7 @@
 
 pub mod dkg;
 mod keys;
+pub mod member;
 pub mod threshold;
 
 pub use keys::{

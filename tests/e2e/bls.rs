@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use gonka_bls::shares::group_shares;
+use gonka_client::bls::crypto::member::group_shares;
 use gonka_client::bls::crypto::threshold::{combine, PartialSignature, SecretShare};
 use gonka_client::bls::crypto::{PublicKey, SecretKey, Signature};
 use gonka_localnet::{AppStateFn, LocalnetConfig};

@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use gonka_bls::shares::dealt_to;
 use gonka_bls_crypto::dkg::Ephemeral;
+use gonka_bls_crypto::member::dealt_to;
 use gonka_bls_crypto::threshold::Polynomial;
 use gonka_bls_crypto::{PublicKey, SecretKey};
 use gonka_client::bls::{

@@ -3,7 +3,7 @@
 
 use gonka_bls_crypto::threshold::Commitments;
 use gonka_proto::bls::{DkgMember, DkgRound};
-use gonka_sdk::{BlockContext, ErrorCode, Event, Result, StateWrite};
+use gonka_sdk::{BlockContext, ErrorCode, Event, Result, StateRead, StateWrite};
 use gonka_stake::StakeRead;
 
 use crate::state::DkgWrite;
@@ -213,6 +213,27 @@ fn finalize(state: &mut dyn StateWrite, mut round: DkgRound, ctx: &BlockContext)
             .attr("qualified_dealers", round.qualified_dealers.len()),
     );
     Ok(())
+}
+
+/// Whether `address` forfeits its validation rewards at `height` of epoch `epoch`: it is a
+/// member of that epoch's key generation round (round `epoch`, started in the last block of
+/// the epoch before) and was disqualified, or the dealing phase is over without its dealing.
+/// Taking part in key generation is part of a validator's work: one that skips it still
+/// validates (and is still slashed if it lies) but is not paid for it that epoch.
+pub fn forfeits_validation_rewards<S: StateRead + ?Sized>(
+    state: &S,
+    address: &str,
+    epoch: u64,
+    height: u64,
+) -> Result<bool> {
+    let Some(round) = state.dkg_round(epoch)? else {
+        return Ok(false);
+    };
+    let Some(member) = round.members.iter().find(|m| m.address == address) else {
+        return Ok(false);
+    };
+    Ok(member.disqualified
+        || (height > round.deal_deadline && state.dealing(round.id, address)?.is_none()))
 }
 
 /// Marks `member` disqualified for `why` (the first reason stays).

@@ -43,10 +43,14 @@
 //!     shares for it;
 //!   - otherwise the round fails (`dkg_failed`) and the previous group stays in force;
 //!   - a round still running when the next one starts fails as superseded.
+//! - **Sitting out**: a member disqualified, or without a dealing once the dealing phase is
+//!   over, forfeits its validation rewards for the rest of the round's epoch
+//!   ([`dkg::forfeits_validation_rewards`]; x/disputes applies it). The round completes
+//!   without it as long as the others hold the threshold.
 //!
 //! The shares are encrypted to the members' registered BLS keys. A member keeps nothing but
-//! its BLS key: it derives its shares of a group from the chain's dealings ([`shares`]), so
-//! a restarted validator signs again at once.
+//! its BLS key: it derives its shares of a group from the chain's dealings
+//! (`gonka_bls_crypto::member`, [`shares`]), so a restarted validator signs again at once.
 //!
 //! ## Beacon ([`beacon`])
 //! - **Who signs height `h`**: the group in force when block `h` began
@@ -77,8 +81,26 @@
 //! - The state keeps the beacons of the last `beacon_keep_blocks` heights (default 10,000);
 //!   every block's first transaction holds its previous height's beacon for good.
 //!
+//! ## Certificates ([`sign`], [`light`])
+//! The vote extensions also sign *signing requests*, one at a time, oldest first (a request
+//! unsigned after [`sign::REQUEST_EXPIRY_BLOCKS`] is dropped with an event, so a dead group
+//! cannot stall the rest):
+//! - **Epoch certificates**: the block after epoch `e`'s last block queues its
+//!   [`gonka_proto::bls::EpochSummary`] (chain id, epoch, end height, roots and totals of the
+//!   settled work and the rewards paid, the next validator set, the group key in force for the
+//!   next epoch), signed by the group that signed the epoch's last block.
+//! - **Group handovers**: a completed round queues its group key, signed by the group it
+//!   replaces: a chain of trust from genesis.
+//! - **Genesis signers**: the genesis validators' BLS keys in `app_state.bls.keys` sign in
+//!   place of a group until the first exists (their certificates and the first handover):
+//!   an aggregate of more than two thirds of them, counted equally (a light client can read
+//!   no power table from genesis.json that the chain does not compute).
+//!
+//! [`light::verify_epochs`] checks all of it from genesis.json alone (`gonkad verify-epochs`).
+//!
 //! Queries: `/bls/key`, `/bls/keys`, `/bls/dkg`, `/bls/dealing`, `/bls/complaints`,
-//! `/bls/group`, `/bls/beacon`, `/bls/params`.
+//! `/bls/group`, `/bls/beacon`, `/bls/certificate`, `/bls/handover`, `/bls/genesis_signers`,
+//! `/bls/params`.
 //! Error codes: [`BlsError`].
 
 pub mod beacon;

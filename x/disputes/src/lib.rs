@@ -61,7 +61,10 @@
 //! what the executor earned for the same compute), taken from the rewards module's
 //! validation pool ([`gonka_rewards::VALIDATION_POOL`], fed by `validation_share_ppm` of
 //! every epoch) and capped by what the pool holds: an empty pool pays nothing and never
-//! mints.
+//! mints. A validator that sits out its epoch's key generation (a member of the round that
+//! was disqualified, or had not dealt by the dealing deadline) is not paid validation
+//! rewards for the rest of that epoch (`validation_reward_forfeited`; the reward stays in
+//! the pool): the beacon and the certificates are part of a validator's work.
 //!
 //! ## Disputes
 //! Opened by a mismatching validator (`kind = validation`), by a validator the transfer

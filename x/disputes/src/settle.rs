@@ -2,10 +2,11 @@
 //! messages and the block hooks.
 
 use gonka_bank::{transfer, BankRead, Coin, NATIVE_DENOM};
+use gonka_epochs::EpochsRead;
 use gonka_inference::{result_matches, InferenceRead};
 use gonka_proto::disputes::{Dispute, Payout, Vote};
 use gonka_proto::inference::StoredRecord;
-use gonka_sdk::{parse_amount, ErrorCode, Result, SdkError, StateWrite, TxContext};
+use gonka_sdk::{parse_amount, ErrorCode, Event, Result, SdkError, StateWrite, TxContext};
 use gonka_stake::StakeRead;
 
 use crate::sampling::{committee, committee_seed};
@@ -59,8 +60,25 @@ pub fn record_cost(stored: &StoredRecord) -> Result<u128> {
 
 /// Pays `to` the validation reward of a record costing `cost`:
 /// `⌊cost·validation_reward_ppm/10^6⌋`, capped by what the validation pool holds (so it
-/// never fails and never mints). Returns the amount paid.
-pub fn pay_validation_reward(state: &mut dyn StateWrite, to: &str, cost: u128) -> Result<u128> {
+/// never fails and never mints), or nothing if `to` sat out this epoch's key generation
+/// ([`gonka_bls::dkg::forfeits_validation_rewards`]; the reward stays in the pool). Returns
+/// the amount paid.
+pub fn pay_validation_reward(
+    state: &mut dyn StateWrite,
+    height: u64,
+    to: &str,
+    cost: u128,
+) -> Result<u128> {
+    let epoch = state.current_epoch()?.number;
+    if gonka_bls::dkg::forfeits_validation_rewards(state, to, epoch, height)? {
+        state.emit(
+            Event::new("validation_reward_forfeited")
+                .attr("validator", to)
+                .attr("epoch", epoch)
+                .attr("reason", "sat out the epoch's key generation"),
+        );
+        return Ok(0);
+    }
     let params = state.disputes_params()?;
     // Floor: a reward never exceeds its share of the cost.
     let due = cost
@@ -567,7 +585,7 @@ pub fn settle(
             share_out(state, dispute, slashed - from_slash, &honest)?;
             if !is_user && !is_payload {
                 let accuser = dispute.accuser.clone();
-                let reward = pay_validation_reward(state, &accuser, cost)?;
+                let reward = pay_validation_reward(state, height, &accuser, cost)?;
                 record_reward(state, dispute, &accuser, reward);
             }
             stats.faults += 1;
@@ -653,7 +671,7 @@ pub fn settle(
     }
     if outcome != status::UNDECIDED {
         for member in &majority {
-            let reward = pay_validation_reward(state, member, cost)?;
+            let reward = pay_validation_reward(state, height, member, cost)?;
             record_reward(state, dispute, member, reward);
         }
     }

@@ -90,8 +90,12 @@ impl Msg for RevealOutput {
                     &validation.validator,
                     &validation.result_commitment,
                 ) {
-                    let reward =
-                        pay_validation_reward(state, &validation.validator, record_cost(&stored)?)?;
+                    let reward = pay_validation_reward(
+                        state,
+                        height,
+                        &validation.validator,
+                        record_cost(&stored)?,
+                    )?;
                     validation.status = status::MATCHED.into();
                     validation.reward = reward.to_string();
                     let mut stats = state.executor_stats(&validation.executor_host)?;
