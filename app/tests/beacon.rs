@@ -526,6 +526,48 @@ impl Network {
         self.w.block(proposal)
     }
 
+    /// If the next proposal carries a genesis-signed request signature, checks that every
+    /// validator refuses one made below the threshold, over another digest, or for a request
+    /// that is not pending; returns whether it could try.
+    fn refuses_bad_request_signatures(&self) -> bool {
+        let commit = commit_of(&self.w, &self.last_extensions);
+        let proposal = prepare(&self.w, &commit, Vec::new());
+        let Some(good) = proposal.first().map(|t| decode_beacon(t)) else {
+            return false;
+        };
+        if good.request_id == 0 || good.request_signers.len() < 3 {
+            return false;
+        }
+        let request =
+            gonka_bls::sign::pending(self.w.chain.app().store(), self.w.chain.height() + 1)
+                .unwrap()
+                .unwrap();
+        assert_eq!(request.signer_round, 0);
+        let by = |signers: &[usize], digest: &[u8]| {
+            let signatures: Vec<Signature> =
+                signers.iter().map(|&i| bls_key(i).sign(digest)).collect();
+            BeaconTx {
+                request_signature: gonka_bls_crypto::aggregate(&signatures).to_bytes().to_vec(),
+                request_signers: signers.iter().map(|i| addr(&format!("p{i}"))).collect(),
+                ..good.clone()
+            }
+        };
+        let mut not_pending = good.clone();
+        not_pending.request_id += 1;
+        let cases = [
+            ("two of four genesis signers", by(&[0, 1], &request.digest)),
+            ("another digest", by(&[0, 1, 2], b"not the request")),
+            ("a signer named twice", by(&[0, 1, 1], &request.digest)),
+            ("a request that is not pending", not_pending),
+        ];
+        for (case, tx) in cases {
+            let status = process(&self.w, &[beacon_tx(&tx)], &commit);
+            assert_eq!(status, ProposalStatus::Reject, "{case}");
+        }
+        assert_eq!(process(&self.w, &proposal, &commit), ProposalStatus::Accept);
+        true
+    }
+
     fn certificate(&self, epoch: u64) -> pb::SignRequest {
         self.w
             .query::<q::Certificate>(pb::QueryCertificateRequest { epoch })
@@ -541,6 +583,45 @@ impl Network {
     }
 }
 
+/// If round `id` is running and p0 has not dealt in it, every validator deals in the next
+/// block.
+fn deal_if_started(n: &mut Network, id: u64) {
+    let answer = n.w.chain.query(
+        q::Dkg::PATH,
+        pb::QueryDkgRequest { round: id }.encode_to_vec(),
+    );
+    if answer.code != 0 {
+        return;
+    }
+    let round = pb::QueryDkgResponse::decode(answer.value.as_ref())
+        .unwrap()
+        .round
+        .unwrap();
+    let dealt = pb::QueryDealingRequest {
+        round: id,
+        dealer: addr("p0"),
+    };
+    if round.status != "running"
+        || n.w
+            .chain
+            .query(q::Dealing::PATH, dealt.encode_to_vec())
+            .code
+            == 0
+    {
+        return;
+    }
+    let deals = (0..VALIDATORS)
+        .map(|i| {
+            let label = format!("p{i}");
+            let poly = Polynomial::from_seed(round.threshold as usize, &[i as u8, id as u8]);
+            let ephemeral = Ephemeral::from_seed(&[i as u8 + 16 * id as u8; 32]);
+            let msg = msg_dkg_deal(CHAIN_ID, &round, &addr(&label), &poly, &ephemeral).unwrap();
+            n.w.tx(&label, vec![msg])
+        })
+        .collect();
+    n.block(deals);
+}
+
 /// The chain of trust end to end in process: the genesis signers certify epochs until the
 /// first group exists and hand over to it; later epochs are certified by the group; the
 /// light client verifies every epoch from genesis.json alone and names the first bad link
@@ -548,35 +629,8 @@ impl Network {
 #[test]
 fn epoch_certificates_chain_from_the_genesis_signers_and_a_light_client_checks_them() {
     let mut n = Network::start();
-    // Round 1 starts at the end of epoch 0; its members deal.
-    while n
-        .w
-        .chain
-        .query(
-            q::Dkg::PATH,
-            pb::QueryDkgRequest { round: 1 }.encode_to_vec(),
-        )
-        .code
-        != 0
-    {
-        n.block(vec![]);
-    }
-    let round =
-        n.w.query::<q::Dkg>(pb::QueryDkgRequest { round: 1 })
-            .round
-            .unwrap();
-    let deals = (0..VALIDATORS)
-        .map(|i| {
-            let label = format!("p{i}");
-            let poly = Polynomial::from_seed(round.threshold as usize, &[i as u8, 9]);
-            let ephemeral = Ephemeral::from_seed(&[i as u8 + 60; 32]);
-            let msg = msg_dkg_deal(CHAIN_ID, &round, &addr(&label), &poly, &ephemeral).unwrap();
-            n.w.tx(&label, vec![msg])
-        })
-        .collect();
-    n.block(deals);
-    // Epochs 0..=2 end (at heights 5, 10, 15); round 2 deals too, so the group hands over.
-    let mut dealt_round_2 = false;
+    // Epochs 0..=2 end (at heights 5, 10, 15); rounds 1 and 2 start with them and every
+    // member deals, so the genesis signers hand over to the first group and it to the next.
     let signed = |n: &Network| {
         let answer = n.w.chain.query(
             q::Certificate::PATH,
@@ -590,36 +644,21 @@ fn epoch_certificates_chain_from_the_genesis_signers_and_a_light_client_checks_t
                 .signature
                 .is_empty()
     };
+    let mut tried_bad_signatures = false;
     while !signed(&n) {
         assert!(
             n.w.chain.height() < 40,
             "epoch 2's certificate is still unsigned"
         );
-        let round_2 = n.w.chain.query(
-            q::Dkg::PATH,
-            pb::QueryDkgRequest { round: 2 }.encode_to_vec(),
-        );
-        if round_2.code == 0 && !dealt_round_2 {
-            let round = pb::QueryDkgResponse::decode(round_2.value.as_ref())
-                .unwrap()
-                .round
-                .unwrap();
-            let deals = (0..VALIDATORS)
-                .map(|i| {
-                    let label = format!("p{i}");
-                    let poly = Polynomial::from_seed(round.threshold as usize, &[i as u8, 10]);
-                    let ephemeral = Ephemeral::from_seed(&[i as u8 + 70; 32]);
-                    let msg =
-                        msg_dkg_deal(CHAIN_ID, &round, &addr(&label), &poly, &ephemeral).unwrap();
-                    n.w.tx(&label, vec![msg])
-                })
-                .collect();
-            n.block(deals);
-            dealt_round_2 = true;
-        } else {
-            n.block(vec![]);
-        }
+        tried_bad_signatures |= n.refuses_bad_request_signatures();
+        deal_if_started(&mut n, 1);
+        deal_if_started(&mut n, 2);
+        n.block(vec![]);
     }
+    assert!(
+        tried_bad_signatures,
+        "no genesis-signed request was ever proposed"
+    );
     let certificates: Vec<pb::SignRequest> = (0..3).map(|e| n.certificate(e)).collect();
     let handovers: BTreeMap<u64, pb::SignRequest> =
         [1, 2].into_iter().map(|r| (r, n.handover(r))).collect();
@@ -671,6 +710,32 @@ fn epoch_certificates_chain_from_the_genesis_signers_and_a_light_client_checks_t
         .unwrap() as u64;
     assert_eq!(bad.epoch, first_needing_round_1);
     assert!(bad.reason.contains("round 1"), "{}", bad.reason);
+    // Once a later group replaces the second, the first round's dealings are forgotten (no
+    // group of it signs any more); the second's stay, its members still derive shares.
+    let group_id = |n: &Network| {
+        let group = n.w.query::<q::Group>(pb::QueryGroupRequest {}).round;
+        group.unwrap().id
+    };
+    while group_id(&n) < 3 {
+        let latest = n.w.query::<q::Dkg>(pb::QueryDkgRequest { round: 0 }).round;
+        assert!(
+            n.w.chain.height() < 60,
+            "round 3 never completed; the latest round: {latest:?}"
+        );
+        deal_if_started(&mut n, latest.map_or(0, |r| r.id));
+        n.block(vec![]);
+    }
+    let dealing = |n: &Network, round: u64| {
+        let request = pb::QueryDealingRequest {
+            round,
+            dealer: addr("p0"),
+        };
+        n.w.chain
+            .query(q::Dealing::PATH, request.encode_to_vec())
+            .code
+    };
+    assert_eq!(dealing(&n, 1), 12, "round 1's dealings are pruned");
+    assert_eq!(dealing(&n, 2), 0, "round 2's dealings are kept");
     // And a genesis file whose signers are not the chain's trusts none of it.
     let mut stranger = trust.clone();
     stranger.genesis_signers[0].pubkey = bls_key(9).public_key().to_bytes().to_vec();

@@ -4,7 +4,11 @@
 //! - `fast_aggregate_verify` of a signature aggregated from 4 / 100 / 1,000 signers, for
 //!   comparison: it sums the keys first, so it grows with the signers;
 //! - combining 4 / 100 / 1,000 partial signatures into the group signature (Lagrange at 0
-//!   in the exponent), and verifying one partial.
+//!   in the exponent), and verifying one partial;
+//! - a vote extension's costs: signing 25 slots' partials (`ExtendVote` of one of four
+//!   validators with 100 slots) and batch-verifying them in one pairing check
+//!   (`VerifyVoteExtension`), beside checking the 25 one by one; computing a group's public
+//!   shares once (100 slots, threshold 67).
 //!
 //! Run: `cargo bench -p gonka-bls-crypto --bench bls` (release; about fifteen seconds).
 
@@ -13,7 +17,9 @@
 
 use std::time::{Duration, Instant};
 
-use gonka_bls_crypto::threshold::{combine, PartialSignature, Polynomial};
+use gonka_bls_crypto::threshold::{
+    combine, sign_all, PartialSignature, Polynomial, PublicShares, SecretShare,
+};
 use gonka_bls_crypto::{aggregate, fast_aggregate_verify, PublicKey, SecretKey, Signature};
 
 /// The median time of `runs` calls of `f`.
@@ -82,4 +88,34 @@ fn main() {
             println!("| verify one partial signature | {n} | {} |", ms(t));
         }
     }
+
+    // One validator of four holding 25 of 100 slots (threshold 67).
+    let f = Polynomial::from_seed(67, b"bench group");
+    let commitments = f.commitments();
+    let t = median(5, || {
+        std::hint::black_box(PublicShares::new(&commitments, 100));
+    });
+    println!(
+        "| public shares of a group, once per group | 100 | {} |",
+        ms(t)
+    );
+    let public = PublicShares::new(&commitments, 100);
+    let mine: Vec<SecretShare> = (1..=25).map(|i| f.share(i)).collect();
+    let t = median(11, || {
+        std::hint::black_box(sign_all(&mine, msg));
+    });
+    println!("| sign a vote extension's partials | 25 | {} |", ms(t));
+    let partials = sign_all(&mine, msg);
+    let t = median(11, || assert!(public.verify_batch(msg, &partials)));
+    println!(
+        "| verify a vote extension (batch, one pairing check) | 25 | {} |",
+        ms(t)
+    );
+    let t = median(5, || {
+        assert!(partials.iter().all(|p| p.verify(&commitments, msg)));
+    });
+    println!(
+        "| verify the same partials one by one (baseline) | 25 | {} |",
+        ms(t)
+    );
 }

@@ -117,6 +117,10 @@ pub struct Args {
     /// Run the chain alone: no ML nodes, transfer agents or validator workers.
     #[arg(long)]
     no_sidecars: bool,
+    /// Turn CometBFT vote extensions off in a new network's genesis: no randomness beacon
+    /// (seeds come from block hashes) and no epoch certificates. For comparison only.
+    #[arg(long)]
+    no_vote_extensions: bool,
     /// Validators 0..N also run a transfer agent.
     #[arg(long, default_value_t = 2)]
     transfer_agents: usize,
@@ -172,7 +176,7 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
     config.chain_id = args.chain_id;
     config.timeout_commit = args.timeout_commit;
     // The validators sign the randomness beacon in their vote extensions from the start.
-    config.vote_extensions_enable_height = Some(1);
+    config.vote_extensions_enable_height = (!args.no_vote_extensions).then_some(1);
     config.app_state_for_validators = Some(AppStateFn(Arc::new(move |keys| {
         genesis(genesis_accounts.clone(), keys).expect("well-known keys derive")
     })));

@@ -198,6 +198,9 @@ fn finalize(state: &mut dyn StateWrite, mut round: DkgRound, ctx: &BlockContext)
     round.finalized_height = height;
     let previous = state.group_round()?.map(|g| g.id);
     state.put_dkg_round(&round)?;
+    // Members derive their shares from the dealings: keep those of the new group and of the
+    // one it replaces (which still signs around the switch and signs this handover).
+    state.prune_rounds_below(previous.unwrap_or(round.id))?;
     crate::sign::request_handover(
         state,
         &ctx.chain_id,

@@ -92,7 +92,24 @@ pub fn genesis_signer(address: &str) -> Vec<u8> {
 
 /// `dealer`'s dealing in round `round`.
 pub fn dealing(round: u64, dealer: &str) -> Vec<u8> {
-    format!("bls/dealing/{round:020}/{dealer}").into_bytes()
+    let mut key = dealings_of(round);
+    key.extend_from_slice(dealer.as_bytes());
+    key
+}
+
+/// Prefix of round `round`'s dealings.
+pub fn dealings_of(round: u64) -> Vec<u8> {
+    format!("bls/dealing/{round:020}/").into_bytes()
+}
+
+/// Prefix of round `round`'s complaints.
+pub fn complaints_of(round: u64) -> Vec<u8> {
+    format!("bls/complaint/{round:020}/").into_bytes()
+}
+
+/// The first round whose dealings and complaints are still kept.
+pub fn kept_rounds_from() -> Vec<u8> {
+    b"bls/kept_rounds_from".to_vec()
 }
 
 /// `complainer`'s complaint about `dealer` in round `round`.
@@ -104,7 +121,9 @@ pub fn complaint(round: u64, dealer: &str, complainer: &str) -> Vec<u8> {
 
 /// Prefix of the complaints about `dealer` in round `round`.
 pub fn complaints_about(round: u64, dealer: &str) -> Vec<u8> {
-    format!("bls/complaint/{round:020}/{dealer}/").into_bytes()
+    let mut key = complaints_of(round);
+    key.extend_from_slice(format!("{dealer}/").as_bytes());
+    key
 }
 
 #[cfg(test)]
@@ -123,6 +142,13 @@ mod tests {
             b"bls/dealing/00000000000000000007/gonka1d"
         );
         assert!(complaint(7, "gonka1d", "gonka1c").starts_with(&complaints_about(7, "gonka1d")));
+        assert!(dealing(7, "gonka1d").starts_with(&dealings_of(7)));
+        assert!(complaints_about(7, "gonka1d").starts_with(&complaints_of(7)));
+        assert!(!dealing(17, "gonka1d").starts_with(&dealings_of(1)));
+        assert_eq!(sign_request(3), b"bls/request/00000000000000000003");
+        assert_eq!(certificate(2), b"bls/certificate/00000000000000000002");
+        assert!(genesis_signer("gonka1a").starts_with(&genesis_signers()));
+        assert_eq!(beacon(5), b"bls/beacon/00000000000000000005");
         assert!(dkg_round(9) < dkg_round(10), "rounds sort by id");
     }
 }

@@ -195,6 +195,25 @@ pub trait DkgWrite: StateWrite {
         self.put_proto(keys::dealing(dealing.round, &dealing.dealer), dealing);
     }
 
+    /// Forgets the dealings and complaints of every round below `keep` (their groups sign
+    /// nothing any more; the rounds themselves stay). Each round is visited once.
+    fn prune_rounds_below(&mut self, keep: u64) -> Result<()> {
+        let from = self
+            .get_proto::<u64>(&keys::kept_rounds_from())?
+            .unwrap_or(1);
+        for round in from..keep {
+            for prefix in [keys::dealings_of(round), keys::complaints_of(round)] {
+                for (key, _) in self.prefix_raw(&prefix)? {
+                    self.delete_raw(key);
+                }
+            }
+        }
+        if keep > from {
+            self.put_proto(keys::kept_rounds_from(), &keep);
+        }
+        Ok(())
+    }
+
     /// Stores a complaint.
     fn put_complaint(&mut self, complaint: &Complaint) {
         self.put_proto(
