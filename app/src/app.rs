@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context};
 use gonka_auth::AuthRead;
@@ -15,6 +15,7 @@ use gonka_store::{ChangeSet, PreparedCommit, Store};
 
 use crate::ante::Mode;
 use crate::beacon::BeaconNode;
+use crate::lock::lock;
 use crate::tx::{self, TxOutcome};
 
 /// State key holding the chain id, written at genesis.
@@ -82,13 +83,6 @@ impl ValidatorChanges {
             })
             .collect()
     }
-}
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock already stopped consensus; keep serving reads.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl App {

@@ -107,7 +107,7 @@ struct ShareKeeper {
 impl ShareKeeper {
     /// The validator's BLS key, once its sidecar has written it.
     fn key(&self) -> Option<SecretKey> {
-        let mut cached = crate::app::lock(&self.key);
+        let mut cached = crate::lock::lock(&self.key);
         if cached.is_none() {
             let path = self.dir.join("bls.key");
             *cached = std::fs::read_to_string(&path)
@@ -129,7 +129,7 @@ impl ShareKeeper {
         group: &DkgRound,
     ) -> Option<Arc<Vec<SecretShare>>> {
         let key = self.key()?;
-        let mut loaded = crate::app::lock(&self.loaded);
+        let mut loaded = crate::lock::lock(&self.loaded);
         if let Some(shares) = loaded.get(&group.id) {
             return Some(shares.clone()).filter(|s| !s.is_empty());
         }
@@ -342,7 +342,7 @@ impl App {
     }
 
     fn group_view(&self, group: &DkgRound) -> Result<Arc<GroupView>, String> {
-        let mut cached = crate::app::lock(&self.beacon_node().groups);
+        let mut cached = crate::lock::lock(&self.beacon_node().groups);
         if let Some(view) = cached.get(&group.id) {
             return Ok(view.clone());
         }

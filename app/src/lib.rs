@@ -15,6 +15,7 @@ mod app;
 pub mod beacon;
 pub mod genesis;
 pub mod harness;
+mod lock;
 pub mod modules;
 mod query;
 mod server;

@@ -76,28 +76,25 @@ pub fn verify_group_signature(
     }
 }
 
-/// At the start of block `ctx.height`: records the randomness of the previous height, from
-/// the group signature the block's beacon transaction carries (checked again: a block
-/// replayed from the block store skipped `ProcessProposal`) or, without one, from this
-/// block's hash; forgets the beacon `beacon_keep_blocks` older; then records the signing
-/// request signature the transaction carries ([`crate::sign::record`]).
-pub fn record(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
-    let tx = match &ctx.beacon_tx {
+/// The beacon transaction block `ctx` carries (an empty one if none).
+pub fn block_tx(ctx: &BlockContext) -> Result<BeaconTx> {
+    match &ctx.beacon_tx {
         Some(body) => BeaconTx::decode(body.as_slice()).map_err(|e| {
             SdkError::Internal.err(format!("block {}: beacon transaction: {e}", ctx.height))
-        })?,
-        None => BeaconTx::default(),
-    };
-    if let Some(height) = ctx.height.checked_sub(1).filter(|h| *h > 0) {
-        record_beacon(ctx, state, height, &tx.signature)?;
+        }),
+        None => Ok(BeaconTx::default()),
     }
-    crate::sign::record(
-        ctx,
-        state,
-        tx.request_id,
-        &tx.request_signature,
-        &tx.request_signers,
-    )
+}
+
+/// At the start of block `ctx.height`: records the randomness of the previous height, from
+/// the group `signature` its beacon transaction carries (checked again: a block replayed
+/// from the block store skipped `ProcessProposal`) or, without one, from this block's hash;
+/// forgets the beacon `beacon_keep_blocks` older.
+pub fn record(ctx: &BlockContext, state: &mut dyn StateWrite, signature: &[u8]) -> Result<()> {
+    match ctx.height.checked_sub(1).filter(|h| *h > 0) {
+        Some(height) => record_beacon(ctx, state, height, signature),
+        None => Ok(()),
+    }
 }
 
 fn record_beacon(

@@ -146,10 +146,20 @@ impl Module for Bls {
         msgs::decode(msg)
     }
 
-    /// Records the previous height's beacon (before anything this block changes the group),
-    /// then finalizes the running key generation round once its reveal deadline has passed.
+    /// Records the previous height's beacon and the signing request signature the block
+    /// carries (before anything this block changes the group), queues the certificate of an
+    /// epoch that just ended, then finalizes the running key generation round once its
+    /// reveal deadline has passed.
     fn begin_block(&self, ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
-        beacon::record(ctx, state)?;
+        let tx = beacon::block_tx(ctx)?;
+        beacon::record(ctx, state, &tx.signature)?;
+        sign::record(
+            ctx,
+            state,
+            tx.request_id,
+            &tx.request_signature,
+            &tx.request_signers,
+        )?;
         sign::certify_ended_epoch(ctx, state)?;
         dkg::finalize_if_due(state, ctx)
     }
