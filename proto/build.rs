@@ -19,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .type_name_domain(["."], "")
         // Genesis files and CLI JSON output are rendered with serde; field names stay snake_case.
         .type_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
-        .type_attribute(".", "#[serde(default)]")
+        .message_attribute(".", "#[serde(default)]")
         .compile_fds(descriptors)?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Building genesis `app_state`, the JSON CometBFT's genesis.json carries for `InitChain`.
 
 use gonka_proto::gas::GasPrice;
-use gonka_proto::{auth, bank, bls, disputes, epochs, inference, rewards, stake};
+use gonka_proto::{auth, bank, bls, disputes, epochs, inference, rewards, settlement, stake};
 
 /// Share of each epoch's rewards a chain built from [`GenesisConfig`] sends to the
 /// validation pool when no rewards parameters are given: 5%, which pays the re-execution of
@@ -68,6 +68,9 @@ pub struct GenesisConfig {
     /// Registered BLS keys. The validators' keys make them the genesis signers, who sign
     /// epoch certificates until the first group exists and vouch for its key.
     pub bls_keys: Vec<bls::BlsKey>,
+    /// Settlement parameters (`None`: the defaults with the challenge window shortened to
+    /// fit inside the unbonding period, which genesis requires).
+    pub settlement_params: Option<settlement::Params>,
 }
 
 impl GenesisConfig {
@@ -135,12 +138,34 @@ impl GenesisConfig {
         let disputes = disputes::GenesisState {
             params: self.disputes_params.clone(),
         };
+        let settlement = settlement::GenesisState {
+            params: Some(self.settlement_params.unwrap_or_else(|| {
+                let unbonding_epochs = self
+                    .stake_params
+                    .as_ref()
+                    .map_or(gonka_stake::default_params().unbonding_epochs, |p| {
+                        p.unbonding_epochs
+                    });
+                let epoch_length = self
+                    .epoch_length
+                    .unwrap_or(gonka_epochs::default_params().epoch_length);
+                let defaults = gonka_settlement::default_params();
+                settlement::Params {
+                    challenge_window_blocks: defaults
+                        .challenge_window_blocks
+                        .min((unbonding_epochs * epoch_length).saturating_sub(1).max(1)),
+                    ..defaults
+                }
+            })),
+            ..Default::default()
+        };
         let mut state = serde_json::json!({
             gonka_auth::NAME: auth,
             gonka_bank::NAME: bank,
             gonka_epochs::NAME: epochs,
             gonka_stake::NAME: stake,
             gonka_inference::NAME: inference,
+            gonka_settlement::NAME: settlement,
             gonka_disputes::NAME: disputes,
             gonka_rewards::NAME: rewards,
         });

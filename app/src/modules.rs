@@ -1,6 +1,7 @@
 //! The chain's modules, in the fixed order every hook runs in.
 //!
-//! Order: `auth`, `bank`, `epochs`, `stake`, `bls`, `inference`, `disputes`, `rewards`. Genesis,
+//! Order: `auth`, `bank`, `epochs`, `stake`, `bls`, `inference`, `settlement`, `disputes`,
+//! `rewards`. Genesis,
 //! `begin_block`, `end_block` and `end_epoch` all walk this list front to back; messages and
 //! queries go to the one module that claims them. A new module is added here, at the
 //! position its dependencies require.
@@ -35,6 +36,8 @@ pub fn all() -> Vec<Box<dyn Module>> {
         // Keys belong to stake participants.
         Box::new(gonka_bls::Bls),
         Box::new(gonka_inference::Inference),
+        // Pays work through the registry of inference and the keys of bls.
+        Box::new(gonka_settlement::Settlement),
         Box::new(gonka_disputes::Disputes),
         Box::new(gonka_rewards::Rewards),
     ]

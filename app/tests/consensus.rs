@@ -65,7 +65,7 @@ fn golden_app_hash() {
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "abae8baf530bc1c4865f98bd4a95f73d9021a6645b2c0805ef72543a445995cb";
+const GOLDEN: &str = "8f15497face7bc5641a134c11bcdd37f70940ac6cb440fe5e39359f34bd973a0";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

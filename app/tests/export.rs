@@ -1,11 +1,12 @@
 //! Genesis export: the state of a running chain, exported as `app_state`, starts a new chain
 //! that exports the very same `app_state` again, with the same supply, balances, bonds,
-//! jailing, unbonding entries and inference registry.
+//! jailing, unbonding entries, inference registry and settlement escrows and pending batches.
 
 mod common;
 mod support;
 
 use gonka_app::harness::TestChain;
+use gonka_client::settlement::{cosign, msg_open_escrow, msg_settle_batch, Batch, Served};
 use gonka_client::tx::msg_register_node;
 use serde_json::{json, Value};
 use support::*;
@@ -52,6 +53,48 @@ fn moved_world() -> World {
             block.result(index).log
         );
     }
+    // Settlement: alice escrows for the TA p0, which settles one record run on p3's node
+    // (p3 co-signs); the batch is still in its window at the export.
+    let p3_bls = gonka_client::bls::account_bls_key(crate::common::key("p3"));
+    let txs = vec![
+        w.tx(
+            "alice",
+            vec![msg_open_escrow(&addr("alice"), &addr("p0"), 50_000, 1_000)],
+        ),
+        w.tx(
+            "p3",
+            vec![gonka_client::bls::msg_register_bls_key(
+                &addr("p3"),
+                CHAIN_ID,
+                &p3_bls,
+            )],
+        ),
+    ];
+    let block = w.block(txs);
+    assert!(block.response.tx_results.iter().all(|r| r.code == 0));
+    let record = work_record(
+        "alice",
+        "p0",
+        "e1",
+        MODEL,
+        exec("p3", "n-3", 3),
+        (10, 10),
+        7,
+    );
+    let batch = Batch::build(
+        &addr("p0"),
+        1,
+        vec![Served {
+            record,
+            host: addr("p3"),
+            cost: 200,
+        }],
+    )
+    .unwrap();
+    let signed = batch.signed(&[cosign(&p3_bls, CHAIN_ID, &batch.msg)]);
+    let tx = w.tx("p0", vec![msg_settle_batch(&signed)]);
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
     w.finish_epoch();
     w
 }
@@ -79,6 +122,10 @@ fn an_exported_genesis_starts_a_chain_that_exports_the_same_genesis() {
         "{stake}"
     );
     assert_eq!(exported["inference"]["nodes"][0]["id"], "n-3");
+    let settlement = &exported["settlement"];
+    assert_eq!(settlement["escrows"][0]["balance"], "49793", "{settlement}");
+    assert_eq!(settlement["batches"][0]["settled"]["total"], "207");
+    assert_eq!(settlement["batch_numbers"][0]["number"], 1);
     assert_eq!(
         exported["inference"]["transfer_agents"][0]["address"],
         addr("p0")

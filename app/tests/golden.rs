@@ -6,6 +6,10 @@ mod common;
 mod support;
 
 use gonka_client::disputes::{msg_open_dispute, msg_submit_validation, msg_vote_dispute};
+use gonka_client::settlement::{
+    cosign, msg_challenge_batch, msg_close_escrow, msg_open_escrow, msg_settle_batch,
+    msg_top_up_escrow, Batch as SettlementBatch, Served,
+};
 use gonka_client::tx::{
     msg_register_node, msg_remove_node, msg_stake, msg_submit_work_batch, msg_unjail, msg_unstake,
     msg_update_node,
@@ -14,6 +18,7 @@ use gonka_client::Any;
 use gonka_proto::disputes as pb;
 use gonka_proto::inference::WorkRecord;
 use gonka_proto::query as q;
+use gonka_proto::settlement::msg_challenge_batch::Kind as ChallengeKind;
 use prost::Message;
 use serde_json::json;
 use support::*;
@@ -34,7 +39,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "e431e0e7deb369d1f596804106a9251ef212f192b3da6d2e0ad5a422d1a2781e";
+const GOLDEN: &str = "402b32a072447fc63169dbab5b6eb38b492497a0dfb5792deb62efba5e1e934a";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;
@@ -77,6 +82,7 @@ fn world() -> World {
         state["disputes"] = json!({ "params": disputes });
         state["bls"] = json!({"params": {"dkg_slots": 4, "dkg_deal_blocks": 1,
             "dkg_complaint_blocks": 1, "dkg_reveal_blocks": 1, "beacon_keep_blocks": 1000}});
+        state["settlement"]["params"]["challenge_window_blocks"] = 3.into();
     })
 }
 
@@ -575,7 +581,85 @@ fn scenario(w: &mut World) -> Log {
     );
     assert_tx(&b, 0, "unjail", &[("operator", &missing_address)]);
 
-    // Heights 12 to 20: epoch 1 ends; p3's unbonding is paid and the unjailed validator
+    // Height 12: alice and bob open escrows for the TA; bob closes his at once (released
+    // at 15) and alice tops hers up.
+    let ta = addr(TA);
+    let txs = vec![
+        w.tx(
+            "alice",
+            vec![
+                msg_open_escrow(&addr("alice"), &ta, 100_000, 500),
+                msg_top_up_escrow(&addr("alice"), &ta, 1_000, 600),
+            ],
+        ),
+        w.tx(
+            "bob",
+            vec![
+                msg_open_escrow(&addr("bob"), &ta, 50_000, 500),
+                msg_close_escrow(&addr("bob"), &ta),
+            ],
+        ),
+    ];
+    let b = step(w, &mut log, txs);
+    assert_tx(&b, 0, "escrow_topped_up", &[("balance", "101000ngnk")]);
+    assert_tx(&b, 1, "escrow_closing", &[("release_at", "15")]);
+
+    // Height 13: the TA settles a batch of two records executed on p1's n1, co-signed by
+    // p1's BLS key; it becomes final at 16.
+    let served = |requester: &str, nonce: &str| Served {
+        record: signed_record(
+            requester,
+            11,
+            &request(TA, nonce, LLAMA, exec("p1", "n1", 11), (30, 20), 5),
+        ),
+        host: p1.clone(),
+        cost: 500,
+    };
+    let settled =
+        SettlementBatch::build(&ta, 1, vec![served("alice", "s1"), served("bob", "s2")]).unwrap();
+    let signature = cosign(&bls_keys[0], CHAIN_ID, &settled.msg);
+    let txs = vec![w.tx(TA, vec![msg_settle_batch(&settled.signed(&[signature]))])];
+    let b = step(w, &mut log, txs);
+    assert_tx(
+        &b,
+        0,
+        "batch_settled",
+        &[
+            ("batch_id", "1"),
+            ("records", "2"),
+            ("total", "1010ngnk"),
+            ("final_at", "16"),
+        ],
+    );
+
+    // Height 14: carol challenges an honest leaf and loses (code 14, nothing changes).
+    let txs = vec![w.tx(
+        "carol",
+        vec![msg_challenge_batch(
+            &addr("carol"),
+            1,
+            ChallengeKind::InvalidLeaf(settled.leaf_proof(1).unwrap()),
+        )],
+    )];
+    let b = step(w, &mut log, txs);
+    assert_eq!(
+        (b.result(0).codespace.as_str(), b.result(0).code),
+        ("settlement", 14),
+        "{}",
+        b.result(0).log
+    );
+
+    // Heights 15 and 16: bob's escrow is released, then the batch pays p1 and the TA.
+    let b = step(w, &mut log, vec![]);
+    assert_block_event(&b, "escrow_released", &[("balance", "49495ngnk")]);
+    let b = step(w, &mut log, vec![]);
+    assert_block_event(
+        &b,
+        "batch_final",
+        &[("batch_id", "1"), ("commission", "10ngnk")],
+    );
+
+    // Heights 17 to 20: epoch 1 ends; p3's unbonding is paid and the unjailed validator
     // gets power again.
     let b = loop {
         let b = step(w, &mut log, vec![]);
@@ -668,7 +752,10 @@ fn scenario(w: &mut World) -> Log {
 /// - disputes: `MsgSubmitValidation` (two committed results), `MsgRevealOutput` (judging
 ///   them: a match and a mismatch, which opens a validation dispute; and the output a user
 ///   dispute asked for, revealed after two committed votes), `MsgOpenDispute` (a user
-///   dispute), `MsgVoteDispute` (both disputes decided against the executor).
+///   dispute), `MsgVoteDispute` (both disputes decided against the executor);
+/// - settlement: `MsgOpenEscrow`, `MsgTopUpEscrow`, `MsgCloseEscrow` (released three
+///   blocks later), `MsgSettleBatch` (two records co-signed by their host, paid out three
+///   blocks later) and `MsgChallengeBatch` (of an honest leaf, which fails).
 ///
 /// Hooks covered: disputes `begin_block` (sampling, a missed validation that jails) and
 /// `end_block`; stake `end_block` (the jailed validator leaves the set) and `end_epoch`

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use crate::tx::any_of;
 use anyhow::{Context, Result};
 use cosmrs::Any;
 use gonka_bls_crypto::dkg::Ephemeral;
@@ -10,7 +11,6 @@ use gonka_bls_crypto::PublicKey;
 use gonka_bls_crypto::SecretKey;
 use gonka_proto::bls::{DkgRound, MsgDkgComplain, MsgDkgDeal, MsgDkgReveal, MsgRegisterBlsKey};
 use gonka_proto::signing::{bls_pop_bytes, dkg_dealing_context};
-use prost::{Message, Name};
 use sha2::{Digest, Sha256};
 
 use crate::keys::Key;
@@ -28,13 +28,6 @@ pub fn msg_register_bls_key(address: &str, chain_id: &str, key: &SecretKey) -> A
         proof_of_possession: proof.to_bytes().to_vec(),
     };
     any_of(&msg)
-}
-
-fn any_of<M: Message + Name>(msg: &M) -> Any {
-    Any {
-        type_url: format!("/{}", M::full_name()),
-        value: msg.encode_to_vec(),
-    }
 }
 
 /// `/gonka.bls.v1.MsgDkgDeal`: `dealer` deals `poly` in `round`, each slot's share encrypted
@@ -175,6 +168,7 @@ fn write_secret_file(path: &Path, text: &str) -> Result<()> {
 mod tests {
     use super::*;
     use gonka_bls_crypto::{PublicKey, Signature};
+    use prost::Message;
 
     #[test]
     fn the_registration_proves_possession_for_this_chain_and_address_only() {

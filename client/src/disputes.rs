@@ -1,16 +1,9 @@
 //! Messages of the disputes module: validations, user disputes and committee votes.
 
+use crate::tx::any_of;
 use cosmrs::Any;
 use gonka_proto::disputes::{MsgOpenDispute, MsgRevealOutput, MsgSubmitValidation, MsgVoteDispute};
 use gonka_proto::signing::result_commitment;
-use prost::{Message, Name};
-
-fn any_of<M: Message + Name>(msg: &M) -> Any {
-    Any {
-        type_url: format!("/{}", M::full_name()),
-        value: msg.encode_to_vec(),
-    }
-}
 
 /// What a validator or committee member found when it re-executed a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,6 +25,7 @@ pub mod request;
 pub mod rpc;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod settlement;
 pub mod sse;
 pub mod tx;
 

@@ -25,7 +25,8 @@ pub struct SignerData {
     pub sequence: u64,
 }
 
-fn any_of<M: Message + Name>(msg: &M) -> Any {
+/// `msg` as an `Any` with its `/<package>.<Message>` type URL.
+pub fn any_of<M: Message + Name>(msg: &M) -> Any {
     Any {
         type_url: format!("/{}", M::full_name()),
         value: msg.encode_to_vec(),

@@ -55,6 +55,13 @@ pub mod gonka {
             include!(concat!(env!("OUT_DIR"), "/gonka.bls.v1.rs"));
         }
     }
+    /// `gonka.settlement.v1`: escrows, committed work batches and their challenges.
+    pub mod settlement {
+        /// Version 1 of the settlement protocol.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/gonka.settlement.v1.rs"));
+        }
+    }
     /// `gonka.base.v1`: messages every module shares (pagination of list queries).
     pub mod base {
         /// Version 1 of the shared messages.
@@ -73,12 +80,14 @@ pub mod gonka {
 
 pub use gonka::{
     auth::v1 as auth, bank::v1 as bank, base::v1 as base, bls::v1 as bls, disputes::v1 as disputes,
-    epochs::v1 as epochs, inference::v1 as inference, rewards::v1 as rewards, stake::v1 as stake,
+    epochs::v1 as epochs, inference::v1 as inference, rewards::v1 as rewards,
+    settlement::v1 as settlement, stake::v1 as stake,
 };
 
 pub use prost::Name;
 
 pub mod address;
+pub mod batch;
 pub mod gas;
 pub mod ids;
 pub mod query;

@@ -217,6 +217,18 @@ pub mod bls {
     }
 }
 
+/// Queries of x/settlement.
+pub mod settlement {
+    queries! { settlement;
+        /// One escrow, by requester and transfer agent.
+        Escrow = "/settlement/escrow": QueryEscrowRequest => QueryEscrowResponse;
+        /// One settled batch, by id.
+        Batch = "/settlement/batch": QueryBatchRequest => QueryBatchResponse;
+        /// Settlement parameters.
+        Params = "/settlement/params": QueryParamsRequest => QueryParamsResponse;
+    }
+}
+
 /// Queries of x/disputes.
 pub mod disputes {
     queries! { disputes;
@@ -276,6 +288,7 @@ mod tests {
         check::<rewards::Participant>("rewards");
         check::<inference::TransferAgents>("inference");
         check::<disputes::Stats>("disputes");
+        check::<settlement::Batch>("settlement");
     }
 
     #[test]

@@ -329,6 +329,25 @@ pub fn result_matches(
         == commitment
 }
 
+/// Domain of batch co-signatures.
+pub const BATCH_DOMAIN: &[u8] = b"gonka/batch/v1";
+
+/// What every host of a settled batch signs with its registered BLS key: SHA-256 of
+/// `"gonka/batch/v1"` ‖ chain id ‖ the protobuf `MsgSettleBatch` with `host_signature`
+/// empty. One message for all hosts, so the chain checks the aggregate with one
+/// fast-aggregate verification; it binds every total, the root, the transfer agent and its
+/// batch number (a replayed batch has a used number).
+pub fn batch_sign_bytes(chain_id: &str, batch: &crate::settlement::MsgSettleBatch) -> [u8; 32] {
+    let unsigned = crate::settlement::MsgSettleBatch {
+        host_signature: Vec::new(),
+        ..batch.clone()
+    };
+    Signed::new(BATCH_DOMAIN)
+        .text(chain_id)
+        .fixed(&prost::Message::encode_to_vec(&unsigned))
+        .finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,7 @@ use gonka_sdk::{Any, ErrorCode, Module, Msg, Result, SdkError, StateRead, StateW
 use k256::ecdsa::SigningKey;
 use k256::sha2::{Digest, Sha256};
 use prost::Message;
-use tendermint_proto::v0_38::abci::{Event, ExecTxResult, ResponseFinalizeBlock};
+use tendermint_proto::v0_38::abci::{Event, ExecTxResult, ResponseFinalizeBlock, ResponseQuery};
 use tendermint_proto::v0_38::crypto::public_key;
 
 use crate::common::key;
@@ -332,6 +332,7 @@ impl Setup {
             models: Vec::new(),
             disputes_params: Some(self.disputes.clone()),
             bls_keys: Vec::new(),
+            settlement_params: None,
         }
         .app_state()
     }
@@ -658,6 +659,11 @@ impl World {
         let response = self.chain.query(Q::PATH, request.encode_to_vec());
         assert_eq!(response.code, 0, "{}: {}", Q::PATH, response.log);
         Q::Response::decode(response.value.as_ref()).unwrap()
+    }
+
+    /// The raw answer to query `Q` (its code and log, for a query expected to fail).
+    pub fn query_raw<Q: Query>(&self, request: Q::Request) -> ResponseQuery {
+        self.chain.query(Q::PATH, request.encode_to_vec())
     }
 
     /// Every item of the list query `Q`, page after page.

@@ -40,7 +40,7 @@ mod signing;
 mod state;
 
 pub use errors::InferenceError;
-pub use msgs::{validate_model_id, validate_node_id};
+pub use msgs::{require_staked, validate_model_id, validate_node_id};
 pub use params::{default_params, validate_params};
 pub use signing::{
     body_hash, inference_id, node_key_proof_bytes, nonce_ok, opens, parse_pubkey, response_hash,

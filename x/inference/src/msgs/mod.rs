@@ -157,8 +157,9 @@ pub(crate) fn check_key_unique(state: &dyn StateRead, node: &Node) -> Result<()>
     }
 }
 
-/// `address` must be a participant, not jailed, with bonded ≥ `min_stake`.
-fn require_staked(state: &dyn StateRead, address: &str, role: &str) -> Result<()> {
+/// `address` must be a participant, not jailed, with bonded ≥ `min_stake` (error
+/// [`InferenceError::NotStaked`] naming `role`).
+pub fn require_staked(state: &dyn StateRead, address: &str, role: &str) -> Result<()> {
     let min_stake = state.stake_params()?.min_stake;
     let Some(participant) = state.participant(address)? else {
         return Err(InferenceError::NotStaked.err(format!(

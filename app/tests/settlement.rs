@@ -1,0 +1,760 @@
+//! x/settlement through the ABCI harness: escrows (open, top up, close, release), committed
+//! batches paid exactly after their challenge window, every refusal of a bad batch changing
+//! nothing, and every challenge kind winning against a cheating transfer agent (batch voided,
+//! requesters refunded, cheats slashed to the challenger) and failing against an honest one.
+//!
+//! Every block goes through `World::block`, which checks that balances sum to the supply and
+//! that the supply does not change outside epoch ends.
+
+mod common;
+mod support;
+
+use gonka_client::bls::{account_bls_key, msg_register_bls_key};
+use gonka_client::settlement::{
+    cosign, msg_challenge_batch, msg_close_escrow, msg_open_escrow, msg_settle_batch,
+    msg_top_up_escrow, Batch, Served,
+};
+use gonka_proto::batch::leaf_node;
+use gonka_proto::query::settlement as qs;
+use gonka_proto::settlement::msg_challenge_batch::Kind;
+use gonka_proto::settlement::{
+    self as pb, BatchStatus, DuplicateLeaf, HostMismatch, MsgSettleBatch, RequesterMismatch,
+    SumMismatch, UnsortedLeaves,
+};
+use support::*;
+use tendermint_proto::v0_38::abci::ExecTxResult;
+
+use crate::common::key;
+
+const MODEL: &str = "bench/model";
+const PRICE: u128 = 2;
+const TA: &str = "p2";
+const WINDOW: u64 = 4;
+const ESCROW: u128 = 1_000_000;
+const COMMISSION: u128 = 3;
+const N0: Exec<'static> = exec("p0", "n0", 10);
+const N1: Exec<'static> = exec("p1", "n1", 11);
+
+/// p0 (node n0) and p1 (node n1) host, p2 is the transfer agent, alice and bob each hold an
+/// escrow of [`ESCROW`] for it; the hosts have BLS keys. Epochs never end.
+fn world() -> World {
+    let mut setup = Setup::new(3, 1_000_000);
+    setup.epoch_length = 100_000;
+    let mut world = World::with_genesis(setup, |state| {
+        state["inference"] = serde_json::json!({
+            "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
+        });
+        state["settlement"]["params"]["challenge_window_blocks"] = WINDOW.into();
+    });
+    let mut txs = vec![world.tx(TA, vec![register_ta(TA, "https://ta.example")])];
+    for (host, node, seed) in [("p0", "n0", 10), ("p1", "n1", 11)] {
+        txs.push(world.tx(
+            host,
+            vec![
+                gonka_client::msg_register_node(
+                    &addr(host),
+                    &node_spec(host, node, &[MODEL], 0, seed),
+                ),
+                msg_register_bls_key(&addr(host), CHAIN_ID, &bls_key(host)),
+            ],
+        ));
+    }
+    let block = world.block(txs);
+    assert!(block.response.tx_results.iter().all(|r| r.code == 0));
+    let txs = ["alice", "bob"]
+        .map(|r| world.tx(r, vec![msg_open_escrow(&addr(r), &addr(TA), ESCROW, 1_000)]))
+        .to_vec();
+    let block = world.block(txs);
+    assert!(
+        block.response.tx_results.iter().all(|r| r.code == 0),
+        "{:?}",
+        block.response.tx_results
+    );
+    world
+}
+
+fn bls_key(label: &str) -> gonka_bls_crypto::SecretKey {
+    account_bls_key(key(label))
+}
+
+/// Request `nonce` of `requester` executed on `on` with `tokens`.
+fn served(requester: &str, nonce: &str, on: Exec<'_>, tokens: (u64, u64)) -> Served {
+    Served {
+        record: work_record(requester, TA, nonce, MODEL, on, tokens, COMMISSION),
+        host: addr(on.host),
+        cost: u128::from(tokens.0 + tokens.1) * PRICE,
+    }
+}
+
+/// Five records: alice three (two on n0), bob two.
+fn honest(number: u64) -> Batch {
+    let records = vec![
+        served("alice", &format!("a1-{number}"), N0, (10, 20)),
+        served("alice", &format!("a2-{number}"), N1, (5, 5)),
+        served("alice", &format!("a3-{number}"), N0, (1, 2)),
+        served("bob", &format!("b1-{number}"), N1, (7, 3)),
+        served("bob", &format!("b2-{number}"), N0, (4, 4)),
+    ];
+    Batch::build(&addr(TA), number, records).unwrap()
+}
+
+/// `msg` co-signed by every host it names.
+fn signed(msg: &MsgSettleBatch) -> MsgSettleBatch {
+    let signatures: Vec<_> = msg
+        .hosts
+        .iter()
+        .map(|h| {
+            let label = if h.host == addr("p0") { "p0" } else { "p1" };
+            cosign(&bls_key(label), CHAIN_ID, msg)
+        })
+        .collect();
+    MsgSettleBatch {
+        host_signature: gonka_bls_crypto::aggregate(&signatures).to_bytes().to_vec(),
+        ..msg.clone()
+    }
+}
+
+fn settle(world: &mut World, msg: &MsgSettleBatch) -> ExecTxResult {
+    let tx = world.tx(TA, vec![msg_settle_batch(&signed(msg))]);
+    world.block(vec![tx]).result(0).clone()
+}
+
+fn challenge(world: &mut World, challenger: &str, batch_id: u64, kind: Kind) -> ExecTxResult {
+    let tx = world.tx(
+        challenger,
+        vec![msg_challenge_batch(&addr(challenger), batch_id, kind)],
+    );
+    world.block(vec![tx]).result(0).clone()
+}
+
+fn escrow(world: &World, requester: &str) -> u128 {
+    world
+        .query::<qs::Escrow>(pb::QueryEscrowRequest {
+            requester: addr(requester),
+            transfer_agent: addr(TA),
+        })
+        .escrow
+        .unwrap()
+        .balance
+        .parse()
+        .unwrap()
+}
+
+fn batch(world: &World, id: u64) -> pb::Batch {
+    world
+        .query::<qs::Batch>(pb::QueryBatchRequest { id })
+        .batch
+        .unwrap()
+}
+
+fn line(batch: &Batch, requester: &str) -> u128 {
+    let address = addr(requester);
+    batch
+        .msg
+        .requesters
+        .iter()
+        .find(|l| l.requester == address)
+        .map_or(0, |l| l.amount.parse().unwrap())
+}
+
+/// Index of the first and last leaf of `requester` in `batch`.
+fn leaf_range(batch: &Batch, requester: &str) -> (u64, u64) {
+    let address = addr(requester);
+    let of =
+        |l: &gonka_proto::settlement::BatchLeaf| l.record.as_ref().unwrap().requester == address;
+    let first = batch.leaves.iter().position(of).unwrap() as u64;
+    let last = batch.leaves.iter().rposition(of).unwrap() as u64;
+    (first, last)
+}
+
+/// `requester`'s line in `msg`.
+fn line_mut<'a>(msg: &'a mut MsgSettleBatch, requester: &str) -> &'a mut pb::RequesterTotal {
+    let address = addr(requester);
+    msg.requesters
+        .iter_mut()
+        .find(|l| l.requester == address)
+        .unwrap()
+}
+
+fn assert_code(result: &ExecTxResult, code: u32, what: &str) {
+    assert_eq!(
+        (result.codespace.as_str(), result.code),
+        ("settlement", code),
+        "{what}: {}",
+        result.log
+    );
+}
+
+fn wait(world: &mut World, blocks: u64) {
+    for _ in 0..blocks {
+        world.block(vec![]);
+    }
+}
+
+#[test]
+fn an_honest_batch_debits_escrows_at_once_and_pays_after_the_window() {
+    let mut world = world();
+    let batch0 = honest(1);
+    // Costs: alice 60 + 20 + 6, bob 20 + 16; commission 3 per record.
+    assert_eq!(line(&batch0, "alice"), 86 + 3 * COMMISSION);
+    assert_eq!(line(&batch0, "bob"), 36 + 2 * COMMISSION);
+    let (p0, p1, ta) = (
+        world.balance_of("p0"),
+        world.balance_of("p1"),
+        world.balance_of(TA),
+    );
+    let result = settle(&mut world, &batch0.msg);
+    assert_eq!(result.code, 0, "{}", result.log);
+    let settled_at = world.chain.height();
+    assert_eq!(escrow(&world, "alice"), ESCROW - 95);
+    assert_eq!(escrow(&world, "bob"), ESCROW - 42);
+    let stored = batch(&world, 1);
+    assert_eq!(stored.status, BatchStatus::Pending as i32);
+    assert_eq!(stored.final_at, settled_at + WINDOW);
+    assert!(stored.settled.unwrap().host_signature.is_empty());
+    // Nobody is paid or credited inside the window.
+    wait(&mut world, WINDOW - 1);
+    assert_eq!(world.balance_of("p0"), p0);
+    assert!(world.work(0).is_empty());
+    // The block at final_at pays: p0 ran 30 + 3 + 8 tokens, p1 10 + 10.
+    wait(&mut world, 1);
+    assert_eq!(batch(&world, 1).status, BatchStatus::Final as i32);
+    assert_eq!(world.balance_of("p0"), p0 + 82);
+    assert_eq!(world.balance_of("p1"), p1 + 40);
+    assert_eq!(world.balance_of(TA), ta - FEE + 5 * COMMISSION);
+    let mut work = world.work(0);
+    work.sort();
+    let mut expected = vec![(addr("p0"), 41), (addr("p1"), 20)];
+    expected.sort();
+    assert_eq!(work, expected);
+    let pool = gonka_settlement::pool_address();
+    assert_eq!(world.balance(&pool), 2 * ESCROW - 95 - 42);
+
+    // The same batch again, or its number reused, is refused and changes nothing.
+    let result = settle(&mut world, &batch0.msg);
+    assert_code(&result, 7, "replayed batch");
+    assert_eq!(escrow(&world, "alice"), ESCROW - 95);
+    // The next number settles.
+    let result = settle(&mut world, &honest(2).msg);
+    assert_eq!(result.code, 0, "{}", result.log);
+}
+
+#[test]
+fn escrows_top_up_close_and_release_after_a_window() {
+    let mut world = world();
+    let alice = world.balance_of("alice");
+    let txs = vec![
+        world.tx(
+            "alice",
+            vec![msg_top_up_escrow(&addr("alice"), &addr(TA), 500, 2_000)],
+        ),
+        // Bob cannot shorten his expiry by a top-up, nor open a second escrow.
+        world.tx(
+            "bob",
+            vec![msg_top_up_escrow(&addr("bob"), &addr(TA), 1, 10)],
+        ),
+    ];
+    let block = world.block(txs);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_code(block.result(1), 3, "earlier expiry");
+    let tx = world.tx(
+        "bob",
+        vec![msg_open_escrow(&addr("bob"), &addr(TA), 5, 2_000)],
+    );
+    assert_code(world.block(vec![tx]).result(0), 4, "second escrow");
+    assert_eq!(escrow(&world, "alice"), ESCROW + 500);
+    assert_eq!(world.balance_of("alice"), alice - FEE - 500);
+
+    // Closing: batches still debit it for a window, then the rest comes back.
+    let tx = world.tx("alice", vec![msg_close_escrow(&addr("alice"), &addr(TA))]);
+    assert_eq!(world.block(vec![tx]).result(0).code, 0);
+    let closed_at = world.chain.height();
+    let result = settle(&mut world, &honest(1).msg);
+    assert_eq!(
+        result.code, 0,
+        "a closing escrow still pays: {}",
+        result.log
+    );
+    let left = ESCROW + 500 - 95;
+    assert_eq!(escrow(&world, "alice"), left);
+    let tx = world.tx(
+        "alice",
+        vec![msg_top_up_escrow(&addr("alice"), &addr(TA), 1, 0)],
+    );
+    assert_code(
+        world.block(vec![tx]).result(0),
+        3,
+        "top-up of a closing escrow",
+    );
+    let now = world.chain.height();
+    wait(&mut world, closed_at + WINDOW - now);
+    let response = world.query_raw::<qs::Escrow>(pb::QueryEscrowRequest {
+        requester: addr("alice"),
+        transfer_agent: addr(TA),
+    });
+    assert_eq!(
+        (response.codespace.as_str(), response.code),
+        ("settlement", 5)
+    );
+    assert_eq!(world.balance_of("alice"), alice - 3 * FEE - 500 + left);
+    // A batch debiting the released escrow is refused.
+    let result = settle(&mut world, &honest(2).msg);
+    assert_code(&result, 10, "released escrow");
+}
+
+/// A change to a batch message.
+type Edit = Box<dyn Fn(&mut MsgSettleBatch)>;
+
+#[test]
+fn bad_batches_are_refused_whole_and_change_nothing() {
+    let mut world = world();
+    let batch0 = honest(1);
+    let before = (escrow(&world, "alice"), escrow(&world, "bob"));
+    let cases: Vec<(&str, u32, Edit)> = vec![
+        (
+            "a total the lines do not add up to",
+            6,
+            Box::new(|m| m.total = "1".into()),
+        ),
+        (
+            "unsorted requester lines",
+            6,
+            Box::new(|m| m.requesters.reverse()),
+        ),
+        (
+            "a payout above the total",
+            6,
+            Box::new(|m| m.hosts[0].payout = "100000".into()),
+        ),
+        (
+            "a last index outside the batch",
+            6,
+            Box::new(|m| m.hosts[0].last_index = 5),
+        ),
+        ("a wrong number", 7, Box::new(|m| m.number = 2)),
+    ];
+    for (what, code, edit) in cases {
+        let mut msg = batch0.msg.clone();
+        edit(&mut msg);
+        let tx = if code == 6 {
+            world.tx_unsequenced(TA, vec![msg_settle_batch(&signed(&msg))])
+        } else {
+            world.tx(TA, vec![msg_settle_batch(&signed(&msg))])
+        };
+        assert_code(world.block(vec![tx]).result(0), code, what);
+    }
+    // One host's signature missing from the aggregate.
+    let only_p0 = cosign(&bls_key("p0"), CHAIN_ID, &batch0.msg);
+    let msg = batch0.signed(&[only_p0]);
+    let tx = world.tx(TA, vec![msg_settle_batch(&msg)]);
+    assert_code(world.block(vec![tx]).result(0), 9, "missing host signature");
+    // Signed, then a line changed: the hosts did not sign that.
+    let mut msg = signed(&batch0.msg);
+    msg.hosts[0].work_units += 1;
+    let tx = world.tx(TA, vec![msg_settle_batch(&msg)]);
+    assert_code(
+        world.block(vec![tx]).result(0),
+        9,
+        "line changed after signing",
+    );
+    // A requester without escrow; an escrow too small.
+    let carol = Batch::build(&addr(TA), 1, vec![served("carol", "c1", N0, (1, 1))]).unwrap();
+    assert_code(&settle(&mut world, &carol.msg), 10, "no escrow");
+    let big = Batch::build(
+        &addr(TA),
+        1,
+        vec![served("bob", "b9", N0, (300_000, 300_000))],
+    )
+    .unwrap();
+    assert_code(&settle(&mut world, &big.msg), 10, "escrow too small");
+    // Not a transfer agent.
+    let tx = world.tx(
+        "alice",
+        vec![msg_settle_batch(&signed(
+            &Batch::build(&addr("alice"), 1, vec![served("bob", "x", N0, (1, 1))])
+                .unwrap()
+                .msg,
+        ))],
+    );
+    assert_code(world.block(vec![tx]).result(0), 15, "not a transfer agent");
+    assert_eq!((escrow(&world, "alice"), escrow(&world, "bob")), before);
+    let response = world.query_raw::<qs::Batch>(pb::QueryBatchRequest { id: 1 });
+    assert_eq!(response.code, 11, "no batch was stored");
+}
+
+/// Settles `cheat` (batch 1), checks `kind` fails against the honest batch 2 when `honest`
+/// is given, then that it voids the cheat: requesters refunded, the transfer agent (and
+/// `host`, if any) slashed 20% to the challenger, nobody paid after the window.
+fn assert_challenge_wins(
+    mut world: World,
+    cheat: &MsgSettleBatch,
+    kind: Kind,
+    host: Option<&str>,
+    honest_kind: Option<(Batch, Kind)>,
+) {
+    let escrows = (escrow(&world, "alice"), escrow(&world, "bob"));
+    // What the honest batch, if any, debits and pays p0.
+    let (alice_debit, bob_debit, p0_payout) = honest_kind.as_ref().map_or((0, 0, 0), |(b, _)| {
+        let p0 = addr("p0");
+        let payout = b.msg.hosts.iter().find(|l| l.host == p0);
+        (
+            line(b, "alice"),
+            line(b, "bob"),
+            payout.map_or(0, |l| l.payout.parse::<u128>().unwrap()),
+        )
+    });
+    let result = settle(&mut world, cheat);
+    assert_eq!(result.code, 0, "the cheat lands: {}", result.log);
+    if let Some((honest_batch, honest_kind)) = honest_kind {
+        let result = settle(&mut world, &honest_batch.msg);
+        assert_eq!(result.code, 0, "{}", result.log);
+        let carol = world.balance_of("carol");
+        let result = challenge(&mut world, "carol", 2, honest_kind);
+        assert_code(&result, 14, "challenge of an honest batch");
+        assert_eq!(world.balance_of("carol"), carol - FEE);
+        assert_eq!(batch(&world, 2).status, BatchStatus::Pending as i32);
+    }
+    let (ta_stake, carol) = (world.bonded(TA), world.balance_of("carol"));
+    let host_stake = host.map(|h| world.bonded(h));
+    let result = challenge(&mut world, "carol", 1, kind);
+    assert_eq!(result.code, 0, "the challenge wins: {}", result.log);
+    let voided = batch(&world, 1);
+    assert_eq!(voided.status, BatchStatus::Voided as i32);
+    assert!(!voided.voided_reason.is_empty());
+    let mut slashed = ta_stake / 5;
+    assert_eq!(world.bonded(TA), ta_stake - slashed);
+    if let (Some(h), Some(stake)) = (host, host_stake) {
+        assert_eq!(world.bonded(h), stake - stake / 5);
+        slashed += stake / 5;
+    }
+    assert_eq!(world.balance_of("carol"), carol - FEE + slashed);
+    // Every debit of the cheat refunded; the honest batch's stays.
+    assert_eq!(
+        (escrow(&world, "alice"), escrow(&world, "bob")),
+        (escrows.0 - alice_debit, escrows.1 - bob_debit)
+    );
+    // After both windows only the honest batch has paid.
+    let p0 = world.balance_of("p0");
+    wait(&mut world, WINDOW + 1);
+    assert_eq!(batch(&world, 1).status, BatchStatus::Voided as i32);
+    assert_eq!(world.balance_of("p0"), p0 + p0_payout);
+}
+
+fn world_with_carol() -> World {
+    let mut world = world();
+    let tx = world.tx(
+        "alice",
+        vec![gonka_client::tx::msg_send(
+            &addr("alice"),
+            &addr("carol"),
+            10 * FEE,
+        )],
+    );
+    assert_eq!(world.block(vec![tx]).result(0).code, 0);
+    world
+}
+
+#[test]
+fn a_leaf_with_a_forged_requester_signature_voids_its_batch_and_slashes_its_host() {
+    let world = world_with_carol();
+    let mut leaves = honest(1).leaves;
+    leaves[1].record.as_mut().unwrap().requester_signature[5] ^= 1;
+    let host = if leaves[1].executor_host == addr("p0") {
+        "p0"
+    } else {
+        "p1"
+    };
+    let cheat = Batch::from_leaves(&addr(TA), 1, leaves).unwrap();
+    let proof = cheat.leaf_proof(1).unwrap();
+    let good = honest(2);
+    let good_proof = good.leaf_proof(1).unwrap();
+    assert_challenge_wins(
+        world,
+        &cheat.msg,
+        Kind::InvalidLeaf(proof),
+        Some(host),
+        Some((good, Kind::InvalidLeaf(good_proof))),
+    );
+}
+
+#[test]
+fn a_charge_above_what_the_requester_signed_voids_its_batch() {
+    let world = world_with_carol();
+    let mut records = honest(1).leaves;
+    // The requester signed for at most its completion tokens: claim one more.
+    let record = records[0].record.as_mut().unwrap();
+    record.completion_tokens += 1;
+    let leaves = Batch::build(
+        &addr(TA),
+        1,
+        records
+            .into_iter()
+            .map(|l| Served {
+                cost: l.cost.parse().unwrap(),
+                host: l.executor_host,
+                record: l.record.unwrap(),
+            })
+            .collect(),
+    )
+    .unwrap();
+    let index = leaves
+        .leaves
+        .iter()
+        .position(|l| {
+            let r = l.record.as_ref().unwrap();
+            r.completion_tokens > r.max_completion_tokens
+        })
+        .unwrap() as u64;
+    let host = if leaves.leaves[index as usize].executor_host == addr("p0") {
+        "p0"
+    } else {
+        "p1"
+    };
+    let proof = leaves.leaf_proof(index).unwrap();
+    assert_challenge_wins(
+        world,
+        &leaves.msg,
+        Kind::InvalidLeaf(proof),
+        Some(host),
+        None,
+    );
+}
+
+#[test]
+fn unsorted_leaves_void_their_batch() {
+    let world = world_with_carol();
+    let mut leaves = honest(1).leaves;
+    leaves.swap(2, 3);
+    // Keep each host's chain honest in the new order so only the order is wrong.
+    let served: Vec<Served> = leaves
+        .iter()
+        .map(|l| Served {
+            cost: l.cost.parse().unwrap(),
+            host: l.executor_host.clone(),
+            record: l.record.clone().unwrap(),
+        })
+        .collect();
+    let rechained = rechain(served);
+    let cheat = Batch::from_leaves(&addr(TA), 1, rechained).unwrap();
+    let kind = |b: &Batch| {
+        Kind::Unsorted(UnsortedLeaves {
+            first: b.leaf_proof(2),
+            second: b.leaf_proof(3),
+        })
+    };
+    let good = honest(2);
+    let good_kind = kind(&good);
+    assert_challenge_wins(
+        world,
+        &cheat.msg.clone(),
+        kind(&cheat),
+        None,
+        Some((good, good_kind)),
+    );
+}
+
+/// Leaves in the given order with honest host chains.
+fn rechain(served: Vec<Served>) -> Vec<gonka_proto::settlement::BatchLeaf> {
+    let mut running: std::collections::BTreeMap<String, (u64, u64, u128)> = Default::default();
+    served
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let tokens = s.record.prompt_tokens + s.record.completion_tokens;
+            let (previous, work, payout) = running.get(&s.host).copied().unwrap_or_default();
+            running.insert(
+                s.host.clone(),
+                (i as u64 + 1, work + tokens, payout + s.cost),
+            );
+            gonka_proto::settlement::BatchLeaf {
+                record: Some(s.record),
+                executor_host: s.host,
+                cost: s.cost.to_string(),
+                host_previous: previous,
+                host_work: work + tokens,
+                host_payout: (payout + s.cost).to_string(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_leaf_sum_that_is_not_its_charge_voids_its_batch() {
+    let world = world_with_carol();
+    let honest_batch = honest(1);
+    let mut nodes: Vec<_> = honest_batch
+        .leaves
+        .iter()
+        .map(|l| leaf_node(l).unwrap())
+        .collect();
+    // Alice's first leaf is recorded at 100 more than its charge, and her line with it.
+    let (index, _) = leaf_range(&honest_batch, "alice");
+    nodes[index as usize].sum += 100;
+    let mut cheat = Batch::assemble(&addr(TA), 1, honest_batch.leaves.clone(), nodes).unwrap();
+    cheat.msg.total = cheat.tree.top().sum.to_string();
+    line_mut(&mut cheat.msg, "alice").amount = (line(&honest_batch, "alice") + 100).to_string();
+    let kind = |b: &Batch| {
+        Kind::SumMismatch(SumMismatch {
+            node: b.node_proof(0, index),
+            leaf: Some(b.leaves[index as usize].clone()),
+            ..Default::default()
+        })
+    };
+    let good = honest(2);
+    let good_kind = kind(&good);
+    assert_challenge_wins(
+        world,
+        &cheat.msg.clone(),
+        kind(&cheat),
+        None,
+        Some((good, good_kind)),
+    );
+}
+
+#[test]
+fn a_requester_line_that_is_not_its_leaves_voids_its_batch() {
+    let world = world_with_carol();
+    // Bob is charged 5 more and alice 5 less: the total still adds up.
+    let mut cheat = honest(1);
+    let (alice, bob) = (line(&cheat, "alice"), line(&cheat, "bob"));
+    line_mut(&mut cheat.msg, "alice").amount = (alice - 5).to_string();
+    line_mut(&mut cheat.msg, "bob").amount = (bob + 5).to_string();
+    let (first, last) = leaf_range(&cheat, "bob");
+    let bob = |b: &Batch| {
+        Kind::RequesterMismatch(RequesterMismatch {
+            requester: addr("bob"),
+            first: b.leaf_proof(first),
+            last: b.leaf_proof(last),
+            before: first.checked_sub(1).and_then(|i| b.leaf_proof(i)),
+            after: b.leaf_proof(last + 1),
+        })
+    };
+    let good = honest(2);
+    let good_kind = bob(&good);
+    assert_challenge_wins(
+        world,
+        &cheat.msg.clone(),
+        bob(&cheat),
+        None,
+        Some((good, good_kind)),
+    );
+}
+
+#[test]
+fn a_host_line_above_its_leaves_voids_its_batch_and_slashes_the_host() {
+    let world = world_with_carol();
+    let mut cheat = honest(1);
+    let p0 = addr("p0");
+    let line = cheat.msg.hosts.iter_mut().find(|l| l.host == p0).unwrap();
+    line.work_units += 1_000;
+    let last = line.last_index;
+    let kind = |b: &Batch, index| {
+        Kind::HostMismatch(HostMismatch {
+            leaf: b.leaf_proof(index),
+            other: None,
+        })
+    };
+    let good = honest(2);
+    let good_kind = kind(&good, last);
+    assert_challenge_wins(
+        world,
+        &cheat.msg.clone(),
+        kind(&cheat, last),
+        Some("p0"),
+        Some((good, good_kind)),
+    );
+}
+
+#[test]
+fn a_record_settled_twice_voids_the_later_batch() {
+    let mut world = world_with_carol();
+    let first = honest(1);
+    let result = settle(&mut world, &first.msg);
+    assert_eq!(result.code, 0, "{}", result.log);
+    // Batch 2 repeats alice's a1-1 among new records.
+    let mut records: Vec<Served> = honest(2)
+        .leaves
+        .into_iter()
+        .map(|l| Served {
+            cost: l.cost.parse().unwrap(),
+            host: l.executor_host,
+            record: l.record.unwrap(),
+        })
+        .collect();
+    records.push(served("alice", "a1-1", N0, (10, 20)));
+    let second = Batch::build(&addr(TA), 2, records).unwrap();
+    let result = settle(&mut world, &second.msg);
+    assert_eq!(result.code, 0, "{}", result.log);
+    let repeated = served("alice", "a1-1", N0, (10, 20)).record.inference_id;
+    let index_of = |b: &Batch| {
+        b.leaves
+            .iter()
+            .position(|l| l.record.as_ref().unwrap().inference_id == repeated)
+            .unwrap()
+    };
+    let (in_first, in_second) = (index_of(&first), index_of(&second) as u64);
+    let claim = |other: u64| {
+        Kind::Duplicate(DuplicateLeaf {
+            leaf: second.leaf_proof(in_second),
+            other_batch_id: 1,
+            other: first.leaf_proof(other),
+        })
+    };
+    // The first batch's other leaf is not a repeat.
+    let result = challenge(&mut world, "carol", 2, claim((in_first as u64 + 1) % 5));
+    assert_code(&result, 14, "different ids");
+    let result = challenge(&mut world, "carol", 2, claim(in_first as u64));
+    assert_eq!(result.code, 0, "{}", result.log);
+    assert_eq!(batch(&world, 2).status, BatchStatus::Voided as i32);
+    assert_eq!(batch(&world, 1).status, BatchStatus::Pending as i32);
+    assert_eq!(escrow(&world, "alice"), ESCROW - line(&first, "alice"));
+}
+
+#[test]
+fn a_proof_that_does_not_reach_the_root_is_refused() {
+    let mut world = world_with_carol();
+    let batch0 = honest(1);
+    assert_eq!(settle(&mut world, &batch0.msg).code, 0);
+    let mut proof = batch0.leaf_proof(1).unwrap();
+    proof.index = 2;
+    assert_code(
+        &challenge(&mut world, "carol", 1, Kind::InvalidLeaf(proof)),
+        13,
+        "wrong index",
+    );
+    let mut proof = batch0.leaf_proof(1).unwrap();
+    proof
+        .leaf
+        .as_mut()
+        .unwrap()
+        .record
+        .as_mut()
+        .unwrap()
+        .requester_signature[0] ^= 1;
+    assert_code(
+        &challenge(&mut world, "carol", 1, Kind::InvalidLeaf(proof)),
+        13,
+        "leaf not in the tree",
+    );
+    assert_code(
+        &challenge(
+            &mut world,
+            "carol",
+            9,
+            Kind::InvalidLeaf(batch0.leaf_proof(0).unwrap()),
+        ),
+        11,
+        "no batch 9",
+    );
+    wait(&mut world, WINDOW);
+    assert_code(
+        &challenge(
+            &mut world,
+            "carol",
+            1,
+            Kind::InvalidLeaf(batch0.leaf_proof(0).unwrap()),
+        ),
+        12,
+        "final batch",
+    );
+}

@@ -1,0 +1,240 @@
+//! Settlement for transfer agents, hosts and watchers: escrow messages, building a batch's
+//! Merkle sum tree and its `MsgSettleBatch`, co-signing it, and proofs for challenges.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, ensure, Context, Result};
+use cosmrs::Any;
+use gonka_bls_crypto::{aggregate, SecretKey, Signature};
+use gonka_proto::batch::{leaf_charge, leaf_node, SumNode, SumTree};
+use gonka_proto::inference::WorkRecord;
+use gonka_proto::settlement::{
+    msg_challenge_batch::Kind, BatchLeaf, HostTotal, LeafProof, MsgChallengeBatch, MsgCloseEscrow,
+    MsgOpenEscrow, MsgSettleBatch, MsgTopUpEscrow, NodeProof, RequesterTotal,
+};
+use gonka_proto::signing::batch_sign_bytes;
+
+use crate::tx::any_of;
+
+/// `/gonka.settlement.v1.MsgOpenEscrow`.
+pub fn msg_open_escrow(
+    requester: &str,
+    transfer_agent: &str,
+    amount: u128,
+    expires_at: u64,
+) -> Any {
+    any_of(&MsgOpenEscrow {
+        requester: requester.into(),
+        transfer_agent: transfer_agent.into(),
+        amount: amount.to_string(),
+        expires_at,
+    })
+}
+
+/// `/gonka.settlement.v1.MsgTopUpEscrow` (`expires_at` 0 keeps the expiry).
+pub fn msg_top_up_escrow(
+    requester: &str,
+    transfer_agent: &str,
+    amount: u128,
+    expires_at: u64,
+) -> Any {
+    any_of(&MsgTopUpEscrow {
+        requester: requester.into(),
+        transfer_agent: transfer_agent.into(),
+        amount: amount.to_string(),
+        expires_at,
+    })
+}
+
+/// `/gonka.settlement.v1.MsgCloseEscrow`.
+pub fn msg_close_escrow(requester: &str, transfer_agent: &str) -> Any {
+    any_of(&MsgCloseEscrow {
+        requester: requester.into(),
+        transfer_agent: transfer_agent.into(),
+    })
+}
+
+/// `/gonka.settlement.v1.MsgSettleBatch`.
+pub fn msg_settle_batch(msg: &MsgSettleBatch) -> Any {
+    any_of(msg)
+}
+
+/// `/gonka.settlement.v1.MsgChallengeBatch`.
+pub fn msg_challenge_batch(challenger: &str, batch_id: u64, kind: Kind) -> Any {
+    any_of(&MsgChallengeBatch {
+        challenger: challenger.into(),
+        batch_id,
+        kind: Some(kind),
+    })
+}
+
+/// A served request as its transfer agent settles it: the signed record, the host of its
+/// executor node and what the host is paid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Served {
+    /// The record, signed by the requester and the executor.
+    pub record: WorkRecord,
+    /// The executor node's host.
+    pub host: String,
+    /// ngnk the host is paid: tokens x the model's price.
+    pub cost: u128,
+}
+
+/// A batch with its tree: what the transfer agent keeps to serve leaves and proofs.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// The leaves, in tree order.
+    pub leaves: Vec<BatchLeaf>,
+    /// The sum tree over them.
+    pub tree: SumTree,
+    /// The message, without its host signature.
+    pub msg: MsgSettleBatch,
+}
+
+impl Batch {
+    /// Builds batch `number` of `transfer_agent`: sorts the records by (requester, inference
+    /// id), chains each host's leaves with running totals, and computes the tree and lines.
+    /// Fails on an empty batch, an inference id given twice or an overflow.
+    pub fn build(transfer_agent: &str, number: u64, mut served: Vec<Served>) -> Result<Batch> {
+        ensure!(!served.is_empty(), "a batch needs at least one record");
+        served.sort_by(|a, b| {
+            (&a.record.requester, &a.record.inference_id)
+                .cmp(&(&b.record.requester, &b.record.inference_id))
+        });
+        if let Some(pair) = served
+            .windows(2)
+            .find(|w| w[0].record.inference_id == w[1].record.inference_id)
+        {
+            bail!("inference {} is served twice", pair[0].record.inference_id);
+        }
+        // host -> (index + 1 of its last leaf, work, payout)
+        let mut running: BTreeMap<String, (u64, u64, u128)> = BTreeMap::new();
+        let mut leaves = Vec::with_capacity(served.len());
+        for (index, item) in served.into_iter().enumerate() {
+            let tokens = item
+                .record
+                .prompt_tokens
+                .checked_add(item.record.completion_tokens)
+                .context("token counts overflow")?;
+            let (previous, work, payout) = running.get(&item.host).copied().unwrap_or_default();
+            let work = work.checked_add(tokens).context("host work overflows")?;
+            let payout = payout
+                .checked_add(item.cost)
+                .context("host payout overflows")?;
+            running.insert(item.host.clone(), (index as u64 + 1, work, payout));
+            leaves.push(BatchLeaf {
+                record: Some(item.record),
+                executor_host: item.host,
+                cost: item.cost.to_string(),
+                host_previous: previous,
+                host_work: work,
+                host_payout: payout.to_string(),
+            });
+        }
+        Batch::from_leaves(transfer_agent, number, leaves)
+    }
+
+    /// The batch over `leaves` exactly as given (tests build cheating batches this way).
+    pub fn from_leaves(transfer_agent: &str, number: u64, leaves: Vec<BatchLeaf>) -> Result<Batch> {
+        let nodes = leaves
+            .iter()
+            .map(|leaf| leaf_node(leaf).context("a leaf's cost or commission is malformed"))
+            .collect::<Result<Vec<_>>>()?;
+        Batch::assemble(transfer_agent, number, leaves, nodes)
+    }
+
+    /// The batch over `leaves` whose tree is built on `nodes` (one per leaf, normally their
+    /// [`leaf_node`]s): the lines are computed from the leaves' requesters, charges and host
+    /// running totals.
+    pub fn assemble(
+        transfer_agent: &str,
+        number: u64,
+        leaves: Vec<BatchLeaf>,
+        nodes: Vec<SumNode>,
+    ) -> Result<Batch> {
+        ensure!(leaves.len() == nodes.len(), "one node per leaf");
+        let tree = SumTree::build(nodes).context("a batch holds 1 to 2^32 leaves")?;
+        let mut requesters: BTreeMap<String, u128> = BTreeMap::new();
+        let mut hosts: BTreeMap<String, HostTotal> = BTreeMap::new();
+        for (index, leaf) in leaves.iter().enumerate() {
+            let record = leaf.record.as_ref().context("a leaf carries its record")?;
+            let charge = leaf_charge(leaf).context("a leaf's charge is malformed")?;
+            *requesters.entry(record.requester.clone()).or_default() += charge;
+            hosts.insert(
+                leaf.executor_host.clone(),
+                HostTotal {
+                    host: leaf.executor_host.clone(),
+                    work_units: leaf.host_work,
+                    payout: leaf.host_payout.clone(),
+                    last_index: index as u64,
+                },
+            );
+        }
+        let total: u128 = requesters.values().sum();
+        let msg = MsgSettleBatch {
+            transfer_agent: transfer_agent.into(),
+            number,
+            root: tree.root().to_vec(),
+            total: total.to_string(),
+            record_count: leaves.len() as u64,
+            requesters: requesters
+                .into_iter()
+                .map(|(requester, amount)| RequesterTotal {
+                    requester,
+                    amount: amount.to_string(),
+                })
+                .collect(),
+            hosts: hosts.into_values().collect(),
+            host_signature: Vec::new(),
+        };
+        Ok(Batch { leaves, tree, msg })
+    }
+
+    /// The hosts that must co-sign, ascending.
+    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.msg.hosts.iter().map(|h| h.host.as_str())
+    }
+
+    /// Leaf `index` with its proof; `None` outside the batch.
+    pub fn leaf_proof(&self, index: u64) -> Option<LeafProof> {
+        Some(LeafProof {
+            index,
+            leaf: Some(self.leaves.get(usize::try_from(index).ok()?)?.clone()),
+            siblings: self.siblings(0, index)?,
+        })
+    }
+
+    /// The node at `(level, index)` with its proof.
+    pub fn node_proof(&self, level: u32, index: u64) -> Option<NodeProof> {
+        Some(NodeProof {
+            level,
+            index,
+            node: Some(self.tree.node(level, index)?.to_proto()),
+            siblings: self.siblings(level, index)?,
+        })
+    }
+
+    fn siblings(&self, level: u32, index: u64) -> Option<Vec<gonka_proto::settlement::SumNode>> {
+        Some(
+            self.tree
+                .proof(level, index)?
+                .iter()
+                .map(SumNode::to_proto)
+                .collect(),
+        )
+    }
+
+    /// The message with the hosts' aggregate signature (one signature per host, any order).
+    pub fn signed(&self, host_signatures: &[Signature]) -> MsgSettleBatch {
+        MsgSettleBatch {
+            host_signature: aggregate(host_signatures).to_bytes().to_vec(),
+            ..self.msg.clone()
+        }
+    }
+}
+
+/// A host's co-signature of `msg` on `chain_id` with its BLS key. A host signs only after
+/// checking its line against the records it executed.
+pub fn cosign(key: &SecretKey, chain_id: &str, msg: &MsgSettleBatch) -> Signature {
+    key.sign(&batch_sign_bytes(chain_id, msg))
+}

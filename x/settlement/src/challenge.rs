@@ -1,0 +1,476 @@
+//! What each kind of challenge proves. Every function checks the proofs against the batch's
+//! committed root first (an invalid proof is [`SettlementError::InvalidProof`]), then
+//! returns `Ok(Some(fault))` when the batch is wrong, `Ok(None)` when the proven leaves show
+//! no fault. Gas: one hash per proof node, charged before the hashing.
+
+use gonka_auth::address_of_pubkey;
+use gonka_inference::{inference_id, signature_ok, RequestTerms};
+use gonka_proto::batch::{
+    leaf_charge, leaf_hash, leaf_node, parent_hash, parse_decimal, siblings_from_proto,
+    verify_path, SumNode,
+};
+use gonka_proto::settlement::{
+    Batch, BatchLeaf, HostMismatch, LeafProof, MsgSettleBatch, RequesterMismatch, SumMismatch,
+    UnsortedLeaves,
+};
+use gonka_sdk::{ErrorCode, GasMeter, Result};
+
+use crate::ledger::settled;
+use crate::SettlementError;
+
+/// Gas per hash of a proof (a leaf's hash counts as one per 64 bytes).
+pub const GAS_PER_HASH: u64 = 30;
+
+/// A fault the challenge proved, and whether the host named must be slashed with the
+/// transfer agent (it co-signed the bad leaf or its own wrong line).
+pub struct Fault {
+    /// What was wrong, for the `batch_voided` event and the batch's `voided_reason`.
+    pub reason: String,
+    /// A host to slash along with the transfer agent.
+    pub host: Option<String>,
+}
+
+/// A leaf proven to be at `index` of its batch, with its charge and prefix.
+pub struct Proven<'a> {
+    pub index: u64,
+    pub leaf: &'a BatchLeaf,
+    pub charge: u128,
+    pub prefix: u128,
+}
+
+impl Proven<'_> {
+    fn requester(&self) -> &str {
+        self.leaf
+            .record
+            .as_ref()
+            .map_or("", |r| r.requester.as_str())
+    }
+
+    fn id(&self) -> &str {
+        self.leaf
+            .record
+            .as_ref()
+            .map_or("", |r| r.inference_id.as_str())
+    }
+
+    fn host(&self) -> &str {
+        &self.leaf.executor_host
+    }
+
+    fn tokens(&self) -> Option<u64> {
+        let record = self.leaf.record.as_ref()?;
+        record.prompt_tokens.checked_add(record.completion_tokens)
+    }
+}
+
+fn bad_proof(log: String) -> gonka_sdk::Error {
+    SettlementError::InvalidProof.err(log)
+}
+
+fn root_and_total(msg: &MsgSettleBatch) -> Result<([u8; 32], u128)> {
+    let root = msg
+        .root
+        .as_slice()
+        .try_into()
+        .map_err(|_| bad_proof("stored root".into()))?;
+    let total = parse_decimal(&msg.total).ok_or_else(|| bad_proof("stored total".into()))?;
+    Ok((root, total))
+}
+
+/// Checks a node proof: gas, then the path to `batch`'s root; the node's prefix.
+fn check_path(
+    gas: &GasMeter,
+    batch: &Batch,
+    level: u32,
+    index: u64,
+    node: SumNode,
+    siblings: &[gonka_proto::settlement::SumNode],
+) -> Result<u128> {
+    gas.consume(GAS_PER_HASH * (siblings.len() as u64 + 1), "batch proof")?;
+    let msg = settled(batch);
+    let siblings = siblings_from_proto(siblings)
+        .ok_or_else(|| bad_proof("a proof node is malformed or the proof is too long".into()))?;
+    let (root, total) = root_and_total(msg)?;
+    verify_path(&root, total, msg.record_count, level, index, node, &siblings).ok_or_else(|| {
+        bad_proof(format!(
+            "the node at level {level}, index {index} does not lead to batch {}'s root through the given siblings",
+            batch.id
+        ))
+    })
+}
+
+/// Checks a leaf proof against `batch`.
+pub fn prove<'a>(gas: &GasMeter, batch: &Batch, proof: &'a LeafProof) -> Result<Proven<'a>> {
+    let leaf = proof
+        .leaf
+        .as_ref()
+        .ok_or_else(|| bad_proof(format!("leaf proof {} carries no leaf", proof.index)))?;
+    let encoded = prost::Message::encoded_len(leaf) as u64;
+    gas.consume(GAS_PER_HASH * encoded.div_ceil(64), "batch leaf hash")?;
+    let node = leaf_node(leaf).ok_or_else(|| {
+        bad_proof(format!(
+            "leaf {}'s charge is malformed; challenge its node with sum_mismatch",
+            proof.index
+        ))
+    })?;
+    if leaf.record.is_none() {
+        return Err(bad_proof(format!("leaf {} carries no record", proof.index)));
+    }
+    let prefix = check_path(gas, batch, 0, proof.index, node, &proof.siblings)?;
+    Ok(Proven {
+        index: proof.index,
+        leaf,
+        charge: node.sum,
+        prefix,
+    })
+}
+
+fn optional<'a>(
+    gas: &GasMeter,
+    batch: &Batch,
+    proof: &'a Option<LeafProof>,
+) -> Result<Option<Proven<'a>>> {
+    proof.as_ref().map(|p| prove(gas, batch, p)).transpose()
+}
+
+/// A leaf that breaks a rule of its own (see `MsgChallengeBatch.invalid_leaf`).
+pub fn invalid_leaf(
+    gas: &GasMeter,
+    chain_id: &str,
+    batch: &Batch,
+    proof: &LeafProof,
+) -> Result<Option<Fault>> {
+    let proven = prove(gas, batch, proof)?;
+    gas.consume_signature_verify("challenged requester signature")?;
+    let agent = &settled(batch).transfer_agent;
+    Ok(leaf_fault(chain_id, agent, &proven).map(|reason| Fault {
+        reason: format!("leaf {}: {reason}", proven.index),
+        host: Some(proven.host().to_string()),
+    }))
+}
+
+/// The first rule `leaf` breaks, if any.
+fn leaf_fault(chain_id: &str, agent: &str, proven: &Proven<'_>) -> Option<String> {
+    let leaf = proven.leaf;
+    let record = leaf.record.as_ref()?;
+    if record.transfer_agent != agent {
+        return Some(format!(
+            "signed for transfer agent {:?}, not {agent}",
+            record.transfer_agent
+        ));
+    }
+    let (Ok(request_hash), Ok(body_hash)) = (
+        <[u8; 32]>::try_from(record.request_hash.as_slice()),
+        <[u8; 32]>::try_from(record.prompt_hash.as_slice()),
+    ) else {
+        return Some("request_hash or prompt_hash is not 32 bytes".into());
+    };
+    if record.inference_id != inference_id(&request_hash) {
+        return Some("inference_id is not the hex of request_hash".into());
+    }
+    let (Some(commission), Some(max_price), Some(cost)) = (
+        parse_decimal(&record.commission),
+        parse_decimal(&record.max_price_per_token),
+        parse_decimal(&leaf.cost),
+    ) else {
+        return Some("an amount is not a canonical decimal".into());
+    };
+    let terms = RequestTerms {
+        chain_id: chain_id.to_string(),
+        body_hash,
+        timestamp: record.timestamp,
+        nonce: record.nonce.clone(),
+        commission,
+        transfer_agent: record.transfer_agent.clone(),
+        model: record.model.clone(),
+        max_price_per_token: max_price,
+        max_completion_tokens: record.max_completion_tokens,
+    };
+    if terms.hash() != request_hash {
+        return Some("request_hash is not the request/v2 hash of the leaf's terms".into());
+    }
+    if address_of_pubkey(&record.requester_pubkey).as_deref() != Some(record.requester.as_str()) {
+        return Some("requester_pubkey does not derive to the requester".into());
+    }
+    if !signature_ok(
+        &record.requester_pubkey,
+        &request_hash,
+        &record.requester_signature,
+    ) {
+        return Some("the requester signature does not verify".into());
+    }
+    if record.completion_tokens > record.max_completion_tokens {
+        return Some(format!(
+            "{} completion tokens, above the signed {}",
+            record.completion_tokens, record.max_completion_tokens
+        ));
+    }
+    let Some(tokens) = proven.tokens() else {
+        return Some("token counts overflow".into());
+    };
+    if u128::from(tokens)
+        .checked_mul(max_price)
+        .is_none_or(|most| cost > most)
+    {
+        return Some(format!(
+            "cost {cost}ngnk is above {tokens} tokens at the signed {max_price}ngnk"
+        ));
+    }
+    None
+}
+
+/// Two adjacent leaves out of (requester, inference id) order.
+pub fn unsorted(gas: &GasMeter, batch: &Batch, pair: &UnsortedLeaves) -> Result<Option<Fault>> {
+    let (Some(first), Some(second)) = (&pair.first, &pair.second) else {
+        return Err(bad_proof("unsorted needs both leaves".into()));
+    };
+    let (first, second) = (prove(gas, batch, first)?, prove(gas, batch, second)?);
+    if second.index != first.index + 1 {
+        return Err(bad_proof("unsorted leaves must be adjacent".into()));
+    }
+    let in_order = (first.requester(), first.id()) < (second.requester(), second.id());
+    Ok((!in_order).then(|| Fault {
+        reason: format!(
+            "leaves {} and {} are not in strictly ascending (requester, inference id) order",
+            first.index, second.index
+        ),
+        host: None,
+    }))
+}
+
+/// A node whose recorded sum is not its children's (or its leaf's charge).
+pub fn sum_mismatch(gas: &GasMeter, batch: &Batch, claim: &SumMismatch) -> Result<Option<Fault>> {
+    let proof = claim
+        .node
+        .as_ref()
+        .ok_or_else(|| bad_proof("sum_mismatch carries no node".into()))?;
+    let node = proof
+        .node
+        .as_ref()
+        .and_then(SumNode::from_proto)
+        .ok_or_else(|| bad_proof("the node is malformed".into()))?;
+    check_path(gas, batch, proof.level, proof.index, node, &proof.siblings)?;
+    let at = format!("the node at level {}, index {}", proof.level, proof.index);
+    if proof.level == 0 {
+        let leaf = claim
+            .leaf
+            .as_ref()
+            .ok_or_else(|| bad_proof("a leaf-level sum_mismatch carries the leaf".into()))?;
+        gas.consume(
+            GAS_PER_HASH * (prost::Message::encoded_len(leaf) as u64).div_ceil(64),
+            "batch leaf hash",
+        )?;
+        if leaf_hash(leaf) != node.hash {
+            return Err(bad_proof(format!("the leaf given is not {at}")));
+        }
+        return Ok((leaf_charge(leaf) != Some(node.sum)).then(|| Fault {
+            reason: format!("{at} records {}ngnk, not its leaf's charge", node.sum),
+            host: None,
+        }));
+    }
+    let children = claim.left.as_ref().zip(claim.right.as_ref());
+    let (left, right) = children
+        .and_then(|(l, r)| Some((SumNode::from_proto(l)?, SumNode::from_proto(r)?)))
+        .ok_or_else(|| bad_proof("an inner sum_mismatch carries both children".into()))?;
+    gas.consume(GAS_PER_HASH, "batch node hash")?;
+    if parent_hash(&left, &right) != node.hash {
+        return Err(bad_proof(format!("the children given are not {at}'s")));
+    }
+    Ok(
+        (left.sum.checked_add(right.sum) != Some(node.sum)).then(|| Fault {
+            reason: format!(
+                "{at} records {}ngnk but its children hold {} and {}",
+                node.sum, left.sum, right.sum
+            ),
+            host: None,
+        }),
+    )
+}
+
+/// A requester line that is not the sum of that requester's leaves.
+pub fn requester_mismatch(
+    gas: &GasMeter,
+    batch: &Batch,
+    claim: &RequesterMismatch,
+) -> Result<Option<Fault>> {
+    let msg = settled(batch);
+    let requester = claim.requester.as_str();
+    let line = msg
+        .requesters
+        .iter()
+        .find(|l| l.requester == requester)
+        .map(|l| parse_decimal(&l.amount).unwrap_or(0))
+        .unwrap_or(0);
+    let last_index = msg.record_count - 1;
+    let first = optional(gas, batch, &claim.first)?;
+    let last = optional(gas, batch, &claim.last)?;
+    let before = optional(gas, batch, &claim.before)?;
+    let after = optional(gas, batch, &claim.after)?;
+    let real = match (first, last) {
+        (Some(first), Some(last)) => {
+            if first.requester() != requester
+                || last.requester() != requester
+                || first.index > last.index
+            {
+                return Err(bad_proof(format!(
+                    "first and last must be leaves of {requester}, first not after last"
+                )));
+            }
+            let bounded_before = match &before {
+                None => first.index == 0,
+                Some(b) => b.index + 1 == first.index && b.requester() != requester,
+            };
+            let bounded_after = match &after {
+                None => last.index == last_index,
+                Some(a) => a.index == last.index + 1 && a.requester() != requester,
+            };
+            if !bounded_before || !bounded_after {
+                return Err(bad_proof(format!(
+                    "before and after must be the adjacent leaves of other requesters (unset only at the batch's ends) around {requester}'s leaves"
+                )));
+            }
+            (last.prefix + last.charge)
+                .checked_sub(first.prefix)
+                .ok_or_else(|| bad_proof("prefixes out of order".into()))?
+        }
+        (None, None) => {
+            let between = match (&before, &after) {
+                (Some(b), Some(a)) => {
+                    a.index == b.index + 1 && b.requester() < requester && requester < a.requester()
+                }
+                (None, Some(a)) => a.index == 0 && requester < a.requester(),
+                (Some(b), None) => b.index == last_index && b.requester() < requester,
+                (None, None) => false,
+            };
+            if !between {
+                return Err(bad_proof(format!(
+                    "without leaves of {requester}, before and after must be the adjacent leaves it would sort between"
+                )));
+            }
+            0
+        }
+        _ => return Err(bad_proof("give both first and last, or neither".into())),
+    };
+    Ok((real != line).then(|| Fault {
+        reason: format!(
+            "requester {requester}'s leaves add up to {real}ngnk but its line says {line}ngnk"
+        ),
+        host: None,
+    }))
+}
+
+/// A leaf whose host chain or host line is wrong.
+pub fn host_mismatch(gas: &GasMeter, batch: &Batch, claim: &HostMismatch) -> Result<Option<Fault>> {
+    let proof = claim
+        .leaf
+        .as_ref()
+        .ok_or_else(|| bad_proof("host_mismatch carries no leaf".into()))?;
+    let leaf = prove(gas, batch, proof)?;
+    let other = optional(gas, batch, &claim.other)?;
+    let msg = settled(batch);
+    let host = leaf.host();
+    let line = msg.hosts.iter().find(|l| l.host == host);
+    let fault = |reason: String, signed: bool| {
+        Some(Fault {
+            reason: format!("leaf {}: {reason}", leaf.index),
+            host: signed.then(|| host.to_string()),
+        })
+    };
+    // The line whose last leaf this is must be this leaf's host's.
+    if let Some(owner) = msg.hosts.iter().find(|l| l.last_index == leaf.index) {
+        if owner.host != host {
+            return Ok(fault(
+                format!("host {}'s last leaf is a leaf of {host}", owner.host),
+                false,
+            ));
+        }
+    }
+    let Some(line) = line else {
+        return Ok(fault(
+            format!("host {host} has no line in the batch"),
+            false,
+        ));
+    };
+    let work = leaf.leaf.host_work;
+    let (Some(payout), Some(tokens), Some(cost)) = (
+        parse_decimal(&leaf.leaf.host_payout),
+        leaf.tokens(),
+        parse_decimal(&leaf.leaf.cost),
+    ) else {
+        return Ok(fault(
+            "host_payout, cost or token counts are malformed".into(),
+            true,
+        ));
+    };
+    if leaf.index > line.last_index {
+        return Ok(fault(
+            format!("{host}'s line ends at leaf {}", line.last_index),
+            true,
+        ));
+    }
+    if leaf.index == line.last_index
+        && (work != line.work_units || parse_decimal(&line.payout) != Some(payout))
+    {
+        return Ok(fault(
+            format!("{host}'s running totals are not its line's"),
+            true,
+        ));
+    }
+    let previous = leaf.leaf.host_previous;
+    if previous == 0 && (work != tokens || payout != cost) {
+        return Ok(fault(
+            "a host's first leaf must hold its own work and cost".into(),
+            true,
+        ));
+    }
+    if previous > leaf.index {
+        return Ok(fault(
+            "host_previous points at or after the leaf".into(),
+            true,
+        ));
+    }
+    if let Some(other) = other {
+        if previous > 0 && other.index + 1 == previous {
+            let adds_up = other.host() == host
+                && other.leaf.host_work.checked_add(tokens) == Some(work)
+                && parse_decimal(&other.leaf.host_payout).and_then(|p| p.checked_add(cost))
+                    == Some(payout);
+            if !adds_up {
+                return Ok(fault(
+                    format!("its running totals do not follow leaf {}'s", other.index),
+                    true,
+                ));
+            }
+        } else if other.host() == host
+            && other.index != leaf.index
+            && other.leaf.host_previous == previous
+        {
+            return Ok(fault(
+                format!("leaf {} names the same previous leaf", other.index),
+                true,
+            ));
+        }
+    }
+    Ok(None)
+}
+
+/// The inference id of `proven` in batch `other` too.
+pub fn duplicate(
+    gas: &GasMeter,
+    batch: &Batch,
+    proof: &LeafProof,
+    other_batch: &Batch,
+    other: &LeafProof,
+) -> Result<Option<Fault>> {
+    let leaf = prove(gas, batch, proof)?;
+    let other = prove(gas, other_batch, other)?;
+    Ok((leaf.id() == other.id()).then(|| Fault {
+        reason: format!(
+            "leaf {} repeats inference {} of batch {}",
+            leaf.index,
+            leaf.id(),
+            other_batch.id
+        ),
+        host: None,
+    }))
+}

@@ -1,0 +1,13 @@
+//! Settlement hooks: batches whose window closed are paid out, released escrows returned.
+
+use gonka_sdk::{BlockContext, Result, StateWrite};
+
+use crate::ledger;
+
+/// At the start of each block, before its transactions: first the batches that become
+/// final at this height, then the escrows released at it (a batch paid out in the same
+/// block as its escrow's release has already debited it). Work proportional to them.
+pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
+    ledger::finalize_due(state, ctx.height)?;
+    ledger::release_due(state, ctx.height)
+}

@@ -1,0 +1,115 @@
+//! The settlement key schema: the only place settlement storage keys are formed. Addresses
+//! are bech32 and never contain the `/` separator.
+
+/// Module parameters.
+pub fn params() -> Vec<u8> {
+    b"settlement/params".to_vec()
+}
+
+/// Prefix of every escrow.
+pub fn escrows() -> Vec<u8> {
+    b"settlement/escrow/".to_vec()
+}
+
+/// The escrow of `requester` for `transfer_agent`.
+pub fn escrow(requester: &str, transfer_agent: &str) -> Vec<u8> {
+    let mut key = escrows();
+    key.extend_from_slice(format!("{requester}/{transfer_agent}").as_bytes());
+    key
+}
+
+/// Prefix of the escrows released at `height` (value: empty; requester and transfer agent
+/// end the key).
+pub fn releases_at(height: u64) -> Vec<u8> {
+    format!("settlement/release/{height:020}/").into_bytes()
+}
+
+/// Queue entry: the escrow of `requester` for `transfer_agent` is released at `height`.
+pub fn release(height: u64, requester: &str, transfer_agent: &str) -> Vec<u8> {
+    let mut key = releases_at(height);
+    key.extend_from_slice(format!("{requester}/{transfer_agent}").as_bytes());
+    key
+}
+
+/// The (requester, transfer agent) of a [`release`] key under `prefix`.
+pub fn parse_release(prefix: &[u8], key: &[u8]) -> Option<(String, String)> {
+    let rest = std::str::from_utf8(key.strip_prefix(prefix)?).ok()?;
+    let (requester, agent) = rest.split_once('/')?;
+    Some((requester.to_string(), agent.to_string()))
+}
+
+/// Prefix of every batch.
+pub fn batches() -> Vec<u8> {
+    b"settlement/batch/".to_vec()
+}
+
+/// One batch, by id.
+pub fn batch(id: u64) -> Vec<u8> {
+    let mut key = batches();
+    key.extend_from_slice(format!("{id:020}").as_bytes());
+    key
+}
+
+/// Prefix of the batches that become final at `height` (value: empty; the id ends the key).
+pub fn finals_at(height: u64) -> Vec<u8> {
+    format!("settlement/final/{height:020}/").into_bytes()
+}
+
+/// Queue entry: batch `id` becomes final at `height`.
+pub fn final_at(height: u64, id: u64) -> Vec<u8> {
+    let mut key = finals_at(height);
+    key.extend_from_slice(format!("{id:020}").as_bytes());
+    key
+}
+
+/// The batch id of a [`final_at`] key under `prefix`.
+pub fn parse_final(prefix: &[u8], key: &[u8]) -> Option<u64> {
+    std::str::from_utf8(key.strip_prefix(prefix)?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Prefix of every transfer agent's last batch number.
+pub fn batch_numbers() -> Vec<u8> {
+    b"settlement/batch_number/".to_vec()
+}
+
+/// The last batch number of `transfer_agent` (value: u64 big-endian).
+pub fn batch_number(transfer_agent: &str) -> Vec<u8> {
+    let mut key = batch_numbers();
+    key.extend_from_slice(transfer_agent.as_bytes());
+    key
+}
+
+/// The id the next batch gets (value: u64 big-endian).
+pub fn next_batch_id() -> Vec<u8> {
+    b"settlement/next_batch_id".to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_keys_parse_back_and_sort_by_height() {
+        let key = release(7, "gonka1r", "gonka1t");
+        assert_eq!(
+            key,
+            b"settlement/release/00000000000000000007/gonka1r/gonka1t"
+        );
+        assert_eq!(
+            parse_release(&releases_at(7), &key),
+            Some(("gonka1r".into(), "gonka1t".into()))
+        );
+        assert!(release(9, "a", "b") < release(10, "a", "b"));
+        let key = final_at(12, 3);
+        assert_eq!(parse_final(&finals_at(12), &key), Some(3));
+        assert_eq!(parse_final(&finals_at(13), &key), None);
+        assert_eq!(
+            escrow("gonka1r", "gonka1t"),
+            b"settlement/escrow/gonka1r/gonka1t"
+        );
+        assert!(batch(9) < batch(10));
+    }
+}

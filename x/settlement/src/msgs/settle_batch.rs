@@ -1,0 +1,201 @@
+//! `MsgSettleBatch`: a transfer agent commits a batch of served records.
+//!
+//! Cheapest checks first. Stateless, at decode: a 32-byte root, a 96-byte signature, at
+//! least one record, requester and host lines strictly ascending, canonical amounts, positive
+//! requester totals adding up to `total`, host payouts not above it, each host's last index
+//! inside the batch. Stateful: the lines and records within the parameters, a registered and
+//! staked transfer agent using its next batch number, staked hosts with BLS keys, then the one
+//! aggregate signature (a BLS verification's gas), then each escrow's balance, open until a
+//! later height. Nothing per record is checked here: records are checked off chain by anyone,
+//! and a wrong one voids the batch through `MsgChallengeBatch`.
+
+use gonka_auth::validate_address;
+use gonka_bls::BlsRead;
+use gonka_bls_crypto::{fast_aggregate_verify, PublicKey, Signature, SIGNATURE_LEN};
+use gonka_proto::batch::parse_decimal;
+use gonka_proto::settlement::{Batch, BatchStatus, MsgSettleBatch};
+use gonka_proto::signing::batch_sign_bytes;
+use gonka_sdk::{decode_as, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
+
+use super::require_transfer_agent;
+use crate::{escrow_balance, events, SettlementError, SettlementRead, SettlementWrite};
+
+struct SettleBatch {
+    msg: MsgSettleBatch,
+    signature: Signature,
+}
+
+fn invalid(log: String) -> gonka_sdk::Error {
+    SettlementError::InvalidBatch.err(log)
+}
+
+fn amount(field: &str, text: &str) -> Result<u128> {
+    parse_decimal(text)
+        .ok_or_else(|| invalid(format!("{field} {text:?} must be a decimal amount of ngnk")))
+}
+
+/// Decodes and statelessly checks a `MsgSettleBatch`.
+pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
+    decode_as::<MsgSettleBatch>(any).map(|msg| {
+        let msg = msg?;
+        validate_address("transfer_agent", &msg.transfer_agent)?;
+        if msg.root.len() != 32 {
+            return Err(invalid(format!("root must be 32 bytes, found {}", msg.root.len())));
+        }
+        if msg.record_count == 0 || msg.requesters.is_empty() || msg.hosts.is_empty() {
+            return Err(invalid(
+                "a batch commits at least one record, with one requester line and one host line"
+                    .into(),
+            ));
+        }
+        let total = amount("total", &msg.total)?;
+        let mut sum = 0u128;
+        for (i, line) in msg.requesters.iter().enumerate() {
+            validate_address(&format!("requesters[{i}].requester"), &line.requester)?;
+            if i > 0 && msg.requesters[i - 1].requester >= line.requester {
+                return Err(invalid(format!(
+                    "requesters must be strictly ascending by address; requesters[{i}] is {}",
+                    line.requester
+                )));
+            }
+            let owed = amount(&format!("requesters[{i}].amount"), &line.amount)?;
+            if owed == 0 {
+                return Err(invalid(format!("requesters[{i}].amount must be positive")));
+            }
+            sum = sum.checked_add(owed).ok_or_else(|| invalid("totals overflow".into()))?;
+        }
+        if sum != total {
+            return Err(invalid(format!(
+                "the requester totals add up to {sum}ngnk but the batch total is {total}ngnk"
+            )));
+        }
+        let mut paid = 0u128;
+        for (i, line) in msg.hosts.iter().enumerate() {
+            validate_address(&format!("hosts[{i}].host"), &line.host)?;
+            if i > 0 && msg.hosts[i - 1].host >= line.host {
+                return Err(invalid(format!(
+                    "hosts must be strictly ascending by address; hosts[{i}] is {}",
+                    line.host
+                )));
+            }
+            if line.last_index >= msg.record_count {
+                return Err(invalid(format!(
+                    "hosts[{i}].last_index {} is outside the batch's {} records",
+                    line.last_index, msg.record_count
+                )));
+            }
+            let payout = amount(&format!("hosts[{i}].payout"), &line.payout)?;
+            paid = paid.checked_add(payout).ok_or_else(|| invalid("payouts overflow".into()))?;
+        }
+        if paid > total {
+            return Err(invalid(format!(
+                "the host payouts add up to {paid}ngnk, more than the batch total {total}ngnk"
+            )));
+        }
+        let signature = <[u8; SIGNATURE_LEN]>::try_from(msg.host_signature.as_slice())
+            .ok()
+            .and_then(|bytes| Signature::from_bytes(&bytes))
+            .ok_or_else(|| {
+                SettlementError::InvalidHostSignature.err(format!(
+                    "host_signature must be a {SIGNATURE_LEN}-byte compressed G2 point, found {} bytes",
+                    msg.host_signature.len()
+                ))
+            })?;
+        Ok(Box::new(SettleBatch { msg, signature }) as Box<dyn Msg>)
+    })
+}
+
+impl Msg for SettleBatch {
+    fn signer(&self) -> &str {
+        &self.msg.transfer_agent
+    }
+
+    fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
+        let msg = &self.msg;
+        let agent = &msg.transfer_agent;
+        let params = state.settlement_params()?;
+        let lines = msg.requesters.len().max(msg.hosts.len()) as u64;
+        if lines > params.max_batch_lines || msg.record_count > params.max_batch_records {
+            return Err(invalid(format!(
+                "a batch carries at most {} requester and host lines and {} records; this one has {} requesters, {} hosts and {} records",
+                params.max_batch_lines,
+                params.max_batch_records,
+                msg.requesters.len(),
+                msg.hosts.len(),
+                msg.record_count
+            )));
+        }
+        require_transfer_agent(state, agent)?;
+        gonka_inference::require_staked(state, agent, "transfer agent settling a batch")?;
+        let expected = state.batch_number(agent)? + 1;
+        if msg.number != expected {
+            return Err(SettlementError::WrongBatchNumber.err(format!(
+                "batch number {} is not {agent}'s next, {expected}",
+                msg.number
+            )));
+        }
+        let mut keys = Vec::with_capacity(msg.hosts.len());
+        for line in &msg.hosts {
+            gonka_inference::require_staked(state, &line.host, "host paid by a batch")?;
+            let key = state
+                .bls_key(&line.host)?
+                .and_then(|k| PublicKey::from_bytes(&k.pubkey))
+                .ok_or_else(|| {
+                    SettlementError::MissingBlsKey.err(format!(
+                        "host {} has no registered BLS key to co-sign batches; register one with MsgRegisterBlsKey",
+                        line.host
+                    ))
+                })?;
+            keys.push(key);
+        }
+        ctx.gas.consume_bls_verify("batch host signature")?;
+        if !fast_aggregate_verify(
+            &keys,
+            &batch_sign_bytes(&ctx.block.chain_id, msg),
+            &self.signature,
+        ) {
+            return Err(SettlementError::InvalidHostSignature.err(format!(
+                "host_signature is not the aggregate of the {} hosts' signatures over gonka/batch/v1 of this batch on chain {}",
+                keys.len(),
+                ctx.block.chain_id
+            )));
+        }
+        let height = ctx.block.height;
+        for line in &msg.requesters {
+            let owed = amount("amount", &line.amount)?;
+            let mut escrow = state.escrow(&line.requester, agent)?.ok_or_else(|| {
+                SettlementError::InsufficientEscrow.err(format!(
+                    "requester {} holds no escrow for {agent}: the batch cannot charge it {owed}ngnk",
+                    line.requester
+                ))
+            })?;
+            let balance = escrow_balance(&escrow)?;
+            if balance < owed {
+                return Err(SettlementError::InsufficientEscrow.err(format!(
+                    "requester {}'s escrow for {agent} holds {balance}ngnk, less than its {owed}ngnk in this batch",
+                    line.requester
+                )));
+            }
+            escrow.balance = (balance - owed).to_string();
+            let release = escrow.release_at;
+            state.put_escrow(&escrow, Some(release));
+        }
+        let id = state.next_batch_id()?;
+        state.put_next_batch_id(id + 1);
+        state.put_batch_number(agent, msg.number);
+        let batch = Batch {
+            id,
+            settled: Some(MsgSettleBatch {
+                host_signature: Vec::new(),
+                ..msg.clone()
+            }),
+            height,
+            final_at: height + params.challenge_window_blocks,
+            status: BatchStatus::Pending as i32,
+            voided_reason: String::new(),
+        };
+        state.put_batch(&batch);
+        state.emit(events::settled(&batch));
+        Ok(())
+    }
+}

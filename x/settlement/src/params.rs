@@ -1,0 +1,50 @@
+//! Settlement parameters and their validation.
+
+use gonka_proto::settlement::Params;
+use gonka_sdk::{ErrorCode, Result, PPM};
+
+use crate::SettlementError;
+
+/// Defaults: a 600-block challenge window (inside inference's default 720-block payload
+/// retention), 1,000 requester and host lines per batch, 1,000,000 records per batch and a
+/// 20% fraud slash (the disputes module's slash for wrong work).
+pub fn default_params() -> Params {
+    Params {
+        challenge_window_blocks: 600,
+        max_batch_lines: 1_000,
+        max_batch_records: 1_000_000,
+        fraud_slash_ppm: 200_000,
+    }
+}
+
+/// Checks every parameter is in range on its own, naming the offending one. Genesis also
+/// checks the window against payload retention and unbonding ([`crate::genesis`]).
+pub fn validate_params(params: &Params) -> Result<()> {
+    let field = |name: &str, rule: &str, found: u64| {
+        Err(SettlementError::InvalidParams.err(format!(
+            "app_state.settlement.params.{name} must be {rule}, found {found}"
+        )))
+    };
+    if params.challenge_window_blocks == 0 {
+        return field("challenge_window_blocks", "positive", 0);
+    }
+    if params.max_batch_lines == 0 {
+        return field("max_batch_lines", "positive", 0);
+    }
+    let max_records = 1u64 << gonka_proto::batch::MAX_DEPTH;
+    if params.max_batch_records == 0 || params.max_batch_records > max_records {
+        return field(
+            "max_batch_records",
+            &format!("1 to {max_records}"),
+            params.max_batch_records,
+        );
+    }
+    if params.fraud_slash_ppm > PPM {
+        return field(
+            "fraud_slash_ppm",
+            &format!("at most {PPM}"),
+            params.fraud_slash_ppm,
+        );
+    }
+    Ok(())
+}

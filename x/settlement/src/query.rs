@@ -1,0 +1,37 @@
+//! Settlement queries ([`gonka_proto::query::settlement`]).
+
+use gonka_proto::query::settlement as q;
+use gonka_proto::settlement as pb;
+use gonka_sdk::{ErrorCode, QueryRouter, Result, StateRead};
+
+use crate::{SettlementError, SettlementRead};
+
+/// Answers a settlement query; `None` if `path` is not one.
+pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Vec<u8>>> {
+    QueryRouter::new(path, data)
+        .on::<q::Escrow>(|r| {
+            let escrow = state
+                .escrow(&r.requester, &r.transfer_agent)?
+                .ok_or_else(|| {
+                    SettlementError::UnknownEscrow.err(format!(
+                        "{} holds no escrow for transfer agent {}",
+                        r.requester, r.transfer_agent
+                    ))
+                })?;
+            Ok(pb::QueryEscrowResponse {
+                escrow: Some(escrow),
+            })
+        })
+        .on::<q::Batch>(|r| {
+            let batch = state.batch(r.id)?.ok_or_else(|| {
+                SettlementError::UnknownBatch.err(format!("no batch with id {}", r.id))
+            })?;
+            Ok(pb::QueryBatchResponse { batch: Some(batch) })
+        })
+        .on::<q::Params>(|_| {
+            Ok(pb::QueryParamsResponse {
+                params: Some(state.settlement_params()?),
+            })
+        })
+        .answer()
+}

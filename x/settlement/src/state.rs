@@ -1,0 +1,165 @@
+//! Typed access to settlement state; other crates use these traits, never the keys.
+
+use gonka_auth::module_address;
+use gonka_proto::settlement::{Batch, Escrow, Params};
+use gonka_sdk::{parse_amount, Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
+
+use crate::{default_params, keys, POOL};
+
+/// Address of the module account holding escrowed money and the debits of pending batches.
+pub fn pool_address() -> String {
+    module_address(POOL)
+}
+
+/// An escrow's balance as a number.
+pub fn escrow_balance(escrow: &Escrow) -> Result<u128> {
+    parse_amount("escrow balance", &escrow.balance)
+}
+
+fn read_u64<S: StateRead + ?Sized>(state: &S, key: &[u8]) -> Result<u64> {
+    Ok(state
+        .get_raw(key)?
+        .and_then(|bytes| <[u8; 8]>::try_from(bytes.as_slice()).ok())
+        .map_or(0, u64::from_be_bytes))
+}
+
+/// Reads of settlement state.
+pub trait SettlementRead: StateRead {
+    /// Current parameters (the defaults if genesis stored none).
+    fn settlement_params(&self) -> Result<Params> {
+        Ok(self
+            .get_proto(&keys::params())?
+            .unwrap_or_else(default_params))
+    }
+
+    /// The escrow of `requester` for `transfer_agent`.
+    fn escrow(&self, requester: &str, transfer_agent: &str) -> Result<Option<Escrow>> {
+        self.get_proto(&keys::escrow(requester, transfer_agent))
+    }
+
+    /// Every escrow, by requester then transfer agent (genesis export).
+    fn escrows(&self) -> Result<Vec<Escrow>> {
+        Ok(self
+            .prefix_proto(&keys::escrows())?
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect())
+    }
+
+    /// A batch, by id.
+    fn batch(&self, id: u64) -> Result<Option<Batch>> {
+        self.get_proto(&keys::batch(id))
+    }
+
+    /// Every stored batch, by id (genesis export).
+    fn batches(&self) -> Result<Vec<Batch>> {
+        Ok(self
+            .prefix_proto(&keys::batches())?
+            .into_iter()
+            .map(|(_, b)| b)
+            .collect())
+    }
+
+    /// The last batch number of `transfer_agent` (0 before its first).
+    fn batch_number(&self, transfer_agent: &str) -> Result<u64> {
+        read_u64(self, &keys::batch_number(transfer_agent))
+    }
+
+    /// Every transfer agent's last batch number, by transfer agent (genesis export).
+    fn batch_numbers(&self) -> Result<Vec<(String, u64)>> {
+        let prefix = keys::batch_numbers();
+        let mut numbers = Vec::new();
+        for (key, value) in self.prefix_raw(&prefix)? {
+            let agent = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
+            let number = <[u8; 8]>::try_from(value.as_slice()).map_or(0, u64::from_be_bytes);
+            numbers.push((agent, number));
+        }
+        Ok(numbers)
+    }
+
+    /// The id the next batch gets (ids start at 1).
+    fn next_batch_id(&self) -> Result<u64> {
+        Ok(read_u64(self, &keys::next_batch_id())?.max(1))
+    }
+}
+
+impl<T: StateRead + ?Sized> SettlementRead for T {}
+
+/// Writes of settlement state.
+pub trait SettlementWrite: StateWrite {
+    /// Replaces the parameters.
+    fn put_settlement_params(&mut self, params: &Params) {
+        self.put_proto(keys::params(), params);
+    }
+
+    /// Stores an escrow and queues its release at `escrow.release_at` (removing the entry
+    /// of `previous_release` when it moved).
+    fn put_escrow(&mut self, escrow: &Escrow, previous_release: Option<u64>) {
+        let (requester, agent) = (&escrow.requester, &escrow.transfer_agent);
+        if let Some(previous) = previous_release.filter(|h| *h != escrow.release_at) {
+            self.delete_raw(keys::release(previous, requester, agent));
+        }
+        self.put_raw(
+            keys::release(escrow.release_at, requester, agent),
+            Vec::new(),
+        );
+        self.put_proto(keys::escrow(requester, agent), escrow);
+    }
+
+    /// Removes an escrow and its release entry.
+    fn delete_escrow(&mut self, escrow: &Escrow) {
+        let (requester, agent) = (&escrow.requester, &escrow.transfer_agent);
+        self.delete_raw(keys::release(escrow.release_at, requester, agent));
+        self.delete_raw(keys::escrow(requester, agent));
+    }
+
+    /// Removes and returns the (requester, transfer agent) of the escrows released at
+    /// `height`: work proportional to them.
+    fn take_releases(&mut self, height: u64) -> Result<Vec<(String, String)>> {
+        let prefix = keys::releases_at(height);
+        let mut due = Vec::new();
+        for (key, _) in self.prefix_raw(&prefix)? {
+            due.extend(keys::parse_release(&prefix, &key));
+            self.delete_raw(key);
+        }
+        Ok(due)
+    }
+
+    /// Stores a batch; a pending one is queued to become final at `batch.final_at`, any other
+    /// leaves that queue.
+    fn put_batch(&mut self, batch: &Batch) {
+        let queued = keys::final_at(batch.final_at, batch.id);
+        if batch.status == gonka_proto::settlement::BatchStatus::Pending as i32 {
+            self.put_raw(queued, Vec::new());
+        } else {
+            self.delete_raw(queued);
+        }
+        self.put_proto(keys::batch(batch.id), batch);
+    }
+
+    /// Removes and returns the ids of the batches that become final at `height`.
+    fn take_finals(&mut self, height: u64) -> Result<Vec<u64>> {
+        let prefix = keys::finals_at(height);
+        let mut due = Vec::new();
+        for (key, _) in self.prefix_raw(&prefix)? {
+            due.extend(keys::parse_final(&prefix, &key));
+            self.delete_raw(key);
+        }
+        Ok(due)
+    }
+
+    /// Records `number` as `transfer_agent`'s last batch number.
+    fn put_batch_number(&mut self, transfer_agent: &str, number: u64) {
+        self.put_raw(
+            keys::batch_number(transfer_agent),
+            number.to_be_bytes().to_vec(),
+        );
+    }
+
+    /// Sets the id the next batch gets.
+    fn put_next_batch_id(&mut self, id: u64) {
+        self.put_raw(keys::next_batch_id(), id.to_be_bytes().to_vec());
+    }
+}
+
+impl<T: StateWrite + ?Sized> SettlementWrite for T {}
