@@ -478,10 +478,38 @@ fn a_leaf_with_a_forged_requester_signature_voids_its_batch_and_slashes_its_host
 }
 
 #[test]
+fn a_transfer_agent_cannot_frame_a_host_with_a_leaf_it_made_up() {
+    let world = world_with_carol();
+    // A leaf naming p0's node, but with a receipt p0's node key never signed (and a forged
+    // requester signature): the batch falls, p0 keeps its stake.
+    let mut records: Vec<Served> = honest(1)
+        .leaves
+        .into_iter()
+        .map(|l| Served {
+            cost: l.cost.parse().unwrap(),
+            host: l.executor_host,
+            record: l.record.unwrap(),
+        })
+        .collect();
+    let mut made_up = served("alice", "made-up", exec("p0", "n0", 99), (1, 1));
+    made_up.record.requester_signature[3] ^= 1;
+    let id = made_up.record.inference_id.clone();
+    records.push(made_up);
+    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
+    let index = cheat
+        .leaves
+        .iter()
+        .position(|l| l.record.as_ref().unwrap().inference_id == id)
+        .unwrap() as u64;
+    let proof = cheat.leaf_proof(index).unwrap();
+    assert_challenge_wins(world, &cheat.msg, Kind::InvalidLeaf(proof), None, None);
+}
+
+#[test]
 fn a_charge_above_what_the_requester_signed_voids_its_batch() {
     let world = world_with_carol();
     let mut records = honest(1).leaves;
-    // The requester signed for at most its completion tokens: claim one more.
+    // The requester signed for at most its completion tokens: the TA claims one more.
     let record = records[0].record.as_mut().unwrap();
     record.completion_tokens += 1;
     let leaves = Batch::build(
@@ -505,19 +533,10 @@ fn a_charge_above_what_the_requester_signed_voids_its_batch() {
             r.completion_tokens > r.max_completion_tokens
         })
         .unwrap() as u64;
-    let host = if leaves.leaves[index as usize].executor_host == addr("p0") {
-        "p0"
-    } else {
-        "p1"
-    };
+    // The inflated count is no longer what the executor's receipt signed: only the
+    // transfer agent is to blame.
     let proof = leaves.leaf_proof(index).unwrap();
-    assert_challenge_wins(
-        world,
-        &leaves.msg,
-        Kind::InvalidLeaf(proof),
-        Some(host),
-        None,
-    );
+    assert_challenge_wins(world, &leaves.msg, Kind::InvalidLeaf(proof), None, None);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! no fault. Gas: one hash per proof node, charged before the hashing.
 
 use gonka_auth::address_of_pubkey;
-use gonka_inference::{inference_id, signature_ok, RequestTerms};
+use gonka_inference::{inference_id, signature_ok, InferenceRead, ReceiptTerms, RequestTerms};
 use gonka_proto::batch::{
     leaf_charge, leaf_hash, leaf_node, parent_hash, parse_decimal, siblings_from_proto,
     verify_path, SumNode,
@@ -13,7 +13,7 @@ use gonka_proto::settlement::{
     Batch, BatchLeaf, HostMismatch, LeafProof, MsgSettleBatch, RequesterMismatch, SumMismatch,
     UnsortedLeaves,
 };
-use gonka_sdk::{ErrorCode, GasMeter, Result};
+use gonka_sdk::{ErrorCode, GasMeter, Result, StateRead};
 
 use crate::ledger::settled;
 use crate::SettlementError;
@@ -21,8 +21,9 @@ use crate::SettlementError;
 /// Gas per hash of a proof (a leaf's hash counts as one per 64 bytes).
 pub const GAS_PER_HASH: u64 = 30;
 
-/// A fault the challenge proved, and whether the host named must be slashed with the
-/// transfer agent (it co-signed the bad leaf or its own wrong line).
+/// A fault the challenge proved, and the host to slash with the transfer agent: one whose
+/// own receipt is on the bad leaf (it executed that record and co-signed the batch), never
+/// a host a transfer agent merely named on a leaf it made up.
 pub struct Fault {
     /// What was wrong, for the `batch_voided` event and the batch's `voided_reason`.
     pub reason: String,
@@ -133,9 +134,45 @@ fn optional<'a>(
     proof.as_ref().map(|p| prove(gas, batch, p)).transpose()
 }
 
+/// The leaf's host if the leaf carries that host's receipt: its executor node is registered
+/// to the host and the executor signature verifies with the node's key (one signature's gas).
+fn signing_host(gas: &GasMeter, state: &dyn StateRead, leaf: &BatchLeaf) -> Result<Option<String>> {
+    let Some(record) = leaf.record.as_ref() else {
+        return Ok(None);
+    };
+    let Some(node) = state.node(&record.executor_node)? else {
+        return Ok(None);
+    };
+    let (Ok(request_hash), Ok(output_commitment)) = (
+        <[u8; 32]>::try_from(record.request_hash.as_slice()),
+        <[u8; 32]>::try_from(record.output_commitment.as_slice()),
+    ) else {
+        return Ok(None);
+    };
+    if node.host != leaf.executor_host {
+        return Ok(None);
+    }
+    gas.consume_signature_verify("challenged executor receipt")?;
+    let receipt = ReceiptTerms {
+        request_hash,
+        output_commitment,
+        prompt_tokens: record.prompt_tokens,
+        completion_tokens: record.completion_tokens,
+        node_id: node.id,
+        host: node.host.clone(),
+    };
+    let signed = signature_ok(
+        &node.pubkey,
+        &receipt.sign_bytes(),
+        &record.executor_signature,
+    );
+    Ok(signed.then_some(node.host))
+}
+
 /// A leaf that breaks a rule of its own (see `MsgChallengeBatch.invalid_leaf`).
 pub fn invalid_leaf(
     gas: &GasMeter,
+    state: &dyn StateRead,
     chain_id: &str,
     batch: &Batch,
     proof: &LeafProof,
@@ -143,9 +180,12 @@ pub fn invalid_leaf(
     let proven = prove(gas, batch, proof)?;
     gas.consume_signature_verify("challenged requester signature")?;
     let agent = &settled(batch).transfer_agent;
-    Ok(leaf_fault(chain_id, agent, &proven).map(|reason| Fault {
+    let Some(reason) = leaf_fault(chain_id, agent, &proven) else {
+        return Ok(None);
+    };
+    Ok(Some(Fault {
         reason: format!("leaf {}: {reason}", proven.index),
-        host: Some(proven.host().to_string()),
+        host: signing_host(gas, state, proven.leaf)?,
     }))
 }
 
@@ -360,7 +400,16 @@ pub fn requester_mismatch(
 }
 
 /// A leaf whose host chain or host line is wrong.
-pub fn host_mismatch(gas: &GasMeter, batch: &Batch, claim: &HostMismatch) -> Result<Option<Fault>> {
+///
+/// Only a host whose signed line disagrees with the running totals of a leaf carrying its
+/// own receipt is slashed with the transfer agent: every other fault of a host chain is the
+/// transfer agent's construction.
+pub fn host_mismatch(
+    gas: &GasMeter,
+    state: &dyn StateRead,
+    batch: &Batch,
+    claim: &HostMismatch,
+) -> Result<Option<Fault>> {
     let proof = claim
         .leaf
         .as_ref()
@@ -370,26 +419,23 @@ pub fn host_mismatch(gas: &GasMeter, batch: &Batch, claim: &HostMismatch) -> Res
     let msg = settled(batch);
     let host = leaf.host();
     let line = msg.hosts.iter().find(|l| l.host == host);
-    let fault = |reason: String, signed: bool| {
+    let fault = |reason: String| {
         Some(Fault {
             reason: format!("leaf {}: {reason}", leaf.index),
-            host: signed.then(|| host.to_string()),
+            host: None,
         })
     };
     // The line whose last leaf this is must be this leaf's host's.
     if let Some(owner) = msg.hosts.iter().find(|l| l.last_index == leaf.index) {
         if owner.host != host {
-            return Ok(fault(
-                format!("host {}'s last leaf is a leaf of {host}", owner.host),
-                false,
-            ));
+            return Ok(fault(format!(
+                "host {}'s last leaf is a leaf of {host}",
+                owner.host
+            )));
         }
     }
     let Some(line) = line else {
-        return Ok(fault(
-            format!("host {host} has no line in the batch"),
-            false,
-        ));
+        return Ok(fault(format!("host {host} has no line in the batch")));
     };
     let work = leaf.leaf.host_work;
     let (Some(payout), Some(tokens), Some(cost)) = (
@@ -399,35 +445,33 @@ pub fn host_mismatch(gas: &GasMeter, batch: &Batch, claim: &HostMismatch) -> Res
     ) else {
         return Ok(fault(
             "host_payout, cost or token counts are malformed".into(),
-            true,
         ));
     };
     if leaf.index > line.last_index {
-        return Ok(fault(
-            format!("{host}'s line ends at leaf {}", line.last_index),
-            true,
-        ));
+        return Ok(fault(format!(
+            "{host}'s line ends at leaf {}",
+            line.last_index
+        )));
     }
     if leaf.index == line.last_index
         && (work != line.work_units || parse_decimal(&line.payout) != Some(payout))
     {
-        return Ok(fault(
-            format!("{host}'s running totals are not its line's"),
-            true,
-        ));
+        return Ok(Some(Fault {
+            reason: format!(
+                "leaf {}: {host}'s running totals are not its line's",
+                leaf.index
+            ),
+            host: signing_host(gas, state, leaf.leaf)?,
+        }));
     }
     let previous = leaf.leaf.host_previous;
     if previous == 0 && (work != tokens || payout != cost) {
         return Ok(fault(
             "a host's first leaf must hold its own work and cost".into(),
-            true,
         ));
     }
     if previous > leaf.index {
-        return Ok(fault(
-            "host_previous points at or after the leaf".into(),
-            true,
-        ));
+        return Ok(fault("host_previous points at or after the leaf".into()));
     }
     if let Some(other) = other {
         if previous > 0 && other.index + 1 == previous {
@@ -436,19 +480,19 @@ pub fn host_mismatch(gas: &GasMeter, batch: &Batch, claim: &HostMismatch) -> Res
                 && parse_decimal(&other.leaf.host_payout).and_then(|p| p.checked_add(cost))
                     == Some(payout);
             if !adds_up {
-                return Ok(fault(
-                    format!("its running totals do not follow leaf {}'s", other.index),
-                    true,
-                ));
+                return Ok(fault(format!(
+                    "its running totals do not follow leaf {}'s",
+                    other.index
+                )));
             }
         } else if other.host() == host
             && other.index != leaf.index
             && other.leaf.host_previous == previous
         {
-            return Ok(fault(
-                format!("leaf {} names the same previous leaf", other.index),
-                true,
-            ));
+            return Ok(fault(format!(
+                "leaf {} names the same previous leaf",
+                other.index
+            )));
         }
     }
     Ok(None)

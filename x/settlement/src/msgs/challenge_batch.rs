@@ -63,12 +63,12 @@ impl Msg for ChallengeBatch {
         let gas = ctx.gas;
         let fault = match kind {
             Kind::InvalidLeaf(proof) => {
-                challenge::invalid_leaf(gas, &ctx.block.chain_id, &batch, proof)?
+                challenge::invalid_leaf(gas, state, &ctx.block.chain_id, &batch, proof)?
             }
             Kind::Unsorted(pair) => challenge::unsorted(gas, &batch, pair)?,
             Kind::SumMismatch(claim) => challenge::sum_mismatch(gas, &batch, claim)?,
             Kind::RequesterMismatch(claim) => challenge::requester_mismatch(gas, &batch, claim)?,
-            Kind::HostMismatch(claim) => challenge::host_mismatch(gas, &batch, claim)?,
+            Kind::HostMismatch(claim) => challenge::host_mismatch(gas, state, &batch, claim)?,
             Kind::Duplicate(claim) => {
                 let other_id = claim.other_batch_id;
                 if other_id >= id {
