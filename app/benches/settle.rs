@@ -176,7 +176,7 @@ fn main() {
     // every escrow.
     let mut txs = Vec::new();
     for (i, party) in everyone.iter().enumerate().take(1 + HOSTS) {
-        let msg = msg_stake(&party.address(), 1_000_000_000, &format!("p{i}"), None);
+        let msg = msg_stake(&party.address(), 1_000_000_000_000, &format!("p{i}"), None);
         txs.push(bench.tx(numbers[i], &party.key, vec![msg]));
     }
     bench.block(txs);

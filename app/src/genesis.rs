@@ -69,7 +69,8 @@ pub struct GenesisConfig {
     /// epoch certificates until the first group exists and vouch for its key.
     pub bls_keys: Vec<bls::BlsKey>,
     /// Settlement parameters (`None`: the defaults with the challenge window shortened to
-    /// fit inside the unbonding period, which genesis requires).
+    /// fit inside the unbonding period, which genesis requires, and the leaf answer time
+    /// inside the window).
     pub settlement_params: Option<settlement::Params>,
 }
 
@@ -139,7 +140,7 @@ impl GenesisConfig {
             params: self.disputes_params.clone(),
         };
         let settlement = settlement::GenesisState {
-            params: Some(self.settlement_params.unwrap_or_else(|| {
+            params: Some(self.settlement_params.clone().unwrap_or_else(|| {
                 let unbonding_epochs = self
                     .stake_params
                     .as_ref()
@@ -150,10 +151,13 @@ impl GenesisConfig {
                     .epoch_length
                     .unwrap_or(gonka_epochs::default_params().epoch_length);
                 let defaults = gonka_settlement::default_params();
+                let window = defaults
+                    .challenge_window_blocks
+                    .min((unbonding_epochs * epoch_length).saturating_sub(1))
+                    .max(2);
                 settlement::Params {
-                    challenge_window_blocks: defaults
-                        .challenge_window_blocks
-                        .min((unbonding_epochs * epoch_length).saturating_sub(1).max(1)),
+                    challenge_window_blocks: window,
+                    leaf_answer_blocks: defaults.leaf_answer_blocks.min(window - 1),
                     ..defaults
                 }
             })),

@@ -65,7 +65,7 @@ fn golden_app_hash() {
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "8f15497face7bc5641a134c11bcdd37f70940ac6cb440fe5e39359f34bd973a0";
+const GOLDEN: &str = "c2819d9a3fd94dfcb61089d468736badb504364353b683934cbb37ae1c85a578";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

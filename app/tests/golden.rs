@@ -7,8 +7,8 @@ mod support;
 
 use gonka_client::disputes::{msg_open_dispute, msg_submit_validation, msg_vote_dispute};
 use gonka_client::settlement::{
-    cosign, msg_challenge_batch, msg_close_escrow, msg_open_escrow, msg_settle_batch,
-    msg_top_up_escrow, Batch as SettlementBatch, Served,
+    cosign, msg_challenge_batch, msg_close_escrow, msg_demand_leaf, msg_open_escrow,
+    msg_provide_leaf, msg_settle_batch, msg_top_up_escrow, Batch as SettlementBatch, Served,
 };
 use gonka_client::tx::{
     msg_register_node, msg_remove_node, msg_stake, msg_submit_work_batch, msg_unjail, msg_unstake,
@@ -39,7 +39,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "402b32a072447fc63169dbab5b6eb38b492497a0dfb5792deb62efba5e1e934a";
+const GOLDEN: &str = "84974bf6b2ba74889b2b9d2a10f4856d4c96169f400c5d7af67929e0a9ee86a4";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;
@@ -83,6 +83,7 @@ fn world() -> World {
         state["bls"] = json!({"params": {"dkg_slots": 4, "dkg_deal_blocks": 1,
             "dkg_complaint_blocks": 1, "dkg_reveal_blocks": 1, "beacon_keep_blocks": 1000}});
         state["settlement"]["params"]["challenge_window_blocks"] = 3.into();
+        state["settlement"]["params"]["leaf_answer_blocks"] = 1.into();
     })
 }
 
@@ -632,15 +633,22 @@ fn scenario(w: &mut World) -> Log {
         ],
     );
 
-    // Height 14: carol challenges an honest leaf and loses (code 14, nothing changes).
-    let txs = vec![w.tx(
-        "carol",
-        vec![msg_challenge_batch(
-            &addr("carol"),
-            1,
-            ChallengeKind::InvalidLeaf(settled.leaf_proof(1).unwrap()),
-        )],
-    )];
+    // Height 14: carol challenges an honest leaf and loses (code 14, nothing changes), and
+    // demands leaf 0 on chain with a deposit.
+    let txs = vec![
+        w.tx(
+            "carol",
+            vec![msg_challenge_batch(
+                &addr("carol"),
+                1,
+                ChallengeKind::InvalidLeaf(settled.leaf_proof(1).unwrap()),
+            )],
+        ),
+        w.tx(
+            "carol",
+            vec![msg_demand_leaf(&addr("carol"), 1, 0, 1_000_000)],
+        ),
+    ];
     let b = step(w, &mut log, txs);
     assert_eq!(
         (b.result(0).codespace.as_str(), b.result(0).code),
@@ -648,9 +656,21 @@ fn scenario(w: &mut World) -> Log {
         "{}",
         b.result(0).log
     );
+    assert_tx(
+        &b,
+        1,
+        "leaf_demanded",
+        &[("index", "0"), ("deadline", "15")],
+    );
 
-    // Heights 15 and 16: bob's escrow is released, then the batch pays p1 and the TA.
-    let b = step(w, &mut log, vec![]);
+    // Heights 15 and 16: the TA provides the leaf and bob's escrow is released, then the
+    // batch pays p1 and the TA.
+    let txs = vec![w.tx(
+        TA,
+        vec![msg_provide_leaf(&ta, 1, settled.leaf_proof(0).unwrap())],
+    )];
+    let b = step(w, &mut log, txs);
+    assert_tx(&b, 0, "leaf_provided", &[("index", "0")]);
     assert_block_event(&b, "escrow_released", &[("balance", "49495ngnk")]);
     let b = step(w, &mut log, vec![]);
     assert_block_event(
@@ -755,7 +775,8 @@ fn scenario(w: &mut World) -> Log {
 ///   dispute), `MsgVoteDispute` (both disputes decided against the executor);
 /// - settlement: `MsgOpenEscrow`, `MsgTopUpEscrow`, `MsgCloseEscrow` (released three
 ///   blocks later), `MsgSettleBatch` (two records co-signed by their host, paid out three
-///   blocks later) and `MsgChallengeBatch` (of an honest leaf, which fails).
+///   blocks later), `MsgChallengeBatch` (of an honest leaf, which fails), `MsgDemandLeaf`
+///   and `MsgProvideLeaf` (the deposit goes to the TA).
 ///
 /// Hooks covered: disputes `begin_block` (sampling, a missed validation that jails) and
 /// `end_block`; stake `end_block` (the jailed validator leaves the set) and `end_epoch`

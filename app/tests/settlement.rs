@@ -11,8 +11,8 @@ mod support;
 
 use gonka_client::bls::{account_bls_key, msg_register_bls_key};
 use gonka_client::settlement::{
-    cosign, msg_challenge_batch, msg_close_escrow, msg_open_escrow, msg_settle_batch,
-    msg_top_up_escrow, Batch, Served,
+    cosign, msg_challenge_batch, msg_close_escrow, msg_demand_leaf, msg_open_escrow,
+    msg_provide_leaf, msg_settle_batch, msg_top_up_escrow, Batch, Served,
 };
 use gonka_proto::batch::leaf_node;
 use gonka_proto::query::settlement as qs;
@@ -29,7 +29,9 @@ use crate::common::key;
 const MODEL: &str = "bench/model";
 const PRICE: u128 = 2;
 const TA: &str = "p2";
-const WINDOW: u64 = 4;
+const WINDOW: u64 = 10;
+/// Blocks to answer a leaf demand.
+const ANSWER: u64 = 4;
 const ESCROW: u128 = 1_000_000;
 const COMMISSION: u128 = 3;
 const N0: Exec<'static> = exec("p0", "n0", 10);
@@ -45,6 +47,7 @@ fn world() -> World {
             "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
         });
         state["settlement"]["params"]["challenge_window_blocks"] = WINDOW.into();
+        state["settlement"]["params"]["leaf_answer_blocks"] = ANSWER.into();
     });
     let mut txs = vec![world.tx(TA, vec![register_ta(TA, "https://ta.example")])];
     for (host, node, seed) in [("p0", "n0", 10), ("p1", "n1", 11)] {
@@ -775,5 +778,107 @@ fn a_proof_that_does_not_reach_the_root_is_refused() {
         ),
         12,
         "final batch",
+    );
+}
+
+/// The least deposit of a leaf demand (the default parameter).
+const DEPOSIT: u128 = 1_000_000;
+
+fn demand(world: &mut World, batch_id: u64, index: u64, deposit: u128) -> ExecTxResult {
+    let tx = world.tx(
+        "carol",
+        vec![msg_demand_leaf(&addr("carol"), batch_id, index, deposit)],
+    );
+    world.block(vec![tx]).result(0).clone()
+}
+
+fn world_with_rich_carol() -> World {
+    let mut world = world();
+    let tx = world.tx(
+        "alice",
+        vec![gonka_client::tx::msg_send(
+            &addr("alice"),
+            &addr("carol"),
+            10 * DEPOSIT,
+        )],
+    );
+    assert_eq!(world.block(vec![tx]).result(0).code, 0);
+    world
+}
+
+#[test]
+fn a_demanded_leaf_the_transfer_agent_provides_earns_it_the_deposit() {
+    let mut world = world_with_rich_carol();
+    let batch0 = honest(1);
+    assert_eq!(settle(&mut world, &batch0.msg).code, 0);
+    // Refusals first: too small a deposit, no such leaf, a second demand of the same leaf.
+    assert_code(&demand(&mut world, 1, 2, DEPOSIT - 1), 13, "small deposit");
+    assert_code(&demand(&mut world, 1, 5, DEPOSIT), 13, "no leaf 5");
+    let carol = world.balance_of("carol");
+    assert_eq!(demand(&mut world, 1, 2, DEPOSIT).code, 0);
+    assert_eq!(world.balance_of("carol"), carol - FEE - DEPOSIT);
+    assert_code(&demand(&mut world, 1, 2, DEPOSIT), 13, "demanded twice");
+    // A wrong leaf does not answer it; the right one does.
+    let ta = world.balance_of(TA);
+    let wrong = batch0.leaf_proof(3).unwrap();
+    let tx = world.tx(TA, vec![msg_provide_leaf(&addr(TA), 1, wrong)]);
+    assert_code(
+        world.block(vec![tx]).result(0),
+        13,
+        "leaf 3 answers no demand",
+    );
+    let mut forged = batch0.leaf_proof(2).unwrap();
+    forged.leaf.as_mut().unwrap().cost = "1".into();
+    let tx = world.tx(TA, vec![msg_provide_leaf(&addr(TA), 1, forged)]);
+    assert_code(
+        world.block(vec![tx]).result(0),
+        13,
+        "a leaf not in the tree",
+    );
+    let tx = world.tx(
+        TA,
+        vec![msg_provide_leaf(
+            &addr(TA),
+            1,
+            batch0.leaf_proof(2).unwrap(),
+        )],
+    );
+    let block = world.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_eq!(world.balance_of(TA), ta - 3 * FEE + DEPOSIT);
+    // A demand that could not be answered before the batch is final is refused.
+    assert_code(&demand(&mut world, 1, 0, DEPOSIT), 12, "too close to final");
+    // The batch stands and pays out.
+    let now = world.chain.height();
+    let final_at = batch(&world, 1).final_at;
+    wait(&mut world, final_at - now);
+    assert_eq!(batch(&world, 1).status, BatchStatus::Final as i32);
+    // Too late: the window is over.
+    assert_code(&demand(&mut world, 1, 0, DEPOSIT), 12, "final batch");
+}
+
+#[test]
+fn a_demanded_leaf_left_unanswered_voids_the_batch() {
+    let mut world = world_with_rich_carol();
+    assert_eq!(settle(&mut world, &honest(1).msg).code, 0);
+    let (carol, ta_stake) = (world.balance_of("carol"), world.bonded(TA));
+    assert_eq!(demand(&mut world, 1, 4, DEPOSIT).code, 0);
+    let deadline = world.chain.height() + ANSWER;
+    let now = world.chain.height();
+    wait(&mut world, deadline + 1 - now);
+    let voided = batch(&world, 1);
+    assert_eq!(voided.status, BatchStatus::Voided as i32, "{voided:?}");
+    assert!(
+        voided.voided_reason.contains("leaf 4"),
+        "{}",
+        voided.voided_reason
+    );
+    let slashed = ta_stake / 5;
+    assert_eq!(world.bonded(TA), ta_stake - slashed);
+    assert_eq!(world.balance_of("carol"), carol - FEE + slashed);
+    assert_eq!(
+        (escrow(&world, "alice"), escrow(&world, "bob")),
+        (ESCROW, ESCROW),
+        "every debit refunded"
     );
 }

@@ -1,5 +1,8 @@
-//! Benchmark: work records settled on chain per second on a 4-validator localnet, with the
-//! records per `MsgSubmitWorkBatch` as the parameter.
+//! Benchmark: work records settled on chain per second on a 4-validator localnet, by the
+//! per-record path (`MsgSubmitWorkBatch`, records per batch as the parameter) and by
+//! committed batches (`MsgSettleBatch` of x/settlement: a Merkle root, totals and one
+//! aggregate BLS signature of the hosts, records per batch as the parameter), in the same
+//! run.
 //!
 //! Run: `cargo bench -p gonka-cli --bench settlement` (release `gonkad`, real `cometbft`
 //! v0.38 from `PATH` or `~/go/bin`). `cargo test -p gonka-cli --bench settlement` runs a short
@@ -19,6 +22,15 @@
 //! Validator 0's operator is the executor's host: it registers one ML node whose response key
 //! is a fresh secp256k1 key held by this process. Validator 1's operator registers as the
 //! transfer agent and signs every batch.
+//!
+//! Committed batches: every requester holds an escrow for the transfer agent from genesis;
+//! validators 0, 2 and 3's operators register BLS keys and host the records round-robin
+//! (the executor key signs their receipts; the chain does not look at records on this path).
+//! For each size the bench signs the records, builds each batch's tree and lines
+//! (`gonka_client::settlement::Batch`), has every host co-sign it and signs the txs before
+//! the clock starts, exactly like the per-record path; a batch passes when its
+//! `batch_settled` event commits all `b` records, and spot checks read batches back with
+//! `/settlement/batch`.
 //!
 //! # What is measured
 //! For each batch size `b`: `N` work records (distinct nonces, requesters round-robin, each
@@ -64,7 +76,12 @@
 //! signature, so on a 2-core machine the rate is a lower bound of what separate machines do.
 //!
 //! Settings (environment):
-//! - `SETTLEMENT_BENCH_BATCH_SIZES`: records per batch, comma-separated (default `1,10,100`).
+//! - `SETTLEMENT_BENCH_BATCH_SIZES`: records per `MsgSubmitWorkBatch`, comma-separated
+//!   (default `1,10,100`; empty: skip the per-record path).
+//! - `SETTLEMENT_BENCH_COMMITTED_SIZES`: records per `MsgSettleBatch`, comma-separated
+//!   (default `100,1000,10000`; empty: skip committed batches).
+//! - `SETTLEMENT_BENCH_COMMITTED_RECORDS`: records per committed size, one number or one per
+//!   size (default: 20 batches per size).
 //! - `SETTLEMENT_BENCH_RECORDS`: records per size, one number for all or one per size
 //!   (default: enough for about 25 s of chain time per size on a 2-core machine, see
 //!   [`default_records`]; rounded up to whole batches).
@@ -81,7 +98,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
+use gonka_client::bls::{account_bls_key, msg_register_bls_key};
 use gonka_client::keys::well_known_mnemonic;
+use gonka_client::settlement::{cosign, msg_settle_batch, Batch, Served};
 use gonka_client::tx::{msg_submit_work_batch, signed_work_record, RequestTerms, WorkRecordInput};
 use gonka_client::{
     msg_register_node, msg_register_transfer_agent, node_key_proof, sign, Client, GasAdjustment,
@@ -92,6 +111,7 @@ use gonka_localnet::{
     DEFAULT_TIMEOUT_COMMIT,
 };
 use gonka_proto::inference::{Model, QueryRecordRequest, WorkRecord};
+use gonka_proto::settlement::{BatchStatus, Escrow, QueryBatchRequest};
 use tendermint::block::Height;
 use tendermint_rpc::Client as _;
 
@@ -134,6 +154,14 @@ const STALL: Duration = Duration::from_secs(120);
 const RECORD_BYTES_BOUND: u64 = 512;
 /// Bytes of a batch tx besides its records, rounded up.
 const TX_OVERHEAD_BOUND: u64 = 2_048;
+/// Escrow every requester holds for the transfer agent from genesis.
+const ESCROW: u128 = 100_000 * GNK;
+/// Validators whose operators host committed records (validator 1 is the transfer agent).
+const HOSTS: [usize; 3] = [0, 2, 3];
+/// Gas limit of a `MsgSettleBatch`: its lines, one escrow per requester, one BLS check.
+const SETTLE_GAS: u64 = 3_000_000;
+/// Committed batches per size by default.
+const COMMITTED_BATCHES: usize = 20;
 
 /// What one run does, from the environment.
 struct Settings {
@@ -145,6 +173,10 @@ struct Settings {
     timeout_commit: String,
     /// How batch txs are broadcast.
     broadcast: Broadcast,
+    /// Records per committed batch, one row each.
+    committed_sizes: Vec<usize>,
+    /// Records per committed size (a multiple of it).
+    committed_records: Vec<usize>,
 }
 
 impl Settings {
@@ -153,6 +185,9 @@ impl Settings {
         let smoke = !std::env::args().any(|a| a == "--bench");
         let list = |name: &str, default: &str| -> Result<Vec<usize>> {
             let text = std::env::var(name).unwrap_or_else(|_| default.to_string());
+            if text.trim().is_empty() {
+                return Ok(Vec::new());
+            }
             text.split(',')
                 .map(|v| {
                     v.trim()
@@ -199,6 +234,25 @@ impl Settings {
             .zip(&batch_sizes)
             .map(|(&n, &b)| n.div_ceil(b) * b)
             .collect();
+        let committed_sizes = list(
+            "SETTLEMENT_BENCH_COMMITTED_SIZES",
+            if smoke { "10" } else { "100,1000,10000" },
+        )?;
+        let per_size = list("SETTLEMENT_BENCH_COMMITTED_RECORDS", "")?;
+        let committed_records = committed_sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| {
+                let wanted = match per_size.len() {
+                    0 => b * if smoke { 2 } else { COMMITTED_BATCHES },
+                    1 => per_size[0],
+                    _ => *per_size.get(i).ok_or_else(|| {
+                        anyhow!("SETTLEMENT_BENCH_COMMITTED_RECORDS needs one count, or one per committed size")
+                    })?,
+                };
+                Ok(wanted.div_ceil(b) * b)
+            })
+            .collect::<Result<Vec<_>>>()?;
         let timeout_commit = std::env::var("SETTLEMENT_BENCH_TIMEOUT_COMMIT")
             .unwrap_or_else(|_| DEFAULT_TIMEOUT_COMMIT.to_string());
         Ok(Settings {
@@ -206,6 +260,8 @@ impl Settings {
             records,
             timeout_commit,
             broadcast,
+            committed_sizes,
+            committed_records,
         })
     }
 }
@@ -249,6 +305,7 @@ fn genesis(
     requesters: &[String],
     max_batch: usize,
 ) -> Result<serde_json::Value> {
+    let transfer_agent = operator(1)?.address().to_string();
     let mut config = GenesisConfig {
         accounts: requesters
             .iter()
@@ -279,7 +336,23 @@ fn genesis(
             stake_ngnk: 10_000 * GNK,
         });
     }
+    // Every requester's escrow for the transfer agent, its money in the settlement pool.
+    config.accounts.push(GenesisAccount {
+        address: gonka_settlement::pool_address(),
+        ngnk: ESCROW * requesters.len() as u128,
+    });
     let mut state = config.app_state();
+    let escrows: Vec<Escrow> = requesters
+        .iter()
+        .map(|requester| Escrow {
+            requester: requester.clone(),
+            transfer_agent: transfer_agent.clone(),
+            balance: ESCROW.to_string(),
+            expires_at: 10 * EPOCH_LENGTH,
+            release_at: 11 * EPOCH_LENGTH,
+        })
+        .collect();
+    state[gonka_settlement::NAME]["escrows"] = serde_json::to_value(escrows)?;
     // GenesisConfig leaves the inference and disputes parameters at their defaults.
     let inference = gonka_proto::inference::Params {
         max_records_per_batch: max_batch as u64,
@@ -349,6 +422,8 @@ fn start_localnet(settings: &Settings, dir: &Path, requesters: &[String]) -> Res
 
 /// One row of the table.
 struct Row {
+    /// `records` (MsgSubmitWorkBatch) or `committed` (MsgSettleBatch).
+    path: &'static str,
     batch: usize,
     records: usize,
     txs: usize,
@@ -430,10 +505,19 @@ struct Actors {
     executor: k256::ecdsa::SigningKey,
     host: Key,
     transfer_agent: Key,
+    /// Hosts of committed records, with their BLS keys.
+    hosts: Vec<(Key, gonka_bls_crypto::SecretKey)>,
 }
 
-/// `count` work records for batch size `b`, requesters round-robin, nonces unique in the run.
-fn sign_records(actors: &Actors, b: usize, count: usize) -> Result<Vec<WorkRecord>> {
+/// `count` work records for batch size `b`, requesters round-robin, nonces unique in the run
+/// (`tag` tells the paths apart), hosted by `host(i)`.
+fn sign_records(
+    actors: &Actors,
+    tag: &str,
+    b: usize,
+    count: usize,
+    host: impl Fn(usize) -> String,
+) -> Result<Vec<WorkRecord>> {
     let timestamp = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
     (0..count)
         .map(|i| {
@@ -449,7 +533,7 @@ fn sign_records(actors: &Actors, b: usize, count: usize) -> Result<Vec<WorkRecor
                     chain_id: CHAIN_ID.into(),
                     body_hash,
                     timestamp,
-                    nonce: format!("bench-b{b}-{i}"),
+                    nonce: format!("bench-{tag}{b}-{i}"),
                     commission: COMMISSION,
                     transfer_agent: actors.transfer_agent.address().to_string(),
                     model: MODEL.into(),
@@ -461,7 +545,7 @@ fn sign_records(actors: &Actors, b: usize, count: usize) -> Result<Vec<WorkRecor
                 prompt_tokens: PROMPT_TOKENS,
                 completion_tokens: COMPLETION_TOKENS,
                 executor_node: NODE_ID.into(),
-                host: actors.host.address().to_string(),
+                host: host(i),
             };
             signed_work_record(
                 &actors.requesters[i % actors.requesters.len()],
@@ -535,7 +619,15 @@ async fn broadcast(
     }
 }
 
-/// Settles `count` records in batches of `b` and measures it.
+/// What a path's txs must show once included.
+enum Expect {
+    /// Per-record batches: every record stored; these ids are spot-checked.
+    Stored(Vec<String>),
+    /// Committed batches of `b` records each.
+    Committed,
+}
+
+/// Settles `count` records in `MsgSubmitWorkBatch`es of `b` and measures it.
 async fn run_size(
     net: &[Client],
     actors: &Actors,
@@ -544,7 +636,8 @@ async fn run_size(
     count: usize,
 ) -> Result<Row> {
     let clock = Instant::now();
-    let records = sign_records(actors, b, count)?;
+    let host = actors.host.address().to_string();
+    let records = sign_records(actors, "r", b, count, |_| host.clone())?;
     let ta = actors.transfer_agent.address();
     let signer = net[0].signer_data(ta, Some(CHAIN_ID)).await?;
     let price = net[0].min_gas_price().await?;
@@ -571,7 +664,84 @@ async fn run_size(
         txs.len(),
         clock.elapsed().as_secs_f64()
     );
+    measure(net, mode, "records", b, count, txs, Expect::Stored(ids), ta).await
+}
 
+/// Settles `count` records in `MsgSettleBatch`es of `b` (numbered from `*number + 1`) and
+/// measures it.
+async fn run_committed(
+    net: &[Client],
+    actors: &Actors,
+    mode: Broadcast,
+    b: usize,
+    count: usize,
+    number: &mut u64,
+) -> Result<Row> {
+    let clock = Instant::now();
+    let hosts: Vec<String> = actors
+        .hosts
+        .iter()
+        .map(|(k, _)| k.address().to_string())
+        .collect();
+    let records = sign_records(actors, "c", b, count, |i| hosts[i % hosts.len()].clone())?;
+    let signed_secs = clock.elapsed().as_secs_f64();
+    let ta = actors.transfer_agent.address();
+    let signer = net[0].signer_data(ta, Some(CHAIN_ID)).await?;
+    let price = net[0].min_gas_price().await?;
+    let clock = Instant::now();
+    let mut txs = Vec::with_capacity(count / b);
+    for (k, chunk) in records.chunks(b).enumerate() {
+        let served = chunk
+            .iter()
+            .enumerate()
+            .map(|(j, record)| Served {
+                // As sign_records assigned it.
+                host: hosts[(k * b + j) % hosts.len()].clone(),
+                cost: u128::from(record.prompt_tokens + record.completion_tokens) * PRICE,
+                record: record.clone(),
+            })
+            .collect();
+        *number += 1;
+        let batch = Batch::build(ta, *number, served)?;
+        let signatures: Vec<_> = actors
+            .hosts
+            .iter()
+            .map(|(_, bls)| cosign(bls, CHAIN_ID, &batch.msg))
+            .collect();
+        let sequence = SignerData {
+            sequence: signer.sequence + k as u64,
+            ..signer.clone()
+        };
+        txs.push(sign(
+            &actors.transfer_agent,
+            vec![msg_settle_batch(&batch.signed(&signatures))],
+            &sequence,
+            GasFee::at_price(SETTLE_GAS, &price)?,
+            "",
+        )?);
+    }
+    let largest = txs.iter().map(Vec::len).max().unwrap_or(0);
+    println!(
+        "committed {b}: signed {count} records in {signed_secs:.1} s; built, co-signed and signed {} txs (largest {largest} bytes) in {:.1} s",
+        txs.len(),
+        clock.elapsed().as_secs_f64()
+    );
+    measure(net, mode, "committed", b, count, txs, Expect::Committed, ta).await
+}
+
+/// Broadcasts `txs` back to back, finds them in the blocks, checks their results and
+/// measures the chain time they took.
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    net: &[Client],
+    mode: Broadcast,
+    path: &'static str,
+    b: usize,
+    count: usize,
+    txs: Vec<Vec<u8>>,
+    expect: Expect,
+    ta: &str,
+) -> Result<Row> {
     // Submit back to back.
     let start_height = latest_height(&net[0]).await?;
     let clock = Instant::now();
@@ -622,7 +792,7 @@ async fn run_size(
         if ours {
             first = first.min(height);
             last = height;
-            check_results(&net[0], height, &block_txs, b).await?;
+            check_results(&net[0], height, &block_txs, b, &expect).await?;
             deadline = Instant::now() + STALL;
             without_ours = 0;
         } else if first != u64::MAX {
@@ -655,8 +825,12 @@ async fn run_size(
     latencies.sort_by(f64::total_cmp);
     let p50_inclusion_secs = latencies[(latencies.len() - 1) / 2];
 
-    spot_check(&net[1], &ids, ta).await?;
+    match &expect {
+        Expect::Stored(ids) => spot_check(&net[1], ids, ta).await?,
+        Expect::Committed => spot_check_batches(&net[1], txs.len(), b, ta).await?,
+    }
     Ok(Row {
+        path,
         batch: b,
         records: count,
         txs: txs.len(),
@@ -675,6 +849,7 @@ async fn check_results(
     height: u64,
     block_txs: &[Vec<u8>],
     b: usize,
+    expect: &Expect,
 ) -> Result<()> {
     let results = client
         .http()
@@ -697,15 +872,27 @@ async fn check_results(
             result.code.value(),
             result.log
         );
+        let kind = match expect {
+            Expect::Stored(_) => "work_batch",
+            Expect::Committed => "batch_settled",
+        };
         let attr = |name: &str| -> Option<String> {
             result
                 .events
                 .iter()
-                .filter(|e| e.kind == "work_batch")
+                .filter(|e| e.kind == kind)
                 .flat_map(|e| &e.attributes)
                 .find(|a| a.key_str().is_ok_and(|k| k == name))
                 .and_then(|a| a.value_str().ok().map(str::to_string))
         };
+        if let Expect::Committed = expect {
+            let records = attr("records");
+            ensure!(
+                records.as_deref() == Some(b.to_string().as_str()),
+                "tx {i} of block {height}: expected a batch_settled event with records={b}, found {records:?}"
+            );
+            continue;
+        }
         let (stored, refused) = (attr("stored"), attr("refused"));
         ensure!(
             stored.as_deref() == Some(b.to_string().as_str()) && refused.as_deref() == Some("0"),
@@ -745,8 +932,40 @@ async fn spot_check(client: &Client, ids: &[String], ta: &str) -> Result<()> {
     Ok(())
 }
 
-/// Registers the ML node and the transfer agent, measures the idle block interval, then runs
-/// every batch size.
+/// Reads the last `batches` batches back with `/settlement/batch` (ids are sequential: the
+/// bench is the only one settling) and checks each commits `b` records of `ta`, pending.
+async fn spot_check_batches(client: &Client, batches: usize, b: usize, ta: &str) -> Result<()> {
+    let mut id = 1;
+    // The newest id: walk up from 1 until a query fails (a few dozen at most).
+    while client
+        .query::<q::settlement::Batch>(&QueryBatchRequest { id: id + 1 })
+        .await
+        .is_ok()
+    {
+        id += 1;
+    }
+    for id in (id + 1).saturating_sub(batches as u64).max(1)..=id {
+        let batch = client
+            .query::<q::settlement::Batch>(&QueryBatchRequest { id })
+            .await?
+            .batch
+            .ok_or_else(|| anyhow!("batch {id} is not on chain"))?;
+        let settled = batch.settled.unwrap_or_default();
+        ensure!(
+            settled.record_count == b as u64
+                && settled.transfer_agent == ta
+                && batch.status == BatchStatus::Pending as i32,
+            "batch {id}: {} records of {} with status {}, expected {b} of {ta}, pending",
+            settled.record_count,
+            settled.transfer_agent,
+            batch.status
+        );
+    }
+    Ok(())
+}
+
+/// Registers the ML node, the transfer agent and the hosts' BLS keys, measures the idle
+/// block interval, then runs every batch size of both paths.
 async fn run(net: &Localnet, settings: &Settings, actors: &Actors) -> Result<(f64, Vec<Row>)> {
     let clients = net
         .nodes()
@@ -790,6 +1009,15 @@ async fn run(net: &Localnet, settings: &Settings, actors: &Actors) -> Result<(f6
             "registering the transfer agent",
         ),
     )?;
+    for (host, bls) in &actors.hosts {
+        submit_one(
+            &clients[0],
+            host,
+            msg_register_bls_key(host.address(), CHAIN_ID, bls),
+            "registering a host's BLS key",
+        )
+        .await?;
+    }
 
     // The idle block interval, over blocks holding no txs.
     const IDLE_BLOCKS: u64 = 5;
@@ -812,6 +1040,24 @@ async fn run(net: &Localnet, settings: &Settings, actors: &Actors) -> Result<(f6
         );
         rows.push(row);
     }
+    let mut number = 0;
+    for (&b, &count) in settings
+        .committed_sizes
+        .iter()
+        .zip(&settings.committed_records)
+    {
+        let row = run_committed(&clients, actors, settings.broadcast, b, count, &mut number)
+            .await
+            .with_context(|| format!("committed batch size {b}"))?;
+        println!(
+            "committed {b}: {} records settled in {} blocks, {:.1} s of chain time ({:.1} records/s)",
+            row.records,
+            row.blocks,
+            row.chain_secs,
+            row.records as f64 / row.chain_secs
+        );
+        rows.push(row);
+    }
     Ok((idle_interval, rows))
 }
 
@@ -827,7 +1073,8 @@ fn print_table(settings: &Settings, idle_interval: f64, rows: &[Row]) {
         }
     );
     println!(
-        "{:>6} {:>8} {:>7} {:>7} {:>8} {:>10} {:>14} {:>8} {:>12} {:>9} {:>6}",
+        "{:>10} {:>6} {:>8} {:>7} {:>7} {:>8} {:>10} {:>14} {:>8} {:>12} {:>9} {:>6}",
+        "path",
         "batch",
         "records",
         "txs",
@@ -842,7 +1089,8 @@ fn print_table(settings: &Settings, idle_interval: f64, rows: &[Row]) {
     );
     for r in rows {
         println!(
-            "{:>6} {:>8} {:>7} {:>7} {:>8.1} {:>10.1} {:>14.1} {:>8.2} {:>12.2} {:>9.1} {:>6}",
+            "{:>10} {:>6} {:>8} {:>7} {:>7} {:>8.1} {:>10.1} {:>14.1} {:>8.2} {:>12.2} {:>9.1} {:>6}",
+            r.path,
             r.batch,
             r.records,
             r.txs,
@@ -874,6 +1122,14 @@ fn main() -> Result<()> {
         executor: k256::ecdsa::SigningKey::random(&mut k256::elliptic_curve::rand_core::OsRng),
         host: operator(0)?,
         transfer_agent: operator(1)?,
+        hosts: HOSTS
+            .iter()
+            .map(|&i| {
+                let key = operator(i)?;
+                let bls = account_bls_key(&key);
+                Ok((key, bls))
+            })
+            .collect::<Result<_>>()?,
     };
     let requesters: Vec<String> = actors
         .requesters

@@ -5,6 +5,7 @@ mod disputes;
 mod epochs;
 mod inference;
 mod rewards;
+mod settlement;
 mod stake;
 
 use anyhow::{bail, Context, Result};
@@ -42,6 +43,9 @@ pub enum Command {
     /// Participants' BLS keys.
     #[command(subcommand)]
     Bls(bls::Query),
+    /// Settlement: escrows, settled batches, parameters.
+    #[command(subcommand)]
+    Settlement(settlement::Query),
     /// A transaction by hash, with its block height and result.
     Tx {
         /// Transaction hash (hex).
@@ -92,6 +96,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         Command::Inference(query) => return inference::run(global, query).await,
         Command::Disputes(query) => return disputes::run(global, query).await,
         Command::Bls(query) => return bls::run(global, query).await,
+        Command::Settlement(query) => return settlement::run(global, query).await,
         Command::Bank(BankQuery::Balance { address, denom }) => {
             let amount = client.balance(&address, &denom).await?;
             out.print(

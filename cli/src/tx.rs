@@ -9,6 +9,7 @@
 mod bls;
 mod disputes;
 mod inference;
+mod settlement;
 mod stake;
 
 use std::time::Duration;
@@ -61,6 +62,9 @@ pub enum Command {
     /// BLS transactions: register or rotate a participant's BLS key.
     #[command(subcommand)]
     Bls(bls::Command),
+    /// Settlement transactions: open, top up and close an escrow for a transfer agent.
+    #[command(subcommand)]
+    Settlement(settlement::Command),
 }
 
 /// `gonkad tx bank` subcommands.
@@ -118,6 +122,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         Command::Inference(command) => inference::run(global, command).await,
         Command::Disputes(command) => disputes::run(global, command).await,
         Command::Bls(command) => bls::run(global, command).await,
+        Command::Settlement(command) => settlement::run(global, command).await,
     }
 }
 

@@ -10,7 +10,8 @@ use gonka_proto::batch::{leaf_charge, leaf_node, SumNode, SumTree};
 use gonka_proto::inference::WorkRecord;
 use gonka_proto::settlement::{
     msg_challenge_batch::Kind, BatchLeaf, HostTotal, LeafProof, MsgChallengeBatch, MsgCloseEscrow,
-    MsgOpenEscrow, MsgSettleBatch, MsgTopUpEscrow, NodeProof, RequesterTotal,
+    MsgDemandLeaf, MsgOpenEscrow, MsgProvideLeaf, MsgSettleBatch, MsgTopUpEscrow, NodeProof,
+    RequesterTotal,
 };
 use gonka_proto::signing::batch_sign_bytes;
 
@@ -65,6 +66,26 @@ pub fn msg_challenge_batch(challenger: &str, batch_id: u64, kind: Kind) -> Any {
         challenger: challenger.into(),
         batch_id,
         kind: Some(kind),
+    })
+}
+
+/// `/gonka.settlement.v1.MsgDemandLeaf`: `challenger` makes leaf `index` of `batch_id` public,
+/// depositing `deposit` ngnk.
+pub fn msg_demand_leaf(challenger: &str, batch_id: u64, index: u64, deposit: u128) -> Any {
+    any_of(&MsgDemandLeaf {
+        challenger: challenger.into(),
+        batch_id,
+        index,
+        deposit: deposit.to_string(),
+    })
+}
+
+/// `/gonka.settlement.v1.MsgProvideLeaf`: the answer to a leaf demand.
+pub fn msg_provide_leaf(sender: &str, batch_id: u64, proof: LeafProof) -> Any {
+    any_of(&MsgProvideLeaf {
+        sender: sender.into(),
+        batch_id,
+        proof: Some(proof),
     })
 }
 

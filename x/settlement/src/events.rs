@@ -1,6 +1,6 @@
 //! Settlement events. Amounts carry their denom (`123ngnk`), like bank and stake events.
 
-use gonka_proto::settlement::{Batch, Escrow};
+use gonka_proto::settlement::{Batch, Escrow, LeafDemand};
 use gonka_sdk::Event;
 
 fn escrow_event(kind: &str, escrow: &Escrow) -> Event {
@@ -50,6 +50,16 @@ pub fn voided(batch: &Batch, challenger: &str, kind: &str) -> Event {
         .attr("challenger", challenger)
         .attr("challenge", kind)
         .attr("reason", &batch.voided_reason)
+}
+
+/// `leaf_demanded` or `leaf_provided`.
+pub fn demand(kind: &str, demand: &LeafDemand) -> Event {
+    Event::new(kind)
+        .attr("batch_id", demand.batch_id)
+        .attr("index", demand.index)
+        .attr("challenger", &demand.challenger)
+        .attr("deposit", format!("{}ngnk", demand.deposit))
+        .attr("deadline", demand.deadline)
 }
 
 /// `work_not_credited`: a host of a final batch was paid but, jailed or gone, not credited.

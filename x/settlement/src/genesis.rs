@@ -5,7 +5,7 @@
 use gonka_bank::{BankRead, NATIVE_DENOM};
 use gonka_epochs::EpochsRead;
 use gonka_inference::InferenceRead;
-use gonka_proto::settlement::{Batch, BatchNumber, BatchStatus, Escrow, GenesisState};
+use gonka_proto::settlement::{Batch, BatchNumber, BatchStatus, Escrow, GenesisState, LeafDemand};
 use gonka_sdk::{parse_amount, ErrorCode, Genesis, HookOutput, Result, StateRead, StateWrite};
 use gonka_stake::StakeRead;
 
@@ -24,7 +24,8 @@ impl Genesis for Settlement {
     type State = GenesisState;
 
     /// Validates the parameters, also against inference's payload retention and stake's
-    /// unbonding, then stores them, every escrow and pending batch, and the batch numbers.
+    /// unbonding, then stores them, every escrow, pending batch and open leaf demand (whose
+    /// money must be the pool's), and the batch numbers.
     fn init_genesis(
         &self,
         state: &mut dyn StateWrite,
@@ -65,6 +66,10 @@ impl Genesis for Settlement {
                 held += parse_amount("requester total", &line.amount)?;
             }
             state.put_batch(batch);
+        }
+        for demand in &genesis.demands {
+            held += parse_amount("leaf demand deposit", &demand.deposit)?;
+            state.put_leaf_demand(demand);
         }
         let pool = state.balance(&pool_address(), NATIVE_DENOM)?;
         if pool != held {
@@ -116,6 +121,14 @@ impl Genesis for Settlement {
                 })
                 .collect(),
             next_batch_id: state.next_batch_id()?,
+            demands: state
+                .leaf_demands()?
+                .into_iter()
+                .map(|d| LeafDemand {
+                    deadline: d.deadline.saturating_sub(now).max(1),
+                    ..d
+                })
+                .collect(),
         })
     }
 }

@@ -4,10 +4,13 @@ use gonka_sdk::{BlockContext, Result, StateWrite};
 
 use crate::ledger;
 
-/// At the start of each block, before its transactions: first the batches that become
-/// final at this height, then the escrows released at it (a batch paid out in the same
-/// block as its escrow's release has already debited it). Work proportional to them.
+/// At the start of each block, before its transactions: first the leaf demands whose
+/// deadline passed unanswered (their batches fall before they could become final), then the
+/// batches that become final at this height, then the escrows released at it (a batch paid
+/// out in the same block as its escrow's release has already debited it). Work proportional
+/// to them.
 pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
+    ledger::expire_demands(state, ctx.height)?;
     ledger::finalize_due(state, ctx.height)?;
     ledger::release_due(state, ctx.height)
 }

@@ -70,6 +70,37 @@ pub fn parse_final(prefix: &[u8], key: &[u8]) -> Option<u64> {
         .ok()
 }
 
+/// Prefix of every open leaf demand.
+pub fn demands() -> Vec<u8> {
+    b"settlement/demand/".to_vec()
+}
+
+/// The open demand of leaf `index` of batch `batch`.
+pub fn demand(batch: u64, index: u64) -> Vec<u8> {
+    let mut key = demands();
+    key.extend_from_slice(format!("{batch:020}/{index:020}").as_bytes());
+    key
+}
+
+/// Prefix of the demands that expire at `height` (value: empty; batch and index end the key).
+pub fn demands_due(height: u64) -> Vec<u8> {
+    format!("settlement/demand_due/{height:020}/").into_bytes()
+}
+
+/// Queue entry: the demand of leaf `index` of batch `batch` expires at `height`.
+pub fn demand_due(height: u64, batch: u64, index: u64) -> Vec<u8> {
+    let mut key = demands_due(height);
+    key.extend_from_slice(format!("{batch:020}/{index:020}").as_bytes());
+    key
+}
+
+/// The (batch, index) of a [`demand_due`] key under `prefix`.
+pub fn parse_demand_due(prefix: &[u8], key: &[u8]) -> Option<(u64, u64)> {
+    let rest = std::str::from_utf8(key.strip_prefix(prefix)?).ok()?;
+    let (batch, index) = rest.split_once('/')?;
+    Some((batch.parse().ok()?, index.parse().ok()?))
+}
+
 /// Prefix of every transfer agent's last batch number.
 pub fn batch_numbers() -> Vec<u8> {
     b"settlement/batch_number/".to_vec()
@@ -106,6 +137,9 @@ mod tests {
         let key = final_at(12, 3);
         assert_eq!(parse_final(&finals_at(12), &key), Some(3));
         assert_eq!(parse_final(&finals_at(13), &key), None);
+        let key = demand_due(30, 2, 7);
+        assert_eq!(parse_demand_due(&demands_due(30), &key), Some((2, 7)));
+        assert!(demand(2, 7).starts_with(&demands()));
         assert_eq!(
             escrow("gonka1r", "gonka1t"),
             b"settlement/escrow/gonka1r/gonka1t"

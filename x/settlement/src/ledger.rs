@@ -1,7 +1,7 @@
 //! Where the money of a batch goes: paid out when its window closes, refunded when a
 //! challenge voids it; and escrows returned when they are released.
 
-use gonka_bank::{transfer, Coin};
+use gonka_bank::{fee_collector_address, transfer, Coin};
 use gonka_proto::settlement::{Batch, BatchStatus, MsgSettleBatch};
 use gonka_sdk::{parse_amount, Result, StateWrite};
 use gonka_stake::StakeRead;
@@ -50,6 +50,37 @@ pub fn finalize(state: &mut dyn StateWrite, mut batch: Batch) -> Result<()> {
     Ok(())
 }
 
+/// Voids `batch` for `reason` ([`void`]) and slashes its transfer agent, and `host` if it
+/// is another participant, `fraud_slash_ppm` of their stake to `challenger` (to the fee
+/// collector when the culprit challenged itself, so voiding one's own batch costs the
+/// slash); emits `batch_voided` naming the challenge `kind`.
+pub fn convict(
+    state: &mut dyn StateWrite,
+    batch: Batch,
+    reason: String,
+    host: Option<String>,
+    challenger: &str,
+    kind: &str,
+) -> Result<()> {
+    let agent = settled(&batch).transfer_agent.clone();
+    let batch = void(state, batch, reason)?;
+    let ppm = state.settlement_params()?.fraud_slash_ppm;
+    let host = host.filter(|h| *h != agent);
+    for culprit in std::iter::once(agent).chain(host) {
+        if state.participant(&culprit)?.is_none() {
+            continue;
+        }
+        let beneficiary = if culprit == challenger {
+            fee_collector_address()
+        } else {
+            challenger.to_string()
+        };
+        gonka_stake::slash(state, &culprit, ppm, &beneficiary)?;
+    }
+    state.emit(events::voided(&batch, challenger, kind));
+    Ok(())
+}
+
 /// Voids a pending batch: every requester's debit goes back to its escrow (or, once that
 /// is released, to the requester).
 pub fn void(state: &mut dyn StateWrite, mut batch: Batch, reason: String) -> Result<Batch> {
@@ -86,6 +117,36 @@ pub fn release_due(state: &mut dyn StateWrite, height: u64) -> Result<()> {
         pay(state, &requester, escrow_balance(&escrow)?)?;
         state.delete_escrow(&escrow);
         state.emit(events::released(&escrow));
+    }
+    Ok(())
+}
+
+/// Settles the leaf demands whose deadline passed unanswered: the batch, if still pending,
+/// is voided as withholding its leaf, and each deposit goes back to its challenger.
+pub fn expire_demands(state: &mut dyn StateWrite, height: u64) -> Result<()> {
+    for demand in state.take_expired_demands(height)? {
+        pay(
+            state,
+            &demand.challenger,
+            parse_amount("deposit", &demand.deposit)?,
+        )?;
+        let Some(batch) = state.batch(demand.batch_id)? else {
+            continue;
+        };
+        if batch.status == BatchStatus::Pending as i32 {
+            let reason = format!(
+                "leaf {} was demanded and not provided by height {}",
+                demand.index, demand.deadline
+            );
+            convict(
+                state,
+                batch,
+                reason,
+                None,
+                &demand.challenger,
+                "withheld_leaf",
+            )?;
+        }
     }
     Ok(())
 }

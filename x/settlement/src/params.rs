@@ -6,14 +6,17 @@ use gonka_sdk::{ErrorCode, Result, PPM};
 use crate::SettlementError;
 
 /// Defaults: a 600-block challenge window (inside inference's default 720-block payload
-/// retention), 1,000 requester and host lines per batch, 1,000,000 records per batch and a
-/// 20% fraud slash (the disputes module's slash for wrong work).
+/// retention), 1,000 requester and host lines per batch, 1,000,000 records per batch, a
+/// 20% fraud slash (the disputes module's slash for wrong work), 20 blocks to answer a leaf
+/// demand and a 0.001 GNK demand deposit.
 pub fn default_params() -> Params {
     Params {
         challenge_window_blocks: 600,
         max_batch_lines: 1_000,
         max_batch_records: 1_000_000,
         fraud_slash_ppm: 200_000,
+        leaf_answer_blocks: 20,
+        min_leaf_deposit: "1000000".into(),
     }
 }
 
@@ -38,6 +41,23 @@ pub fn validate_params(params: &Params) -> Result<()> {
             &format!("1 to {max_records}"),
             params.max_batch_records,
         );
+    }
+    if params.leaf_answer_blocks == 0 || params.leaf_answer_blocks >= params.challenge_window_blocks
+    {
+        return field(
+            "leaf_answer_blocks",
+            &format!(
+                "positive and below challenge_window_blocks ({}), so a demand fits in the window",
+                params.challenge_window_blocks
+            ),
+            params.leaf_answer_blocks,
+        );
+    }
+    if gonka_proto::batch::parse_decimal(&params.min_leaf_deposit).is_none_or(|d| d == 0) {
+        return Err(SettlementError::InvalidParams.err(format!(
+            "app_state.settlement.params.min_leaf_deposit must be a positive amount of ngnk, found {:?}",
+            params.min_leaf_deposit
+        )));
     }
     if params.fraud_slash_ppm > PPM {
         return field(

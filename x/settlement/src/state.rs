@@ -1,7 +1,7 @@
 //! Typed access to settlement state; other crates use these traits, never the keys.
 
 use gonka_auth::module_address;
-use gonka_proto::settlement::{Batch, Escrow, Params};
+use gonka_proto::settlement::{Batch, Escrow, LeafDemand, Params};
 use gonka_sdk::{parse_amount, Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
 use crate::{default_params, keys, POOL};
@@ -77,6 +77,20 @@ pub trait SettlementRead: StateRead {
         Ok(numbers)
     }
 
+    /// The open demand of leaf `index` of batch `batch`.
+    fn leaf_demand(&self, batch: u64, index: u64) -> Result<Option<LeafDemand>> {
+        self.get_proto(&keys::demand(batch, index))
+    }
+
+    /// Every open demand, by batch and index (genesis export).
+    fn leaf_demands(&self) -> Result<Vec<LeafDemand>> {
+        Ok(self
+            .prefix_proto(&keys::demands())?
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect())
+    }
+
     /// The id the next batch gets (ids start at 1).
     fn next_batch_id(&self) -> Result<u64> {
         Ok(read_u64(self, &keys::next_batch_id())?.max(1))
@@ -144,6 +158,42 @@ pub trait SettlementWrite: StateWrite {
         for (key, _) in self.prefix_raw(&prefix)? {
             due.extend(keys::parse_final(&prefix, &key));
             self.delete_raw(key);
+        }
+        Ok(due)
+    }
+
+    /// Stores an open demand, queued to expire the block after its deadline.
+    fn put_leaf_demand(&mut self, demand: &LeafDemand) {
+        self.put_raw(
+            keys::demand_due(demand.deadline + 1, demand.batch_id, demand.index),
+            Vec::new(),
+        );
+        self.put_proto(keys::demand(demand.batch_id, demand.index), demand);
+    }
+
+    /// Removes a demand and its queue entry.
+    fn delete_leaf_demand(&mut self, demand: &LeafDemand) {
+        self.delete_raw(keys::demand_due(
+            demand.deadline + 1,
+            demand.batch_id,
+            demand.index,
+        ));
+        self.delete_raw(keys::demand(demand.batch_id, demand.index));
+    }
+
+    /// Removes and returns the demands that expire at `height` (their deadline passed
+    /// unanswered).
+    fn take_expired_demands(&mut self, height: u64) -> Result<Vec<LeafDemand>> {
+        let prefix = keys::demands_due(height);
+        let mut due = Vec::new();
+        for (key, _) in self.prefix_raw(&prefix)? {
+            self.delete_raw(key.clone());
+            if let Some((batch, index)) = keys::parse_demand_due(&prefix, &key) {
+                if let Some(demand) = self.leaf_demand(batch, index)? {
+                    self.delete_raw(keys::demand(batch, index));
+                    due.push(demand);
+                }
+            }
         }
         Ok(due)
     }

@@ -5,15 +5,13 @@
 //! and changes nothing.
 
 use gonka_auth::validate_address;
-use gonka_bank::fee_collector_address;
 use gonka_proto::settlement::msg_challenge_batch::Kind;
 use gonka_proto::settlement::{BatchStatus, MsgChallengeBatch};
 use gonka_sdk::{decode_as, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
-use gonka_stake::StakeRead;
 
 use crate::challenge::{self, Fault};
-use crate::ledger::{self, settled};
-use crate::{events, SettlementError, SettlementRead};
+use crate::ledger;
+use crate::{SettlementError, SettlementRead};
 
 struct ChallengeBatch {
     msg: MsgChallengeBatch,
@@ -95,24 +93,13 @@ impl Msg for ChallengeBatch {
                 kind_name(kind)
             )));
         };
-        let agent = settled(&batch).transfer_agent.clone();
-        let batch = ledger::void(state, batch, reason)?;
-        let ppm = state.settlement_params()?.fraud_slash_ppm;
-        let challenger = &self.msg.challenger;
-        let host = host.filter(|h| *h != agent);
-        for culprit in std::iter::once(agent).chain(host) {
-            if state.participant(&culprit)?.is_none() {
-                continue;
-            }
-            // A culprit that challenges its own batch pays its slash to the fee collector.
-            let beneficiary = if culprit == *challenger {
-                fee_collector_address()
-            } else {
-                challenger.clone()
-            };
-            gonka_stake::slash(state, &culprit, ppm, &beneficiary)?;
-        }
-        state.emit(events::voided(&batch, challenger, kind_name(kind)));
-        Ok(())
+        ledger::convict(
+            state,
+            batch,
+            reason,
+            host,
+            &self.msg.challenger,
+            kind_name(kind),
+        )
     }
 }

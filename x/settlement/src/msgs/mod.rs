@@ -2,7 +2,9 @@
 
 mod challenge_batch;
 mod close_escrow;
+mod demand_leaf;
 mod open_escrow;
+mod provide_leaf;
 mod settle_batch;
 mod top_up_escrow;
 
@@ -20,6 +22,8 @@ pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
         .or_else(|| close_escrow::decode(msg))
         .or_else(|| settle_batch::decode(msg))
         .or_else(|| challenge_batch::decode(msg))
+        .or_else(|| demand_leaf::decode(msg))
+        .or_else(|| provide_leaf::decode(msg))
 }
 
 /// Stateless checks of an escrow message's parties and amount.

@@ -1,0 +1,121 @@
+//! `gonkad query settlement`: `/settlement/escrow`, `/settlement/batch`, `/settlement/params`.
+
+use anyhow::Result;
+use gonka_proto::query as q;
+use gonka_proto::settlement::{
+    Batch, BatchStatus, QueryBatchRequest, QueryBatchResponse, QueryEscrowRequest,
+    QueryEscrowResponse, QueryParamsRequest, QueryParamsResponse,
+};
+
+use super::show;
+use crate::output::fields;
+use crate::Global;
+
+/// `gonkad query settlement` subcommands.
+#[derive(clap::Subcommand)]
+pub enum Query {
+    /// A requester's escrow for a transfer agent: balance, expiry, release.
+    Escrow {
+        /// Requester address (gonka1...).
+        requester: String,
+        /// Transfer agent address.
+        transfer_agent: String,
+    },
+    /// A settled batch: its root, totals, lines and status.
+    Batch {
+        /// Batch id (from the `batch_settled` event).
+        id: u64,
+    },
+    /// Settlement parameters.
+    Params,
+}
+
+/// Runs a `gonkad query settlement` subcommand.
+pub async fn run(global: &Global, query: Query) -> Result<()> {
+    match query {
+        Query::Escrow {
+            requester,
+            transfer_agent,
+        } => {
+            let request = QueryEscrowRequest {
+                requester,
+                transfer_agent,
+            };
+            show::<q::settlement::Escrow>(global, request, |r: &QueryEscrowResponse| {
+                let e = r.escrow.clone().unwrap_or_default();
+                fields(&[
+                    ("requester", e.requester),
+                    ("transfer_agent", e.transfer_agent),
+                    ("balance", format!("{}ngnk", e.balance)),
+                    ("expires_at", e.expires_at.to_string()),
+                    ("release_at", e.release_at.to_string()),
+                ])
+            })
+            .await
+        }
+        Query::Batch { id } => {
+            show::<q::settlement::Batch>(
+                global,
+                QueryBatchRequest { id },
+                |r: &QueryBatchResponse| r.batch.as_ref().map(batch_text).unwrap_or_default(),
+            )
+            .await
+        }
+        Query::Params => {
+            show::<q::settlement::Params>(
+                global,
+                QueryParamsRequest {},
+                |r: &QueryParamsResponse| {
+                    let p = r.params.clone().unwrap_or_default();
+                    fields(&[
+                        (
+                            "challenge_window_blocks",
+                            p.challenge_window_blocks.to_string(),
+                        ),
+                        ("max_batch_lines", p.max_batch_lines.to_string()),
+                        ("max_batch_records", p.max_batch_records.to_string()),
+                        ("fraud_slash_ppm", p.fraud_slash_ppm.to_string()),
+                        ("leaf_answer_blocks", p.leaf_answer_blocks.to_string()),
+                        ("min_leaf_deposit", format!("{}ngnk", p.min_leaf_deposit)),
+                    ])
+                },
+            )
+            .await
+        }
+    }
+}
+
+fn batch_text(b: &Batch) -> String {
+    let msg = b.settled.clone().unwrap_or_default();
+    let status = match BatchStatus::try_from(b.status) {
+        Ok(BatchStatus::Pending) => format!("pending until height {}", b.final_at),
+        Ok(BatchStatus::Final) => format!("final (paid at height {})", b.final_at),
+        Ok(BatchStatus::Voided) => format!("voided: {}", b.voided_reason),
+        _ => "unknown".into(),
+    };
+    let mut rows = vec![
+        ("id", b.id.to_string()),
+        ("transfer_agent", msg.transfer_agent),
+        ("number", msg.number.to_string()),
+        ("root", hex::encode(&msg.root)),
+        ("records", msg.record_count.to_string()),
+        ("total", format!("{}ngnk", msg.total)),
+        ("height", b.height.to_string()),
+        ("status", status),
+    ];
+    let requesters = msg
+        .requesters
+        .iter()
+        .map(|l| format!("{} {}ngnk", l.requester, l.amount))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let hosts = msg
+        .hosts
+        .iter()
+        .map(|l| format!("{} {} units {}ngnk", l.host, l.work_units, l.payout))
+        .collect::<Vec<_>>()
+        .join(", ");
+    rows.push(("requesters", requesters));
+    rows.push(("hosts", hosts));
+    fields(&rows)
+}

@@ -1,0 +1,52 @@
+//! `MsgProvideLeaf`: the answer to a leaf demand, the leaf with its proof (anyone holding it
+//! may send it). The deposit goes to the batch's transfer agent.
+
+use gonka_auth::validate_address;
+use gonka_bank::{transfer, Coin};
+use gonka_proto::settlement::MsgProvideLeaf;
+use gonka_sdk::{decode_as, parse_amount, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
+
+use crate::challenge::prove;
+use crate::ledger::settled;
+use crate::{events, pool_address, SettlementError, SettlementRead, SettlementWrite};
+
+struct ProvideLeaf(MsgProvideLeaf);
+
+/// Decodes and statelessly checks a `MsgProvideLeaf`.
+pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
+    decode_as::<MsgProvideLeaf>(any).map(|msg| {
+        let msg = msg?;
+        validate_address("sender", &msg.sender)?;
+        if msg.proof.is_none() {
+            return Err(SettlementError::InvalidProof.err("MsgProvideLeaf carries no proof"));
+        }
+        Ok(Box::new(ProvideLeaf(msg)) as Box<dyn Msg>)
+    })
+}
+
+impl Msg for ProvideLeaf {
+    fn signer(&self) -> &str {
+        &self.0.sender
+    }
+
+    fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
+        let id = self.0.batch_id;
+        let proof = self.0.proof.as_ref().expect("checked at decode");
+        let demand = state.leaf_demand(id, proof.index)?.ok_or_else(|| {
+            SettlementError::InvalidProof
+                .err(format!("nobody demands leaf {} of batch {id}", proof.index))
+        })?;
+        let batch = state
+            .batch(id)?
+            .ok_or_else(|| SettlementError::UnknownBatch.err(format!("no batch with id {id}")))?;
+        prove(ctx.gas, &batch, proof)?;
+        let agent = settled(&batch).transfer_agent.clone();
+        let deposit = parse_amount("deposit", &demand.deposit)?;
+        if deposit > 0 {
+            transfer(state, &pool_address(), &agent, &Coin::ngnk(deposit))?;
+        }
+        state.delete_leaf_demand(&demand);
+        state.emit(events::demand("leaf_provided", &demand));
+        Ok(())
+    }
+}
