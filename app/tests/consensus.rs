@@ -65,7 +65,7 @@ fn golden_app_hash() {
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "c2819d9a3fd94dfcb61089d468736badb504364353b683934cbb37ae1c85a578";
+const GOLDEN: &str = "31a207a413ecb7f267fb737decaa15d6ba8f9408c11055b9780114edaca52009";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

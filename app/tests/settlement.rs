@@ -37,17 +37,29 @@ const COMMISSION: u128 = 3;
 const N0: Exec<'static> = exec("p0", "n0", 10);
 const N1: Exec<'static> = exec("p1", "n1", 11);
 
+/// Seconds a request may be from its batch's block time in these tests: the test requests
+/// are signed at a fixed time (2023) long before the harness's blocks (2026).
+const MAX_AGE: u64 = 100_000_000;
+
 /// p0 (node n0) and p1 (node n1) host, p2 is the transfer agent, alice and bob each hold an
 /// escrow of [`ESCROW`] for it; the hosts have BLS keys. Epochs never end.
 fn world() -> World {
+    world_keeping(2 * MAX_AGE)
+}
+
+/// [`world`] keeping final batches `keep` seconds.
+fn world_keeping(keep: u64) -> World {
     let mut setup = Setup::new(3, 1_000_000);
     setup.epoch_length = 100_000;
     let mut world = World::with_genesis(setup, |state| {
         state["inference"] = serde_json::json!({
             "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
         });
-        state["settlement"]["params"]["challenge_window_blocks"] = WINDOW.into();
-        state["settlement"]["params"]["leaf_answer_blocks"] = ANSWER.into();
+        let params = &mut state["settlement"]["params"];
+        params["challenge_window_blocks"] = WINDOW.into();
+        params["leaf_answer_blocks"] = ANSWER.into();
+        params["max_record_age_secs"] = MAX_AGE.min(keep / 2).into();
+        params["batch_keep_secs"] = keep.into();
     });
     let mut txs = vec![world.tx(TA, vec![register_ta(TA, "https://ta.example")])];
     for (host, node, seed) in [("p0", "n0", 10), ("p1", "n1", 11)] {
@@ -880,5 +892,63 @@ fn a_demanded_leaf_left_unanswered_voids_the_batch() {
         (escrow(&world, "alice"), escrow(&world, "bob")),
         (ESCROW, ESCROW),
         "every debit refunded"
+    );
+}
+
+#[test]
+fn a_leaf_signed_too_long_before_its_batch_voids_it() {
+    let world = world_with_carol();
+    let mut records: Vec<Served> = honest(1)
+        .leaves
+        .into_iter()
+        .map(|l| Served {
+            cost: l.cost.parse().unwrap(),
+            host: l.executor_host,
+            record: l.record.unwrap(),
+        })
+        .collect();
+    // Signed more than MAX_AGE seconds before the batch's block time.
+    let mut input = request(TA, "stale", MODEL, N0, (2, 2), COMMISSION);
+    input.terms.timestamp = 1_500_000_000;
+    let stale = signed_record("alice", N0.seed, &input);
+    let id = stale.inference_id.clone();
+    records.push(Served {
+        record: stale,
+        host: addr("p0"),
+        cost: 4 * PRICE,
+    });
+    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
+    let index = cheat
+        .leaves
+        .iter()
+        .position(|l| l.record.as_ref().unwrap().inference_id == id)
+        .unwrap() as u64;
+    let proof = cheat.leaf_proof(index).unwrap();
+    // Its host signed the receipt of a stale request: it is slashed too.
+    assert_challenge_wins(
+        world,
+        &cheat.msg,
+        Kind::InvalidLeaf(proof),
+        Some("p0"),
+        None,
+    );
+}
+
+#[test]
+fn final_batches_are_pruned_after_the_keep_time() {
+    // One block per second in the harness; batches kept 30 s after their block.
+    let mut world = world_keeping(30);
+    let result = settle(&mut world, &honest(1).msg);
+    assert_eq!(result.code, 0, "{}", result.log);
+    let settled_at = world.chain.height();
+    wait(&mut world, 29);
+    assert_eq!(batch(&world, 1).status, BatchStatus::Final as i32);
+    let now = world.chain.height();
+    wait(&mut world, settled_at + 30 - now);
+    let response = world.query_raw::<qs::Batch>(pb::QueryBatchRequest { id: 1 });
+    assert_eq!(
+        (response.codespace.as_str(), response.code),
+        ("settlement", 11),
+        "batch 1 is pruned"
     );
 }

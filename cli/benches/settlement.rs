@@ -81,7 +81,7 @@
 //! - `SETTLEMENT_BENCH_COMMITTED_SIZES`: records per `MsgSettleBatch`, comma-separated
 //!   (default `100,1000,10000`; empty: skip committed batches).
 //! - `SETTLEMENT_BENCH_COMMITTED_RECORDS`: records per committed size, one number or one per
-//!   size (default: 20 batches per size).
+//!   size (default: 20 batches per size, and at least 20,000 records).
 //! - `SETTLEMENT_BENCH_RECORDS`: records per size, one number for all or one per size
 //!   (default: enough for about 25 s of chain time per size on a 2-core machine, see
 //!   [`default_records`]; rounded up to whole batches).
@@ -160,8 +160,10 @@ const ESCROW: u128 = 100_000 * GNK;
 const HOSTS: [usize; 3] = [0, 2, 3];
 /// Gas limit of a `MsgSettleBatch`: its lines, one escrow per requester, one BLS check.
 const SETTLE_GAS: u64 = 3_000_000;
-/// Committed batches per size by default.
+/// Committed batches per size by default...
 const COMMITTED_BATCHES: usize = 20;
+/// ...and at least this many records, so small batches span several blocks.
+const COMMITTED_RECORDS: usize = 20_000;
 
 /// What one run does, from the environment.
 struct Settings {
@@ -244,7 +246,8 @@ impl Settings {
             .enumerate()
             .map(|(i, &b)| {
                 let wanted = match per_size.len() {
-                    0 => b * if smoke { 2 } else { COMMITTED_BATCHES },
+                    0 if smoke => 2 * b,
+                    0 => (b * COMMITTED_BATCHES).max(COMMITTED_RECORDS),
                     1 => per_size[0],
                     _ => *per_size.get(i).ok_or_else(|| {
                         anyhow!("SETTLEMENT_BENCH_COMMITTED_RECORDS needs one count, or one per committed size")
@@ -456,8 +459,15 @@ async fn block(client: &Client, height: u64) -> Result<(i128, Vec<Vec<u8>>)> {
 
 /// Height of the newest block in node `client`'s block store. CometBFT stores a block before
 /// the app executes it, so only the blocks below it surely have results.
+///
+/// Retried once: after a long pause (signing many records) the first call may meet a
+/// keep-alive connection the node has just closed.
 async fn latest_height(client: &Client) -> Result<u64> {
-    Ok(client.status().await?.sync_info.latest_block_height.value())
+    let status = match client.status().await {
+        Ok(status) => status,
+        Err(_) => client.status().await?,
+    };
+    Ok(status.sync_info.latest_block_height.value())
 }
 
 /// Waits until block `height` exists and returns its header time.
@@ -677,6 +687,11 @@ async fn run_committed(
     count: usize,
     number: &mut u64,
 ) -> Result<Row> {
+    // Chain state first: signing many records takes long enough for an idle RPC connection
+    // to be closed under the client.
+    let ta = actors.transfer_agent.address();
+    let signer = net[0].signer_data(ta, Some(CHAIN_ID)).await?;
+    let price = net[0].min_gas_price().await?;
     let clock = Instant::now();
     let hosts: Vec<String> = actors
         .hosts
@@ -685,9 +700,6 @@ async fn run_committed(
         .collect();
     let records = sign_records(actors, "c", b, count, |i| hosts[i % hosts.len()].clone())?;
     let signed_secs = clock.elapsed().as_secs_f64();
-    let ta = actors.transfer_agent.address();
-    let signer = net[0].signer_data(ta, Some(CHAIN_ID)).await?;
-    let price = net[0].min_gas_price().await?;
     let clock = Instant::now();
     let mut txs = Vec::with_capacity(count / b);
     for (k, chunk) in records.chunks(b).enumerate() {

@@ -16,7 +16,7 @@ use gonka_proto::settlement::{
 use gonka_sdk::{ErrorCode, GasMeter, Result, StateRead};
 
 use crate::ledger::settled;
-use crate::SettlementError;
+use crate::{SettlementError, SettlementRead};
 
 /// Gas per hash of a proof (a leaf's hash counts as one per 64 bytes).
 pub const GAS_PER_HASH: u64 = 30;
@@ -180,7 +180,8 @@ pub fn invalid_leaf(
     let proven = prove(gas, batch, proof)?;
     gas.consume_signature_verify("challenged requester signature")?;
     let agent = &settled(batch).transfer_agent;
-    let Some(reason) = leaf_fault(chain_id, agent, &proven) else {
+    let age = state.settlement_params()?.max_record_age_secs;
+    let Some(reason) = leaf_fault(chain_id, agent, batch.time, age, &proven) else {
         return Ok(None);
     };
     Ok(Some(Fault {
@@ -189,8 +190,15 @@ pub fn invalid_leaf(
     }))
 }
 
-/// The first rule `leaf` breaks, if any.
-fn leaf_fault(chain_id: &str, agent: &str, proven: &Proven<'_>) -> Option<String> {
+/// The first rule `leaf` breaks, if any, in a batch of block time `time` where requests are
+/// at most `age` seconds away from it.
+fn leaf_fault(
+    chain_id: &str,
+    agent: &str,
+    time: i64,
+    age: u64,
+    proven: &Proven<'_>,
+) -> Option<String> {
     let leaf = proven.leaf;
     let record = leaf.record.as_ref()?;
     if record.transfer_agent != agent {
@@ -238,6 +246,13 @@ fn leaf_fault(chain_id: &str, agent: &str, proven: &Proven<'_>) -> Option<String
         &record.requester_signature,
     ) {
         return Some("the requester signature does not verify".into());
+    }
+    let distance = (i128::from(time) - i128::from(record.timestamp)).unsigned_abs();
+    if distance > u128::from(age) {
+        return Some(format!(
+            "request timestamp {} is {distance} s from the batch's block time {time}, more than max_record_age_secs {age}",
+            record.timestamp
+        ));
     }
     if record.completion_tokens > record.max_completion_tokens {
         return Some(format!(

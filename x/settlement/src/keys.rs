@@ -101,6 +101,25 @@ pub fn parse_demand_due(prefix: &[u8], key: &[u8]) -> Option<(u64, u64)> {
     Some((batch.parse().ok()?, index.parse().ok()?))
 }
 
+/// Prefix of the queue of settled batches by the time they may be pruned.
+pub fn expiries() -> Vec<u8> {
+    b"settlement/batch_expiry/".to_vec()
+}
+
+/// Queue entry: batch `id` may be pruned from unix time `time` on.
+pub fn expiry(time: u64, id: u64) -> Vec<u8> {
+    let mut key = expiries();
+    key.extend_from_slice(format!("{time:020}/{id:020}").as_bytes());
+    key
+}
+
+/// The (time, id) of an [`expiry`] key.
+pub fn parse_expiry(key: &[u8]) -> Option<(u64, u64)> {
+    let rest = std::str::from_utf8(key.strip_prefix(expiries().as_slice())?).ok()?;
+    let (time, id) = rest.split_once('/')?;
+    Some((time.parse().ok()?, id.parse().ok()?))
+}
+
 /// Prefix of every transfer agent's last batch number.
 pub fn batch_numbers() -> Vec<u8> {
     b"settlement/batch_number/".to_vec()
@@ -140,6 +159,11 @@ mod tests {
         let key = demand_due(30, 2, 7);
         assert_eq!(parse_demand_due(&demands_due(30), &key), Some((2, 7)));
         assert!(demand(2, 7).starts_with(&demands()));
+        assert_eq!(
+            parse_expiry(&expiry(1_800_000_000, 4)),
+            Some((1_800_000_000, 4))
+        );
+        assert!(expiry(999, 9) < expiry(1_000, 1));
         assert_eq!(
             escrow("gonka1r", "gonka1t"),
             b"settlement/escrow/gonka1r/gonka1t"

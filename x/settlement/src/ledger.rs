@@ -46,6 +46,7 @@ pub fn finalize(state: &mut dyn StateWrite, mut batch: Batch) -> Result<()> {
     pay(state, &msg.transfer_agent, commission)?;
     batch.status = BatchStatus::Final as i32;
     state.put_batch(&batch);
+    queue_expiry(state, &batch)?;
     state.emit(events::finalized(&batch, commission));
     Ok(())
 }
@@ -92,8 +93,20 @@ pub fn void(state: &mut dyn StateWrite, mut batch: Batch, reason: String) -> Res
     batch.status = BatchStatus::Voided as i32;
     batch.voided_reason = reason;
     state.put_batch(&batch);
+    queue_expiry(state, &batch)?;
     Ok(batch)
 }
+
+/// Queues a batch that no longer changes to be pruned `batch_keep_secs` after its time.
+fn queue_expiry(state: &mut dyn StateWrite, batch: &Batch) -> Result<()> {
+    let keep = state.settlement_params()?.batch_keep_secs;
+    let time = u64::try_from(batch.time).unwrap_or(0);
+    state.queue_batch_expiry(time.saturating_add(keep), batch.id);
+    Ok(())
+}
+
+/// Batches pruned per block at most (the rest wait for the next blocks).
+pub const PRUNE_PER_BLOCK: usize = 100;
 
 fn refund(state: &mut dyn StateWrite, requester: &str, agent: &str, amount: u128) -> Result<()> {
     match state.escrow(requester, agent)? {

@@ -8,7 +8,8 @@ use crate::SettlementError;
 /// Defaults: a 600-block challenge window (inside inference's default 720-block payload
 /// retention), 1,000 requester and host lines per batch, 1,000,000 records per batch, a
 /// 20% fraud slash (the disputes module's slash for wrong work), 20 blocks to answer a leaf
-/// demand and a 0.001 GNK demand deposit.
+/// demand, a 0.001 GNK demand deposit, records at most an hour from their batch's time and
+/// settled batches kept a day.
 pub fn default_params() -> Params {
     Params {
         challenge_window_blocks: 600,
@@ -17,6 +18,8 @@ pub fn default_params() -> Params {
         fraud_slash_ppm: 200_000,
         leaf_answer_blocks: 20,
         min_leaf_deposit: "1000000".into(),
+        max_record_age_secs: 3_600,
+        batch_keep_secs: 86_400,
     }
 }
 
@@ -58,6 +61,19 @@ pub fn validate_params(params: &Params) -> Result<()> {
             "app_state.settlement.params.min_leaf_deposit must be a positive amount of ngnk, found {:?}",
             params.min_leaf_deposit
         )));
+    }
+    if params.max_record_age_secs == 0 {
+        return field("max_record_age_secs", "positive", 0);
+    }
+    if params.batch_keep_secs < params.max_record_age_secs.saturating_mul(2) {
+        return field(
+            "batch_keep_secs",
+            &format!(
+                "at least twice max_record_age_secs ({}): a request can sit in two batches that far apart",
+                params.max_record_age_secs
+            ),
+            params.batch_keep_secs,
+        );
     }
     if params.fraud_slash_ppm > PPM {
         return field(

@@ -198,6 +198,30 @@ pub trait SettlementWrite: StateWrite {
         Ok(due)
     }
 
+    /// Queues batch `id` to be pruned from unix time `time` on.
+    fn queue_batch_expiry(&mut self, time: u64, id: u64) {
+        self.put_raw(keys::expiry(time, id), Vec::new());
+    }
+
+    /// Removes up to `limit` batches whose expiry is at or before unix time `now`, oldest
+    /// first; returns how many.
+    fn prune_batches(&mut self, now: u64, limit: usize) -> Result<usize> {
+        let prefix = keys::expiries();
+        let mut pruned = 0;
+        for (key, _) in self.range_raw(&prefix, &prefix, limit)? {
+            let Some((time, id)) = keys::parse_expiry(&key) else {
+                continue;
+            };
+            if time > now {
+                break;
+            }
+            self.delete_raw(key);
+            self.delete_raw(keys::batch(id));
+            pruned += 1;
+        }
+        Ok(pruned)
+    }
+
     /// Records `number` as `transfer_agent`'s last batch number.
     fn put_batch_number(&mut self, transfer_agent: &str, number: u64) {
         self.put_raw(

@@ -193,6 +193,7 @@ impl Msg for SettleBatch {
             final_at: height + params.challenge_window_blocks,
             status: BatchStatus::Pending as i32,
             voided_reason: String::new(),
+            time: ctx.block.time_seconds,
         };
         state.put_batch(&batch);
         state.emit(events::settled(&batch));
