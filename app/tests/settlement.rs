@@ -113,6 +113,11 @@ fn honest(number: u64) -> Batch {
     Batch::build(&addr(TA), number, records).unwrap()
 }
 
+/// The served requests `leaves` commit to.
+fn served_of(leaves: &[gonka_proto::settlement::BatchLeaf]) -> Vec<Served> {
+    leaves.iter().map(|l| Served::of_leaf(l).unwrap()).collect()
+}
+
 /// `msg` co-signed by every host it names.
 fn signed(msg: &MsgSettleBatch) -> MsgSettleBatch {
     let signatures: Vec<_> = msg
@@ -497,15 +502,7 @@ fn a_transfer_agent_cannot_frame_a_host_with_a_leaf_it_made_up() {
     let world = world_with_carol();
     // A leaf naming p0's node, but with a receipt p0's node key never signed (and a forged
     // requester signature): the batch falls, p0 keeps its stake.
-    let mut records: Vec<Served> = honest(1)
-        .leaves
-        .into_iter()
-        .map(|l| Served {
-            cost: l.cost.parse().unwrap(),
-            host: l.executor_host,
-            record: l.record.unwrap(),
-        })
-        .collect();
+    let mut records = served_of(&honest(1).leaves);
     let mut made_up = served("alice", "made-up", exec("p0", "n0", 99), (1, 1));
     made_up.record.requester_signature[3] ^= 1;
     let id = made_up.record.inference_id.clone();
@@ -527,19 +524,7 @@ fn a_charge_above_what_the_requester_signed_voids_its_batch() {
     // The requester signed for at most its completion tokens: the TA claims one more.
     let record = records[0].record.as_mut().unwrap();
     record.completion_tokens += 1;
-    let leaves = Batch::build(
-        &addr(TA),
-        1,
-        records
-            .into_iter()
-            .map(|l| Served {
-                cost: l.cost.parse().unwrap(),
-                host: l.executor_host,
-                record: l.record.unwrap(),
-            })
-            .collect(),
-    )
-    .unwrap();
+    let leaves = Batch::build(&addr(TA), 1, served_of(&records)).unwrap();
     let index = leaves
         .leaves
         .iter()
@@ -560,14 +545,7 @@ fn unsorted_leaves_void_their_batch() {
     let mut leaves = honest(1).leaves;
     leaves.swap(2, 3);
     // Keep each host's chain honest in the new order so only the order is wrong.
-    let served: Vec<Served> = leaves
-        .iter()
-        .map(|l| Served {
-            cost: l.cost.parse().unwrap(),
-            host: l.executor_host.clone(),
-            record: l.record.clone().unwrap(),
-        })
-        .collect();
+    let served = served_of(&leaves);
     let rechained = rechain(served);
     let cheat = Batch::from_leaves(&addr(TA), 1, rechained).unwrap();
     let kind = |b: &Batch| {
@@ -706,15 +684,7 @@ fn a_record_settled_twice_voids_the_later_batch() {
     let result = settle(&mut world, &first.msg);
     assert_eq!(result.code, 0, "{}", result.log);
     // Batch 2 repeats alice's a1-1 among new records.
-    let mut records: Vec<Served> = honest(2)
-        .leaves
-        .into_iter()
-        .map(|l| Served {
-            cost: l.cost.parse().unwrap(),
-            host: l.executor_host,
-            record: l.record.unwrap(),
-        })
-        .collect();
+    let mut records = served_of(&honest(2).leaves);
     records.push(served("alice", "a1-1", N0, (10, 20)));
     let second = Batch::build(&addr(TA), 2, records).unwrap();
     let result = settle(&mut world, &second.msg);
@@ -898,15 +868,7 @@ fn a_demanded_leaf_left_unanswered_voids_the_batch() {
 #[test]
 fn a_leaf_signed_too_long_before_its_batch_voids_it() {
     let world = world_with_carol();
-    let mut records: Vec<Served> = honest(1)
-        .leaves
-        .into_iter()
-        .map(|l| Served {
-            cost: l.cost.parse().unwrap(),
-            host: l.executor_host,
-            record: l.record.unwrap(),
-        })
-        .collect();
+    let mut records = served_of(&honest(1).leaves);
     // Signed more than MAX_AGE seconds before the batch's block time.
     let mut input = request(TA, "stale", MODEL, N0, (2, 2), COMMISSION);
     input.terms.timestamp = 1_500_000_000;

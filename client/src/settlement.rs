@@ -101,6 +101,18 @@ pub struct Served {
     pub cost: u128,
 }
 
+impl Served {
+    /// The served request `leaf` commits to; `None` if it carries no record or a malformed
+    /// cost.
+    pub fn of_leaf(leaf: &BatchLeaf) -> Option<Served> {
+        Some(Served {
+            record: leaf.record.clone()?,
+            host: leaf.executor_host.clone(),
+            cost: gonka_proto::batch::parse_decimal(&leaf.cost)?,
+        })
+    }
+}
+
 /// A batch with its tree: what the transfer agent keeps to serve leaves and proofs.
 #[derive(Debug, Clone)]
 pub struct Batch {
