@@ -267,7 +267,199 @@ impl Batch {
 }
 
 /// A host's co-signature of `msg` on `chain_id` with its BLS key. A host signs only after
-/// checking its line against the records it executed.
+/// [`check_host_leaves`] accepted the leaves the transfer agent showed it.
 pub fn cosign(key: &SecretKey, chain_id: &str, msg: &MsgSettleBatch) -> Signature {
     key.sign(&batch_sign_bytes(chain_id, msg))
+}
+
+/// What a host checks before it co-signs `msg`: `leaves` (with their proofs) are exactly its
+/// leaves — the chain from its line's last index back through `host_previous` — each on the
+/// committed tree, each carrying a receipt the host's own node signed (`own_receipt`), each
+/// paid `tokens × price` of its model (`price`), and the running totals add up to its line.
+/// A host that co-signs only such batches is never slashed by a challenge: every leaf it
+/// vouches for is its own work at its price, and its line is their sum.
+pub fn check_host_leaves(
+    msg: &MsgSettleBatch,
+    host: &str,
+    leaves: &[LeafProof],
+    own_receipt: impl Fn(&WorkRecord) -> bool,
+    price: impl Fn(&str) -> Option<u128>,
+) -> Result<()> {
+    use gonka_proto::batch::{parse_decimal, siblings_from_proto, verify_path};
+    let line = msg
+        .hosts
+        .iter()
+        .find(|l| l.host == host)
+        .with_context(|| format!("the batch has no line for host {host}"))?;
+    let root: [u8; 32] = msg
+        .root
+        .as_slice()
+        .try_into()
+        .context("root is not 32 bytes")?;
+    let total = parse_decimal(&msg.total).context("total is not a decimal")?;
+    let mut by_index = BTreeMap::new();
+    for proof in leaves {
+        let leaf = proof
+            .leaf
+            .as_ref()
+            .context("a leaf proof carries no leaf")?;
+        let node = leaf_node(leaf).context("a leaf's cost or commission is malformed")?;
+        let siblings = siblings_from_proto(&proof.siblings).context("a proof is malformed")?;
+        verify_path(
+            &root,
+            total,
+            msg.record_count,
+            0,
+            proof.index,
+            node,
+            &siblings,
+        )
+        .with_context(|| format!("leaf {} is not on the batch's tree", proof.index))?;
+        ensure!(
+            by_index.insert(proof.index, leaf).is_none(),
+            "leaf {} is shown twice",
+            proof.index
+        );
+    }
+    // Walk the host's chain from its last leaf back to its first.
+    let (mut index, mut walked) = (line.last_index, 0usize);
+    let (mut work, mut payout) = (
+        line.work_units,
+        parse_decimal(&line.payout).context("the host's payout is not a decimal")?,
+    );
+    loop {
+        let leaf = by_index
+            .get(&index)
+            .with_context(|| format!("leaf {index} of the host's chain is not shown"))?;
+        let record = leaf.record.as_ref().context("a leaf carries no record")?;
+        ensure!(
+            leaf.executor_host == host && own_receipt(record),
+            "leaf {index} ({}) is not work of this host's nodes",
+            record.inference_id
+        );
+        let tokens = record
+            .prompt_tokens
+            .checked_add(record.completion_tokens)
+            .context("token counts overflow")?;
+        let cost = parse_decimal(&leaf.cost).context("a leaf's cost is malformed")?;
+        let price = price(&record.model)
+            .with_context(|| format!("leaf {index}: model {} has no known price", record.model))?;
+        ensure!(
+            u128::from(tokens).checked_mul(price) == Some(cost),
+            "leaf {index}: cost {cost} is not {tokens} tokens at {price}"
+        );
+        ensure!(
+            leaf.host_work == work && parse_decimal(&leaf.host_payout) == Some(payout),
+            "leaf {index}: the host's running totals are not what its line needs"
+        );
+        work = work
+            .checked_sub(tokens)
+            .context("the host's work does not add up")?;
+        payout = payout
+            .checked_sub(cost)
+            .context("the host's payout does not add up")?;
+        walked += 1;
+        match leaf.host_previous {
+            0 => break,
+            previous if previous - 1 < index => index = previous - 1,
+            _ => bail!("leaf {index}: host_previous does not point back"),
+        }
+    }
+    ensure!(
+        work == 0 && payout == 0,
+        "the host's first leaf does not start its totals"
+    );
+    ensure!(
+        walked == by_index.len(),
+        "{} leaves are shown but the host's chain has {walked}",
+        by_index.len()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(requester: &str, nonce: &str, tokens: u64) -> WorkRecord {
+        WorkRecord {
+            inference_id: format!("{requester}-{nonce}"),
+            requester: requester.into(),
+            model: "m".into(),
+            prompt_tokens: tokens,
+            completion_tokens: 1,
+            commission: "2".into(),
+            ..Default::default()
+        }
+    }
+
+    /// Six records over hosts h1 and h2 (h1 owns nonces starting with 'x').
+    fn batch() -> Batch {
+        let served = [
+            ("a", "x1", 3),
+            ("a", "y1", 4),
+            ("b", "x2", 5),
+            ("b", "x3", 6),
+            ("c", "y2", 7),
+            ("c", "x4", 8),
+        ]
+        .map(|(requester, nonce, tokens)| Served {
+            record: record(requester, nonce, tokens),
+            host: if nonce.starts_with('x') { "h1" } else { "h2" }.into(),
+            cost: u128::from(tokens + 1) * 10,
+        })
+        .to_vec();
+        Batch::build("ta", 1, served).unwrap()
+    }
+
+    fn leaves_of(batch: &Batch, host: &str) -> Vec<LeafProof> {
+        (0..batch.leaves.len() as u64)
+            .filter(|&i| batch.leaves[i as usize].executor_host == host)
+            .map(|i| batch.leaf_proof(i).unwrap())
+            .collect()
+    }
+
+    fn check(batch: &Batch, host: &str, leaves: &[LeafProof]) -> Result<()> {
+        let owns = |r: &WorkRecord| {
+            r.inference_id
+                .contains(if host == "h1" { "-x" } else { "-y" })
+        };
+        check_host_leaves(&batch.msg, host, leaves, owns, |m| (m == "m").then_some(10))
+    }
+
+    #[test]
+    fn an_honest_batch_passes_every_hosts_check() {
+        let batch = batch();
+        for host in ["h1", "h2"] {
+            check(&batch, host, &leaves_of(&batch, host)).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_host_refuses_what_it_would_be_blamed_for() {
+        let batch = batch();
+        let mine = leaves_of(&batch, "h1");
+        // A leaf missing, a leaf of the other host, a leaf shown twice.
+        assert!(check(&batch, "h1", &mine[1..]).is_err());
+        let mut more = mine.clone();
+        more.push(leaves_of(&batch, "h2")[0].clone());
+        assert!(check(&batch, "h1", &more).is_err());
+        let mut twice = mine.clone();
+        twice.push(mine[0].clone());
+        assert!(check(&batch, "h1", &twice).is_err());
+        // An inflated line.
+        let mut inflated = batch.clone();
+        inflated.msg.hosts[0].work_units += 1;
+        assert!(check(&inflated, "h1", &mine).is_err());
+        // A leaf whose receipt is not the host's own.
+        let owns_nothing = check_host_leaves(&batch.msg, "h1", &mine, |_| false, |_| Some(10));
+        assert!(owns_nothing.is_err());
+        // Paid below its price.
+        let dearer = check_host_leaves(&batch.msg, "h1", &mine, |_| true, |_| Some(11));
+        assert!(dearer.is_err());
+        // A leaf changed after the tree was built.
+        let mut changed = mine.clone();
+        changed[0].leaf.as_mut().unwrap().cost = "1".into();
+        assert!(check(&batch, "h1", &changed).is_err());
+    }
 }
