@@ -31,13 +31,16 @@ use gonka_app::harness::TestChain;
 use gonka_bls_crypto::{fast_aggregate_verify, SecretKey};
 use gonka_client::bls::{account_bls_key, msg_register_bls_key};
 use gonka_client::keys::well_known_mnemonic;
-use gonka_client::settlement::{cosign, msg_open_escrow, msg_settle_batch, Batch, Served};
+use gonka_client::settlement::{
+    cosign, msg_challenge_batch, msg_open_escrow, msg_settle_batch, Batch, Served,
+};
 use gonka_client::tx::{msg_submit_work_batch, signed_work_record, RequestTerms, WorkRecordInput};
 use gonka_client::{
     msg_register_node, msg_register_transfer_agent, msg_stake, node_key_proof, sign, Any, GasFee,
     GasPrice, Key, NodeSpec, SignerData,
 };
 use gonka_proto::inference::{Model, WorkRecord};
+use gonka_proto::settlement::msg_challenge_batch::Kind;
 use gonka_proto::signing::batch_sign_bytes;
 use gonka_sdk::Module;
 
@@ -90,13 +93,24 @@ impl Bench {
     }
 
     fn block(&mut self, txs: Vec<Vec<u8>>) -> f64 {
+        let (elapsed, codes) = self.block_codes(txs);
+        for (code, log) in codes {
+            assert_eq!(code, 0, "a bench tx failed: {log}");
+        }
+        elapsed
+    }
+
+    /// Seconds of FinalizeBlock+Commit, and each tx's (code, log).
+    fn block_codes(&mut self, txs: Vec<Vec<u8>>) -> (f64, Vec<(u32, String)>) {
         let started = Instant::now();
         let response = self.chain.next_block(txs);
         let elapsed = started.elapsed().as_secs_f64();
-        for result in &response.tx_results {
-            assert_eq!(result.code, 0, "a bench tx failed: {}", result.log);
-        }
-        elapsed
+        let codes = response
+            .tx_results
+            .iter()
+            .map(|r| (r.code, r.log.clone()))
+            .collect();
+        (elapsed, codes)
     }
 }
 
@@ -110,7 +124,8 @@ fn record(ta: &str, requester: &Key, host: &str, n: usize) -> WorkRecord {
         terms: RequestTerms {
             chain_id: CHAIN.into(),
             body_hash: gonka_proto::signing::body_hash(format!("prompt {n}").as_bytes()),
-            timestamp: 1_700_000_000,
+            // Near the harness's block times, as a live transfer agent's requests are.
+            timestamp: gonka_app::harness::GENESIS_TIME as u64,
             nonce: format!("n{n}"),
             commission: 1,
             transfer_agent: ta.into(),
@@ -260,6 +275,7 @@ fn main() {
     );
 
     let mut number = 0;
+    let mut last_batch = None;
     for size in SIZES {
         let count = RECORDS_PER_SIZE.div_ceil(size);
         let mut build_seconds = 0.0;
@@ -292,6 +308,7 @@ fn main() {
             let msg = batch.signed(&signatures);
             let any = msg_settle_batch(&msg);
             one_batch.get_or_insert((msg, any.clone()));
+            last_batch = Some(batch);
             txs.push(bench.tx(0, &ta.key, vec![any]));
         }
         let records = count * size;
@@ -332,6 +349,38 @@ fn main() {
             cosign_seconds / count as f64 * 1e3,
         );
     }
+
+    // The cost of challenging one leaf of the last (largest) batch: an honest leaf, so the
+    // chain does every check (path, requester signature, receipt) and refuses it.
+    let batch = last_batch.expect("a batch was built");
+    let proof = batch.leaf_proof(0).unwrap();
+    let depth = proof.siblings.len();
+    let challenger = &requesters[0];
+    let tx = bench.tx(
+        numbers[1 + HOSTS],
+        &challenger.key,
+        vec![msg_challenge_batch(
+            &challenger.address(),
+            number,
+            Kind::InvalidLeaf(proof),
+        )],
+    );
+    let bytes = tx.len();
+    let empty = (0..5).map(|_| bench.block_codes(vec![]).0).sum::<f64>() / 5.0;
+    let (with_challenge, codes) = bench.block_codes(vec![tx]);
+    assert_eq!(
+        codes[0].0, 14,
+        "an honest leaf's challenge fails: {}",
+        codes[0].1
+    );
+    println!();
+    println!(
+        "challenge of one leaf of a {}-record batch (proof depth {depth}): {bytes} tx bytes; block with it {:.3} ms vs empty block {:.3} ms (+{:.3} ms)",
+        batch.leaves.len(),
+        with_challenge * 1e3,
+        empty * 1e3,
+        (with_challenge - empty) * 1e3
+    );
 }
 
 /// Mean milliseconds of `f` over `rounds`.

@@ -223,6 +223,16 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
         ));
         callers
     });
+    // On chain the node co-signs its host's batches with the host's BLS key.
+    let cosigner = std::sync::Arc::new(std::sync::OnceLock::new());
+    if let Some((client, host)) = &chain {
+        tokio::spawn(crate::cosign::prepare(
+            client.clone(),
+            gonka_client::bls::account_bls_key(host),
+            args.model_id.clone(),
+            cosigner.clone(),
+        ));
+    }
     let config = MlNodeConfig {
         listen: args.listen,
         model_id: args.model_id,
@@ -234,6 +244,7 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
         max_skew_secs: MlNodeConfig::default().max_skew_secs,
         callers,
         response_key,
+        cosigner,
         upstream,
         seed: args.seed,
         max_concurrency: args.max_concurrency as usize,

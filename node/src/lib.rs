@@ -44,6 +44,7 @@ mod builtin;
 #[cfg(feature = "testing")]
 pub mod cheat;
 pub mod cli;
+pub mod cosign;
 pub mod forward;
 pub mod register;
 #[cfg(feature = "testing")]
@@ -93,6 +94,9 @@ pub struct MlNodeConfig {
     /// The key that signs execution receipts (its public key is registered on chain);
     /// without one the node answers without receipts.
     pub response_key: Option<SigningKey>,
+    /// The host's co-signer of committed batches (`POST /gonka/v1/cosign`), set once the chain
+    /// answered its id and the model's price ([`cosign::prepare`]); empty off chain.
+    pub cosigner: Arc<std::sync::OnceLock<cosign::Cosigner>>,
     /// The OpenAI-compatible server to forward to; `None` runs the built-in reference model.
     pub upstream: Option<Upstream>,
     /// Seed of the reference model's weights.
@@ -130,6 +134,7 @@ impl Default for MlNodeConfig {
             max_skew_secs: 300,
             callers: None,
             response_key: None,
+            cosigner: Arc::default(),
             upstream: None,
             seed: reference::DEFAULT_SEED,
             max_concurrency: 4,
@@ -229,6 +234,7 @@ pub fn router(config: MlNodeConfig) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/load", get(load))
         .route("/v1/identity", get(identity))
+        .route("/gonka/v1/cosign", post(cosign::handle))
         .fallback(|uri: Uri| async move { ApiError::route_not_found(uri.path()) })
         .with_state(node)
 }

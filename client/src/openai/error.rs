@@ -80,8 +80,18 @@ impl ApiError {
             "invalid_request_error",
             "not_found",
             format!(
-                "no route for `{path}`; expected /v1/chat/completions, /v1/models, /v1/load or /v1/identity"
+                "no route for `{path}`; expected /v1/chat/completions, /v1/models, /v1/load, /v1/identity or /gonka/v1/cosign"
             ),
+        )
+    }
+
+    /// 404: a feature this server does not offer as configured (`code` names it).
+    pub fn unavailable_here(code: &'static str, message: String) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            code,
+            message,
         )
     }
 
