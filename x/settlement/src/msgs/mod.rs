@@ -31,9 +31,9 @@ fn escrow_fields(requester: &str, agent: &str, amount: &str) -> Result<u128> {
     validate_address("requester", requester)?;
     validate_address("transfer_agent", agent)?;
     if requester == agent {
-        return Err(
-            SettlementError::InvalidEscrow.err("a transfer agent cannot hold an escrow for itself")
-        );
+        return Err(SettlementError::InvalidEscrow.err(
+            "requester and transfer_agent must be different accounts: an escrow pays another party",
+        ));
     }
     parse_amount("amount", amount).map_err(|e| SettlementError::InvalidEscrow.err(e.log))
 }
