@@ -1,7 +1,8 @@
 //! gonka-ta: the transfer agent (TA). Its pure scheduling core ([`Router`], [`WaitQueue`]:
 //! which ML node gets a request, and who waits) and, on top of it, the HTTP front: request
 //! authentication ([`auth`]), the OpenAI-compatible server ([`server`]), the payload store
-//! validators fetch from ([`payloads`]), settlement of work records on chain ([`settle`]),
+//! validators fetch from ([`payloads`]), settlement of work records on chain ([`settle`];
+//! committed batches co-signed by the hosts: [`commit`]),
 //! the reveals of record outputs the chain asks for ([`reveal`]),
 //! the chain registry of nodes ([`registry`]) and the background refresh ([`background`]),
 //! and its command line ([`cli`]: `gonka-sidecar transfer-agent`). It calls ML nodes with
@@ -65,6 +66,7 @@
 pub mod auth;
 pub mod background;
 pub mod cli;
+pub mod commit;
 pub mod payloads;
 pub mod queue;
 pub mod ratelimit;

@@ -1,0 +1,180 @@
+//! The transfer agent collects its hosts' co-signatures of a committed batch from real ML
+//! nodes on 127.0.0.1: hosts whose nodes co-sign are in the batch, a host whose node refuses
+//! or cannot be reached is left out with its records, and the aggregate verifies.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use gonka_client::bls::crypto::{fast_aggregate_verify, SecretKey};
+use gonka_client::http::Limits;
+use gonka_client::keys::well_known_mnemonic;
+use gonka_client::settlement::Served;
+use gonka_client::tx::{signed_work_record, RequestTerms, WorkRecordInput};
+use gonka_client::Key;
+use gonka_node::cosign::Cosigner;
+use gonka_node::{self as ml_node, MlNodeConfig, DEFAULT_MODEL_ID};
+use gonka_proto::signing::batch_sign_bytes;
+use gonka_ta::commit::commit;
+use k256::ecdsa::SigningKey;
+use tokio::net::TcpListener;
+
+const CHAIN: &str = "commit-test";
+const PRICE: u128 = 2;
+
+fn key(label: &str) -> Key {
+    Key::from_mnemonic(&well_known_mnemonic(label)).unwrap()
+}
+
+/// Host `label`'s node `node-<label>`, receipts signed by `node_key(seed)`.
+struct Host {
+    address: String,
+    node: String,
+    seed: u8,
+    bls: SecretKey,
+}
+
+impl Host {
+    fn new(label: &str, seed: u8) -> Host {
+        Host {
+            address: key(label).address().to_string(),
+            node: format!("node-{label}"),
+            seed,
+            bls: SecretKey::from_seed(&[seed; 32]),
+        }
+    }
+
+    fn node_key(&self) -> SigningKey {
+        SigningKey::from_slice(&[self.seed; 32]).unwrap()
+    }
+
+    /// Starts its ML node (co-signing when `cosigning`); its URL.
+    async fn start(&self, cosigning: bool) -> String {
+        let config = MlNodeConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            node_id: self.node.clone(),
+            host: self.address.clone(),
+            response_key: Some(self.node_key()),
+            ..MlNodeConfig::default()
+        };
+        if cosigning {
+            config
+                .cosigner
+                .set(Cosigner {
+                    bls: self.bls.clone(),
+                    chain_id: CHAIN.into(),
+                    price_per_token: PRICE,
+                })
+                .unwrap();
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(ml_node::serve(listener, config, std::future::pending()));
+        format!("http://{addr}")
+    }
+
+    fn served(&self, nonce: &str, tokens: u64) -> Served {
+        let input = WorkRecordInput {
+            terms: RequestTerms {
+                chain_id: CHAIN.into(),
+                body_hash: [1; 32],
+                timestamp: 1_800_000_000,
+                nonce: nonce.into(),
+                commission: 1,
+                transfer_agent: key("ta").address().to_string(),
+                model: DEFAULT_MODEL_ID.into(),
+                max_price_per_token: PRICE,
+                max_completion_tokens: tokens,
+            },
+            response_hash: [2; 32],
+            salt: [3; 32],
+            prompt_tokens: tokens,
+            completion_tokens: tokens,
+            executor_node: self.node.clone(),
+            host: self.address.clone(),
+        };
+        Served {
+            record: signed_work_record(
+                &key(&format!("requester-{nonce}")),
+                &self.node_key(),
+                &input,
+            )
+            .unwrap(),
+            host: self.address.clone(),
+            cost: u128::from(2 * tokens) * PRICE,
+        }
+    }
+}
+
+#[tokio::test]
+async fn hosts_that_co_sign_are_in_the_batch_and_the_others_wait() {
+    let (a, b, c, d) = (
+        Host::new("host-a", 31),
+        Host::new("host-b", 32),
+        Host::new("host-c", 33),
+        Host::new("host-d", 34),
+    );
+    let mut urls = BTreeMap::new();
+    urls.insert(a.address.clone(), a.start(true).await);
+    urls.insert(b.address.clone(), b.start(true).await);
+    // c's node does not co-sign; d's node is not listening.
+    urls.insert(c.address.clone(), c.start(false).await);
+    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    urls.insert(
+        d.address.clone(),
+        format!("http://{}", closed.local_addr().unwrap()),
+    );
+    drop(closed);
+    let served = vec![
+        a.served("1", 3),
+        b.served("2", 4),
+        c.served("3", 5),
+        a.served("4", 6),
+        d.served("5", 7),
+    ];
+    let limits = Limits {
+        connect: Duration::from_secs(1),
+        first_byte: Duration::from_secs(5),
+        total: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    let ta = key("ta").address().to_string();
+    let committed = commit(&ta, 7, served, &urls, limits)
+        .await
+        .unwrap()
+        .unwrap();
+    let msg = &committed.msg;
+    assert_eq!(msg.number, 7);
+    assert_eq!(msg.record_count, 3, "a's two records and b's one");
+    let mut hosts: Vec<&str> = msg.hosts.iter().map(|l| l.host.as_str()).collect();
+    hosts.sort();
+    let mut expected = vec![a.address.as_str(), b.address.as_str()];
+    expected.sort();
+    assert_eq!(hosts, expected);
+    assert_eq!(
+        committed.left_out.keys().collect::<Vec<_>>().len(),
+        2,
+        "{:?}",
+        committed.left_out
+    );
+    assert!(committed.left_out[&c.address].contains("cosign_disabled"));
+    // The aggregate is a's and b's signatures of this very message.
+    let keys = [a.bls.public_key(), b.bls.public_key()];
+    let signature = gonka_client::bls::crypto::Signature::from_bytes(&msg.host_signature).unwrap();
+    assert!(fast_aggregate_verify(
+        &keys,
+        &batch_sign_bytes(CHAIN, msg),
+        &signature
+    ));
+}
+
+#[tokio::test]
+async fn nothing_is_committed_when_no_host_co_signs() {
+    let c = Host::new("host-c", 33);
+    let mut urls = BTreeMap::new();
+    urls.insert(c.address.clone(), c.start(false).await);
+    let ta = key("ta").address().to_string();
+    let committed = commit(&ta, 1, vec![c.served("1", 3)], &urls, Limits::default())
+        .await
+        .unwrap();
+    assert!(committed.is_none());
+}
