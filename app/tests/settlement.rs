@@ -460,6 +460,25 @@ fn assert_challenge_wins(
     assert_eq!(world.balance_of("p0"), p0 + p0_payout);
 }
 
+/// [`assert_challenge_wins`] of `kind(cheat)` against `cheat`, after `kind` of the honest
+/// batch 2 failed.
+fn assert_wins_against_cheat_only(
+    world: World,
+    cheat: &Batch,
+    kind: impl Fn(&Batch) -> Kind,
+    host: Option<&str>,
+) {
+    let good = honest(2);
+    let good_kind = kind(&good);
+    assert_challenge_wins(
+        world,
+        &cheat.msg,
+        kind(cheat),
+        host,
+        Some((good, good_kind)),
+    );
+}
+
 fn world_with_carol() -> World {
     let mut world = world();
     let tx = world.tx(
@@ -554,15 +573,7 @@ fn unsorted_leaves_void_their_batch() {
             second: b.leaf_proof(3),
         })
     };
-    let good = honest(2);
-    let good_kind = kind(&good);
-    assert_challenge_wins(
-        world,
-        &cheat.msg.clone(),
-        kind(&cheat),
-        None,
-        Some((good, good_kind)),
-    );
+    assert_wins_against_cheat_only(world, &cheat, kind, None);
 }
 
 /// Leaves in the given order with honest host chains.
@@ -612,15 +623,7 @@ fn a_leaf_sum_that_is_not_its_charge_voids_its_batch() {
             ..Default::default()
         })
     };
-    let good = honest(2);
-    let good_kind = kind(&good);
-    assert_challenge_wins(
-        world,
-        &cheat.msg.clone(),
-        kind(&cheat),
-        None,
-        Some((good, good_kind)),
-    );
+    assert_wins_against_cheat_only(world, &cheat, kind, None);
 }
 
 #[test]
@@ -641,15 +644,7 @@ fn a_requester_line_that_is_not_its_leaves_voids_its_batch() {
             after: b.leaf_proof(last + 1),
         })
     };
-    let good = honest(2);
-    let good_kind = bob(&good);
-    assert_challenge_wins(
-        world,
-        &cheat.msg.clone(),
-        bob(&cheat),
-        None,
-        Some((good, good_kind)),
-    );
+    assert_wins_against_cheat_only(world, &cheat, bob, None);
 }
 
 #[test]
@@ -666,15 +661,7 @@ fn a_host_line_above_its_leaves_voids_its_batch_and_slashes_the_host() {
             other: None,
         })
     };
-    let good = honest(2);
-    let good_kind = kind(&good, last);
-    assert_challenge_wins(
-        world,
-        &cheat.msg.clone(),
-        kind(&cheat, last),
-        Some("p0"),
-        Some((good, good_kind)),
-    );
+    assert_wins_against_cheat_only(world, &cheat, |b: &Batch| kind(b, last), Some("p0"));
 }
 
 #[test]

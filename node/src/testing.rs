@@ -184,3 +184,46 @@ pub async fn read_request(socket: &mut TcpStream) -> String {
         }
     }
 }
+
+/// What a node executed for a committed-batch test: request `nonce` on `chain` for transfer
+/// agent `transfer_agent` (signed by `requester` at unix time 1,800,000,000 for the default
+/// model at most `price` per token), `tokens` prompt and `tokens` completion tokens, its
+/// receipt signed by `node_key` as node `node_id` of `host`, paid `2 × tokens × price`.
+#[allow(clippy::too_many_arguments)]
+pub fn served_record(
+    chain: &str,
+    transfer_agent: &str,
+    requester: &gonka_client::Key,
+    node_key: &k256::ecdsa::SigningKey,
+    node_id: &str,
+    host: &str,
+    nonce: &str,
+    tokens: u64,
+    price: u128,
+) -> gonka_client::settlement::Served {
+    use gonka_client::tx::{signed_work_record, RequestTerms, WorkRecordInput};
+    let input = WorkRecordInput {
+        terms: RequestTerms {
+            chain_id: chain.into(),
+            body_hash: [1; 32],
+            timestamp: 1_800_000_000,
+            nonce: nonce.into(),
+            commission: 1,
+            transfer_agent: transfer_agent.into(),
+            model: crate::DEFAULT_MODEL_ID.into(),
+            max_price_per_token: price,
+            max_completion_tokens: tokens,
+        },
+        response_hash: [2; 32],
+        salt: [3; 32],
+        prompt_tokens: tokens,
+        completion_tokens: tokens,
+        executor_node: node_id.into(),
+        host: host.into(),
+    };
+    gonka_client::settlement::Served {
+        record: signed_work_record(requester, node_key, &input).expect("signing a test record"),
+        host: host.into(),
+        cost: u128::from(2 * tokens) * price,
+    }
+}

@@ -7,10 +7,10 @@ use std::net::SocketAddr;
 use gonka_client::bls::crypto::{SecretKey, Signature};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::settlement::{Batch, Served};
-use gonka_client::tx::{signed_work_record, RequestTerms, WorkRecordInput};
 use gonka_client::Key;
 use gonka_node::cosign::Cosigner;
-use gonka_node::{self as ml_node, MlNodeConfig, DEFAULT_MODEL_ID};
+use gonka_node::testing::served_record;
+use gonka_node::{self as ml_node, MlNodeConfig};
 use gonka_proto::settlement::{CosignRequest, CosignResponse, LeafProof};
 use gonka_proto::signing::batch_sign_bytes;
 use k256::ecdsa::SigningKey;
@@ -61,31 +61,18 @@ async fn start(cosigning: bool) -> SocketAddr {
 
 /// A record of request `nonce`, executed by node `node` of `host` signing with `executor`.
 fn served(nonce: &str, host: &str, node: &str, executor: &SigningKey, tokens: u64) -> Served {
-    let requester = key("requester");
-    let input = WorkRecordInput {
-        terms: RequestTerms {
-            chain_id: CHAIN.into(),
-            body_hash: [1; 32],
-            timestamp: 1_800_000_000,
-            nonce: nonce.into(),
-            commission: 1,
-            transfer_agent: key("ta").address().to_string(),
-            model: DEFAULT_MODEL_ID.into(),
-            max_price_per_token: PRICE,
-            max_completion_tokens: tokens,
-        },
-        response_hash: [2; 32],
-        salt: [3; 32],
-        prompt_tokens: tokens,
-        completion_tokens: tokens,
-        executor_node: node.into(),
-        host: host.into(),
-    };
-    Served {
-        record: signed_work_record(&requester, executor, &input).unwrap(),
-        host: host.into(),
-        cost: u128::from(2 * tokens) * PRICE,
-    }
+    let ta = key("ta").address().to_string();
+    served_record(
+        CHAIN,
+        &ta,
+        &key("requester"),
+        executor,
+        node,
+        host,
+        nonce,
+        tokens,
+        PRICE,
+    )
 }
 
 /// Three records of host-a (this node) and two of host-b.

@@ -9,10 +9,10 @@ use gonka_client::bls::crypto::{fast_aggregate_verify, SecretKey};
 use gonka_client::http::Limits;
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::settlement::Served;
-use gonka_client::tx::{signed_work_record, RequestTerms, WorkRecordInput};
 use gonka_client::Key;
 use gonka_node::cosign::Cosigner;
-use gonka_node::{self as ml_node, MlNodeConfig, DEFAULT_MODEL_ID};
+use gonka_node::testing::served_record;
+use gonka_node::{self as ml_node, MlNodeConfig};
 use gonka_proto::signing::batch_sign_bytes;
 use gonka_ta::commit::commit;
 use k256::ecdsa::SigningKey;
@@ -73,35 +73,20 @@ impl Host {
     }
 
     fn served(&self, nonce: &str, tokens: u64) -> Served {
-        let input = WorkRecordInput {
-            terms: RequestTerms {
-                chain_id: CHAIN.into(),
-                body_hash: [1; 32],
-                timestamp: 1_800_000_000,
-                nonce: nonce.into(),
-                commission: 1,
-                transfer_agent: key("ta").address().to_string(),
-                model: DEFAULT_MODEL_ID.into(),
-                max_price_per_token: PRICE,
-                max_completion_tokens: tokens,
-            },
-            response_hash: [2; 32],
-            salt: [3; 32],
-            prompt_tokens: tokens,
-            completion_tokens: tokens,
-            executor_node: self.node.clone(),
-            host: self.address.clone(),
-        };
-        Served {
-            record: signed_work_record(
-                &key(&format!("requester-{nonce}")),
-                &self.node_key(),
-                &input,
-            )
-            .unwrap(),
-            host: self.address.clone(),
-            cost: u128::from(2 * tokens) * PRICE,
-        }
+        let requester = key(&format!("requester-{nonce}"));
+        let ta = key("ta").address().to_string();
+        let node_key = self.node_key();
+        served_record(
+            CHAIN,
+            &ta,
+            &requester,
+            &node_key,
+            &self.node,
+            &self.address,
+            nonce,
+            tokens,
+            PRICE,
+        )
     }
 }
 
