@@ -254,9 +254,13 @@ fn an_honest_batch_debits_escrows_at_once_and_pays_after_the_window() {
     let result = settle(&mut world, &batch0.msg);
     assert_code(&result, 7, "replayed batch");
     assert_eq!(escrow(&world, "alice"), ESCROW - 95);
-    // The next number settles.
+    // The next number settles, and the chain says which was the last.
     let result = settle(&mut world, &honest(2).msg);
     assert_eq!(result.code, 0, "{}", result.log);
+    let number = world.query::<qs::BatchNumber>(pb::QueryBatchNumberRequest {
+        transfer_agent: addr(TA),
+    });
+    assert_eq!(number.number, 2);
 }
 
 #[test]

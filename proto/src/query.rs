@@ -224,6 +224,8 @@ pub mod settlement {
         Escrow = "/settlement/escrow": QueryEscrowRequest => QueryEscrowResponse;
         /// One settled batch, by id.
         Batch = "/settlement/batch": QueryBatchRequest => QueryBatchResponse;
+        /// A transfer agent's last batch number.
+        BatchNumber = "/settlement/batch_number": QueryBatchNumberRequest => QueryBatchNumberResponse;
         /// Settlement parameters.
         Params = "/settlement/params": QueryParamsRequest => QueryParamsResponse;
     }

@@ -1,10 +1,12 @@
-//! `gonkad query settlement`: `/settlement/escrow`, `/settlement/batch`, `/settlement/params`.
+//! `gonkad query settlement`: `/settlement/escrow`, `/settlement/batch`,
+//! `/settlement/batch_number`, `/settlement/params`.
 
 use anyhow::Result;
 use gonka_proto::query as q;
 use gonka_proto::settlement::{
-    Batch, BatchStatus, QueryBatchRequest, QueryBatchResponse, QueryEscrowRequest,
-    QueryEscrowResponse, QueryParamsRequest, QueryParamsResponse,
+    Batch, BatchStatus, QueryBatchNumberRequest, QueryBatchNumberResponse, QueryBatchRequest,
+    QueryBatchResponse, QueryEscrowRequest, QueryEscrowResponse, QueryParamsRequest,
+    QueryParamsResponse,
 };
 
 use super::show;
@@ -25,6 +27,11 @@ pub enum Query {
     Batch {
         /// Batch id (from the `batch_settled` event).
         id: u64,
+    },
+    /// A transfer agent's last batch number (0 before its first).
+    BatchNumber {
+        /// Transfer agent address.
+        transfer_agent: String,
     },
     /// Settlement parameters.
     Params,
@@ -58,6 +65,14 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
                 global,
                 QueryBatchRequest { id },
                 |r: &QueryBatchResponse| r.batch.as_ref().map(batch_text).unwrap_or_default(),
+            )
+            .await
+        }
+        Query::BatchNumber { transfer_agent } => {
+            show::<q::settlement::BatchNumber>(
+                global,
+                QueryBatchNumberRequest { transfer_agent },
+                |r: &QueryBatchNumberResponse| r.number.to_string(),
             )
             .await
         }

@@ -28,6 +28,11 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
             })?;
             Ok(pb::QueryBatchResponse { batch: Some(batch) })
         })
+        .on::<q::BatchNumber>(|r| {
+            Ok(pb::QueryBatchNumberResponse {
+                number: state.batch_number(&r.transfer_agent)?,
+            })
+        })
         .on::<q::Params>(|_| {
             Ok(pb::QueryParamsResponse {
                 params: Some(state.settlement_params()?),
