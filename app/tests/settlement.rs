@@ -483,18 +483,24 @@ fn assert_wins_against_cheat_only(
     );
 }
 
-fn world_with_carol() -> World {
+/// [`world`] with carol, the challenger, sent `ngnk` by alice.
+fn world_funding_carol(ngnk: u128) -> World {
     let mut world = world();
     let tx = world.tx(
         "alice",
         vec![gonka_client::tx::msg_send(
             &addr("alice"),
             &addr("carol"),
-            10 * FEE,
+            ngnk,
         )],
     );
     assert_eq!(world.block(vec![tx]).result(0).code, 0);
     world
+}
+
+/// Carol can pay the fees of a few challenges.
+fn world_with_carol() -> World {
+    world_funding_carol(10 * FEE)
 }
 
 #[test]
@@ -765,18 +771,9 @@ fn demand(world: &mut World, batch_id: u64, index: u64, deposit: u128) -> ExecTx
     world.block(vec![tx]).result(0).clone()
 }
 
+/// Carol can also pay leaf-demand deposits.
 fn world_with_rich_carol() -> World {
-    let mut world = world();
-    let tx = world.tx(
-        "alice",
-        vec![gonka_client::tx::msg_send(
-            &addr("alice"),
-            &addr("carol"),
-            10 * DEPOSIT,
-        )],
-    );
-    assert_eq!(world.block(vec![tx]).result(0).code, 0);
-    world
+    world_funding_carol(10 * DEPOSIT)
 }
 
 #[test]

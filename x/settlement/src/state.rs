@@ -106,17 +106,20 @@ pub trait SettlementWrite: StateWrite {
         self.put_proto(keys::params(), params);
     }
 
-    /// Stores an escrow and queues its release at `escrow.release_at` (removing the entry
-    /// of `previous_release` when it moved).
+    /// Stores an escrow; when its release height is new (`previous_release` is `None` for a
+    /// new escrow, else the height it was queued at) moves its release queue entry, so a
+    /// balance change writes the escrow alone.
     fn put_escrow(&mut self, escrow: &Escrow, previous_release: Option<u64>) {
         let (requester, agent) = (&escrow.requester, &escrow.transfer_agent);
-        if let Some(previous) = previous_release.filter(|h| *h != escrow.release_at) {
-            self.delete_raw(keys::release(previous, requester, agent));
+        if previous_release != Some(escrow.release_at) {
+            if let Some(previous) = previous_release {
+                self.delete_raw(keys::release(previous, requester, agent));
+            }
+            self.put_raw(
+                keys::release(escrow.release_at, requester, agent),
+                Vec::new(),
+            );
         }
-        self.put_raw(
-            keys::release(escrow.release_at, requester, agent),
-            Vec::new(),
-        );
         self.put_proto(keys::escrow(requester, agent), escrow);
     }
 

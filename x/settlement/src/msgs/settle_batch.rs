@@ -22,6 +22,8 @@ use crate::{escrow_balance, events, SettlementError, SettlementRead, SettlementW
 
 struct SettleBatch {
     msg: MsgSettleBatch,
+    /// Each requester line's amount, parsed at decode.
+    owed: Vec<u128>,
     signature: Signature,
 }
 
@@ -50,6 +52,7 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
         }
         let total = amount("total", &msg.total)?;
         let mut sum = 0u128;
+        let mut owed_by_line = Vec::with_capacity(msg.requesters.len());
         for (i, line) in msg.requesters.iter().enumerate() {
             validate_address(&format!("requesters[{i}].requester"), &line.requester)?;
             if i > 0 && msg.requesters[i - 1].requester >= line.requester {
@@ -63,6 +66,7 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
                 return Err(invalid(format!("requesters[{i}].amount must be positive")));
             }
             sum = sum.checked_add(owed).ok_or_else(|| invalid("totals overflow".into()))?;
+            owed_by_line.push(owed);
         }
         if sum != total {
             return Err(invalid(format!(
@@ -101,7 +105,11 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
                     msg.host_signature.len()
                 ))
             })?;
-        Ok(Box::new(SettleBatch { msg, signature }) as Box<dyn Msg>)
+        Ok(Box::new(SettleBatch {
+            msg,
+            owed: owed_by_line,
+            signature,
+        }) as Box<dyn Msg>)
     })
 }
 
@@ -161,8 +169,7 @@ impl Msg for SettleBatch {
             )));
         }
         let height = ctx.block.height;
-        for line in &msg.requesters {
-            let owed = amount("amount", &line.amount)?;
+        for (line, &owed) in msg.requesters.iter().zip(&self.owed) {
             let mut escrow = state.escrow(&line.requester, agent)?.ok_or_else(|| {
                 SettlementError::InsufficientEscrow.err(format!(
                     "requester {} holds no escrow for {agent}: the batch cannot charge it {owed}ngnk",
