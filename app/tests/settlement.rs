@@ -902,3 +902,35 @@ fn final_batches_are_pruned_after_the_keep_time() {
         "batch 1 is pruned"
     );
 }
+
+#[test]
+fn a_transfer_agent_voiding_its_own_batch_gets_its_slash_back_never() {
+    let mut world = world_with_carol();
+    // A batch with a made-up leaf (no host's receipt on it), challenged by its own TA.
+    let mut records = served_of(&honest(1).leaves);
+    let mut made_up = served("alice", "own", exec("p0", "n0", 99), (1, 1));
+    made_up.record.requester_signature[3] ^= 1;
+    let id = made_up.record.inference_id.clone();
+    records.push(made_up);
+    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
+    assert_eq!(settle(&mut world, &cheat.msg).code, 0);
+    let index = cheat
+        .leaves
+        .iter()
+        .position(|l| l.record.as_ref().unwrap().inference_id == id)
+        .unwrap() as u64;
+    let pool = gonka_rewards::community_pool_address();
+    let (stake, liquid, pooled) = (world.bonded(TA), world.balance_of(TA), world.balance(&pool));
+    let result = challenge(
+        &mut world,
+        TA,
+        1,
+        Kind::InvalidLeaf(cheat.leaf_proof(index).unwrap()),
+    );
+    assert_eq!(result.code, 0, "{}", result.log);
+    assert_eq!(batch(&world, 1).status, BatchStatus::Voided as i32);
+    // It loses the slash and gains nothing: the community pool keeps it.
+    assert_eq!(world.bonded(TA), stake - stake / 5);
+    assert_eq!(world.balance_of(TA), liquid - FEE);
+    assert_eq!(world.balance(&pool), pooled + stake / 5);
+}

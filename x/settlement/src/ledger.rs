@@ -1,7 +1,7 @@
 //! Where the money of a batch goes: paid out when its window closes, refunded when a
 //! challenge voids it; and escrows returned when they are released.
 
-use gonka_bank::{fee_collector_address, transfer, Coin};
+use gonka_bank::{transfer, Coin};
 use gonka_proto::settlement::{Batch, BatchStatus, MsgSettleBatch};
 use gonka_sdk::{parse_amount, Result, StateWrite};
 use gonka_stake::StakeRead;
@@ -52,9 +52,9 @@ pub fn finalize(state: &mut dyn StateWrite, mut batch: Batch) -> Result<()> {
 }
 
 /// Voids `batch` for `reason` ([`void`]) and slashes its transfer agent, and `host` if it
-/// is another participant, `fraud_slash_ppm` of their stake to `challenger` (to the fee
-/// collector when the culprit challenged itself, so voiding one's own batch costs the
-/// slash); emits `batch_voided` naming the challenge `kind`.
+/// is another participant, `fraud_slash_ppm` of their stake to `challenger` (to the community
+/// pool when the culprit challenged itself, so voiding one's own batch costs the
+/// slash; the community pool keeps it); emits `batch_voided` naming the challenge `kind`.
 pub fn convict(
     state: &mut dyn StateWrite,
     batch: Batch,
@@ -72,7 +72,7 @@ pub fn convict(
             continue;
         }
         let beneficiary = if culprit == challenger {
-            fee_collector_address()
+            gonka_rewards::community_pool_address()
         } else {
             challenger.to_string()
         };
