@@ -39,7 +39,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "2044d1fecbc772e3e297956b51a8d216d961ead8ed969ff4fd34c4f61e61e5bc";
+const GOLDEN: &str = "d241f04d9fd1518ef5944e1be23c0994fcd2084152f0001220dbdc51f0172299";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;

@@ -934,3 +934,204 @@ fn a_transfer_agent_voiding_its_own_batch_gets_its_slash_back_never() {
     assert_eq!(world.balance_of(TA), liquid - FEE);
     assert_eq!(world.balance(&pool), pooled + stake / 5);
 }
+
+/// A second transfer agent in [`world`]: p1, which also hosts.
+const OTHER_TA: &str = "p1";
+
+/// The open demands `/settlement/demands` lists for `agent` (at most `limit`, 0: the
+/// default), as (batch id, leaf index).
+fn open_demands(world: &World, agent: &str, limit: u64) -> Vec<(u64, u64)> {
+    world
+        .query::<qs::Demands>(pb::QueryDemandsRequest {
+            transfer_agent: addr(agent),
+            limit,
+        })
+        .demands
+        .iter()
+        .map(|d| (d.batch_id, d.index))
+        .collect()
+}
+
+#[test]
+fn a_transfer_agent_lists_the_open_demands_on_its_batches_until_answered_or_expired() {
+    let mut world = world_with_rich_carol();
+    // p1 becomes a transfer agent too, with an escrow of alice, and settles batch 2.
+    let txs = vec![
+        world.tx(
+            OTHER_TA,
+            vec![register_ta(OTHER_TA, "https://other.example")],
+        ),
+        world.tx(
+            "alice",
+            vec![msg_open_escrow(
+                &addr("alice"),
+                &addr(OTHER_TA),
+                ESCROW,
+                1_000,
+            )],
+        ),
+    ];
+    let block = world.block(txs);
+    assert!(
+        block.response.tx_results.iter().all(|r| r.code == 0),
+        "{:?}",
+        block.response.tx_results
+    );
+    let batch1 = honest(1);
+    assert_eq!(settle(&mut world, &batch1.msg).code, 0);
+    let record = work_record("alice", OTHER_TA, "other-1", MODEL, N0, (3, 3), COMMISSION);
+    let other = Batch::build(
+        &addr(OTHER_TA),
+        1,
+        vec![Served {
+            record,
+            host: addr("p0"),
+            cost: 6 * PRICE,
+        }],
+    )
+    .unwrap();
+    let tx = world.tx(OTHER_TA, vec![msg_settle_batch(&signed(&other.msg))]);
+    let block = world.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_eq!(
+        batch(&world, 2).settled.unwrap().transfer_agent,
+        addr(OTHER_TA)
+    );
+    assert!(open_demands(&world, TA, 0).is_empty());
+
+    // Leaves 3 and 1 of batch 1 and leaf 0 of batch 2 are demanded, in that order.
+    assert_eq!(demand(&mut world, 1, 3, DEPOSIT).code, 0);
+    let expires_3 = world.chain.height() + ANSWER + 1;
+    assert_eq!(demand(&mut world, 2, 0, DEPOSIT).code, 0);
+    let expires_other = world.chain.height() + ANSWER + 1;
+    assert_eq!(demand(&mut world, 1, 1, DEPOSIT).code, 0);
+    // Each agent sees exactly its own, by batch then leaf; a limit cuts the list.
+    assert_eq!(open_demands(&world, TA, 0), [(1, 1), (1, 3)]);
+    assert_eq!(open_demands(&world, TA, 1), [(1, 1)]);
+    assert_eq!(open_demands(&world, OTHER_TA, 0), [(2, 0)]);
+    assert!(open_demands(&world, "p0", 0).is_empty());
+    let listed = world.query::<qs::Demands>(pb::QueryDemandsRequest {
+        transfer_agent: addr(TA),
+        limit: u64::MAX,
+    });
+    let first = &listed.demands[0];
+    assert_eq!(
+        (first.challenger.as_str(), first.deposit.as_str()),
+        (addr("carol").as_str(), DEPOSIT.to_string().as_str())
+    );
+    let refused = world.query_raw::<qs::Demands>(pb::QueryDemandsRequest {
+        transfer_agent: "not-an-address".into(),
+        limit: 0,
+    });
+    assert_ne!(refused.code, 0, "a malformed transfer agent is refused");
+
+    // The answered demand leaves the list.
+    let tx = world.tx(
+        TA,
+        vec![msg_provide_leaf(
+            &addr(TA),
+            1,
+            batch1.leaf_proof(1).unwrap(),
+        )],
+    );
+    let block = world.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_eq!(open_demands(&world, TA, 0), [(1, 3)]);
+
+    // The unanswered one leaves it when it expires (voiding batch 1); the other agent's
+    // stays until its own deadline passes.
+    let now = world.chain.height();
+    wait(&mut world, expires_3 - now);
+    assert_eq!(batch(&world, 1).status, BatchStatus::Voided as i32);
+    assert!(open_demands(&world, TA, 0).is_empty());
+    assert_eq!(open_demands(&world, OTHER_TA, 0), [(2, 0)]);
+    let now = world.chain.height();
+    wait(&mut world, expires_other - now);
+    assert_eq!(batch(&world, 2).status, BatchStatus::Voided as i32);
+    assert!(open_demands(&world, OTHER_TA, 0).is_empty());
+}
+
+#[test]
+fn a_demand_on_a_pruned_voided_batch_leaves_the_list_and_still_returns_its_deposit() {
+    // Batches kept 2 s after their block (one block per second in the harness), and every
+    // test leaf is then too old for its batch: a challenge on any leaf voids it.
+    let mut world = world_keeping(2);
+    let tx = world.tx(
+        "alice",
+        vec![gonka_client::tx::msg_send(
+            &addr("alice"),
+            &addr("carol"),
+            10 * DEPOSIT,
+        )],
+    );
+    assert_eq!(world.block(vec![tx]).result(0).code, 0);
+    let batch1 = honest(1);
+    assert_eq!(settle(&mut world, &batch1.msg).code, 0);
+    assert_eq!(demand(&mut world, 1, 2, DEPOSIT).code, 0);
+    let expires = world.chain.height() + ANSWER + 1;
+    let result = challenge(
+        &mut world,
+        "carol",
+        1,
+        Kind::InvalidLeaf(batch1.leaf_proof(0).unwrap()),
+    );
+    assert_eq!(result.code, 0, "{}", result.log);
+    // Voided but still stored: the agent could still answer for the deposit.
+    assert_eq!(batch(&world, 1).status, BatchStatus::Voided as i32);
+    assert_eq!(open_demands(&world, TA, 0), [(1, 2)]);
+    // Pruned: nobody can answer any more, so the agent no longer sees it...
+    wait(&mut world, 1);
+    let response = world.query_raw::<qs::Batch>(pb::QueryBatchRequest { id: 1 });
+    assert_eq!(
+        (response.codespace.as_str(), response.code),
+        ("settlement", 11),
+        "batch 1 is pruned"
+    );
+    assert!(world.chain.height() < expires);
+    assert!(open_demands(&world, TA, 0).is_empty());
+    // ...and the deposit still comes back at the deadline.
+    let carol = world.balance_of("carol");
+    let now = world.chain.height();
+    wait(&mut world, expires - now);
+    assert_eq!(world.balance_of("carol"), carol + DEPOSIT);
+}
+
+#[test]
+fn an_imported_genesis_lists_its_open_demands_again() {
+    use gonka_proto::query::Query;
+    use prost::Message;
+
+    let mut world = world_with_rich_carol();
+    assert_eq!(settle(&mut world, &honest(1).msg).code, 0);
+    assert_eq!(demand(&mut world, 1, 2, DEPOSIT).code, 0);
+    assert_eq!(demand(&mut world, 1, 0, DEPOSIT).code, 0);
+    let exported = world.chain.app().export_genesis().unwrap();
+    assert_eq!(
+        exported["settlement"]["demands"].as_array().map(Vec::len),
+        Some(2),
+        "{}",
+        exported["settlement"]
+    );
+    let dir = state_dir();
+    let mut new = gonka_app::harness::TestChain::with_modules(
+        &dir.path().join("state.redb"),
+        "gonka-next",
+        &exported,
+        modules(),
+    )
+    .unwrap();
+    new.next_block(vec![]);
+    let request = pb::QueryDemandsRequest {
+        transfer_agent: addr(TA),
+        limit: 0,
+    };
+    let response = new.query(qs::Demands::PATH, request.encode_to_vec());
+    assert_eq!(response.code, 0, "{}", response.log);
+    let listed: Vec<_> = pb::QueryDemandsResponse::decode(response.value.as_ref())
+        .unwrap()
+        .demands
+        .iter()
+        .map(|d| (d.batch_id, d.index))
+        .collect();
+    assert_eq!(listed, [(1, 0), (1, 2)]);
+}

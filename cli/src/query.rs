@@ -43,7 +43,7 @@ pub enum Command {
     /// Participants' BLS keys.
     #[command(subcommand)]
     Bls(bls::Query),
-    /// Settlement: escrows, settled batches, parameters.
+    /// Settlement: escrows, settled batches, open leaf demands, parameters.
     #[command(subcommand)]
     Settlement(settlement::Query),
     /// A transaction by hash, with its block height and result.

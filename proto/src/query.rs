@@ -226,8 +226,25 @@ pub mod settlement {
         Batch = "/settlement/batch": QueryBatchRequest => QueryBatchResponse;
         /// A transfer agent's last batch number.
         BatchNumber = "/settlement/batch_number": QueryBatchNumberRequest => QueryBatchNumberResponse;
+        /// The open leaf demands on a transfer agent's batches, by batch then index (at most
+        /// [`demands_limit`] of them).
+        Demands = "/settlement/demands": QueryDemandsRequest => QueryDemandsResponse;
         /// Settlement parameters.
         Params = "/settlement/params": QueryParamsRequest => QueryParamsResponse;
+    }
+
+    /// Most demands one [`Demands`] answer carries (also its default): the query reads one
+    /// index entry and one demand per answer row, so it stays cheap however many leaves of an
+    /// agent's batches are demanded. An agent sees the next ones once it answered these.
+    pub const MAX_DEMANDS: u64 = 100;
+
+    /// The number of demands a [`Demands`] request with `limit` gets: [`MAX_DEMANDS`] for 0,
+    /// else `limit` clamped to it.
+    pub fn demands_limit(limit: u64) -> u64 {
+        match limit {
+            0 => MAX_DEMANDS,
+            limit => limit.min(MAX_DEMANDS),
+        }
     }
 }
 
@@ -291,6 +308,7 @@ mod tests {
         check::<inference::TransferAgents>("inference");
         check::<disputes::Stats>("disputes");
         check::<settlement::Batch>("settlement");
+        check::<settlement::Demands>("settlement");
     }
 
     #[test]
@@ -300,5 +318,14 @@ mod tests {
         assert_eq!(page::limit(Some(&request(0))), page::DEFAULT_LIMIT);
         assert_eq!(page::limit(Some(&request(7))), 7);
         assert_eq!(page::limit(Some(&request(u64::MAX))), page::MAX_LIMIT);
+    }
+
+    #[test]
+    fn demand_limits_default_and_clamp() {
+        use settlement::{demands_limit, MAX_DEMANDS};
+        assert_eq!(demands_limit(0), MAX_DEMANDS);
+        assert_eq!(demands_limit(7), 7);
+        assert_eq!(demands_limit(MAX_DEMANDS + 1), MAX_DEMANDS);
+        assert_eq!(demands_limit(u64::MAX), MAX_DEMANDS);
     }
 }

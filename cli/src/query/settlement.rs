@@ -1,16 +1,16 @@
 //! `gonkad query settlement`: `/settlement/escrow`, `/settlement/batch`,
-//! `/settlement/batch_number`, `/settlement/params`.
+//! `/settlement/batch_number`, `/settlement/demands`, `/settlement/params`.
 
 use anyhow::Result;
 use gonka_proto::query as q;
 use gonka_proto::settlement::{
     Batch, BatchStatus, QueryBatchNumberRequest, QueryBatchNumberResponse, QueryBatchRequest,
-    QueryBatchResponse, QueryEscrowRequest, QueryEscrowResponse, QueryParamsRequest,
-    QueryParamsResponse,
+    QueryBatchResponse, QueryDemandsRequest, QueryDemandsResponse, QueryEscrowRequest,
+    QueryEscrowResponse, QueryParamsRequest, QueryParamsResponse,
 };
 
 use super::show;
-use crate::output::fields;
+use crate::output::{fields, list};
 use crate::Global;
 
 /// `gonkad query settlement` subcommands.
@@ -32,6 +32,15 @@ pub enum Query {
     BatchNumber {
         /// Transfer agent address.
         transfer_agent: String,
+    },
+    /// The open leaf demands on a transfer agent's batches, by batch then leaf: what it must
+    /// answer with the leaf and its proof before each deadline.
+    Demands {
+        /// Transfer agent address.
+        transfer_agent: String,
+        /// Most demands to show (default and most: 100).
+        #[arg(long)]
+        limit: Option<u64>,
     },
     /// Settlement parameters.
     Params,
@@ -74,6 +83,27 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
                 QueryBatchNumberRequest { transfer_agent },
                 |r: &QueryBatchNumberResponse| r.number.to_string(),
             )
+            .await
+        }
+        Query::Demands {
+            transfer_agent,
+            limit,
+        } => {
+            let request = QueryDemandsRequest {
+                transfer_agent,
+                limit: limit.unwrap_or(0),
+            };
+            show::<q::settlement::Demands>(global, request, |r: &QueryDemandsResponse| {
+                list(&r.demands, "no open leaf demands", |d| {
+                    fields(&[
+                        ("batch_id", d.batch_id.to_string()),
+                        ("index", d.index.to_string()),
+                        ("challenger", d.challenger.clone()),
+                        ("deposit", format!("{}ngnk", d.deposit)),
+                        ("deadline", d.deadline.to_string()),
+                    ])
+                })
+            })
             .await
         }
         Query::Params => {

@@ -67,9 +67,14 @@ impl Genesis for Settlement {
             }
             state.put_batch(batch);
         }
+        // Indexed under their batch's transfer agent; a demand on a voided batch (export
+        // keeps only pending ones) merely waits to return its deposit, unindexed.
         for demand in &genesis.demands {
             held += parse_amount("leaf demand deposit", &demand.deposit)?;
-            state.put_leaf_demand(demand);
+            let agent = state
+                .batch(demand.batch_id)?
+                .map(|batch| settled(&batch).transfer_agent.clone());
+            state.put_leaf_demand(demand, agent.as_deref());
         }
         let pool = state.balance(&pool_address(), NATIVE_DENOM)?;
         if pool != held {

@@ -75,11 +75,44 @@ pub fn demands() -> Vec<u8> {
     b"settlement/demand/".to_vec()
 }
 
+/// Prefix of the open demands of batch `batch`.
+pub fn batch_demands(batch: u64) -> Vec<u8> {
+    let mut key = demands();
+    key.extend_from_slice(format!("{batch:020}/").as_bytes());
+    key
+}
+
 /// The open demand of leaf `index` of batch `batch`.
 pub fn demand(batch: u64, index: u64) -> Vec<u8> {
-    let mut key = demands();
+    let mut key = batch_demands(batch);
+    key.extend_from_slice(format!("{index:020}").as_bytes());
+    key
+}
+
+/// The (batch, index) that end a demand key under `prefix`: `{batch:020}/{index:020}`.
+fn parse_leaf(prefix: &[u8], key: &[u8]) -> Option<(u64, u64)> {
+    let rest = std::str::from_utf8(key.strip_prefix(prefix)?).ok()?;
+    let (batch, index) = rest.split_once('/')?;
+    Some((batch.parse().ok()?, index.parse().ok()?))
+}
+
+/// Prefix of the open demands on the batches of `transfer_agent`, by batch then index
+/// (value: empty; batch and index end the key). An index of [`demand`]: an entry exists
+/// exactly while the demand is open and its batch is stored.
+pub fn demands_by_agent(transfer_agent: &str) -> Vec<u8> {
+    format!("settlement/demand_by_agent/{transfer_agent}/").into_bytes()
+}
+
+/// Index entry: leaf `index` of batch `batch`, a batch of `transfer_agent`, is demanded.
+pub fn demand_by_agent(transfer_agent: &str, batch: u64, index: u64) -> Vec<u8> {
+    let mut key = demands_by_agent(transfer_agent);
     key.extend_from_slice(format!("{batch:020}/{index:020}").as_bytes());
     key
+}
+
+/// The (batch, index) of a [`demand_by_agent`] key under `prefix`.
+pub fn parse_demand_by_agent(prefix: &[u8], key: &[u8]) -> Option<(u64, u64)> {
+    parse_leaf(prefix, key)
 }
 
 /// Prefix of the demands that expire at `height` (value: empty; batch and index end the key).
@@ -96,9 +129,7 @@ pub fn demand_due(height: u64, batch: u64, index: u64) -> Vec<u8> {
 
 /// The (batch, index) of a [`demand_due`] key under `prefix`.
 pub fn parse_demand_due(prefix: &[u8], key: &[u8]) -> Option<(u64, u64)> {
-    let rest = std::str::from_utf8(key.strip_prefix(prefix)?).ok()?;
-    let (batch, index) = rest.split_once('/')?;
-    Some((batch.parse().ok()?, index.parse().ok()?))
+    parse_leaf(prefix, key)
 }
 
 /// Prefix of the queue of settled batches by the time they may be pruned.
@@ -169,5 +200,31 @@ mod tests {
             b"settlement/escrow/gonka1r/gonka1t"
         );
         assert!(batch(9) < batch(10));
+    }
+
+    #[test]
+    fn demand_keys_parse_back_and_sort_by_batch_then_index() {
+        assert_eq!(
+            demand(2, 7),
+            b"settlement/demand/00000000000000000002/00000000000000000007"
+        );
+        assert!(demand(2, 7).starts_with(&batch_demands(2)));
+        assert!(!demand(20, 7).starts_with(&batch_demands(2)));
+        let key = demand_by_agent("gonka1t", 2, 7);
+        assert_eq!(
+            key,
+            b"settlement/demand_by_agent/gonka1t/00000000000000000002/00000000000000000007"
+        );
+        let prefix = demands_by_agent("gonka1t");
+        assert_eq!(parse_demand_by_agent(&prefix, &key), Some((2, 7)));
+        assert_eq!(
+            parse_demand_by_agent(&demands_by_agent("gonka1u"), &key),
+            None
+        );
+        // One agent's prefix is not another's whose address it starts.
+        assert!(!demand_by_agent("gonka1tt", 2, 7).starts_with(&prefix));
+        assert!(demand_by_agent("gonka1t", 2, 9) < demand_by_agent("gonka1t", 10, 0));
+        // The index does not fall under the demands' own prefix (genesis exports those).
+        assert!(!key.starts_with(&demands()));
     }
 }

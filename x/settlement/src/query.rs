@@ -1,5 +1,6 @@
 //! Settlement queries ([`gonka_proto::query::settlement`]).
 
+use gonka_auth::validate_address;
 use gonka_proto::query::settlement as q;
 use gonka_proto::settlement as pb;
 use gonka_sdk::{ErrorCode, QueryRouter, Result, StateRead};
@@ -31,6 +32,14 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
         .on::<q::BatchNumber>(|r| {
             Ok(pb::QueryBatchNumberResponse {
                 number: state.batch_number(&r.transfer_agent)?,
+            })
+        })
+        .on::<q::Demands>(|r| {
+            validate_address("transfer_agent", &r.transfer_agent)?;
+            // At most MAX_DEMANDS (100): see `q::demands_limit`.
+            let limit = usize::try_from(q::demands_limit(r.limit)).unwrap_or(usize::MAX);
+            Ok(pb::QueryDemandsResponse {
+                demands: state.agent_demands(&r.transfer_agent, limit)?,
             })
         })
         .on::<q::Params>(|_| {

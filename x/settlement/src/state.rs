@@ -4,6 +4,7 @@ use gonka_auth::module_address;
 use gonka_proto::settlement::{Batch, Escrow, LeafDemand, Params};
 use gonka_sdk::{parse_amount, Result, StateRead, StateReadExt, StateWrite, StateWriteExt};
 
+use crate::ledger::settled;
 use crate::{default_params, keys, POOL};
 
 /// Address of the module account holding escrowed money and the debits of pending batches.
@@ -21,6 +22,21 @@ fn read_u64<S: StateRead + ?Sized>(state: &S, key: &[u8]) -> Result<u64> {
         .get_raw(key)?
         .and_then(|bytes| <[u8; 8]>::try_from(bytes.as_slice()).ok())
         .map_or(0, u64::from_be_bytes))
+}
+
+/// Before batch `id` is pruned: its demands still open (only a voided batch's can be; a
+/// batch becomes final after all of its demands expired) leave its transfer agent's index,
+/// since without the batch nobody can answer them. They stay stored, to return their
+/// deposits when they expire.
+fn drop_demand_index<S: StateWrite + ?Sized>(state: &mut S, id: u64) -> Result<()> {
+    let Some(batch) = state.batch(id)? else {
+        return Ok(());
+    };
+    let agent = &settled(&batch).transfer_agent;
+    for (_, demand) in state.prefix_proto::<LeafDemand>(&keys::batch_demands(id))? {
+        state.delete_raw(keys::demand_by_agent(agent, id, demand.index));
+    }
+    Ok(())
 }
 
 /// Reads of settlement state.
@@ -89,6 +105,20 @@ pub trait SettlementRead: StateRead {
             .into_iter()
             .map(|(_, d)| d)
             .collect())
+    }
+
+    /// The first `limit` open demands on the stored batches of `transfer_agent` (pending or
+    /// voided: it can still answer them), by batch then index. Reads `limit` index entries
+    /// and one demand each, however many are open.
+    fn agent_demands(&self, transfer_agent: &str, limit: usize) -> Result<Vec<LeafDemand>> {
+        let prefix = keys::demands_by_agent(transfer_agent);
+        let mut demands = Vec::new();
+        for (key, _) in self.range_raw(&prefix, &prefix, limit)? {
+            if let Some((batch, index)) = keys::parse_demand_by_agent(&prefix, &key) {
+                demands.extend(self.leaf_demand(batch, index)?);
+            }
+        }
+        Ok(demands)
     }
 
     /// The id the next batch gets (ids start at 1).
@@ -165,38 +195,56 @@ pub trait SettlementWrite: StateWrite {
         Ok(due)
     }
 
-    /// Stores an open demand, queued to expire the block after its deadline.
-    fn put_leaf_demand(&mut self, demand: &LeafDemand) {
+    /// Stores an open demand, queued to expire the block after its deadline and indexed
+    /// under `transfer_agent`, its batch's ([`keys::demand_by_agent`]). `None` only for a
+    /// demand whose batch is no longer stored (a voided batch genesis does not carry): nobody
+    /// can answer it, it only waits to return its deposit, so it is not indexed. The caller
+    /// passes the agent because it already holds the batch: reading it again here would
+    /// charge the whole batch's bytes to the transaction a second time.
+    fn put_leaf_demand(&mut self, demand: &LeafDemand, transfer_agent: Option<&str>) {
+        let (batch, index) = (demand.batch_id, demand.index);
         self.put_raw(
-            keys::demand_due(demand.deadline + 1, demand.batch_id, demand.index),
+            keys::demand_due(demand.deadline + 1, batch, index),
             Vec::new(),
         );
-        self.put_proto(keys::demand(demand.batch_id, demand.index), demand);
+        if let Some(agent) = transfer_agent {
+            self.put_raw(keys::demand_by_agent(agent, batch, index), Vec::new());
+        }
+        self.put_proto(keys::demand(batch, index), demand);
     }
 
-    /// Removes a demand and its queue entry.
-    fn delete_leaf_demand(&mut self, demand: &LeafDemand) {
-        self.delete_raw(keys::demand_due(
-            demand.deadline + 1,
-            demand.batch_id,
-            demand.index,
-        ));
-        self.delete_raw(keys::demand(demand.batch_id, demand.index));
+    /// Removes a demand, its queue entry and its index entry under `transfer_agent`, its
+    /// batch's (`None`: its batch is no longer stored, and the index entry left with it,
+    /// see [`SettlementWrite::prune_batches`]).
+    fn delete_leaf_demand(&mut self, demand: &LeafDemand, transfer_agent: Option<&str>) {
+        let (batch, index) = (demand.batch_id, demand.index);
+        self.delete_raw(keys::demand_due(demand.deadline + 1, batch, index));
+        if let Some(agent) = transfer_agent {
+            self.delete_raw(keys::demand_by_agent(agent, batch, index));
+        }
+        self.delete_raw(keys::demand(batch, index));
     }
 
     /// Removes and returns the demands that expire at `height` (their deadline passed
-    /// unanswered).
+    /// unanswered), with their index entries.
     fn take_expired_demands(&mut self, height: u64) -> Result<Vec<LeafDemand>> {
         let prefix = keys::demands_due(height);
         let mut due = Vec::new();
         for (key, _) in self.prefix_raw(&prefix)? {
-            self.delete_raw(key.clone());
-            if let Some((batch, index)) = keys::parse_demand_due(&prefix, &key) {
-                if let Some(demand) = self.leaf_demand(batch, index)? {
-                    self.delete_raw(keys::demand(batch, index));
-                    due.push(demand);
-                }
-            }
+            let demand = match keys::parse_demand_due(&prefix, &key) {
+                Some((batch, index)) => self.leaf_demand(batch, index)?,
+                None => None,
+            };
+            let Some(demand) = demand else {
+                self.delete_raw(key);
+                continue;
+            };
+            let agent = self
+                .batch(demand.batch_id)?
+                .map(|batch| settled(&batch).transfer_agent.clone());
+            // Its queue entry is `key`: the demand's deadline + 1 is `height`.
+            self.delete_leaf_demand(&demand, agent.as_deref());
+            due.push(demand);
         }
         Ok(due)
     }
@@ -207,7 +255,7 @@ pub trait SettlementWrite: StateWrite {
     }
 
     /// Removes up to `limit` batches whose expiry is at or before unix time `now`, oldest
-    /// first; returns how many.
+    /// first, with the index entries of their open demands; returns how many.
     fn prune_batches(&mut self, now: u64, limit: usize) -> Result<usize> {
         let prefix = keys::expiries();
         let mut pruned = 0;
@@ -219,6 +267,7 @@ pub trait SettlementWrite: StateWrite {
                 break;
             }
             self.delete_raw(key);
+            drop_demand_index(self, id)?;
             self.delete_raw(keys::batch(id));
             pruned += 1;
         }

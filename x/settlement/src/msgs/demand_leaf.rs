@@ -80,7 +80,7 @@ impl Msg for DemandLeaf {
             deposit: self.deposit.to_string(),
             deadline,
         };
-        state.put_leaf_demand(&demand);
+        state.put_leaf_demand(&demand, Some(&settled(&batch).transfer_agent));
         state.emit(events::demand("leaf_demanded", &demand));
         Ok(())
     }

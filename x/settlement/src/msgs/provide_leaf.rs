@@ -45,7 +45,7 @@ impl Msg for ProvideLeaf {
         if deposit > 0 {
             transfer(state, &pool_address(), &agent, &Coin::ngnk(deposit))?;
         }
-        state.delete_leaf_demand(&demand);
+        state.delete_leaf_demand(&demand, Some(&agent));
         state.emit(events::demand("leaf_provided", &demand));
         Ok(())
     }
