@@ -169,6 +169,11 @@ impl Client {
 
     /// Runs `abci_query` at the latest height; a non-zero code becomes a [`QueryError`].
     pub async fn query_raw(&self, path: &str, data: Vec<u8>) -> Result<Vec<u8>> {
+        Ok(self.query_raw_with_height(path, data).await?.1)
+    }
+
+    /// [`Client::query_raw`] with the height whose state answered it.
+    async fn query_raw_with_height(&self, path: &str, data: Vec<u8>) -> Result<(u64, Vec<u8>)> {
         let response = self
             .http
             .abci_query(Some(path.to_string()), data, None, false)
@@ -182,21 +187,32 @@ impl Client {
             }
             .into());
         }
-        Ok(response.value)
+        Ok((response.height.value(), response.value))
     }
 
     /// Asks the chain query `Q` (a `gonka_proto::query` marker, which names the path and
     /// both message types); a non-zero code becomes a [`QueryError`].
     pub async fn query<Q: Query>(&self, request: &Q::Request) -> Result<Q::Response> {
-        let bytes = self.query_raw(Q::PATH, request.encode_to_vec()).await?;
-        Q::Response::decode(bytes.as_slice()).with_context(|| {
+        Ok(self.query_with_height::<Q>(request).await?.1)
+    }
+
+    /// [`Client::query`] with the height whose state answered it.
+    pub async fn query_with_height<Q: Query>(
+        &self,
+        request: &Q::Request,
+    ) -> Result<(u64, Q::Response)> {
+        let (height, bytes) = self
+            .query_raw_with_height(Q::PATH, request.encode_to_vec())
+            .await?;
+        let response = Q::Response::decode(bytes.as_slice()).with_context(|| {
             format!(
                 "the answer of {} to {} is not a valid {}; do client and node versions match?",
                 self.url,
                 Q::PATH,
                 <Q::Response as Name>::full_name()
             )
-        })
+        })?;
+        Ok((height, response))
     }
 
     /// Every item of the list query `Q`: asks page after page (each of the largest size,

@@ -7,10 +7,15 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::committer::{CommitPolicy, Committer};
+use super::escrow::EscrowBook;
+use super::leaves::Leaves;
 use super::payloads::{self, PayloadStore, Payloads};
 use super::registry::refresh_from_chain;
 use super::settle::{run_batcher, BatchPolicy, Outbox};
-use super::{background, reveal, server, RateLimit, TaConfig, TaNodeConfig, TransferAgent};
+use super::{
+    background, demands, reveal, server, RateLimit, TaConfig, TaNodeConfig, TransferAgent,
+};
 use gonka_client::http::Limits;
 use gonka_client::server::ServerArgs;
 use gonka_client::{key_from_mnemonic_file, Chain};
@@ -36,17 +41,26 @@ pub struct TransferAgentArgs {
     /// Directory for the TA's durable outbox of unsettled work records.
     #[arg(long)]
     home: Option<PathBuf>,
-    /// Work records per MsgSubmitWorkBatch (capped by the chain's max_records_per_batch).
-    #[arg(long, default_value_t = 64)]
-    batch_max_records: usize,
+    /// How served requests are paid for and settled: `records` (every work record on chain
+    /// in a MsgSubmitWorkBatch, paid from the requester's balance and sampled for validation
+    /// by the chain) or `batches` (committed batches of records co-signed by the hosts, paid
+    /// from the requester's escrow for this TA; see x/settlement). Validation sampling runs
+    /// on `records` only for now.
+    #[arg(long, value_enum, default_value_t = SettlementMode::Records)]
+    settlement: SettlementMode,
+    /// Work records per batch (capped by the chain's max_records_per_batch or
+    /// max_batch_records); default 64 with `--settlement records`, 10000 with `batches`.
+    #[arg(long)]
+    batch_max_records: Option<usize>,
     /// Longest a work record waits for its batch to fill, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     batch_interval_ms: u64,
     /// How often the registry (nodes, models, transfer agents) is re-read from chain, in ms.
     #[arg(long, default_value_t = 2000)]
     registry_refresh_ms: u64,
-    /// How often the chain is asked which record outputs this TA must reveal, in ms (a reveal
-    /// missed by its deadline, `reveal_deadline_blocks`, is slashed as withheld).
+    /// How often the chain is asked which record outputs this TA must reveal and (with
+    /// `--settlement batches`) which leaves of its batches are demanded, in ms (a reveal or
+    /// leaf missed by its deadline is slashed as withheld).
     #[arg(long, default_value_t = 1000)]
     reveal_poll_ms: u64,
     /// How often every ML node is asked for its load, in milliseconds.
@@ -104,8 +118,26 @@ pub struct TransferAgentArgs {
     /// Requesters whose rate is tracked at once (the least recently seen is forgotten).
     #[arg(long, default_value_t = 100_000)]
     rate_limit_requesters: usize,
+    /// With `--settlement batches`: how long a requester's escrow as last read from chain is
+    /// relied on before it is read again, in milliseconds (the TA's own debits are counted
+    /// at once either way).
+    #[arg(long, default_value_t = 5_000)]
+    escrow_refresh_ms: u64,
+    /// With `--settlement batches`: requesters whose escrow is tracked at once (those with
+    /// nothing in flight are forgotten first).
+    #[arg(long, default_value_t = 100_000)]
+    escrow_requesters: usize,
     #[command(flatten)]
     server: ServerArgs,
+}
+
+/// How a transfer agent settles what it served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SettlementMode {
+    /// One work record per request, in MsgSubmitWorkBatch.
+    Records,
+    /// Committed batches (MsgSettleBatch), paid from escrows.
+    Batches,
 }
 
 /// Parses `ID=URL,MODEL,MAX_CONCURRENCY`.
@@ -244,21 +276,59 @@ async fn join_chain(
         Duration::from_millis(args.reveal_poll_ms),
     ));
     let payloads = Payloads::new(store, payloads::chain_access(chain.clone()), clock);
-    let ta = TransferAgent::with_chain(config, registry, chain.clone(), outbox.clone(), payloads);
+    let escrows = (args.settlement == SettlementMode::Batches).then(|| {
+        EscrowBook::new(
+            Duration::from_millis(args.escrow_refresh_ms),
+            args.escrow_requesters,
+        )
+    });
+    let ta = TransferAgent::with_chain(
+        config,
+        registry,
+        chain.clone(),
+        outbox.clone(),
+        payloads,
+        escrows.clone(),
+    );
     tokio::spawn(background::follow_registry(
         ta.clone(),
         chain.clone(),
         Duration::from_millis(args.registry_refresh_ms),
     ));
-    let policy = BatchPolicy {
-        max_records: args.batch_max_records,
-        interval: Duration::from_millis(args.batch_interval_ms),
-        ..BatchPolicy::default()
-    };
-    let limits = ta.clone();
-    tokio::spawn(run_batcher(chain, outbox, policy, move || {
-        limits.max_records_per_batch()
-    }));
+    let interval = Duration::from_millis(args.batch_interval_ms);
+    match escrows {
+        Some(escrows) => {
+            let policy = CommitPolicy {
+                max_records: args.batch_max_records.unwrap_or(10_000),
+                interval,
+                ..CommitPolicy::default()
+            };
+            tokio::spawn(demands::run_answerer(
+                chain.clone(),
+                Leaves::new(outbox.clone(), chain.address()),
+                Duration::from_millis(args.reveal_poll_ms),
+            ));
+            let committer = Committer {
+                chain,
+                outbox,
+                escrows,
+                ta: ta.clone(),
+                policy,
+            };
+            tokio::spawn(committer.run());
+        }
+        None => {
+            let policy = BatchPolicy {
+                max_records: args.batch_max_records.unwrap_or(64),
+                interval,
+                ..BatchPolicy::default()
+            };
+            let limits = ta.clone();
+            tokio::spawn(run_batcher(chain, outbox, policy, move || {
+                limits.max_records_per_batch()
+            }));
+        }
+    }
     Ok(ta)
 }
 

@@ -2,7 +2,8 @@
 //! which ML node gets a request, and who waits) and, on top of it, the HTTP front: request
 //! authentication ([`auth`]), the OpenAI-compatible server ([`server`]), the payload store
 //! validators fetch from ([`payloads`]), settlement of work records on chain ([`settle`];
-//! committed batches co-signed by the hosts: [`commit`]),
+//! committed batches co-signed by the hosts: [`commit`], [`committer`], paid from escrows
+//! the TA keeps a view of: [`escrow`]),
 //! the reveals of record outputs the chain asks for ([`reveal`]),
 //! the chain registry of nodes ([`registry`]) and the background refresh ([`background`]),
 //! and its command line ([`cli`]: `gonka-sidecar transfer-agent`). It calls ML nodes with
@@ -67,6 +68,10 @@ pub mod auth;
 pub mod background;
 pub mod cli;
 pub mod commit;
+pub mod committer;
+pub mod demands;
+pub mod escrow;
+pub mod leaves;
 pub mod payloads;
 pub mod queue;
 pub mod ratelimit;

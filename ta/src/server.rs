@@ -18,12 +18,14 @@
 //!
 //! Status codes beyond the ML node's: 401 authentication failed (see [`auth`]), 400 terms
 //! that are not this TA's or disagree with the body ([`auth::check_terms`]),
-//! 402 the requester's balance, less what it owes for unsettled requests, does not cover the
-//! request's worst-case cost, 404 no node serves the model, 408 `request_timeout` the body
+//! 402 the requester's funds, less what it owes for unsettled requests, do not cover the
+//! request's worst-case cost (its escrow for this TA when the TA settles committed batches,
+//! see [`escrow`](crate::escrow); else its balance), 404 no node serves the model, 408 `request_timeout` the body
 //! did not arrive within [`ServerLimits::body_timeout`], 429 (+ `Retry-After`)
 //! `rate_limit_exceeded` the requester is over its [`RateLimit`] or `queue_full` the wait
 //! queue is full or the wait timed out, 502 every attempt on a node failed, 503 the chain
-//! cannot be reached to check the balance.
+//! cannot be reached to check the escrow or balance, or (`not_recorded`) the answer's work
+//! record could not be made durable, so it is neither charged nor delivered.
 //!
 //! A misbehaving ML node costs a bounded wait: every call runs within
 //! [`TaConfig::node_limits`] (connect, whole header block, silence between body reads, whole
@@ -48,6 +50,8 @@ use tokio::sync::Notify;
 use gonka_proto::inference::{TransferAgent as RegisteredTa, WorkRecord};
 
 use super::auth::{self, Authenticated, ReplayCache};
+use super::escrow::{self, EscrowBook, Reservation, Shortfall};
+use super::leaves::{self, Leaves};
 use super::payloads::{self, OutputOpening, Payloads};
 use super::ratelimit::{Limited, RateLimit, RateLimiter};
 use super::registry::{RegisteredNode, Registry};
@@ -154,6 +158,9 @@ enum Sink {
         chain: Arc<Chain>,
         outbox: Arc<Outbox>,
         payloads: Arc<Payloads>,
+        /// With committed batches (x/settlement): the requesters' escrows, which pay instead
+        /// of their balances.
+        escrows: Option<Arc<EscrowBook>>,
     },
 }
 
@@ -198,15 +205,17 @@ impl TransferAgent {
         ))
     }
 
-    /// A TA that routes on the chain's `registry`, checks balances on `chain`, writes
-    /// completed work records to `outbox` for settlement and keeps their request bodies in
-    /// `payloads` (served at `GET /v1/payloads/{inference_id}`).
+    /// A TA that routes on the chain's `registry`, checks what requesters can pay on `chain`
+    /// (their escrows in `escrows` when it settles committed batches, else their balances),
+    /// writes completed work records to `outbox` for settlement and keeps their request
+    /// bodies in `payloads` (served at `GET /v1/payloads/{inference_id}`).
     pub fn with_chain(
         config: TaConfig,
         registry: Registry,
         chain: Arc<Chain>,
         outbox: Arc<Outbox>,
         payloads: Arc<Payloads>,
+        escrows: Option<Arc<EscrowBook>>,
     ) -> Arc<Self> {
         Self::build(
             config,
@@ -215,6 +224,7 @@ impl TransferAgent {
                 chain,
                 outbox,
                 payloads,
+                escrows,
             },
             Arc::new(unix_now),
         )
@@ -312,7 +322,8 @@ impl TransferAgent {
     }
 
     /// The node as registered (address, key, host).
-    fn registered_node(&self, node_id: &str) -> Option<RegisteredNode> {
+    /// The registered node `node_id`, if the registry lists it.
+    pub fn registered_node(&self, node_id: &str) -> Option<RegisteredNode> {
         self.registry().nodes.get(node_id).cloned()
     }
 
@@ -403,6 +414,18 @@ fn rate_limited(requester: &str, limit: RateLimit, limited: Limited) -> ApiError
     }
 }
 
+/// 503 for an answer whose work record could not be made durable: it is not charged, so it
+/// is not delivered either.
+fn not_recorded(message: String) -> ApiError {
+    ApiError {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        message,
+        kind: "server_error",
+        code: "not_recorded",
+        retry_after_secs: Some(1),
+    }
+}
+
 fn bad_gateway(message: String) -> ApiError {
     ApiError {
         status: StatusCode::BAD_GATEWAY,
@@ -453,7 +476,20 @@ impl Drop for LeaseGuard {
 /// The TA's routes, ready to serve.
 pub fn router(ta: Arc<TransferAgent>) -> axum::Router {
     let stored = match &ta.sink {
-        Sink::Chain { payloads, .. } => payloads::router(payloads.clone()),
+        Sink::Chain {
+            payloads,
+            outbox,
+            chain,
+            escrows,
+        } => {
+            let payloads = payloads::router(payloads.clone());
+            match escrows {
+                Some(_) => {
+                    payloads.merge(leaves::router(Leaves::new(outbox.clone(), chain.address())))
+                }
+                None => payloads,
+            }
+        }
         Sink::Memory(_) => axum::Router::new(),
     };
     axum::Router::new()
@@ -661,8 +697,15 @@ fn hex32(text: &str) -> [u8; 32] {
 
 /// Turns a served request into a work record and hands it to the sink (with a chain: the
 /// request `body` to the payload store, then the record to the durable outbox, charging the
-/// requester tokens × price + commission).
-fn record(ta: &TransferAgent, auth: &Authenticated, body: &[u8], node: &str, served: Served) {
+/// requester tokens × price + commission). `Err` when the record could not be made durable:
+/// the request is then never charged, and the requester must not get the answer's end.
+fn record(
+    ta: &TransferAgent,
+    auth: &Authenticated,
+    body: &[u8],
+    node: &RegisteredNode,
+    served: Served,
+) -> Result<(), String> {
     let terms = &auth.terms;
     let record = WorkRecord {
         inference_id: auth.inference_id(),
@@ -675,7 +718,7 @@ fn record(ta: &TransferAgent, auth: &Authenticated, body: &[u8], node: &str, ser
         output_commitment: served.receipt.output_commitment.to_vec(),
         prompt_tokens: served.tokens.prompt_tokens,
         completion_tokens: served.tokens.completion_tokens,
-        executor_node: node.to_string(),
+        executor_node: node.info.id.clone(),
         commission: terms.commission.to_string(),
         executor_signature: served.receipt.signature,
         timestamp: terms.timestamp,
@@ -685,7 +728,6 @@ fn record(ta: &TransferAgent, auth: &Authenticated, body: &[u8], node: &str, ser
         max_completion_tokens: terms.max_completion_tokens,
     };
     match &ta.sink {
-        Sink::Memory(records) => lock(records).push(record),
         Sink::Chain {
             outbox, payloads, ..
         } => {
@@ -695,53 +737,108 @@ fn record(ta: &TransferAgent, auth: &Authenticated, body: &[u8], node: &str, ser
             };
             payloads.keep(&record.inference_id, body, &opening);
             let tokens = u128::from(record.prompt_tokens) + u128::from(record.completion_tokens);
-            let cost = tokens
-                .saturating_mul(ta.registry().terms(&terms.model).price_per_token)
-                .saturating_add(terms.commission);
-            if let Err(e) = outbox.put(&record, cost) {
-                tracing::error!(inference = %record.inference_id, error = %e, "cannot write the work record to the outbox; it will not be settled");
-            }
+            let cost = tokens.saturating_mul(ta.registry().terms(&terms.model).price_per_token);
+            let id = record.inference_id.clone();
+            let served = gonka_client::settlement::Served {
+                record,
+                host: node.host.clone(),
+                cost,
+            };
+            outbox.put(&served).map_err(|e| {
+                tracing::error!(inference = %id, error = %e, "cannot write the work record to the outbox; the request is not charged");
+                format!("the transfer agent could not record this request: {e:#}")
+            })
+        }
+        Sink::Memory(records) => {
+            lock(records).push(record);
+            Ok(())
         }
     }
 }
 
-/// 402 unless the requester's balance, less what it owes for unsettled records, covers the
-/// request's worst case: (body bytes + max_tokens) × price + commission. Body bytes bound the
-/// prompt tokens of byte-level tokenizers such as the reference model's (real tokenizers
-/// produce fewer tokens than bytes).
-async fn check_funds(
-    chain: &Chain,
-    outbox: &Outbox,
-    auth: &Authenticated,
-    body_len: usize,
-    max_tokens: u64,
-    price_per_token: u128,
-) -> Result<(), ApiError> {
-    let bound = (body_len as u128)
-        .saturating_add(u128::from(max_tokens))
-        .saturating_mul(price_per_token)
-        .saturating_add(auth.terms.commission);
-    let balance = chain.balance(&auth.address).await.map_err(|e| ApiError {
+fn chain_unavailable(what: &str, e: anyhow::Error) -> ApiError {
+    ApiError {
         status: StatusCode::SERVICE_UNAVAILABLE,
-        message: format!("cannot check the requester's balance on chain: {e:#}"),
+        message: format!("cannot check the requester's {what} on chain: {e:#}"),
         kind: "server_error",
         code: "chain_unavailable",
         retry_after_secs: Some(2),
-    })?;
+    }
+}
+
+fn payment_required(message: String) -> ApiError {
+    ApiError {
+        status: StatusCode::PAYMENT_REQUIRED,
+        message,
+        kind: "invalid_request_error",
+        code: "insufficient_funds",
+        retry_after_secs: None,
+    }
+}
+
+/// 402 unless the requester's balance, less what it owes for unsettled records, covers the
+/// request's worst case `bound` (per-record settlement).
+async fn check_balance(
+    chain: &Chain,
+    outbox: &Outbox,
+    auth: &Authenticated,
+    bound: u128,
+) -> Result<(), ApiError> {
+    let balance = chain
+        .balance(&auth.address)
+        .await
+        .map_err(|e| chain_unavailable("balance", e))?;
     let owed = outbox.owed_by(&auth.address);
     if balance.saturating_sub(owed) < bound {
-        return Err(ApiError {
-            status: StatusCode::PAYMENT_REQUIRED,
-            message: format!(
-                "account {} holds {balance} ngnk and owes {owed} ngnk for unsettled requests, but this request may cost up to {bound} ngnk ((prompt bytes + max_tokens) x price + commission); fund the account (e.g. `gonkad tx bank send`) or lower max_tokens",
-                auth.address
-            ),
-            kind: "invalid_request_error",
-            code: "insufficient_funds",
-            retry_after_secs: None,
-        });
+        return Err(payment_required(format!(
+            "account {} holds {balance} ngnk and owes {owed} ngnk for unsettled requests, but this request may cost up to {bound} ngnk ((prompt bytes + max_tokens) x price + commission); fund the account (e.g. `gonkad tx bank send`) or lower max_tokens",
+            auth.address
+        )));
     }
     Ok(())
+}
+
+/// Holds the request's worst case `bound` against the requester's escrow for this TA (see
+/// [`escrow`](crate::escrow)); 402 when the escrow cannot cover it, after asking the chain
+/// again if the view was not just read.
+async fn reserve_escrow(
+    chain: &Chain,
+    outbox: &Outbox,
+    escrows: &Arc<EscrowBook>,
+    auth: &Authenticated,
+    bound: u128,
+) -> Result<Reservation, ApiError> {
+    let requester = auth.address.as_str();
+    if escrows.needs_query(requester, Instant::now(), false) {
+        escrow::fetch(chain, escrows, requester)
+            .await
+            .map_err(|e| chain_unavailable("escrow", e))?;
+    }
+    let shortfall = match escrows.reserve(requester, bound, outbox.owed_by(requester)) {
+        Ok(held) => return Ok(held),
+        Err(shortfall) => shortfall,
+    };
+    let shortfall = if escrows.needs_query(requester, Instant::now(), true) {
+        escrow::fetch(chain, escrows, requester)
+            .await
+            .map_err(|e| chain_unavailable("escrow", e))?;
+        match escrows.reserve(requester, bound, outbox.owed_by(requester)) {
+            Ok(held) => return Ok(held),
+            Err(shortfall) => shortfall,
+        }
+    } else {
+        shortfall
+    };
+    let fix = match shortfall {
+        Shortfall::Short { .. } => {
+            "top it up (`gonkad tx settlement top-up-escrow`) or lower max_tokens"
+        }
+        _ => "open one (`gonkad tx settlement open-escrow`)",
+    };
+    Err(payment_required(format!(
+        "requester {requester} cannot pay transfer agent {}: {shortfall}; {fix}",
+        chain.address()
+    )))
 }
 
 async fn handle_chat(
@@ -789,17 +886,30 @@ async fn handle_chat(
     if !serves {
         return Err(model_unknown(&model));
     }
-    if let Sink::Chain { chain, outbox, .. } = &ta.sink {
-        check_funds(
+    // The worst case: body bytes bound the prompt tokens of byte-level tokenizers such as
+    // the reference model's (real tokenizers produce fewer tokens than bytes).
+    let bound = (bytes.len() as u128)
+        .saturating_add(u128::from(max_tokens))
+        .saturating_mul(terms.price_per_token)
+        .saturating_add(auth.terms.commission);
+    let mut reservation = match &ta.sink {
+        Sink::Chain {
             chain,
             outbox,
-            &auth,
-            bytes.len(),
-            max_tokens,
-            terms.price_per_token,
-        )
-        .await?;
-    }
+            escrows: Some(escrows),
+            ..
+        } => Some(reserve_escrow(chain, outbox, escrows, &auth, bound).await?),
+        Sink::Chain {
+            chain,
+            outbox,
+            escrows: None,
+            ..
+        } => {
+            check_balance(chain, outbox, &auth, bound).await?;
+            None
+        }
+        Sink::Memory(_) => None,
+    };
     lock(&ta.replay).admit(&auth, now, ta.config.max_skew_secs)?;
     // The queue orders by the signed commission; bids beyond u64 ngnk all rank first.
     let commission = u64::try_from(auth.terms.commission).unwrap_or(u64::MAX);
@@ -905,6 +1015,7 @@ async fn handle_chat(
                 auth: auth.clone(),
                 body: bytes.clone(),
                 node: registered.clone(),
+                _reservation: reservation.take(),
             });
             stream_body(ta.clone(), guard, resp, first, settle)
         } else {
@@ -922,7 +1033,12 @@ async fn handle_chat(
                 let text = answer.text();
                 let usage = answer.usage.unwrap_or_default();
                 match served(&ta, &registered, &auth, &text, receipt, usage) {
-                    Ok(served) => record(&ta, &auth, &bytes, &node, served),
+                    Ok(served) => {
+                        if let Err(message) = record(&ta, &auth, &bytes, &registered, served) {
+                            guard.finish(Outcome::Ok);
+                            return Err(not_recorded(message));
+                        }
+                    }
                     Err(e) => {
                         tracing::warn!(%node, attempt, error = %e, "answer cannot settle; retrying elsewhere");
                         last_error = e;
@@ -961,6 +1077,8 @@ async fn handle_chat(
 /// What a successful stream needs to become a work record at its end.
 struct Settle {
     auth: Authenticated,
+    /// The request's hold on its requester's escrow, until the record counts as owed.
+    _reservation: Option<Reservation>,
     /// The request body as signed, for the payload store.
     body: Bytes,
     node: RegisteredNode,
@@ -997,6 +1115,9 @@ fn stream_answer(sse: &[u8]) -> (String, Usage) {
     (text, usage)
 }
 
+/// How an OpenAI event stream ends.
+const STREAM_END: &[u8] = b"data: [DONE]\n\n";
+
 /// Chunks relayed to the client that may wait unread.
 const RELAY_BUFFER_CHUNKS: usize = 64;
 
@@ -1020,8 +1141,11 @@ async fn relay(
 }
 
 /// Relays the node's event stream as it arrives (starting with its `first` bytes, already
-/// read) within the node limits, and records the request at a clean end. A node that goes
-/// silent, runs past the total time or sends too much is cut off and cooled down.
+/// read) within the node limits, and records the request at a clean end; the chunk that ends
+/// the stream (`data: [DONE]`) goes out only once the record is durable, and never when it
+/// could not be made so (the client gets an error instead, and the request is not charged).
+/// A node that goes silent, runs past the total time or sends too much is cut off and cooled
+/// down.
 ///
 /// A task reads the node, not the client's connection: when the client hangs up after
 /// content was delivered, the task still reads the stream to its end and its receipt, and
@@ -1037,26 +1161,37 @@ fn stream_body(
     let node = guard.node_id();
     tokio::spawn(async move {
         let mut client = Some(tx);
-        relay(&mut client, Bytes::from(first.clone()), &node).await;
-        let mut seen = first;
+        // The chunk that ends the stream goes out only once the request is recorded.
+        let mut held = None;
+        let mut seen = Vec::new();
+        let mut next = Some(first);
         loop {
-            match resp.next_chunk().await {
-                Ok(None) => break,
-                Ok(Some(chunk)) => {
-                    seen.extend_from_slice(&chunk);
-                    relay(&mut client, Bytes::from(chunk), &node).await;
-                }
-                Err(e) => {
-                    tracing::warn!(%node, error = %e, "ML node stream broke");
-                    if let Some(tx) = client.take() {
-                        let _ = tx.send(Err(e)).await;
+            let chunk = match next.take() {
+                Some(chunk) => chunk,
+                None => match resp.next_chunk().await {
+                    Ok(None) => break,
+                    Ok(Some(chunk)) => chunk,
+                    Err(e) => {
+                        tracing::warn!(%node, error = %e, "ML node stream broke");
+                        if let Some(tx) = client.take() {
+                            let _ = tx.send(Err(e)).await;
+                        }
+                        guard.finish(Outcome::Failed);
+                        return;
                     }
-                    guard.finish(Outcome::Failed);
-                    return;
-                }
+                },
+            };
+            seen.extend_from_slice(&chunk);
+            if let Some(earlier) = held.take() {
+                relay(&mut client, earlier, &node).await;
+            }
+            if seen.ends_with(STREAM_END) {
+                held = Some(Bytes::from(chunk));
+            } else {
+                relay(&mut client, Bytes::from(chunk), &node).await;
             }
         }
-        if !seen.ends_with(b"data: [DONE]\n\n") {
+        if !seen.ends_with(STREAM_END) {
             tracing::warn!(%node, "ML node ended the stream early");
             guard.finish(Outcome::Failed);
             return;
@@ -1066,12 +1201,22 @@ fn stream_body(
             let receipt = Receipt::find_in_sse(&seen);
             let (text, usage) = stream_answer(&seen);
             match served(&ta, &s.node, &s.auth, &text, receipt, usage) {
-                Ok(served) => record(&ta, &s.auth, &s.body, &node, served),
+                Ok(served) => {
+                    if let Err(message) = record(&ta, &s.auth, &s.body, &s.node, served) {
+                        if let Some(tx) = client.take() {
+                            let _ = tx.send(Err(std::io::Error::other(message))).await;
+                        }
+                        held = None;
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(%node, error = %e, "streamed answer cannot settle");
                     outcome = Outcome::Failed;
                 }
             }
+        }
+        if let Some(end) = held {
+            relay(&mut client, end, &node).await;
         }
         guard.finish(outcome);
     });

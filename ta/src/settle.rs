@@ -2,17 +2,23 @@
 //!
 //! Every completed request becomes a signed [`WorkRecord`] that is written to the durable
 //! [`Outbox`] (a redb file, one fsync'd write per record) *before* the TA considers it done, so
-//! a crash or restart loses no record. The [`run_batcher`] task sends pending records in
-//! `MsgSubmitWorkBatch` transactions — as soon as a batch is full, or after `interval` — and
-//! removes them once the tx is included. The chain judges each record alone: a record it
-//! refuses inside an included batch (its `inference_record` event says `outcome=refused` with
-//! code and reason) is moved to the `rejected` table with the chain's reason. A batch the
-//! chain refuses as a whole (e.g. a sequence race, or this TA no longer staked) is split:
-//! records already on chain are dropped and the rest are sent one by one, so nothing is lost
-//! and nothing is settled twice.
+//! a crash or restart loses no record. Records leave the outbox one of two ways:
 //!
-//! The outbox also tracks what each requester owes for records not yet settled, so the TA's
-//! payment check (402) counts money that is already promised.
+//! - per record ([`run_batcher`], `--settlement records`): `MsgSubmitWorkBatch` transactions
+//!   — as soon as a batch is full, or after `interval` — removing records once the tx is
+//!   included. The chain judges each record alone: a record it refuses inside an included
+//!   batch (its `inference_record` event says `outcome=refused` with code and reason) is moved
+//!   to the `rejected` table with the chain's reason. A batch the chain refuses as a whole
+//!   (e.g. a sequence race, or this TA no longer staked) is split: records already on chain
+//!   are dropped and the rest are sent one by one, so nothing is lost and nothing is settled
+//!   twice.
+//! - as committed batches ([`committer`](crate::committer), `--settlement batches`): the
+//!   records move atomically from the pending table into a stored batch, which stays (with
+//!   its signed message, to resubmit after a crash, and its leaves, to serve with proofs)
+//!   until pruned after its challenge window.
+//!
+//! The outbox also tracks what each requester owes for records not yet on chain (pending, or
+//! in a batch not yet included), so the TA's payment check counts money already promised.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,32 +26,84 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use gonka_client::settlement::Served;
 use gonka_client::tx::msg_submit_work_batch;
 use gonka_client::TxOutcome;
+use gonka_proto::batch::parse_decimal;
 use gonka_proto::inference::WorkRecord;
+use gonka_proto::settlement::{BatchLeaf, MsgSettleBatch};
 use prost::Message;
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use tokio::sync::Notify;
 
 use gonka_client::Chain;
 
-/// Pending records: sequence number → cost (u128 big-endian, 16 bytes) ‖ protobuf record.
+/// Pending records: sequence number → protobuf `BatchLeaf` holding the record, its executor's
+/// host and the host's payout (`cost`); the chaining fields are filled when a batch is built.
 const PENDING: TableDefinition<u64, &[u8]> = TableDefinition::new("pending");
 /// Records the chain refused on their own: inference id → the chain's reason.
 const REJECTED: TableDefinition<&str, &str> = TableDefinition::new("rejected");
+/// Committed batches: number → protobuf [`StoredBatch`].
+const BATCHES: TableDefinition<u64, &[u8]> = TableDefinition::new("batches");
+/// Committed batches known to be on chain: number → height of the block that included it.
+const INCLUDED: TableDefinition<u64, u64> = TableDefinition::new("included");
 
-/// A pending record with its outbox key and what it costs its requester.
+/// A pending record with its outbox key.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pending {
     /// Outbox key (arrival order).
     pub key: u64,
-    /// ngnk the chain will charge the requester: tokens × price + commission.
-    pub cost: u128,
-    /// The record.
-    pub record: WorkRecord,
+    /// The record with its executor's host and the host's payout.
+    pub served: Served,
 }
 
-/// The durable queue of records waiting to be settled.
+impl Pending {
+    /// ngnk the requester is charged: the host's payout plus the commission.
+    pub fn charge(&self) -> u128 {
+        charge(&self.served)
+    }
+}
+
+/// ngnk the requester of `served` is charged: the host's payout plus the signed commission.
+pub fn charge(served: &Served) -> u128 {
+    served
+        .cost
+        .saturating_add(parse_decimal(&served.record.commission).unwrap_or(0))
+}
+
+/// A committed batch as the transfer agent keeps it.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StoredBatch {
+    /// The message with the hosts' aggregate signature, as submitted.
+    #[prost(message, optional, tag = "1")]
+    pub msg: Option<MsgSettleBatch>,
+    /// The leaves, in tree order.
+    #[prost(message, repeated, tag = "2")]
+    pub leaves: Vec<BatchLeaf>,
+}
+
+impl StoredBatch {
+    /// Its number.
+    pub fn number(&self) -> u64 {
+        self.msg.as_ref().map_or(0, |m| m.number)
+    }
+
+    /// What it charges each requester.
+    pub fn debits(&self) -> Vec<(String, u128)> {
+        self.msg
+            .iter()
+            .flat_map(|m| &m.requesters)
+            .map(|line| {
+                (
+                    line.requester.clone(),
+                    parse_decimal(&line.amount).unwrap_or(0),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The durable queue of records waiting to be settled, and the committed batches.
 pub struct Outbox {
     db: Database,
     state: Mutex<OutboxState>,
@@ -60,6 +118,21 @@ struct OutboxState {
     owed: BTreeMap<String, u128>,
 }
 
+impl OutboxState {
+    fn owe(&mut self, requester: &str, amount: u128) {
+        *self.owed.entry(requester.to_string()).or_default() += amount;
+    }
+
+    fn settle(&mut self, requester: &str, amount: u128) {
+        if let Some(owed) = self.owed.get_mut(requester) {
+            *owed = owed.saturating_sub(amount);
+            if *owed == 0 {
+                self.owed.remove(requester);
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for Outbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Outbox")
@@ -68,21 +141,24 @@ impl std::fmt::Debug for Outbox {
     }
 }
 
-fn encode(cost: u128, record: &WorkRecord) -> Vec<u8> {
-    let mut value = cost.to_be_bytes().to_vec();
-    value.extend_from_slice(&record.encode_to_vec());
-    value
+fn encode(served: &Served) -> Vec<u8> {
+    BatchLeaf {
+        record: Some(served.record.clone()),
+        executor_host: served.host.clone(),
+        cost: served.cost.to_string(),
+        ..BatchLeaf::default()
+    }
+    .encode_to_vec()
 }
 
 fn decode(key: u64, value: &[u8]) -> Result<Pending> {
-    let (cost, record) = value
-        .split_at_checked(16)
-        .context("outbox entry shorter than its cost prefix")?;
-    Ok(Pending {
-        key,
-        cost: u128::from_be_bytes(cost.try_into().expect("16 bytes")),
-        record: WorkRecord::decode(record).context("outbox entry is not a work record")?,
-    })
+    let leaf = BatchLeaf::decode(value).context("outbox entry is not a batch leaf")?;
+    let served = Served::of_leaf(&leaf).context("outbox entry lacks its record or cost")?;
+    Ok(Pending { key, served })
+}
+
+fn decode_batch(value: &[u8]) -> Result<StoredBatch> {
+    StoredBatch::decode(value).context("stored batch is not a StoredBatch")
 }
 
 impl Outbox {
@@ -93,17 +169,27 @@ impl Outbox {
         let tx = db.begin_write()?;
         tx.open_table(PENDING)?;
         tx.open_table(REJECTED)?;
+        tx.open_table(BATCHES)?;
+        tx.open_table(INCLUDED)?;
         tx.commit()?;
         let mut state = OutboxState::default();
         {
             let read = db.begin_read()?;
-            let table = read.open_table(PENDING)?;
-            for entry in table.iter()? {
+            for entry in read.open_table(PENDING)?.iter()? {
                 let (key, value) = entry?;
                 let pending = decode(key.value(), value.value())?;
                 state.next_key = pending.key + 1;
                 state.pending += 1;
-                *state.owed.entry(pending.record.requester).or_default() += pending.cost;
+                state.owe(&pending.served.record.requester, pending.charge());
+            }
+            let included = read.open_table(INCLUDED)?;
+            for entry in read.open_table(BATCHES)?.iter()? {
+                let (number, value) = entry?;
+                if included.get(number.value())?.is_none() {
+                    for (requester, amount) in decode_batch(value.value())?.debits() {
+                        state.owe(&requester, amount);
+                    }
+                }
             }
         }
         Ok(Outbox {
@@ -117,17 +203,17 @@ impl Outbox {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Durably appends `record`, which will cost its requester `cost` ngnk.
-    pub fn put(&self, record: &WorkRecord, cost: u128) -> Result<()> {
+    /// Durably appends `served`.
+    pub fn put(&self, served: &Served) -> Result<()> {
         let mut state = self.state();
         let key = state.next_key;
         let tx = self.db.begin_write()?;
         tx.open_table(PENDING)?
-            .insert(key, encode(cost, record).as_slice())?;
+            .insert(key, encode(served).as_slice())?;
         tx.commit().context("writing a work record to the outbox")?;
         state.next_key += 1;
         state.pending += 1;
-        *state.owed.entry(record.requester.clone()).or_default() += cost;
+        state.owe(&served.record.requester, charge(served));
         drop(state);
         self.added.notify_one();
         Ok(())
@@ -157,7 +243,7 @@ impl Outbox {
             }
             for (p, reason) in rejected {
                 pending.remove(p.key)?;
-                refused.insert(p.record.inference_id.as_str(), reason.as_str())?;
+                refused.insert(p.served.record.inference_id.as_str(), reason.as_str())?;
             }
         }
         tx.commit()
@@ -168,17 +254,152 @@ impl Outbox {
             .chain(rejected.iter().map(|(p, _)| *p))
         {
             state.pending -= 1;
-            if let Some(owed) = state.owed.get_mut(&p.record.requester) {
-                *owed = owed.saturating_sub(p.cost);
-                if *owed == 0 {
-                    state.owed.remove(&p.record.requester);
-                }
-            }
+            state.settle(&p.served.record.requester, p.charge());
         }
         Ok(())
     }
 
-    /// Records waiting to be settled.
+    /// Moves the pending records `keys` into the committed batch `batch`, in one write: from
+    /// now on they are settled by that batch or, if the chain refuses it, put back by
+    /// [`Outbox::uncommit`].
+    pub fn commit(&self, keys: &[u64], batch: &StoredBatch) -> Result<()> {
+        let mut state = self.state();
+        let tx = self.db.begin_write()?;
+        {
+            let mut pending = tx.open_table(PENDING)?;
+            for key in keys {
+                pending.remove(*key)?;
+            }
+            tx.open_table(BATCHES)?
+                .insert(batch.number(), batch.encode_to_vec().as_slice())?;
+        }
+        tx.commit().context("storing a committed batch")?;
+        state.pending -= keys.len();
+        Ok(())
+    }
+
+    /// Batch `number` was included at `height`: its records are no longer owed.
+    pub fn included(&self, number: u64, height: u64) -> Result<()> {
+        let mut state = self.state();
+        let Some(batch) = self.batch(number)? else {
+            return Ok(());
+        };
+        if self.included_height(number)?.is_some() {
+            return Ok(());
+        }
+        let tx = self.db.begin_write()?;
+        tx.open_table(INCLUDED)?.insert(number, height)?;
+        tx.commit().context("marking a batch included")?;
+        for (requester, amount) in batch.debits() {
+            state.settle(&requester, amount);
+        }
+        Ok(())
+    }
+
+    /// Height at which batch `number` was included, once known.
+    pub fn included_height(&self, number: u64) -> Result<Option<u64>> {
+        let read = self.db.begin_read()?;
+        Ok(read.open_table(INCLUDED)?.get(number)?.map(|h| h.value()))
+    }
+
+    /// Batch `number`, which the chain refused, goes away: its records go back to pending,
+    /// except those in `set_aside` (inference id → reason), which are kept aside as refused.
+    pub fn uncommit(&self, number: u64, set_aside: &BTreeMap<String, String>) -> Result<()> {
+        let mut state = self.state();
+        let Some(batch) = self.batch(number)? else {
+            return Ok(());
+        };
+        let mut back = Vec::new();
+        let tx = self.db.begin_write()?;
+        {
+            let mut pending = tx.open_table(PENDING)?;
+            let mut refused = tx.open_table(REJECTED)?;
+            let mut key = state.next_key;
+            for leaf in &batch.leaves {
+                let served = Served::of_leaf(leaf).context("stored leaf lacks its record")?;
+                match set_aside.get(&served.record.inference_id) {
+                    Some(reason) => {
+                        refused.insert(served.record.inference_id.as_str(), reason.as_str())?;
+                    }
+                    None => {
+                        pending.insert(key, encode(&served).as_slice())?;
+                        key += 1;
+                    }
+                }
+                back.push(served);
+            }
+            tx.open_table(BATCHES)?.remove(number)?;
+        }
+        tx.commit()
+            .context("putting a refused batch's records back")?;
+        for served in back {
+            if set_aside.contains_key(&served.record.inference_id) {
+                state.settle(&served.record.requester, charge(&served));
+            } else {
+                state.next_key += 1;
+                state.pending += 1;
+            }
+        }
+        drop(state);
+        self.added.notify_one();
+        Ok(())
+    }
+
+    /// Committed batch `number`, if kept.
+    pub fn batch(&self, number: u64) -> Result<Option<StoredBatch>> {
+        let read = self.db.begin_read()?;
+        let table = read.open_table(BATCHES)?;
+        table
+            .get(number)?
+            .map(|v| decode_batch(v.value()))
+            .transpose()
+    }
+
+    /// The number of the last committed batch kept (0 if none).
+    pub fn last_batch_number(&self) -> Result<u64> {
+        let read = self.db.begin_read()?;
+        let table = read.open_table(BATCHES)?;
+        let last = table.last()?.map_or(0, |(k, _)| k.value());
+        Ok(last)
+    }
+
+    /// The first committed batch not known to be included, if any.
+    pub fn unincluded(&self) -> Result<Option<StoredBatch>> {
+        let read = self.db.begin_read()?;
+        let included = read.open_table(INCLUDED)?;
+        for entry in read.open_table(BATCHES)?.iter()? {
+            let (number, value) = entry?;
+            if included.get(number.value())?.is_none() {
+                return Ok(Some(decode_batch(value.value())?));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Forgets the batches included below `height` (their challenge windows are over).
+    pub fn prune_included_before(&self, height: u64) -> Result<usize> {
+        let tx = self.db.begin_write()?;
+        let removed = {
+            let mut included = tx.open_table(INCLUDED)?;
+            let mut batches = tx.open_table(BATCHES)?;
+            let mut old = Vec::new();
+            for entry in included.iter()? {
+                let (number, at) = entry?;
+                if at.value() < height {
+                    old.push(number.value());
+                }
+            }
+            for number in &old {
+                included.remove(*number)?;
+                batches.remove(*number)?;
+            }
+            old.len()
+        };
+        tx.commit().context("pruning old batches")?;
+        Ok(removed)
+    }
+
+    /// Records waiting to be put in a batch.
     pub fn len(&self) -> usize {
         self.state().pending
     }
@@ -188,7 +409,7 @@ impl Outbox {
         self.len() == 0
     }
 
-    /// ngnk `requester` owes for records not yet settled.
+    /// ngnk `requester` owes for records not yet on chain.
     pub fn owed_by(&self, requester: &str) -> u128 {
         self.state().owed.get(requester).copied().unwrap_or(0)
     }
@@ -300,7 +521,7 @@ pub async fn run_batcher(
                 continue;
             }
         };
-        let records = batch.iter().map(|p| p.record.clone()).collect();
+        let records = batch.iter().map(|p| p.served.record.clone()).collect();
         let outcome = submit(&chain, records, policy.inclusion_timeout).await;
         let done = match outcome {
             Submitted::Settled(refused) => {
@@ -311,12 +532,12 @@ pub async fn run_batcher(
                 );
                 let (rejected, settled): (Vec<&Pending>, Vec<&Pending>) = batch
                     .iter()
-                    .partition(|p| refused.contains_key(&p.record.inference_id));
+                    .partition(|p| refused.contains_key(&p.served.record.inference_id));
                 let rejected: Vec<(&Pending, String)> = rejected
                     .into_iter()
                     .map(|p| {
-                        let reason = refused[&p.record.inference_id].clone();
-                        tracing::error!(inference = %p.record.inference_id, %reason, "the chain refused this work record; set aside");
+                        let reason = refused[&p.served.record.inference_id].clone();
+                        tracing::error!(inference = %p.served.record.inference_id, %reason, "the chain refused this work record; set aside");
                         (p, reason)
                     })
                     .collect();
@@ -352,24 +573,24 @@ async fn settle_one_by_one(
     let mut settled = Vec::new();
     let mut rejected = Vec::new();
     for p in batch {
-        if chain.record_exists(&p.record.inference_id).await? {
+        if chain.record_exists(&p.served.record.inference_id).await? {
             settled.push(p);
             continue;
         }
-        match submit(chain, vec![p.record.clone()], timeout).await {
+        match submit(chain, vec![p.served.record.clone()], timeout).await {
             Submitted::Settled(refused) => match refused.into_values().next() {
                 Some(reason) => {
-                    tracing::error!(inference = %p.record.inference_id, %reason, "the chain refuses this work record; set aside");
+                    tracing::error!(inference = %p.served.record.inference_id, %reason, "the chain refuses this work record; set aside");
                     rejected.push((p, reason));
                 }
                 None => settled.push(p),
             },
             Submitted::Refused(reason) => {
-                tracing::error!(inference = %p.record.inference_id, %reason, "the chain refuses this work record; set aside");
+                tracing::error!(inference = %p.served.record.inference_id, %reason, "the chain refuses this work record; set aside");
                 rejected.push((p, reason));
             }
             Submitted::Unreachable(error) => {
-                tracing::warn!(inference = %p.record.inference_id, %error, "chain unreachable; will retry");
+                tracing::warn!(inference = %p.served.record.inference_id, %error, "chain unreachable; will retry");
                 break;
             }
         }
@@ -426,24 +647,35 @@ mod tests {
         );
     }
 
-    fn record(id: &str, requester: &str) -> WorkRecord {
-        WorkRecord {
-            inference_id: id.into(),
-            requester: requester.into(),
-            ..WorkRecord::default()
+    fn served(id: &str, requester: &str, cost: u128) -> Served {
+        Served {
+            record: WorkRecord {
+                inference_id: id.into(),
+                requester: requester.into(),
+                commission: "1".into(),
+                ..WorkRecord::default()
+            },
+            host: "host".into(),
+            cost,
         }
+    }
+
+    fn temp_outbox(label: &str) -> std::path::PathBuf {
+        let path =
+            std::env::temp_dir().join(format!("gonka-outbox-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        path
     }
 
     #[test]
     fn outbox_survives_reopen_and_tracks_what_is_owed() {
-        let dir = std::env::temp_dir().join(format!("gonka-outbox-{}", std::process::id()));
-        let _ = std::fs::remove_file(&dir);
+        let dir = temp_outbox("records");
         {
             let outbox = Outbox::open(&dir).unwrap();
-            outbox.put(&record("a", "alice"), 10).unwrap();
-            outbox.put(&record("b", "bob"), 5).unwrap();
-            outbox.put(&record("c", "alice"), 7).unwrap();
-            assert_eq!(outbox.owed_by("alice"), 17);
+            outbox.put(&served("a", "alice", 9)).unwrap();
+            outbox.put(&served("b", "bob", 4)).unwrap();
+            outbox.put(&served("c", "alice", 6)).unwrap();
+            assert_eq!(outbox.owed_by("alice"), 17, "payouts plus commissions");
         }
         let outbox = Outbox::open(&dir).unwrap();
         assert_eq!(outbox.len(), 3);
@@ -452,10 +684,11 @@ mod tests {
         assert_eq!(
             oldest
                 .iter()
-                .map(|p| p.record.inference_id.as_str())
+                .map(|p| p.served.record.inference_id.as_str())
                 .collect::<Vec<_>>(),
             ["a", "b"]
         );
+        assert_eq!(oldest[0].served, served("a", "alice", 9));
         outbox
             .remove(&[&oldest[0]], &[(&oldest[1], "bad".to_string())])
             .unwrap();
@@ -467,7 +700,7 @@ mod tests {
             outbox.rejected().unwrap(),
             [("b".to_string(), "bad".to_string())]
         );
-        outbox.put(&record("d", "bob"), 1).unwrap();
+        outbox.put(&served("d", "bob", 0)).unwrap();
         let rest = outbox.oldest(10).unwrap();
         assert_eq!(rest.len(), 2);
         assert!(
@@ -476,5 +709,91 @@ mod tests {
         );
         drop(outbox);
         std::fs::remove_file(&dir).unwrap();
+    }
+
+    /// A stored batch of `pending` with one requester line per requester.
+    fn stored(number: u64, pending: &[Pending]) -> StoredBatch {
+        let mut lines: BTreeMap<String, u128> = BTreeMap::new();
+        for p in pending {
+            *lines.entry(p.served.record.requester.clone()).or_default() += p.charge();
+        }
+        StoredBatch {
+            msg: Some(MsgSettleBatch {
+                number,
+                requesters: lines
+                    .into_iter()
+                    .map(
+                        |(requester, amount)| gonka_proto::settlement::RequesterTotal {
+                            requester,
+                            amount: amount.to_string(),
+                        },
+                    )
+                    .collect(),
+                ..MsgSettleBatch::default()
+            }),
+            leaves: pending
+                .iter()
+                .map(|p| BatchLeaf::decode(encode(&p.served).as_slice()).unwrap())
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_committed_batch_stays_owed_until_included_and_a_refused_one_comes_back() {
+        let path = temp_outbox("batches");
+        let outbox = Outbox::open(&path).unwrap();
+        for (id, requester) in [("a", "alice"), ("b", "bob"), ("c", "alice")] {
+            outbox.put(&served(id, requester, 9)).unwrap();
+        }
+        let first = outbox.oldest(2).unwrap();
+        let keys: Vec<u64> = first.iter().map(|p| p.key).collect();
+        outbox.commit(&keys, &stored(1, &first)).unwrap();
+        assert_eq!((outbox.len(), outbox.owed_by("alice")), (1, 20));
+        assert_eq!(outbox.unincluded().unwrap().unwrap().number(), 1);
+        // A crash now: the batch and what it owes survive.
+        drop(outbox);
+        let outbox = Outbox::open(&path).unwrap();
+        assert_eq!(
+            (outbox.len(), outbox.owed_by("alice"), outbox.owed_by("bob")),
+            (1, 20, 10)
+        );
+        assert_eq!(outbox.last_batch_number().unwrap(), 1);
+        outbox.included(1, 40).unwrap();
+        outbox.included(1, 41).unwrap();
+        assert_eq!(
+            (outbox.owed_by("alice"), outbox.owed_by("bob")),
+            (10, 0),
+            "counted once"
+        );
+        assert!(outbox.unincluded().unwrap().is_none());
+        assert_eq!(outbox.included_height(1).unwrap(), Some(40));
+
+        // Batch 2 is refused; one record is set aside, the other goes back to pending.
+        outbox.put(&served("d", "bob", 9)).unwrap();
+        let second = outbox.oldest(10).unwrap();
+        let keys: Vec<u64> = second.iter().map(|p| p.key).collect();
+        outbox.commit(&keys, &stored(2, &second)).unwrap();
+        assert_eq!(outbox.len(), 0);
+        let aside = BTreeMap::from([("d".to_string(), "escrow short".to_string())]);
+        outbox.uncommit(2, &aside).unwrap();
+        assert_eq!(
+            (outbox.len(), outbox.owed_by("alice"), outbox.owed_by("bob")),
+            (1, 10, 0)
+        );
+        assert_eq!(
+            outbox.oldest(10).unwrap()[0].served.record.inference_id,
+            "c"
+        );
+        assert!(outbox.batch(2).unwrap().is_none());
+        assert_eq!(
+            outbox.rejected().unwrap(),
+            [("d".to_string(), "escrow short".to_string())]
+        );
+        // Batches included below a height are pruned; the rest stay.
+        assert_eq!(outbox.prune_included_before(40).unwrap(), 0);
+        assert_eq!(outbox.prune_included_before(41).unwrap(), 1);
+        assert!(outbox.batch(1).unwrap().is_none());
+        drop(outbox);
+        std::fs::remove_file(&path).unwrap();
     }
 }

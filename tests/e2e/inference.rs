@@ -30,19 +30,24 @@ use gonka_proto::stake::QueryWorkRequest;
 use crate::support::{addr, gonkad, stake_validators, Net, START_BALANCE, VALIDATORS};
 
 /// ngnk per GNK.
-const GNK: u128 = 1_000_000_000;
+pub const GNK: u128 = 1_000_000_000;
 /// The model every ML node serves.
-const MODEL: &str = "gonka/reference-1";
+pub const MODEL: &str = "gonka/reference-1";
 /// Its price per token in ngnk.
-const PRICE: u128 = 3;
+pub const PRICE: u128 = 3;
 /// Commission the requester signs for the TA.
-const COMMISSION: u128 = 7;
+pub const COMMISSION: u128 = 7;
 /// Bound on every wait.
 const WAIT: Duration = Duration::from_secs(60);
 
 /// Genesis: alice funded, the validators staked (as `gonkad localnet` does), the reference
 /// model priced, epochs too long to end during the test.
 pub fn genesis(keys: &[GenesisValidatorKey], epoch_length: u64) -> serde_json::Value {
+    genesis_config(keys, epoch_length).app_state()
+}
+
+/// The configuration of [`genesis`], to adjust.
+pub fn genesis_config(keys: &[GenesisValidatorKey], epoch_length: u64) -> GenesisConfig {
     let mut config = GenesisConfig {
         accounts: vec![GenesisAccount {
             address: addr("alice"),
@@ -58,7 +63,7 @@ pub fn genesis(keys: &[GenesisValidatorKey], epoch_length: u64) -> serde_json::V
         ..Default::default()
     };
     stake_validators(&mut config, keys, 10_000 * GNK);
-    config.app_state()
+    config
 }
 
 /// Sidecars for the 4 validators, run as their operator accounts.
@@ -126,7 +131,8 @@ pub async fn settled(net: &Net, inference_id: &str) -> StoredRecord {
     .await
 }
 
-async fn work_units(net: &Net, epoch: u64, operator: &str) -> u64 {
+/// Work units credited to `operator` in `epoch`.
+pub async fn work_units(net: &Net, epoch: u64, operator: &str) -> u64 {
     net.clients[2]
         .query::<q::stake::Work>(&QueryWorkRequest {
             epoch,

@@ -9,6 +9,7 @@
 mod bls;
 mod disputes;
 mod inference;
+mod settlement;
 mod stake;
 mod support;
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gonka_app::genesis::{GenesisAccount, GenesisConfig};
-use gonka_client::{msg_stake, msg_unstake, sign};
+use gonka_client::{msg_stake, msg_unstake};
 use gonka_localnet::{read_consensus_key, AppStateFn, GenesisValidatorKey};
 use gonka_proto::bank::QueryBalanceRequest;
 use gonka_proto::epochs::{Epoch, QueryCurrentRequest, QueryEpochRequest};
@@ -29,7 +29,7 @@ use tendermint::block::{CommitSig, Height};
 use tendermint::{account, PublicKey};
 use tendermint_rpc::{Client as _, Paging};
 
-use crate::support::{addr, key, stake_validators, Net, MIN_FEE, START_BALANCE, VALIDATORS};
+use crate::support::{addr, stake_validators, Net, MIN_FEE, START_BALANCE, VALIDATORS};
 
 /// ngnk per GNK.
 const GNK: u128 = 1_000_000_000;
@@ -296,28 +296,7 @@ async fn ended_epoch(net: &Net, number: u64) -> Epoch {
 /// Signs and broadcasts `msg` from the staker through node `i`; returns the height that
 /// includes it, asserting it succeeded.
 async fn staker_tx(net: &Net, i: usize, msg: gonka_client::Any, memo: &str) -> u64 {
-    let signer = net.signer(i, STAKER).await;
-    let tx = sign(
-        key(STAKER),
-        vec![msg],
-        &signer,
-        crate::support::tx_fee(),
-        memo,
-    )
-    .unwrap_or_else(|e| panic!("signing {memo}: {e:#}"));
-    let hash = net.broadcast_ok(i, tx).await;
-    let included = net.wait_included(i, hash).await;
-    assert_eq!(
-        included.code,
-        0,
-        "{memo} failed in block {} ({} {}): {} ({})",
-        included.height,
-        included.codespace,
-        included.code,
-        included.log,
-        net.logs_of(i)
-    );
-    included.height
+    net.tx_ok(i, STAKER, vec![msg], memo).await.height
 }
 
 /// The longest interval between consecutive block times in `1..=last` (from node 0's

@@ -454,6 +454,33 @@ impl Net {
         total
     }
 
+    /// Signs `msgs` as the well-known account `label` (with [`tx_fee`]), sends them to node
+    /// `i` and asserts they executed; returns the inclusion.
+    pub async fn tx_ok(
+        &self,
+        i: usize,
+        label: &str,
+        msgs: Vec<gonka_client::Any>,
+        memo: &str,
+    ) -> Included {
+        let signer = self.signer(i, label).await;
+        let tx = gonka_client::sign(key(label), msgs, &signer, tx_fee(), memo)
+            .unwrap_or_else(|e| panic!("signing {memo}: {e:#}"));
+        let hash = self.broadcast_ok(i, tx).await;
+        let included = self.wait_included(i, hash).await;
+        assert_eq!(
+            included.code,
+            0,
+            "{memo} failed in block {} ({} {}): {} ({})",
+            included.height,
+            included.codespace,
+            included.code,
+            included.log,
+            self.logs_of(i)
+        );
+        included
+    }
+
     /// Broadcasts `tx` to node `i` with `broadcast_tx_sync` and asserts `CheckTx` accepted it.
     pub async fn broadcast_ok(&self, i: usize, tx: Vec<u8>) -> Hash {
         broadcast_ok(&self.clients[i], tx)
@@ -628,6 +655,14 @@ pub fn gonkad_json(args: &[&str]) -> serde_json::Value {
 /// A plain HTTP/1.0 GET of `path_and_query` from `addr`, as `curl` would send it. Returns the
 /// status code and the body.
 pub fn http_get(addr: SocketAddr, path_and_query: &str) -> (u16, String) {
+    let (status, body) = http_get_bytes(addr, path_and_query);
+    let body = String::from_utf8(body)
+        .unwrap_or_else(|e| panic!("GET {path_and_query} from {addr} is not UTF-8: {e}"));
+    (status, body)
+}
+
+/// [`http_get`] of a binary body.
+pub fn http_get_bytes(addr: SocketAddr, path_and_query: &str) -> (u16, Vec<u8>) {
     tokio::task::block_in_place(|| {
         let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
             .unwrap_or_else(|e| panic!("connecting to {addr}: {e}"));
@@ -639,19 +674,21 @@ pub fn http_get(addr: SocketAddr, path_and_query: &str) -> (u16, String) {
             "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n"
         )
         .unwrap_or_else(|e| panic!("sending GET {path_and_query} to {addr}: {e}"));
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap_or_else(|e| {
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).unwrap_or_else(|e| {
             panic!("reading the answer to GET {path_and_query} from {addr}: {e}")
         });
-        let (head, body) = response
-            .split_once("\r\n\r\n")
+        let split = response
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
             .unwrap_or_else(|| panic!("malformed HTTP answer from {addr}: {response:?}"));
+        let head = String::from_utf8_lossy(&response[..split]);
         let status = head
             .split_whitespace()
             .nth(1)
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| panic!("no HTTP status in {head:?}"));
-        (status, body.to_string())
+        (status, response[split + 4..].to_vec())
     })
 }
 
