@@ -3,7 +3,8 @@
 //! has no escrow, opens one for TA 0; her requests are served and committed in batches the
 //! executors' hosts co-sign; TA 0 is killed with SIGKILL while a served record waits for its
 //! batch and, restarted, commits it (nothing lost, nothing twice); a leaf the TA serves checks
-//! against the root on chain; once the challenge window closes the hosts are paid exactly the
+//! against the root on chain and, demanded on chain, is answered by the TA itself (which earns
+//! the deposit); once the challenge window closes the hosts are paid exactly the
 //! tokens at the model's price and credited the work, the TA its commissions; closing the
 //! escrow stops new requests (402) and returns the rest to Alice a window later.
 //!
@@ -18,14 +19,15 @@ use std::sync::Arc;
 use gonka_client::bls::{account_bls_key, msg_register_bls_key};
 use gonka_client::chat::{ChatClient, ChatError, ChatRequest, Message};
 use gonka_client::keys::well_known_mnemonic;
-use gonka_client::settlement::{msg_close_escrow, msg_open_escrow};
+use gonka_client::settlement::{msg_close_escrow, msg_demand_leaf, msg_open_escrow};
 use gonka_client::Key;
 use gonka_localnet::AppStateFn;
 use gonka_proto::batch::{leaf_node, parse_decimal, siblings_from_proto, verify_path};
 use gonka_proto::epochs::QueryCurrentRequest;
 use gonka_proto::query as q;
 use gonka_proto::settlement::{
-    Batch, BatchStatus, LeafProof, QueryBatchNumberRequest, QueryBatchRequest, QueryEscrowRequest,
+    Batch, BatchStatus, LeafProof, QueryBatchNumberRequest, QueryBatchRequest, QueryDemandsRequest,
+    QueryEscrowRequest,
 };
 use prost::Message as _;
 
@@ -36,7 +38,10 @@ use crate::inference::{
 use crate::support::{addr, http_get, http_get_bytes, key, Net, CHAIN_ID, VALIDATORS};
 
 /// Blocks a batch stays open to challenges here.
-const WINDOW: u64 = 12;
+const WINDOW: u64 = 20;
+
+/// Deposit of a leaf demand (the chain's least).
+const LEAF_DEPOSIT: u128 = 1_000_000;
 
 /// TA 0's last batch number on chain.
 async fn batch_number(net: &Net) -> u64 {
@@ -223,6 +228,32 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
         let (status, _) = http_get(ta_addr, "/v1/batches/9/leaves/0");
         assert_eq!(status, 404);
 
+        // Alice demands that leaf on chain: the TA answers by itself and earns the deposit.
+        net.tx_ok(
+            0,
+            "alice",
+            vec![msg_demand_leaf(
+                &addr("alice"),
+                batches[1].id,
+                proof.index,
+                LEAF_DEPOSIT,
+            )],
+            "demand a leaf",
+        )
+        .await;
+        eventually("the TA answers the demand", || async {
+            let open = net.clients[0]
+                .query::<q::settlement::Demands>(&QueryDemandsRequest {
+                    transfer_agent: ta.clone(),
+                    limit: 0,
+                })
+                .await
+                .ok()?
+                .demands;
+            open.is_empty().then_some(())
+        })
+        .await;
+
         // Final after the window: exact payments.
         for b in &batches {
             eventually(&format!("batch {} final", b.id), || async {
@@ -278,8 +309,8 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
         let ta_fees = net.fees_paid(0, &ta, start).await;
         assert_eq!(
             net.balance(0, &ta).await,
-            balances_before[&ta] + COMMISSION * served.len() as u128 - ta_fees,
-            "the TA earns its commissions (and paid its batches' fees)"
+            balances_before[&ta] + COMMISSION * served.len() as u128 + LEAF_DEPOSIT - ta_fees,
+            "the TA earns its commissions and the answered demand's deposit (and paid its fees)"
         );
 
         // Closing: no new requests, the rest back a window later.
@@ -301,7 +332,8 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
         let alice_fees = net.fees_paid(0, &addr("alice"), start).await;
         eventually("the escrow released to alice", || async {
             let balance = net.balance(0, &addr("alice")).await;
-            (balance == balances_before[&addr("alice")] - charged - alice_fees).then_some(())
+            (balance == balances_before[&addr("alice")] - charged - LEAF_DEPOSIT - alice_fees)
+                .then_some(())
         })
         .await;
     });
