@@ -35,6 +35,7 @@ fn record(n: usize) -> StoredRecord {
         cost: "100".into(),
         epoch: 0,
         height: 1,
+        sampled_ppm: 0,
     }
 }
 

@@ -2,7 +2,8 @@
 //! x/settlement) beside the per-record path (`MsgSubmitWorkBatch`, x/inference) in the same
 //! run, in process (one validator's FinalizeBlock+Commit and CheckTx, no network).
 //!
-//! Run: `cargo bench -p gonka-app --bench settle`
+//! Run: `cargo bench -p gonka-app --bench settle` (every host validated at 10%, a new host's
+//! rate; `SETTLE_BENCH_SAMPLE_PPM=10000` for hosts with a clean record, at 1%)
 //!
 //! Setup: a transfer agent, [`HOSTS`] hosts with BLS keys (host 0 also runs the ML node the
 //! per-record path names), [`REQUESTERS`] requesters with escrows and liquid funds; every
@@ -16,7 +17,14 @@
 //!   timed alone), `decode` (the message's decoding and stateless checks, timed alone) and
 //!   `rest` (ante, escrow debits, batch write, commit: the remainder);
 //! - on the transfer agent's side: building the tree and lines (`build µs/record`) and one
-//!   host's co-signature (`cosign ms`).
+//!   host's co-signature (`cosign ms`);
+//! - `sample µs/record`: the next (empty) block, whose `begin_block` draws the leaves to
+//!   validate from those batches and demands them (default `leaf_sample_ppm`, 10%), per
+//!   record;
+//! - after the table, answering the samples: the transfer agent provides every sampled leaf
+//!   (`MsgProvideLeaf`, up to 1,000 per block in txs within the size limit), each becoming a work record to
+//!   validate: FinalizeBlock µs per leaf and per settled record. With `finalize` and
+//!   `sample`, the chain's whole CPU per settled record on the honest path.
 //!
 //! The per-record path's row is the baseline: batches of 100 records (its default limit),
 //! each record's two secp256k1 signatures checked in FinalizeBlock.
@@ -32,9 +40,12 @@ use gonka_bls_crypto::{fast_aggregate_verify, SecretKey};
 use gonka_client::bls::{account_bls_key, msg_register_bls_key};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::settlement::{
-    cosign, msg_challenge_batch, msg_open_escrow, msg_settle_batch, Batch, Served,
+    cosign, msg_challenge_batch, msg_open_escrow, msg_provide_leaf, msg_settle_batch, Batch, Served,
 };
-use gonka_client::tx::{msg_submit_work_batch, signed_work_record, RequestTerms, WorkRecordInput};
+use gonka_client::tx::{
+    msg_submit_work_batch, pack, signed_work_record, RequestTerms, WorkRecordInput, TX_MAX_MSGS,
+    TX_MSG_BUDGET,
+};
 use gonka_client::{
     msg_register_node, msg_register_transfer_agent, msg_stake, node_key_proof, sign, Any, GasFee,
     GasPrice, Key, NodeSpec, SignerData,
@@ -157,6 +168,12 @@ fn main() {
         .chain(&requesters)
         .collect();
     let price = GasPrice::parse(&gonka_auth::default_params().min_gas_price).unwrap();
+    // Every host's validation rate (x/disputes' min and max): the default 10% is a new
+    // host's; hosts with a clean record are checked at 1%.
+    let sample_ppm: u64 = std::env::var("SETTLE_BENCH_SAMPLE_PPM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
     let config = GenesisConfig {
         accounts: everyone
             .iter()
@@ -172,6 +189,11 @@ fn main() {
             price_per_token: "1".into(),
             min_vram_mib: 0,
         }],
+        disputes_params: Some(gonka_proto::disputes::Params {
+            min_sample_ppm: sample_ppm,
+            max_sample_ppm: sample_ppm,
+            ..gonka_disputes::default_params()
+        }),
         ..Default::default()
     };
     let dir = tempfile::tempdir().unwrap();
@@ -234,9 +256,9 @@ fn main() {
     }
     bench.block(txs);
 
-    println!("chain CPU per settled record, one validator in process ({HOSTS} hosts, {REQUESTERS} requesters)");
+    println!("chain CPU per settled record, one validator in process ({HOSTS} hosts, {REQUESTERS} requesters, validation rate {sample_ppm} ppm)");
     println!(
-        "{:<28} {:>8} {:>8} {:>12} {:>12} {:>9} {:>9} {:>9} {:>12} {:>10}",
+        "{:<28} {:>8} {:>8} {:>12} {:>12} {:>9} {:>9} {:>9} {:>12} {:>10} {:>10}",
         "path",
         "batch",
         "records",
@@ -246,7 +268,8 @@ fn main() {
         "decode ms",
         "rest ms",
         "build µs/rec",
-        "cosign ms"
+        "cosign ms",
+        "sample µs"
     );
 
     // Baseline: the per-record path, batches of 100 signed records.
@@ -270,12 +293,22 @@ fn main() {
     let check = check_per_record(&bench, &baseline_txs, BASELINE_RECORDS);
     let finalize = bench.block(baseline_txs) / BASELINE_RECORDS as f64 * 1e6;
     println!(
-        "{:<28} {:>8} {:>8} {:>12.2} {:>12.2} {:>9} {:>9} {:>9} {:>12} {:>10}",
-        "MsgSubmitWorkBatch (old)", 100, BASELINE_RECORDS, finalize, check, "-", "-", "-", "-", "-"
+        "{:<28} {:>8} {:>8} {:>12.2} {:>12.2} {:>9} {:>9} {:>9} {:>12} {:>10} {:>10}",
+        "MsgSubmitWorkBatch (old)",
+        100,
+        BASELINE_RECORDS,
+        finalize,
+        check,
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+        "-"
     );
 
     let mut number = 0;
-    let mut last_batch = None;
+    let mut built: Vec<Batch> = Vec::new();
     for size in SIZES {
         let count = RECORDS_PER_SIZE.div_ceil(size);
         let mut build_seconds = 0.0;
@@ -308,12 +341,13 @@ fn main() {
             let msg = batch.signed(&signatures);
             let any = msg_settle_batch(&msg);
             one_batch.get_or_insert((msg, any.clone()));
-            last_batch = Some(batch);
+            built.push(batch);
             txs.push(bench.tx(0, &ta.key, vec![any]));
         }
         let records = count * size;
         let check = check_per_record(&bench, &txs, records);
         let block = bench.block(txs);
+        let sample = bench.block(Vec::new());
         let (msg, any) = one_batch.unwrap();
         let sig = time_ms(200, || {
             let keys: Vec<_> = hosts.iter().map(|h| h.bls.public_key()).collect();
@@ -336,7 +370,7 @@ fn main() {
         });
         let per_batch_ms = block / count as f64 * 1e3;
         println!(
-            "{:<28} {:>8} {:>8} {:>12.3} {:>12.3} {:>9.3} {:>9.3} {:>9.3} {:>12.2} {:>10.2}",
+            "{:<28} {:>8} {:>8} {:>12.3} {:>12.3} {:>9.3} {:>9.3} {:>9.3} {:>12.2} {:>10.2} {:>10.3}",
             "MsgSettleBatch",
             size,
             records,
@@ -347,12 +381,13 @@ fn main() {
             per_batch_ms - sig - decode,
             build_seconds / records as f64 * 1e6,
             cosign_seconds / count as f64 * 1e3,
+            sample / records as f64 * 1e6,
         );
     }
 
     // The cost of challenging one leaf of the last (largest) batch: an honest leaf, so the
     // chain does every check (path, requester signature, receipt) and refuses it.
-    let batch = last_batch.expect("a batch was built");
+    let batch = built.last().expect("a batch was built");
     let proof = batch.leaf_proof(0).unwrap();
     let depth = proof.siblings.len();
     let challenger = &requesters[0];
@@ -381,6 +416,68 @@ fn main() {
         empty * 1e3,
         (with_challenge - empty) * 1e3
     );
+
+    // Answering the samples: the transfer agent provides every sampled leaf of every batch
+    // (up to 1,000 per block, in txs within the size limit, as its answerer sends them);
+    // each becomes a work record.
+    let settled_records = SIZES.len() * RECORDS_PER_SIZE;
+    let (mut provided, mut provide_seconds) = (0usize, 0.0);
+    loop {
+        let open = open_demands(&bench, &ta_address, 10 * 100);
+        if open.is_empty() {
+            break;
+        }
+        let msgs = open
+            .iter()
+            .map(|&(id, index)| {
+                let proof = built[id as usize - 1].leaf_proof(index).unwrap();
+                msg_provide_leaf(&ta_address, id, proof)
+            })
+            .collect();
+        let txs: Vec<Vec<u8>> = pack(msgs, TX_MAX_MSGS, TX_MSG_BUDGET)
+            .into_iter()
+            .map(|msgs| bench.tx(0, &ta.key, msgs))
+            .collect();
+        provided += open.len();
+        provide_seconds += bench.block(txs);
+    }
+    println!();
+    println!(
+        "answering the samples: {provided} sampled leaves of {settled_records} settled records provided: {:.1} µs of FinalizeBlock per leaf, {:.3} µs per settled record",
+        provide_seconds / provided.max(1) as f64 * 1e6,
+        provide_seconds / settled_records as f64 * 1e6
+    );
+}
+
+/// Up to `limit` open leaf demands on `agent`'s batches, as (batch id, index), read page by
+/// page from `/settlement/demands`.
+fn open_demands(bench: &Bench, agent: &str, limit: usize) -> Vec<(u64, u64)> {
+    let mut open = Vec::new();
+    let mut start = (0, 0);
+    while open.len() < limit {
+        let request = gonka_proto::settlement::QueryDemandsRequest {
+            transfer_agent: agent.to_string(),
+            limit: 100,
+            start_batch_id: start.0,
+            start_index: start.1,
+        };
+        let response = bench.chain.query(
+            "/settlement/demands",
+            prost::Message::encode_to_vec(&request),
+        );
+        let page = <gonka_proto::settlement::QueryDemandsResponse as prost::Message>::decode(
+            response.value.as_ref(),
+        )
+        .unwrap()
+        .demands;
+        let full = page.len() == 100;
+        open.extend(page.iter().map(|d| (d.batch_id, d.index)));
+        match page.last() {
+            Some(last) if full => start = (last.batch_id, last.index + 1),
+            _ => break,
+        }
+    }
+    open
 }
 
 /// Mean milliseconds of `f` over `rounds`.

@@ -39,7 +39,7 @@ const UNSTAKED: u128 = 200_000;
 const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "d241f04d9fd1518ef5944e1be23c0994fcd2084152f0001220dbdc51f0172299";
+const GOLDEN: &str = "8a3e08f7fc30ebf55e7e6c88d2b26e41ede8720c364a72a58cfcc267c62a4a56";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;
@@ -87,6 +87,8 @@ fn world() -> World {
         // The scenario's requests are signed at a fixed time long before the harness's.
         state["settlement"]["params"]["max_record_age_secs"] = 100_000_000.into();
         state["settlement"]["params"]["batch_keep_secs"] = 200_000_000.into();
+        // Every leaf of a batch is sampled for validation.
+        state["settlement"]["params"]["leaf_sample_ppm"] = 1_000_000.into();
     })
 }
 
@@ -609,7 +611,7 @@ fn scenario(w: &mut World) -> Log {
     assert_tx(&b, 1, "escrow_closing", &[("release_at", "15")]);
 
     // Height 13: the TA settles a batch of two records executed on p1's n1, co-signed by
-    // p1's BLS key; it becomes final at 16.
+    // p1's BLS key; it becomes final at 16. Carol demands leaf 0 on chain with a deposit.
     let served = |requester: &str, nonce: &str| Served {
         record: signed_record(
             requester,
@@ -622,8 +624,20 @@ fn scenario(w: &mut World) -> Log {
     let settled =
         SettlementBatch::build(&ta, 1, vec![served("alice", "s1"), served("bob", "s2")]).unwrap();
     let signature = cosign(&bls_keys[0], CHAIN_ID, &settled.msg);
-    let txs = vec![w.tx(TA, vec![msg_settle_batch(&settled.signed(&[signature]))])];
+    let txs = vec![
+        w.tx(TA, vec![msg_settle_batch(&settled.signed(&[signature]))]),
+        w.tx(
+            "carol",
+            vec![msg_demand_leaf(&addr("carol"), 1, 0, 1_000_000)],
+        ),
+    ];
     let b = step(w, &mut log, txs);
+    assert_tx(
+        &b,
+        1,
+        "leaf_demanded",
+        &[("index", "0"), ("deadline", "14")],
+    );
     assert_tx(
         &b,
         0,
@@ -636,8 +650,9 @@ fn scenario(w: &mut World) -> Log {
         ],
     );
 
-    // Height 14: carol challenges an honest leaf and loses (code 14, nothing changes), and
-    // demands leaf 0 on chain with a deposit.
+    // Height 14: the chain samples the batch's other leaf (leaf 0 is demanded already) and
+    // demands it from the TA; carol challenges an honest leaf and loses (code 14, nothing
+    // changes); the TA provides both leaves, which become work records to validate.
     let txs = vec![
         w.tx(
             "carol",
@@ -648,34 +663,66 @@ fn scenario(w: &mut World) -> Log {
             )],
         ),
         w.tx(
-            "carol",
-            vec![msg_demand_leaf(&addr("carol"), 1, 0, 1_000_000)],
+            TA,
+            vec![
+                msg_provide_leaf(&ta, 1, settled.leaf_proof(0).unwrap()),
+                msg_provide_leaf(&ta, 1, settled.leaf_proof(1).unwrap()),
+            ],
         ),
     ];
     let b = step(w, &mut log, txs);
+    assert_block_event(
+        &b,
+        "leaves_sampled",
+        &[("batch_id", "1"), ("count", "2"), ("deadline", "15")],
+    );
     assert_eq!(
         (b.result(0).codespace.as_str(), b.result(0).code),
         ("settlement", 14),
         "{}",
         b.result(0).log
     );
-    assert_tx(
-        &b,
-        1,
-        "leaf_demanded",
-        &[("index", "0"), ("deadline", "15")],
-    );
+    assert_tx(&b, 1, "leaf_provided", &[("index", "0")]);
 
-    // Heights 15 and 16: the TA provides the leaf and bob's escrow is released, then the
-    // batch pays p1 and the TA.
-    let txs = vec![w.tx(
-        TA,
-        vec![msg_provide_leaf(&ta, 1, settled.leaf_proof(0).unwrap())],
-    )];
-    let b = step(w, &mut log, txs);
-    assert_tx(&b, 0, "leaf_provided", &[("index", "0")]);
-    assert_block_event(&b, "escrow_released", &[("balance", "49495ngnk")]);
+    // Height 15: bob's escrow is released; both provided records are sampled for
+    // re-execution (at the executors' rate over the leaves' sampling chance: here 100%).
     let b = step(w, &mut log, vec![]);
+    assert_block_event(&b, "escrow_released", &[("balance", "49495ngnk")]);
+    let sampled = b.events("validation_sampled");
+    assert_eq!(sampled.len(), 2, "{sampled:?}");
+
+    // Height 16: each assigned validator commits the right answer and the TA reveals both
+    // outputs: two matches. The batch pays p1 and the TA.
+    let mut txs = Vec::new();
+    let mut reveals = Vec::new();
+    for leaf in &settled.leaves {
+        let record = leaf.record.clone().unwrap();
+        let validator = sampled
+            .iter()
+            .find(|e| e["inference_id"] == record.inference_id)
+            .map(|e| e["validator"].clone())
+            .unwrap();
+        txs.push(w.tx(
+            label_of(&validator),
+            vec![msg_submit_validation(
+                &validator,
+                &record.inference_id,
+                &found(truth(&record.nonce), (30, 20)),
+            )],
+        ));
+        reveals.push(reveal_msg(TA, &record));
+    }
+    txs.push(w.tx(TA, reveals));
+    let b = step(w, &mut log, txs);
+    for leaf in &settled.leaves {
+        let id = &leaf.record.as_ref().unwrap().inference_id;
+        assert_tx(
+            &b,
+            2,
+            "validation_submitted",
+            &[("inference_id", id), ("outcome", "match")],
+        );
+    }
     assert_block_event(
         &b,
         "batch_final",
@@ -779,7 +826,8 @@ fn scenario(w: &mut World) -> Log {
 /// - settlement: `MsgOpenEscrow`, `MsgTopUpEscrow`, `MsgCloseEscrow` (released three
 ///   blocks later), `MsgSettleBatch` (two records co-signed by their host, paid out three
 ///   blocks later), `MsgChallengeBatch` (of an honest leaf, which fails), `MsgDemandLeaf`
-///   and `MsgProvideLeaf` (the deposit goes to the TA).
+///   and `MsgProvideLeaf` (the deposit goes to the TA; the chain samples the batch's other
+///   leaf, the TA provides it too, and both records are validated: two matches).
 ///
 /// Hooks covered: disputes `begin_block` (sampling, a missed validation that jails) and
 /// `end_block`; stake `end_block` (the jailed validator leaves the set) and `end_epoch`

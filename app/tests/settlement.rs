@@ -49,6 +49,18 @@ fn world() -> World {
 
 /// [`world`] keeping final batches `keep` seconds.
 fn world_keeping(keep: u64) -> World {
+    world_with(keep, 0)
+}
+
+/// [`world`] sampling each leaf of a settled batch with chance `ppm`: x/disputes samples
+/// every executor at `ppm` and the ceiling is certainty (the other tests sample none, so
+/// that only what they do moves the batches).
+fn world_sampling(ppm: u64) -> World {
+    world_with(2 * MAX_AGE, ppm)
+}
+
+/// [`world`] keeping final batches `keep` seconds and sampling leaves at `sample_ppm`.
+fn world_with(keep: u64, sample_ppm: u64) -> World {
     let mut setup = Setup::new(3, 1_000_000);
     setup.epoch_length = 100_000;
     let mut world = World::with_genesis(setup, |state| {
@@ -60,6 +72,13 @@ fn world_keeping(keep: u64) -> World {
         params["leaf_answer_blocks"] = ANSWER.into();
         params["max_record_age_secs"] = MAX_AGE.min(keep / 2).into();
         params["batch_keep_secs"] = keep.into();
+        params["leaf_sample_ppm"] = if sample_ppm > 0 { 1_000_000 } else { 0 }.into();
+        let disputes = gonka_proto::disputes::Params {
+            min_sample_ppm: sample_ppm,
+            max_sample_ppm: sample_ppm,
+            ..gonka_disputes::default_params()
+        };
+        state["disputes"] = serde_json::json!({ "params": disputes });
     });
     let mut txs = vec![world.tx(TA, vec![register_ta(TA, "https://ta.example")])];
     for (host, node, seed) in [("p0", "n0", 10), ("p1", "n1", 11)] {
@@ -945,6 +964,7 @@ fn open_demands(world: &World, agent: &str, limit: u64) -> Vec<(u64, u64)> {
         .query::<qs::Demands>(pb::QueryDemandsRequest {
             transfer_agent: addr(agent),
             limit,
+            ..Default::default()
         })
         .demands
         .iter()
@@ -1008,11 +1028,27 @@ fn a_transfer_agent_lists_the_open_demands_on_its_batches_until_answered_or_expi
     // Each agent sees exactly its own, by batch then leaf; a limit cuts the list.
     assert_eq!(open_demands(&world, TA, 0), [(1, 1), (1, 3)]);
     assert_eq!(open_demands(&world, TA, 1), [(1, 1)]);
+    let later = world.query::<qs::Demands>(pb::QueryDemandsRequest {
+        transfer_agent: addr(TA),
+        start_batch_id: 1,
+        start_index: 2,
+        ..Default::default()
+    });
+    assert_eq!(
+        later
+            .demands
+            .iter()
+            .map(|d| (d.batch_id, d.index))
+            .collect::<Vec<_>>(),
+        [(1, 3)],
+        "a later start pages on"
+    );
     assert_eq!(open_demands(&world, OTHER_TA, 0), [(2, 0)]);
     assert!(open_demands(&world, "p0", 0).is_empty());
     let listed = world.query::<qs::Demands>(pb::QueryDemandsRequest {
         transfer_agent: addr(TA),
         limit: u64::MAX,
+        ..Default::default()
     });
     let first = &listed.demands[0];
     assert_eq!(
@@ -1022,6 +1058,7 @@ fn a_transfer_agent_lists_the_open_demands_on_its_batches_until_answered_or_expi
     let refused = world.query_raw::<qs::Demands>(pb::QueryDemandsRequest {
         transfer_agent: "not-an-address".into(),
         limit: 0,
+        ..Default::default()
     });
     assert_ne!(refused.code, 0, "a malformed transfer agent is refused");
 
@@ -1124,6 +1161,7 @@ fn an_imported_genesis_lists_its_open_demands_again() {
     let request = pb::QueryDemandsRequest {
         transfer_agent: addr(TA),
         limit: 0,
+        ..Default::default()
     };
     let response = new.query(qs::Demands::PATH, request.encode_to_vec());
     assert_eq!(response.code, 0, "{}", response.log);
@@ -1134,4 +1172,111 @@ fn an_imported_genesis_lists_its_open_demands_again() {
         .map(|d| (d.batch_id, d.index))
         .collect();
     assert_eq!(listed, [(1, 0), (1, 2)]);
+}
+
+/// Every leaf sampled: the block after the batch, the chain demands each one from its
+/// transfer agent (no deposit, the community pool as challenger); provided, each becomes a
+/// work record for x/disputes to validate, marked with its sampling chance; the batch then
+/// pays as usual.
+#[test]
+fn the_sampled_leaves_of_a_batch_are_demanded_and_provided_ones_become_work_records() {
+    let mut world = world_sampling(1_000_000);
+    let batch0 = honest(1);
+    let p0 = world.balance_of("p0");
+    assert_eq!(settle(&mut world, &batch0.msg).code, 0);
+    let settled_at = world.chain.height();
+    assert!(open_demands(&world, TA, 0).is_empty());
+    let block = world.block(vec![]);
+    let sampled = block.events("leaves_sampled");
+    assert_eq!(sampled.len(), 1, "{sampled:?}");
+    assert_eq!(sampled[0]["count"], "5");
+    let demands = world
+        .query::<qs::Demands>(pb::QueryDemandsRequest {
+            transfer_agent: addr(TA),
+            limit: 0,
+            ..Default::default()
+        })
+        .demands;
+    assert_eq!(
+        demands
+            .iter()
+            .map(|d| (d.batch_id, d.index))
+            .collect::<Vec<_>>(),
+        (0..5).map(|i| (1, i)).collect::<Vec<_>>()
+    );
+    let pool = gonka_rewards::community_pool_address();
+    for d in &demands {
+        assert_eq!(
+            (d.challenger.as_str(), d.deposit.as_str()),
+            (pool.as_str(), "0")
+        );
+        assert_eq!(d.deadline, settled_at + 1 + ANSWER);
+    }
+    let provide: Vec<_> = (0..5)
+        .map(|i| msg_provide_leaf(&addr(TA), 1, batch0.leaf_proof(i).unwrap()))
+        .collect();
+    let tx = world.tx(TA, provide);
+    let result = world.block(vec![tx]).result(0).clone();
+    assert_eq!(result.code, 0, "{}", result.log);
+    assert!(open_demands(&world, TA, 0).is_empty());
+    for leaf in &batch0.leaves {
+        let record = leaf.record.clone().unwrap();
+        let stored = world
+            .query::<gonka_proto::query::inference::Record>(
+                gonka_proto::inference::QueryRecordRequest {
+                    inference_id: record.inference_id.clone(),
+                },
+            )
+            .record
+            .unwrap();
+        assert_eq!(stored.record, Some(record));
+        assert_eq!(
+            (
+                stored.transfer_agent.as_str(),
+                stored.executor_host.as_str(),
+                stored.cost.as_str(),
+                stored.sampled_ppm
+            ),
+            (
+                addr(TA).as_str(),
+                leaf.executor_host.as_str(),
+                leaf.cost.as_str(),
+                1_000_000
+            )
+        );
+    }
+    let now = world.chain.height();
+    wait(&mut world, settled_at + WINDOW - now);
+    assert_eq!(batch(&world, 1).status, BatchStatus::Final as i32);
+    assert_eq!(
+        world.balance_of("p0"),
+        p0 + 82,
+        "sampling takes nothing from the host"
+    );
+}
+
+/// A sampled leaf its transfer agent does not provide in time voids the batch (requesters
+/// refunded) and slashes the transfer agent, to the community pool.
+#[test]
+fn a_sampled_leaf_left_unanswered_voids_the_batch_and_slashes_the_transfer_agent() {
+    let mut world = world_sampling(1_000_000);
+    let pool = gonka_rewards::community_pool_address();
+    let (ta_stake, community) = (world.bonded(TA), world.balance(&pool));
+    assert_eq!(settle(&mut world, &honest(1).msg).code, 0);
+    wait(&mut world, 2 + ANSWER);
+    let voided = batch(&world, 1);
+    assert_eq!(voided.status, BatchStatus::Voided as i32, "{voided:?}");
+    assert!(
+        voided.voided_reason.contains("not provided"),
+        "{}",
+        voided.voided_reason
+    );
+    let slashed = ta_stake / 5;
+    assert_eq!(world.bonded(TA), ta_stake - slashed);
+    assert_eq!(world.balance(&pool), community + slashed);
+    assert_eq!(
+        (escrow(&world, "alice"), escrow(&world, "bob")),
+        (ESCROW, ESCROW),
+        "every debit refunded"
+    );
 }

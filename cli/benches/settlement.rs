@@ -24,6 +24,8 @@
 //! transfer agent and signs every batch.
 //!
 //! Committed batches: every requester holds an escrow for the transfer agent from genesis;
+//! leaf sampling is off (`leaf_sample_ppm` 0: nothing here answers the chain's demands for
+//! sampled leaves; the sampling's own cost is a column of the in-process `settle` bench);
 //! validators 0, 2 and 3's operators register BLS keys and host the records round-robin
 //! (the executor key signs their receipts; the chain does not look at records on this path).
 //! For each size the bench signs the records, builds each batch's tree and lines
@@ -356,6 +358,10 @@ fn genesis(
         })
         .collect();
     state[gonka_settlement::NAME]["escrows"] = serde_json::to_value(escrows)?;
+    // No leaf sampling: this bench's transfer agent does not answer the chain's demands for
+    // sampled leaves, and voided batches would slash it in the middle of the run. The cost of
+    // sampling is measured in process (`cargo bench -p gonka-app --bench settle`, `sample`).
+    state[gonka_settlement::NAME]["params"]["leaf_sample_ppm"] = 0.into();
     // GenesisConfig leaves the inference and disputes parameters at their defaults.
     let inference = gonka_proto::inference::Params {
         max_records_per_batch: max_batch as u64,

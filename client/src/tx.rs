@@ -33,6 +33,35 @@ pub fn any_of<M: Message + Name>(msg: &M) -> Any {
     }
 }
 
+/// Bytes of messages one transaction carries at most when [`pack`] splits them: a quarter
+/// below auth's default `max_tx_bytes` (64 KiB), leaving room for the signature, fee and
+/// framing.
+pub const TX_MSG_BUDGET: usize = 48 * 1024;
+
+/// Messages one transaction carries at most: auth's default `max_msgs_per_tx`.
+pub const TX_MAX_MSGS: usize = 32;
+
+/// Splits `msgs`, in order, into groups of at most `max_msgs` whose encoded sizes add up to
+/// at most `budget` bytes (a message larger than the budget goes alone), one transaction each.
+pub fn pack(msgs: Vec<Any>, max_msgs: usize, budget: usize) -> Vec<Vec<Any>> {
+    let mut groups: Vec<Vec<Any>> = Vec::new();
+    let mut size = 0;
+    for msg in msgs {
+        let len = msg.type_url.len() + msg.value.len() + 8;
+        match groups.last_mut() {
+            Some(group) if group.len() < max_msgs.max(1) && size + len <= budget => {
+                size += len;
+                group.push(msg);
+            }
+            _ => {
+                size = len;
+                groups.push(vec![msg]);
+            }
+        }
+    }
+    groups
+}
+
 /// `/gonka.bank.v1.MsgSend` of `amount` ngnk.
 pub fn msg_send(from: &str, to: &str, amount: u128) -> Any {
     any_of(&MsgSend {
@@ -380,6 +409,25 @@ pub fn signed_work_record(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pack_keeps_order_and_stays_within_count_and_bytes() {
+        let msg = |n: usize| Any {
+            type_url: "/t".into(),
+            value: vec![0; n],
+        };
+        let sizes = |groups: &[Vec<Any>]| {
+            groups
+                .iter()
+                .map(|g| g.iter().map(|m| m.value.len()).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        };
+        let groups = pack(vec![msg(40), msg(40), msg(40), msg(100), msg(1)], 10, 100);
+        assert_eq!(sizes(&groups), [vec![40, 40], vec![40], vec![100], vec![1]]);
+        let groups = pack((0..5).map(|_| msg(1)).collect(), 2, 1_000);
+        assert_eq!(sizes(&groups), [vec![1, 1], vec![1, 1], vec![1]]);
+        assert!(pack(Vec::new(), 2, 10).is_empty());
+    }
 
     #[test]
     fn gas_adjustment_and_fee_use_integer_math_rounding_up() {

@@ -44,8 +44,8 @@ pub struct TransferAgentArgs {
     /// How served requests are paid for and settled: `records` (every work record on chain
     /// in a MsgSubmitWorkBatch, paid from the requester's balance and sampled for validation
     /// by the chain) or `batches` (committed batches of records co-signed by the hosts, paid
-    /// from the requester's escrow for this TA; see x/settlement). Validation sampling runs
-    /// on `records` only for now.
+    /// from the requester's escrow for this TA, their sampled leaves provided on chain for
+    /// validation; see x/settlement).
     #[arg(long, value_enum, default_value_t = SettlementMode::Records)]
     settlement: SettlementMode,
     /// Work records per batch (capped by the chain's max_records_per_batch or
@@ -303,9 +303,11 @@ async fn join_chain(
                 interval,
                 ..CommitPolicy::default()
             };
+            let backlog = Arc::new(demands::Backlog::default());
             tokio::spawn(demands::run_answerer(
                 chain.clone(),
                 Leaves::new(outbox.clone(), chain.address()),
+                backlog.clone(),
                 Duration::from_millis(args.reveal_poll_ms),
             ));
             let committer = Committer {
@@ -314,6 +316,7 @@ async fn join_chain(
                 escrows,
                 ta: ta.clone(),
                 policy,
+                backlog,
             };
             tokio::spawn(committer.run());
         }

@@ -14,6 +14,8 @@
 //!    nodes per batch (a node co-signs only its own receipts; the host's other nodes wait for
 //!    a later batch); [`commit`] collects the hosts' co-signatures. The batch is stored —
 //!    moving its records out of pending in the same write — before it is submitted.
+//!    While a full round of leaf demands or more waits for the TA's answers (the chain samples a
+//!    share of every batch's leaves, [`crate::demands`]), no new batch is built.
 //! 3. Included: the escrow book takes the debits off, then the outbox stops counting them
 //!    as owed. Refused: if the refusal is an escrow that no longer covers a requester, that
 //!    requester's records are set aside (with the chain's reason) after asking the chain
@@ -36,6 +38,7 @@ use gonka_proto::query::settlement as q;
 use gonka_proto::settlement as pb;
 
 use crate::commit::commit;
+use crate::demands::{Backlog, ROUND};
 use crate::escrow::{self, EscrowBook};
 use crate::settle::{Outbox, Pending, StoredBatch};
 use crate::TransferAgent;
@@ -86,6 +89,8 @@ pub struct Committer {
     pub ta: Arc<TransferAgent>,
     /// How to build batches.
     pub policy: CommitPolicy,
+    /// Open leaf demands on the TA's batches: no new batch while a full round of them waits.
+    pub backlog: Arc<Backlog>,
 }
 
 /// What became of a submitted batch.
@@ -125,6 +130,11 @@ impl Committer {
     async fn step(&self, first: bool) -> anyhow::Result<bool> {
         if let Some(stored) = self.outbox.unincluded()? {
             return self.settle(stored).await.map(|()| true);
+        }
+        if self.backlog.open() >= ROUND {
+            tracing::debug!(open = self.backlog.open(), "leaf demands to answer first");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            return Ok(false);
         }
         let params = self.params().await?;
         let limit = self

@@ -1,16 +1,20 @@
-//! Cross-validation end to end: node 3's ML node runs the testing cheat mode (a wrong answer
-//! for every request, still signed) and advertises more bandwidth, so the transfer agent routes
-//! every request to it. Every record is sampled (this genesis sets the sampling rate to 100% so
-//! the test is deterministic; the rule itself is covered by the harness tests), the assigned
+//! Cross-validation end to end, on committed batches: node 3's ML node runs the testing cheat
+//! mode (a wrong answer for every request, still signed) and advertises more bandwidth, so the
+//! transfer agent routes every request to it. The transfer agent (`--settlement batches`)
+//! commits what it served in batches the hosts co-sign; the chain samples every leaf (this
+//! genesis sets `leaf_sample_ppm` and the disputes rates to 100% so the test is deterministic;
+//! the rules themselves are covered by the harness tests) and demands it, the transfer agent
+//! provides it, and the record is sampled for re-execution: the assigned
 //! validator's `gonka-sidecar validator` worker re-executes it on its own honest ML node, the
 //! mismatch opens a dispute, the committee re-executes and votes, and the cheater loses: its
 //! host's bonded stake falls by 20% per lost dispute, the honest hosts' stakes are untouched,
 //! and the slashed stake lands in the honest participants' balances.
 //!
-//! Requests go through the transfer agent of validator 1 only, so validators 0 and 2 send no
-//! transactions but their validations and votes: their balances move by exactly the payouts
-//! the disputes list, validation rewards and payments for honest records they executed, minus
-//! one fee per validation or vote.
+//! Requests go through the transfer agent of validator 1 only, paid from Alice's escrow for it,
+//! so validators 0 and 2 send no transactions but their validator role's (key registration,
+//! key generation, validations and votes): once every batch is final their balances move by
+//! exactly the payouts the disputes list, validation rewards and payments for honest records
+//! they executed, minus the fees they paid.
 
 use gonka_proto::query as q;
 use std::collections::BTreeMap;
@@ -24,7 +28,11 @@ use gonka_proto::disputes::{Dispute, QueryDisputesRequest, QueryValidationReques
 use gonka_proto::stake::QueryParticipantRequest;
 use serde_json::json;
 
-use crate::inference::{eventually, genesis, settled, sidecars, wait_for_registry};
+use gonka_client::settlement::msg_open_escrow;
+use gonka_proto::bls::QueryKeyRequest;
+use gonka_proto::settlement::{BatchStatus, QueryBatchNumberRequest, QueryBatchRequest};
+
+use crate::inference::{eventually, genesis_config, settled, sidecars, wait_for_registry, GNK};
 use crate::support::{addr, Net, VALIDATORS};
 
 /// Work records served by the cheater.
@@ -62,7 +70,14 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
     crate::support::run(async {
         let net = Net::start_with("disputes", VALIDATORS, |config| {
             config.app_state_for_validators = Some(AppStateFn(Arc::new(|keys| {
-                let mut state = genesis(keys, 100_000);
+                let mut config = genesis_config(keys, 100_000);
+                config.settlement_params = Some(gonka_proto::settlement::Params {
+                    challenge_window_blocks: 40,
+                    leaf_answer_blocks: 10,
+                    leaf_sample_ppm: 1_000_000,
+                    ..gonka_settlement::default_params()
+                });
+                let mut state = config.app_state();
                 state["disputes"] = json!({ "params": {
                     "min_sample_ppm": 1_000_000, "max_sample_ppm": 1_000_000,
                     "decay_validations": 20, "validation_deadline_blocks": 40,
@@ -76,6 +91,12 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
             })));
             let mut sidecars = sidecars();
             sidecars.validator_role = true;
+            sidecars.transfer_agent_args = vec![
+                vec![],
+                ["--settlement", "batches", "--batch-interval-ms", "500"]
+                    .map(Into::into)
+                    .to_vec(),
+            ];
             sidecars.ml_node_args = vec![
                 vec![],
                 vec![],
@@ -97,6 +118,31 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
         let hosts: Vec<String> = (0..VALIDATORS)
             .map(|i| addr(&format!("validator{i}")))
             .collect();
+        // The hosts co-sign batches with the BLS keys their validator role registers.
+        for host in &hosts {
+            eventually(&format!("{host}'s BLS key on chain"), || async {
+                net.clients[0]
+                    .query::<q::bls::Key>(&QueryKeyRequest {
+                        address: host.clone(),
+                    })
+                    .await
+                    .ok()?
+                    .key
+            })
+            .await;
+        }
+        net.tx_ok(
+            0,
+            "alice",
+            vec![msg_open_escrow(
+                &addr("alice"),
+                &hosts[1],
+                GNK,
+                net.height(0).await + 100_000,
+            )],
+            "open escrow",
+        )
+        .await;
         // No host sends a tx until the first request: the balances read now are those of
         // this height, and every fee paid later is in a block after it.
         let start_height = net.height(0).await;
@@ -236,6 +282,26 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
             to_honest > 0 && to_honest <= slashed_total,
             "{to_honest} of {slashed_total}"
         );
+        // Hosts are paid for their records when the batches become final.
+        let batches = net.clients[0]
+            .query::<q::settlement::BatchNumber>(&QueryBatchNumberRequest {
+                transfer_agent: hosts[1].clone(),
+            })
+            .await
+            .unwrap()
+            .number;
+        assert!(batches > 0);
+        for id in 1..=batches {
+            eventually(&format!("batch {id} final"), || async {
+                let batch = net.clients[0]
+                    .query::<q::settlement::Batch>(&QueryBatchRequest { id })
+                    .await
+                    .ok()?
+                    .batch?;
+                (batch.status == BatchStatus::Final as i32).then_some(())
+            })
+            .await;
+        }
         for i in [0, 2] {
             let h = hosts[i].as_str();
             let fees = net.fees_paid(0, h, start_height).await;

@@ -82,6 +82,8 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
                 config.settlement_params = Some(gonka_proto::settlement::Params {
                     challenge_window_blocks: WINDOW,
                     leaf_answer_blocks: 4,
+                    // Sampling and validation of committed work run in the disputes test.
+                    leaf_sample_ppm: 0,
                     ..gonka_settlement::default_params()
                 });
                 config.app_state()
@@ -246,6 +248,7 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
                 .query::<q::settlement::Demands>(&QueryDemandsRequest {
                     transfer_agent: ta.clone(),
                     limit: 0,
+                    ..Default::default()
                 })
                 .await
                 .ok()?

@@ -92,6 +92,7 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             let request = QueryDemandsRequest {
                 transfer_agent,
                 limit: limit.unwrap_or(0),
+                ..QueryDemandsRequest::default()
             };
             show::<q::settlement::Demands>(global, request, |r: &QueryDemandsResponse| {
                 list(&r.demands, "no open leaf demands", |d| {

@@ -6,7 +6,7 @@ use gonka_inference::{InferenceRead, InferenceWrite};
 use gonka_proto::disputes::Validation;
 use gonka_sdk::{BlockContext, Result, StateWrite};
 
-use crate::sampling::{assign_validator, is_sampled, record_seed, sample_rate_ppm};
+use crate::sampling::{assign_validator, given_sampled, is_sampled, record_seed, sample_rate_ppm};
 use crate::settle::{self, active_validators, note_miss, Opening};
 use crate::{events, kind, status, DisputesRead, DisputesWrite};
 
@@ -97,7 +97,7 @@ fn sample_queued(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
         stats.records += 1;
         let rate_ppm = sample_rate_ppm(&params, stats.clean_streak);
         let seed = record_seed(&height_seed, &id);
-        let validator = if is_sampled(&seed, rate_ppm) {
+        let validator = if is_sampled(&seed, given_sampled(rate_ppm, stored.sampled_ppm)) {
             // Neither the executor's host nor the record's transfer agent (which holds the
             // answer and could vouch without re-executing) validates it.
             let parties = [host.as_str(), stored.transfer_agent.as_str()];

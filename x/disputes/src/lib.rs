@@ -10,7 +10,9 @@
 //! threshold signature of height `H`, released only in the precommits of block `H` (after
 //! its records were fixed), unique (no proposer can choose among outcomes), and the same on
 //! every node. The record is sampled when the seed's first 8 bytes (u64 BE)
-//! modulo 10^6 are below the executor's rate. The executor is the record's
+//! modulo 10^6 are below the executor's rate (for a leaf of a committed batch, which reached
+//! the chain only because x/settlement sampled it with chance `sampled_ppm`, below
+//! `rate / sampled_ppm`, so the overall rate is the same). The executor is the record's
 //! `executor_host` (the participant paid and credited for it); its rate, in ppm, is
 //!
 //! `rate = max − ⌊(max − min) · min(c, D) / D⌋`

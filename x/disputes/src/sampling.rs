@@ -31,6 +31,18 @@ pub fn record_seed(height_seed: &[u8; 32], inference_id: &str) -> [u8; 32] {
     hasher.finalize().into()
 }
 
+/// The chance (ppm) to sample a record at `rate_ppm` overall when it reached the chain only
+/// with chance `sampled_ppm` (a sampled leaf of a committed batch; 0: every record reaches
+/// it): `rate / sampled`, capped at certainty. A leaf x/settlement sampled at 10% of an
+/// executor whose rate is 1% is validated with chance 10%, so 1% of its work overall.
+pub fn given_sampled(rate_ppm: u64, sampled_ppm: u64) -> u64 {
+    if sampled_ppm == 0 {
+        return rate_ppm;
+    }
+    let chance = u128::from(rate_ppm) * u128::from(PPM) / u128::from(sampled_ppm);
+    u64::try_from(chance).unwrap_or(PPM).min(PPM)
+}
+
 /// Whether a record with `seed` is sampled at `rate_ppm`: the seed's first 8 bytes (u64
 /// big-endian) modulo 10^6 fall below the rate. (The modulo bias is below 10^-13.)
 pub fn is_sampled(seed: &[u8; 32], rate_ppm: u64) -> bool {
@@ -105,6 +117,27 @@ pub fn committee(seed: &[u8; 32], mut candidates: Vec<(String, u64)>, size: u64)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_presampled_record_is_sampled_so_the_overall_rate_is_the_executors() {
+        assert_eq!(
+            given_sampled(10_000, 0),
+            10_000,
+            "records settled alone: the rate"
+        );
+        assert_eq!(
+            given_sampled(10_000, 100_000),
+            100_000,
+            "1% of work = 10% of a 10% sample"
+        );
+        assert_eq!(
+            given_sampled(100_000, 100_000),
+            PPM,
+            "every sampled leaf at the ceiling"
+        );
+        assert_eq!(given_sampled(100_000, 50_000), PPM, "capped at certainty");
+        assert_eq!(given_sampled(3, 7), 428_571, "floored");
+    }
     use crate::default_params;
 
     fn named(weights: &[u64]) -> Vec<(String, u64)> {

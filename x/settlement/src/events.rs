@@ -62,6 +62,15 @@ pub fn demand(kind: &str, demand: &LeafDemand) -> Event {
         .attr("deadline", demand.deadline)
 }
 
+/// `leaves_sampled`: `count` leaves of `batch` were sampled for validation at `rate_ppm` and
+/// are demanded from its transfer agent by `deadline`.
+pub fn sampled(batch: &Batch, rate_ppm: u64, count: u64, deadline: u64) -> Event {
+    batch_event("leaves_sampled", batch)
+        .attr("rate_ppm", rate_ppm)
+        .attr("count", count)
+        .attr("deadline", deadline)
+}
+
 /// `work_not_credited`: a host of a final batch was paid but, jailed or gone, not credited.
 pub fn not_credited(batch_id: u64, host: &str, units: u64) -> Event {
     Event::new("work_not_credited")

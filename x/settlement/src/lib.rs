@@ -31,6 +31,12 @@
 //! are still served) and shorter than stake's unbonding (the stake to slash cannot leave
 //! first). Until a batch is final nothing it claims has paid anybody.
 //!
+//! # Validation
+//! Records of committed batches are re-executed like records settled one by one: the block
+//! after a batch, a `leaf_sample_ppm` share of its leaves is drawn from the beacon and
+//! demanded from its transfer agent, and every provided leaf becomes a work record of
+//! x/inference that x/disputes samples, validates and disputes as usual ([`sampling`]).
+//!
 //! # Replays
 //! Each transfer agent numbers its batches 1, 2, … and the hosts sign the number, so a
 //! batch cannot land twice; the same record in two batches is the `duplicate` challenge.
@@ -45,6 +51,7 @@ pub mod ledger;
 mod msgs;
 mod params;
 mod query;
+pub mod sampling;
 mod state;
 
 pub use errors::SettlementError;

@@ -8,8 +8,9 @@ use crate::SettlementError;
 /// Defaults: a 600-block challenge window (inside inference's default 720-block payload
 /// retention), 1,000 requester and host lines per batch, 1,000,000 records per batch, a
 /// 20% fraud slash (the disputes module's slash for wrong work), 20 blocks to answer a leaf
-/// demand, a 0.001 GNK demand deposit, records at most an hour from their batch's time and
-/// settled batches kept a day.
+/// demand, a 0.001 GNK demand deposit, records at most an hour from their batch's time,
+/// settled batches kept a day, and leaves sampled for validation at up to 10% (x/disputes'
+/// default highest rate, so its rates apply unchanged).
 pub fn default_params() -> Params {
     Params {
         challenge_window_blocks: 600,
@@ -20,6 +21,7 @@ pub fn default_params() -> Params {
         min_leaf_deposit: "1000000".into(),
         max_record_age_secs: 3_600,
         batch_keep_secs: 86_400,
+        leaf_sample_ppm: 100_000,
     }
 }
 
@@ -74,6 +76,9 @@ pub fn validate_params(params: &Params) -> Result<()> {
             ),
             params.batch_keep_secs,
         );
+    }
+    if params.leaf_sample_ppm > PPM {
+        return field("leaf_sample_ppm", "at most 1000000", params.leaf_sample_ppm);
     }
     if params.fraud_slash_ppm > PPM {
         return field(

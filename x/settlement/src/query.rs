@@ -39,7 +39,11 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
             // At most MAX_DEMANDS (100): see `q::demands_limit`.
             let limit = usize::try_from(q::demands_limit(r.limit)).unwrap_or(usize::MAX);
             Ok(pb::QueryDemandsResponse {
-                demands: state.agent_demands(&r.transfer_agent, limit)?,
+                demands: state.agent_demands(
+                    &r.transfer_agent,
+                    (r.start_batch_id, r.start_index),
+                    limit,
+                )?,
             })
         })
         .on::<q::Params>(|_| {

@@ -67,6 +67,18 @@ pub trait SettlementRead: StateRead {
         self.get_proto(&keys::batch(id))
     }
 
+    /// The pending batches queued to become final at `height`, in id order.
+    fn batches_final_at(&self, height: u64) -> Result<Vec<Batch>> {
+        let prefix = keys::finals_at(height);
+        let mut batches = Vec::new();
+        for (key, _) in self.prefix_raw(&prefix)? {
+            if let Some(batch) = keys::parse_final(&prefix, &key).map(|id| self.batch(id)) {
+                batches.extend(batch?);
+            }
+        }
+        Ok(batches)
+    }
+
     /// Every stored batch, by id (genesis export).
     fn batches(&self) -> Result<Vec<Batch>> {
         Ok(self
@@ -107,13 +119,20 @@ pub trait SettlementRead: StateRead {
             .collect())
     }
 
-    /// The first `limit` open demands on the stored batches of `transfer_agent` (pending or
-    /// voided: it can still answer them), by batch then index. Reads `limit` index entries
+    /// The first `limit` open demands at or after `start` (batch, index) on the stored
+    /// batches of `transfer_agent` (pending or voided: it can still answer them), by batch
+    /// then index. Reads `limit` index entries
     /// and one demand each, however many are open.
-    fn agent_demands(&self, transfer_agent: &str, limit: usize) -> Result<Vec<LeafDemand>> {
+    fn agent_demands(
+        &self,
+        transfer_agent: &str,
+        start: (u64, u64),
+        limit: usize,
+    ) -> Result<Vec<LeafDemand>> {
         let prefix = keys::demands_by_agent(transfer_agent);
+        let from = keys::demand_by_agent(transfer_agent, start.0, start.1);
         let mut demands = Vec::new();
-        for (key, _) in self.range_raw(&prefix, &prefix, limit)? {
+        for (key, _) in self.range_raw(&prefix, &from, limit)? {
             if let Some((batch, index)) = keys::parse_demand_by_agent(&prefix, &key) {
                 demands.extend(self.leaf_demand(batch, index)?);
             }

@@ -156,6 +156,7 @@ impl Msg for SubmitWorkBatch {
                 cost: accepted.cost.to_string(),
                 epoch,
                 height: ctx.block.height,
+                sampled_ppm: 0,
             });
             stored += 1;
             state.emit(events::stored(

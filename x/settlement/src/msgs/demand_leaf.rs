@@ -79,6 +79,7 @@ impl Msg for DemandLeaf {
             challenger: self.msg.challenger.clone(),
             deposit: self.deposit.to_string(),
             deadline,
+            sampled_ppm: 0,
         };
         state.put_leaf_demand(&demand, Some(&settled(&batch).transfer_agent));
         state.emit(events::demand("leaf_demanded", &demand));

@@ -1,10 +1,17 @@
 //! `MsgProvideLeaf`: the answer to a leaf demand, the leaf with its proof (anyone holding it
-//! may send it). The deposit goes to the batch's transfer agent.
+//! may send it). The deposit goes to the batch's transfer agent, and the leaf's record is
+//! stored in x/inference (unless a record with its inference id is already there), where
+//! x/disputes samples it for re-execution and its requester may dispute it: at the
+//! executor's rate divided by the demand's `sampled_ppm` for a leaf the chain sampled
+//! ([`crate::sampling`]), at the executor's rate for a leaf someone demanded.
 
 use gonka_auth::validate_address;
 use gonka_bank::{transfer, Coin};
 use gonka_proto::settlement::MsgProvideLeaf;
 use gonka_sdk::{decode_as, parse_amount, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
+
+use gonka_inference::{InferenceRead, InferenceWrite};
+use gonka_proto::inference::StoredRecord;
 
 use crate::challenge::prove;
 use crate::ledger::settled;
@@ -47,6 +54,22 @@ impl Msg for ProvideLeaf {
         }
         state.delete_leaf_demand(&demand, Some(&agent));
         state.emit(events::demand("leaf_provided", &demand));
+        let leaf = proof.leaf.as_ref().expect("proven");
+        let Some(record) = leaf.record.as_ref() else {
+            return Ok(());
+        };
+        if state.record(&record.inference_id)?.is_none() {
+            let sampled_ppm = demand.sampled_ppm;
+            state.put_record(&StoredRecord {
+                record: Some(record.clone()),
+                transfer_agent: agent,
+                executor_host: leaf.executor_host.clone(),
+                cost: leaf.cost.clone(),
+                epoch: gonka_epochs::current(state)?,
+                height: ctx.block.height,
+                sampled_ppm,
+            });
+        }
         Ok(())
     }
 }

@@ -1,0 +1,154 @@
+//! Validation sampling of committed work. A batch settled at height `H` is sampled in the
+//! `begin_block` of `H + 1`, with x/bls's `seed(validation-sampling, H)`: the group's
+//! signature of `H`, released only in the precommits of `H`, after the batch was fixed, so
+//! its transfer agent cannot know which leaves will be drawn. The batch's rate `r` is the
+//! highest x/disputes sampling rate among its hosts (each host's, from its clean streak:
+//! 10% for a new or recently faulty host, down to 1%), capped by `leaf_sample_ppm`; leaf `i`
+//! of batch `b` is sampled when
+//!
+//! `u64_be(SHA-256(gonka/leaf-sample/v1 ‖ seed ‖ b ‖ ⌊i/4⌋)[8·(i mod 4)..][..8]) mod 10^6 < r`
+//!
+//! (one hash serves four leaves). Each sampled leaf is demanded from the transfer agent like
+//! a `MsgDemandLeaf` — deadline `leaf_answer_blocks` later (and before the batch is final),
+//! no deposit, the community pool as challenger, `sampled_ppm = r` — so an unanswered sample
+//! voids the batch and slashes the transfer agent to the pool. A provided leaf is stored as a
+//! work record of x/inference with `sampled_ppm = r`, which x/disputes samples for
+//! re-execution at its executor's rate divided by `r` (at most certainty, since `r` is at
+//! least that rate): the overall rate is each executor's, as for records settled one by one,
+//! while a batch of hosts with clean records costs the chain only their low rate.
+//!
+//! The batches settled at `H` are found without extra state: they are the pending batches
+//! queued to become final at `H + challenge_window_blocks` (a genesis parameter) whose height
+//! is `H`. The work is one hash per four records of the last block's batches plus one demand
+//! per sampled leaf: proportional to the block.
+
+use gonka_proto::settlement::{Batch, BatchStatus, LeafDemand};
+use gonka_sdk::{Result, StateWrite, PPM};
+use sha2::{Digest, Sha256};
+
+use gonka_disputes::sampling::sample_rate_ppm;
+use gonka_disputes::DisputesRead;
+
+use crate::ledger::settled;
+use crate::{events, SettlementRead, SettlementWrite};
+
+/// Domain separator of leaf sampling.
+pub const LEAF_SAMPLE_DOMAIN: &[u8] = b"gonka/leaf-sample/v1";
+
+/// The indexes of a batch of `count` leaves with id `batch_id` sampled at `rate_ppm` under
+/// `height_seed`, ascending.
+pub fn sampled_leaves(
+    height_seed: &[u8; 32],
+    batch_id: u64,
+    count: u64,
+    rate_ppm: u64,
+) -> Vec<u64> {
+    let mut sampled = Vec::new();
+    if rate_ppm == 0 {
+        return sampled;
+    }
+    let mut block = [0u8; 32];
+    for index in 0..count {
+        if index % 4 == 0 {
+            block = Sha256::new()
+                .chain_update(LEAF_SAMPLE_DOMAIN)
+                .chain_update(height_seed)
+                .chain_update(batch_id.to_be_bytes())
+                .chain_update((index / 4).to_be_bytes())
+                .finalize()
+                .into();
+        }
+        let at = 8 * (index % 4) as usize;
+        let draw = u64::from_be_bytes(block[at..at + 8].try_into().expect("8 bytes"));
+        if draw % PPM < rate_ppm {
+            sampled.push(index);
+        }
+    }
+    sampled
+}
+
+/// Demands the sampled leaves of the batches settled in the block before `height`.
+pub fn demand_samples(state: &mut dyn StateWrite, height: u64) -> Result<()> {
+    let params = state.settlement_params()?;
+    if params.leaf_sample_ppm == 0 || height < 2 {
+        return Ok(());
+    }
+    let settled_at = height - 1;
+    let due = settled_at + params.challenge_window_blocks;
+    let batches: Vec<Batch> = state
+        .batches_final_at(due)?
+        .into_iter()
+        .filter(|b| b.height == settled_at && b.status == BatchStatus::Pending as i32)
+        .collect();
+    if batches.is_empty() {
+        return Ok(());
+    }
+    let seed = gonka_bls::beacon::seed(
+        state,
+        gonka_bls::beacon::purpose::VALIDATION_SAMPLING,
+        settled_at,
+    )?;
+    let pool = gonka_rewards::community_pool_address();
+    let rates = state.disputes_params()?;
+    for batch in batches {
+        let msg = settled(&batch);
+        let agent = msg.transfer_agent.clone();
+        let mut rate = 0;
+        for line in &msg.hosts {
+            let streak = state.executor_stats(&line.host)?.clean_streak;
+            rate = rate.max(sample_rate_ppm(&rates, streak));
+        }
+        let rate = rate.min(params.leaf_sample_ppm);
+        let deadline = (height + params.leaf_answer_blocks).min(batch.final_at - 1);
+        let indexes = sampled_leaves(&seed, batch.id, msg.record_count, rate);
+        for &index in &indexes {
+            if state.leaf_demand(batch.id, index)?.is_some() {
+                continue;
+            }
+            let demand = LeafDemand {
+                batch_id: batch.id,
+                index,
+                challenger: pool.clone(),
+                deposit: "0".into(),
+                deadline,
+                sampled_ppm: rate,
+            };
+            state.put_leaf_demand(&demand, Some(&agent));
+        }
+        state.emit(events::sampled(
+            &batch,
+            rate,
+            indexes.len() as u64,
+            deadline,
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampling_hits_about_the_rate_and_depends_on_seed_batch_and_index() {
+        let seed = [7u8; 32];
+        let all = sampled_leaves(&seed, 1, 10_000, PPM);
+        assert_eq!(all.len(), 10_000, "a rate of 100% samples every leaf");
+        assert!(sampled_leaves(&seed, 1, 10_000, 0).is_empty());
+        let tenth = sampled_leaves(&seed, 1, 10_000, 100_000);
+        assert!((900..1_100).contains(&tenth.len()), "{}", tenth.len());
+        assert!(tenth.windows(2).all(|w| w[0] < w[1]));
+        assert_ne!(tenth, sampled_leaves(&seed, 2, 10_000, 100_000));
+        assert_ne!(tenth, sampled_leaves(&[8u8; 32], 1, 10_000, 100_000));
+        // A leaf's draw does not depend on the batch's size.
+        let short = sampled_leaves(&seed, 1, 5_000, 100_000);
+        assert_eq!(
+            short,
+            tenth
+                .iter()
+                .copied()
+                .filter(|&i| i < 5_000)
+                .collect::<Vec<_>>()
+        );
+    }
+}
