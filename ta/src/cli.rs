@@ -38,7 +38,8 @@ pub struct TransferAgentArgs {
     /// File holding the BIP-39 mnemonic of the TA's account (a staked participant).
     #[arg(long)]
     mnemonic_file: Option<PathBuf>,
-    /// Directory for the TA's durable outbox of unsettled work records.
+    /// Directory of the TA's database (`ta.redb`: the outbox of work records, committed
+    /// batches and the request bodies kept for validators).
     #[arg(long)]
     home: Option<PathBuf>,
     /// How served requests are paid for and settled: `records` (every work record on chain
@@ -84,7 +85,7 @@ pub struct TransferAgentArgs {
     #[arg(long)]
     public_url: Option<String>,
     /// With a chain: how long request bodies are kept for validators in
-    /// `<home>/payloads.redb`, in seconds. Raised at start to twice the chain's
+    /// `<home>/ta.redb`, in seconds. Raised at start to twice the chain's
     /// `payload_retention_blocks` at its recent block time: a body dropped while validators may
     /// still ask for it gets the TA slashed for withholding it.
     #[arg(long, default_value_t = 3600)]
@@ -228,7 +229,14 @@ async fn join_chain(
     let home = args.home.as_deref().expect("required by clap");
     std::fs::create_dir_all(home)
         .with_context(|| format!("creating the TA home {}", home.display()))?;
-    let outbox = Arc::new(Outbox::open(&home.join("outbox.redb"))?);
+    // The outbox and the payload store share one database: a served request's body and
+    // record become durable in one transaction (see `recorder`).
+    let path = home.join("ta.redb");
+    let db = Arc::new(
+        redb::Database::create(&path)
+            .with_context(|| format!("opening the TA's database {}", path.display()))?,
+    );
+    let outbox = Arc::new(Outbox::in_database(db.clone())?);
     if !outbox.is_empty() {
         tracing::info!(
             records = outbox.len(),
@@ -256,7 +264,7 @@ async fn join_chain(
             }
         }
     };
-    let store = Arc::new(PayloadStore::open(&home.join("payloads.redb"))?);
+    let store = Arc::new(PayloadStore::in_database(db)?);
     let clock: server::Clock = Arc::new(gonka_client::unix_now);
     let retention =
         payload_retention(&chain, Duration::from_secs(args.payload_retention_secs)).await;

@@ -75,6 +75,7 @@ pub mod leaves;
 pub mod payloads;
 pub mod queue;
 pub mod ratelimit;
+pub mod recorder;
 pub mod registry;
 pub mod reveal;
 pub mod routing;

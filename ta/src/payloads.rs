@@ -3,9 +3,9 @@
 //! validation window so the validator the chain assigns to a sampled record — or a member
 //! of the record's dispute committee — can fetch it and re-execute the request.
 //!
-//! Bodies live in their own redb file (`<home>/payloads.redb`), written before the record
-//! goes to the outbox and pruned by [`run_pruner`] once older than the retention. The same
-//! write keeps the record's [`OutputOpening`] (the salt of its output commitment and the
+//! Bodies live in the TA's database (`<home>/ta.redb`, beside the outbox), written in the
+//! same transaction as their records ([`crate::recorder`]) and pruned by [`run_pruner`] once
+//! older than the retention. The same write keeps the record's [`OutputOpening`] (the salt of its output commitment and the
 //! answer's hash), which nobody else learns until the chain asks for it (see
 //! [`crate::reveal`]); served bodies never include it.
 //!
@@ -38,7 +38,7 @@ use gonka_client::payload_auth::{verify_payload_request, MAX_SKEW_SECS};
 use gonka_client::replay::{Refused, ReplayWindow};
 use gonka_client::rpc::QueryError;
 use gonka_proto::disputes as dpb;
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{Database, ReadableTable, TableDefinition, WriteTransaction};
 
 use super::server::Clock;
 use gonka_client::openai::ApiError;
@@ -64,7 +64,7 @@ pub struct OutputOpening {
 
 /// The durable store of request bodies.
 pub struct PayloadStore {
-    db: Database,
+    db: Arc<Database>,
 }
 
 impl std::fmt::Debug for PayloadStore {
@@ -78,12 +78,23 @@ impl PayloadStore {
     pub fn open(path: &Path) -> Result<PayloadStore> {
         let db = Database::create(path)
             .with_context(|| format!("opening the payload store {}", path.display()))?;
+        Self::in_database(Arc::new(db))
+    }
+
+    /// The store in the tables of `db` (shared with the outbox, so that a body and its
+    /// record become durable in one transaction, see [`crate::recorder`]).
+    pub fn in_database(db: Arc<Database>) -> Result<PayloadStore> {
         let tx = db.begin_write()?;
         tx.open_table(BODIES)?;
         tx.open_table(OPENINGS)?;
         tx.open_table(BY_AGE)?;
         tx.commit()?;
         Ok(PayloadStore { db })
+    }
+
+    /// The database holding the store.
+    pub fn database(&self) -> &Arc<Database> {
+        &self.db
     }
 
     /// Durably keeps `body` and `opening` of `inference_id`, stored at `now_secs`.
@@ -94,25 +105,42 @@ impl PayloadStore {
         opening: &OutputOpening,
         now_secs: u64,
     ) -> Result<()> {
+        self.put_many(&[(inference_id, body, opening)], now_secs)
+    }
+
+    /// [`PayloadStore::put`] of several bodies in one durable write.
+    pub fn put_many(&self, items: &[(&str, &[u8], &OutputOpening)], now_secs: u64) -> Result<()> {
         let tx = self.db.begin_write()?;
-        {
-            let mut both = [0u8; 64];
-            both[..32].copy_from_slice(&opening.salt);
-            both[32..].copy_from_slice(&opening.response_hash);
-            tx.open_table(OPENINGS)?
-                .insert(inference_id, both.as_slice())?;
-            let mut bodies = tx.open_table(BODIES)?;
-            let previous = bodies
-                .insert(inference_id, (now_secs, body))?
-                .map(|old| old.value().0);
-            let mut by_age = tx.open_table(BY_AGE)?;
-            if let Some(at) = previous {
-                by_age.remove((at, inference_id))?;
-            }
-            by_age.insert((now_secs, inference_id), ())?;
-        }
+        Self::write(&tx, items, now_secs)?;
         tx.commit()
-            .context("writing a request body to the payload store")
+            .context("writing request bodies to the payload store")
+    }
+
+    /// Writes `items` in `tx`, a transaction of this store's database.
+    pub fn write(
+        tx: &WriteTransaction,
+        items: &[(&str, &[u8], &OutputOpening)],
+        now_secs: u64,
+    ) -> Result<()> {
+        {
+            let mut openings = tx.open_table(OPENINGS)?;
+            let mut bodies = tx.open_table(BODIES)?;
+            let mut by_age = tx.open_table(BY_AGE)?;
+            for &(inference_id, body, opening) in items {
+                let mut both = [0u8; 64];
+                both[..32].copy_from_slice(&opening.salt);
+                both[32..].copy_from_slice(&opening.response_hash);
+                openings.insert(inference_id, both.as_slice())?;
+                let previous = bodies
+                    .insert(inference_id, (now_secs, body))?
+                    .map(|old| old.value().0);
+                if let Some(at) = previous {
+                    by_age.remove((at, inference_id))?;
+                }
+                by_age.insert((now_secs, inference_id), ())?;
+            }
+        }
+        Ok(())
     }
 
     /// The body of `inference_id`, `None` if unknown or pruned.
@@ -257,14 +285,6 @@ impl Payloads {
             clock,
             seen: Mutex::new(ReplayWindow::new(MAX_REMEMBERED_FETCHES)),
         })
-    }
-
-    /// Keeps `body` and `opening` of `inference_id` now; a failure is logged (the record
-    /// still settles, but its validator will not find the body).
-    pub fn keep(&self, inference_id: &str, body: &[u8], opening: &OutputOpening) {
-        if let Err(e) = self.store.put(inference_id, body, opening, (self.clock)()) {
-            tracing::error!(inference = %inference_id, error = %format!("{e:#}"), "cannot keep the request body; a validator assigned to this record will not be able to fetch it");
-        }
     }
 }
 

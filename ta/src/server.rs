@@ -54,6 +54,7 @@ use super::escrow::{self, EscrowBook, Reservation, Shortfall};
 use super::leaves::{self, Leaves};
 use super::payloads::{self, OutputOpening, Payloads};
 use super::ratelimit::{Limited, RateLimit, RateLimiter};
+use super::recorder::{Entry, Recorder};
 use super::registry::{RegisteredNode, Registry};
 use super::settle::Outbox;
 use super::{Backoff, Lease, NodeStatus, Outcome, Router, WaitQueue};
@@ -161,6 +162,8 @@ enum Sink {
         /// With committed batches (x/settlement): the requesters' escrows, which pay instead
         /// of their balances.
         escrows: Option<Arc<EscrowBook>>,
+        /// Makes each served request's body and record durable, in groups.
+        recorder: Recorder,
     },
 }
 
@@ -208,7 +211,8 @@ impl TransferAgent {
     /// A TA that routes on the chain's `registry`, checks what requesters can pay on `chain`
     /// (their escrows in `escrows` when it settles committed batches, else their balances),
     /// writes completed work records to `outbox` for settlement and keeps their request
-    /// bodies in `payloads` (served at `GET /v1/payloads/{inference_id}`).
+    /// bodies in `payloads` (served at `GET /v1/payloads/{inference_id}`), both durable
+    /// before an answer ends, in groups ([`recorder`](crate::recorder)).
     pub fn with_chain(
         config: TaConfig,
         registry: Registry,
@@ -217,6 +221,8 @@ impl TransferAgent {
         payloads: Arc<Payloads>,
         escrows: Option<Arc<EscrowBook>>,
     ) -> Arc<Self> {
+        let clock: Clock = Arc::new(unix_now);
+        let recorder = Recorder::start(outbox.clone(), payloads.store.clone(), clock.clone());
         Self::build(
             config,
             registry,
@@ -225,8 +231,9 @@ impl TransferAgent {
                 outbox,
                 payloads,
                 escrows,
+                recorder,
             },
-            Arc::new(unix_now),
+            clock,
         )
     }
 
@@ -481,6 +488,7 @@ pub fn router(ta: Arc<TransferAgent>) -> axum::Router {
             outbox,
             chain,
             escrows,
+            ..
         } => {
             let payloads = payloads::router(payloads.clone());
             match escrows {
@@ -699,7 +707,7 @@ fn hex32(text: &str) -> [u8; 32] {
 /// request `body` to the payload store, then the record to the durable outbox, charging the
 /// requester tokens × price + commission). `Err` when the record could not be made durable:
 /// the request is then never charged, and the requester must not get the answer's end.
-fn record(
+async fn record(
     ta: &TransferAgent,
     auth: &Authenticated,
     body: &[u8],
@@ -728,14 +736,11 @@ fn record(
         max_completion_tokens: terms.max_completion_tokens,
     };
     match &ta.sink {
-        Sink::Chain {
-            outbox, payloads, ..
-        } => {
+        Sink::Chain { recorder, .. } => {
             let opening = OutputOpening {
                 salt: served.receipt.salt,
                 response_hash: served.response_hash,
             };
-            payloads.keep(&record.inference_id, body, &opening);
             let tokens = u128::from(record.prompt_tokens) + u128::from(record.completion_tokens);
             let cost = tokens.saturating_mul(ta.registry().terms(&terms.model).price_per_token);
             let id = record.inference_id.clone();
@@ -744,9 +749,13 @@ fn record(
                 host: node.host.clone(),
                 cost,
             };
-            outbox.put(&served).map_err(|e| {
-                tracing::error!(inference = %id, error = %e, "cannot write the work record to the outbox; the request is not charged");
-                format!("the transfer agent could not record this request: {e:#}")
+            let entry = Entry {
+                served,
+                body: body.to_vec(),
+                opening,
+            };
+            recorder.record(entry).await.inspect_err(|e| {
+                tracing::error!(inference = %id, error = %e, "the request could not be made durable; it is not charged");
             })
         }
         Sink::Memory(records) => {
@@ -1034,7 +1043,8 @@ async fn handle_chat(
                 let usage = answer.usage.unwrap_or_default();
                 match served(&ta, &registered, &auth, &text, receipt, usage) {
                     Ok(served) => {
-                        if let Err(message) = record(&ta, &auth, &bytes, &registered, served) {
+                        if let Err(message) = record(&ta, &auth, &bytes, &registered, served).await
+                        {
                             guard.finish(Outcome::Ok);
                             return Err(not_recorded(message));
                         }
@@ -1202,7 +1212,7 @@ fn stream_body(
             let (text, usage) = stream_answer(&seen);
             match served(&ta, &s.node, &s.auth, &text, receipt, usage) {
                 Ok(served) => {
-                    if let Err(message) = record(&ta, &s.auth, &s.body, &s.node, served) {
+                    if let Err(message) = record(&ta, &s.auth, &s.body, &s.node, served).await {
                         if let Some(tx) = client.take() {
                             let _ = tx.send(Err(std::io::Error::other(message))).await;
                         }

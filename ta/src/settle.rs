@@ -33,7 +33,7 @@ use gonka_proto::batch::parse_decimal;
 use gonka_proto::inference::WorkRecord;
 use gonka_proto::settlement::{BatchLeaf, MsgSettleBatch};
 use prost::Message;
-use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 use tokio::sync::Notify;
 
 use gonka_client::Chain;
@@ -105,7 +105,7 @@ impl StoredBatch {
 
 /// The durable queue of records waiting to be settled, and the committed batches.
 pub struct Outbox {
-    db: Database,
+    db: Arc<Database>,
     state: Mutex<OutboxState>,
     /// Woken when a record is added.
     pub added: Notify,
@@ -166,6 +166,12 @@ impl Outbox {
     pub fn open(path: &Path) -> Result<Outbox> {
         let db = Database::create(path)
             .with_context(|| format!("opening the outbox {}", path.display()))?;
+        Self::in_database(Arc::new(db))
+    }
+
+    /// The outbox in the tables of `db` (which may hold the payload store too), reloading
+    /// what is pending.
+    pub fn in_database(db: Arc<Database>) -> Result<Outbox> {
         let tx = db.begin_write()?;
         tx.open_table(PENDING)?;
         tx.open_table(REJECTED)?;
@@ -205,15 +211,36 @@ impl Outbox {
 
     /// Durably appends `served`.
     pub fn put(&self, served: &Served) -> Result<()> {
+        self.put_many(&[served])
+    }
+
+    /// Durably appends every record of `served`, in one write.
+    pub fn put_many(&self, served: &[&Served]) -> Result<()> {
+        self.put_many_with(served, |_| Ok(()))
+    }
+
+    /// [`Outbox::put_many`], with `first`'s writes (to other tables of the outbox's
+    /// database) in the same transaction: both durable, or neither.
+    pub fn put_many_with(
+        &self,
+        served: &[&Served],
+        first: impl FnOnce(&WriteTransaction) -> Result<()>,
+    ) -> Result<()> {
         let mut state = self.state();
-        let key = state.next_key;
         let tx = self.db.begin_write()?;
-        tx.open_table(PENDING)?
-            .insert(key, encode(served).as_slice())?;
-        tx.commit().context("writing a work record to the outbox")?;
-        state.next_key += 1;
-        state.pending += 1;
-        state.owe(&served.record.requester, charge(served));
+        first(&tx)?;
+        {
+            let mut pending = tx.open_table(PENDING)?;
+            for (key, s) in (state.next_key..).zip(served) {
+                pending.insert(key, encode(s).as_slice())?;
+            }
+        }
+        tx.commit().context("writing work records to the outbox")?;
+        for s in served {
+            state.next_key += 1;
+            state.pending += 1;
+            state.owe(&s.record.requester, charge(s));
+        }
         drop(state);
         self.added.notify_one();
         Ok(())
@@ -397,6 +424,11 @@ impl Outbox {
         };
         tx.commit().context("pruning old batches")?;
         Ok(removed)
+    }
+
+    /// The database holding the outbox.
+    pub fn database(&self) -> &Arc<Database> {
+        &self.db
     }
 
     /// Records waiting to be put in a batch.
