@@ -587,6 +587,68 @@ fn a_charge_above_what_the_requester_signed_voids_its_batch() {
     assert_challenge_wins(world, &leaves.msg, Kind::InvalidLeaf(proof), None, None);
 }
 
+/// The leaf of `batch` with inference id `id`, with its proof.
+fn leaf_of(batch: &Batch, id: &str) -> pb::LeafProof {
+    let index = batch
+        .leaves
+        .iter()
+        .position(|l| l.record.as_ref().unwrap().inference_id == id)
+        .unwrap() as u64;
+    batch.leaf_proof(index).unwrap()
+}
+
+/// The work-integrity attack of a model priced above what the requester signed for, on a
+/// committed batch: the leaf's cost is above its tokens at the signed price. The executor
+/// signed the receipt of a request it should not have served at that price: it is slashed
+/// with the transfer agent.
+#[test]
+fn a_price_above_what_the_requester_signed_voids_its_batch_and_slashes_its_host() {
+    let world = world_with_carol();
+    let mut records = served_of(&honest(1).leaves);
+    let mut input = request(TA, "pricey", MODEL, N0, (3, 4), COMMISSION);
+    input.terms.max_price_per_token = PRICE - 1;
+    let pricey = signed_record("alice", N0.seed, &input);
+    let id = pricey.inference_id.clone();
+    records.push(Served {
+        record: pricey,
+        host: addr("p0"),
+        cost: 7 * PRICE,
+    });
+    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
+    let proof = leaf_of(&cheat, &id);
+    assert_challenge_wins(
+        world,
+        &cheat.msg,
+        Kind::InvalidLeaf(proof),
+        Some("p0"),
+        None,
+    );
+}
+
+/// The work-integrity attack of a transfer agent settling a request the requester signed
+/// for another transfer agent (to collect its commission), on a committed batch.
+#[test]
+fn a_record_signed_for_another_transfer_agent_voids_the_batch_that_settles_it() {
+    let world = world_with_carol();
+    let mut records = served_of(&honest(1).leaves);
+    let foreign = work_record("alice", "p0", "foreign", MODEL, N1, (2, 2), COMMISSION);
+    let id = foreign.inference_id.clone();
+    records.push(Served {
+        record: foreign,
+        host: addr("p1"),
+        cost: 4 * PRICE,
+    });
+    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
+    let proof = leaf_of(&cheat, &id);
+    assert_challenge_wins(
+        world,
+        &cheat.msg,
+        Kind::InvalidLeaf(proof),
+        Some("p1"),
+        None,
+    );
+}
+
 #[test]
 fn unsorted_leaves_void_their_batch() {
     let world = world_with_carol();

@@ -17,6 +17,11 @@ use gonka_proto::signing::batch_sign_bytes;
 
 use crate::tx::any_of;
 
+/// Seconds below the chain's `max_record_age_secs` at which a transfer agent stops batching a
+/// record and a host stops co-signing it: a batch's block time may be later than their
+/// clocks, and a leaf past the age voids its batch.
+pub const RECORD_AGE_MARGIN_SECS: u64 = 60;
+
 /// `/gonka.settlement.v1.MsgOpenEscrow`.
 pub fn msg_open_escrow(
     requester: &str,

@@ -4,14 +4,18 @@
 //! host with its proof, as a protobuf `gonka.settlement.v1.CosignRequest`. The node signs with
 //! its host's BLS key only when [`check_host_leaves`] accepts: the leaves are exactly the
 //! host's chain in the batch, each on the committed tree, each carrying a receipt this node
-//! signed, each paid its tokens at the chain's price, adding up to the host's line. So a host
-//! never vouches for work it did not do, for less than its price, or for a wrong total, and a
-//! challenge can never slash it for a batch it signed. Anyone may ask: an answer costs a few
-//! hashes per leaf and one BLS signature, and the body is bounded like any other request.
+//! signed, each paid its tokens at the chain's price, adding up to the host's line — and
+//! when none of them breaks a rule of its own (x/settlement's `leaf_fault`: the request
+//! signed by its requester for this transfer agent, at most its signed price and tokens,
+//! within `max_record_age_secs` less [`RECORD_AGE_MARGIN_SECS`] of now). So a host never
+//! vouches for work it did not do, for less than its price, for a wrong total or for a
+//! request its requester did not sign, and a challenge can never slash it for a batch it
+//! signed. Anyone may ask: an answer costs a few hashes and a signature check per leaf and
+//! one BLS signature, and the body is bounded like any other request.
 //!
 //! A host with several ML nodes needs one of them to see all its receipts; this node accepts
-//! only its own, so such a host's batches must be co-signed per node (written down in the
-//! settlement issue's notes).
+//! only its own, so the transfer agent takes each host's records from one of its nodes per
+//! batch.
 
 use std::sync::Arc;
 
@@ -22,10 +26,12 @@ use axum::response::{IntoResponse, Response};
 use gonka_client::bls::crypto::SecretKey;
 use gonka_client::openai::ApiError;
 use gonka_client::server::read_body;
-use gonka_client::settlement::{check_host_leaves, cosign};
+use gonka_client::settlement::{check_host_leaves, cosign, RECORD_AGE_MARGIN_SECS};
+use gonka_client::unix_now;
 use gonka_proto::inference::WorkRecord;
 use gonka_proto::settlement::{CosignRequest, CosignResponse};
 use gonka_proto::signing::ReceiptTerms;
+use gonka_settlement::challenge::leaf_fault;
 use k256::ecdsa::signature::Verifier;
 use k256::ecdsa::{Signature, VerifyingKey};
 use prost::Message;
@@ -44,6 +50,8 @@ pub struct Cosigner {
     pub chain_id: String,
     /// The chain's price per token of the node's model, in ngnk.
     pub price_per_token: u128,
+    /// The chain's `max_record_age_secs` (x/settlement): older leaves are refused.
+    pub max_record_age_secs: u64,
 }
 
 impl std::fmt::Debug for Cosigner {
@@ -76,14 +84,21 @@ pub async fn prepare(
                 .find(|m| m.id == model)
                 .and_then(|m| gonka_proto::batch::parse_decimal(&m.price_per_token))
                 .ok_or_else(|| anyhow::anyhow!("model {model} is not priced on chain"))?;
-            anyhow::Ok((chain_id, price))
+            let age = client
+                .query::<q::settlement::Params>(&Default::default())
+                .await?
+                .params
+                .ok_or_else(|| anyhow::anyhow!("the chain has no settlement parameters"))?
+                .max_record_age_secs;
+            anyhow::Ok((chain_id, price, age))
         };
         match answer.await {
-            Ok((chain_id, price_per_token)) => {
+            Ok((chain_id, price_per_token, max_record_age_secs)) => {
                 let _ = slot.set(Cosigner {
                     bls,
                     chain_id,
                     price_per_token,
+                    max_record_age_secs,
                 });
                 tracing::info!(%model, price_per_token, "co-signing batches for the host");
                 return;
@@ -151,6 +166,21 @@ async fn answer(node: &Node, body: Body) -> Result<Response, ApiError> {
         |model| (model == config.model_id).then_some(cosigner.price_per_token),
     )
     .map_err(|e| ApiError::invalid_value("batch_refused", format!("{e:#}")))?;
+    // A leaf that breaks a rule of its own would let anyone void the batch and slash this
+    // host, whose receipt it carries.
+    let age = cosigner
+        .max_record_age_secs
+        .saturating_sub(RECORD_AGE_MARGIN_SECS);
+    let now = i64::try_from(unix_now()).unwrap_or(i64::MAX);
+    for proof in &request.leaves {
+        let leaf = proof.leaf.as_ref().expect("checked by check_host_leaves");
+        if let Some(fault) = leaf_fault(&cosigner.chain_id, &batch.transfer_agent, now, age, leaf) {
+            return Err(ApiError::invalid_value(
+                "batch_refused",
+                format!("leaf {}: {fault}", proof.index),
+            ));
+        }
+    }
     let signature = cosign(&cosigner.bls, &cosigner.chain_id, &batch);
     tracing::info!(
         transfer_agent = %batch.transfer_agent,

@@ -50,6 +50,7 @@ async fn start(cosigning: bool) -> SocketAddr {
                 bls: host_bls(),
                 chain_id: CHAIN.into(),
                 price_per_token: PRICE,
+                max_record_age_secs: 1_000_000_000,
             })
             .unwrap();
     }
@@ -162,6 +163,21 @@ async fn the_node_refuses_what_its_host_would_be_blamed_for() {
     let other = key("host-b").address().to_string();
     let (status, _) = post(addr, &request(&batch, leaves_of(&batch, &other))).await;
     assert_eq!(status, 400);
+    // Its own honest work, settled by a transfer agent the requests did not name (the leaf
+    // breaks a rule of its own: anyone could void the batch and slash the host).
+    let served: Vec<Served> = batch
+        .leaves
+        .iter()
+        .map(|l| Served::of_leaf(l).unwrap())
+        .collect();
+    let poacher = Batch::build(key("poacher").address(), 1, served).unwrap();
+    let (status, body) = post(addr, &request(&poacher, leaves_of(&poacher, &host))).await;
+    assert_eq!(status, 400);
+    assert!(
+        refused(body.clone()).contains("signed for transfer agent"),
+        "{}",
+        refused(body)
+    );
     // Not protobuf at all.
     let (status, body) = post(addr, b"{\"batch\": 1}").await;
     assert_eq!(status, 400, "{}", refused(body));

@@ -9,7 +9,7 @@
 //! 2. Otherwise, once [`CommitPolicy::max_records`] records wait or [`CommitPolicy::interval`]
 //!    passed, the oldest pending records within the chain's limits (records, requester and
 //!    host lines) become batch `last + 1`: records too old for the chain's
-//!    `max_record_age_secs` (less [`AGE_MARGIN_SECS`]) are set aside (a leaf that old would
+//!    `max_record_age_secs` (less [`RECORD_AGE_MARGIN_SECS`]) are set aside (a leaf that old would
 //!    let anyone void the batch and slash the TA); each host's records come from one of its
 //!    nodes per batch (a node co-signs only its own receipts; the host's other nodes wait for
 //!    a later batch); [`commit`] collects the hosts' co-signatures. The batch is stored —
@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use gonka_client::http::Limits;
-use gonka_client::settlement::{msg_settle_batch, Served};
+use gonka_client::settlement::{msg_settle_batch, Served, RECORD_AGE_MARGIN_SECS};
 use gonka_client::{Chain, TxOutcome};
 use gonka_proto::query::settlement as q;
 use gonka_proto::settlement as pb;
@@ -42,10 +42,6 @@ use crate::demands::{Backlog, ROUND};
 use crate::escrow::{self, EscrowBook};
 use crate::settle::{Outbox, Pending, StoredBatch};
 use crate::TransferAgent;
-
-/// Seconds before a record reaches the chain's `max_record_age_secs` at which the TA stops
-/// putting it in batches: the batch's block time may be later than the TA's clock.
-pub const AGE_MARGIN_SECS: u64 = 60;
 
 /// How the committer builds batches.
 #[derive(Debug, Clone, Copy)]
@@ -156,11 +152,11 @@ impl Committer {
         }
         let now = gonka_client::unix_now();
         let (stale, fresh): (Vec<&Pending>, Vec<&Pending>) = pending.iter().partition(|p| {
-            p.served
-                .record
-                .timestamp
-                .saturating_add(params.max_record_age_secs.saturating_sub(AGE_MARGIN_SECS))
-                < now
+            p.served.record.timestamp.saturating_add(
+                params
+                    .max_record_age_secs
+                    .saturating_sub(RECORD_AGE_MARGIN_SECS),
+            ) < now
         });
         if !stale.is_empty() {
             tracing::error!(
@@ -169,7 +165,7 @@ impl Committer {
                 "records too old to settle; set aside"
             );
             let reason = format!(
-                "older than the chain's max_record_age_secs ({}) less {AGE_MARGIN_SECS} s when batched",
+                "older than the chain's max_record_age_secs ({}) less {RECORD_AGE_MARGIN_SECS} s when batched",
                 params.max_record_age_secs
             );
             let aside: Vec<(&Pending, String)> =

@@ -63,6 +63,7 @@ impl Host {
                     bls: self.bls.clone(),
                     chain_id: CHAIN.into(),
                     price_per_token: PRICE,
+                    max_record_age_secs: 1_000_000_000,
                 })
                 .unwrap();
         }

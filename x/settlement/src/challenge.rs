@@ -181,7 +181,7 @@ pub fn invalid_leaf(
     gas.consume_signature_verify("challenged requester signature")?;
     let agent = &settled(batch).transfer_agent;
     let age = state.settlement_params()?.max_record_age_secs;
-    let Some(reason) = leaf_fault(chain_id, agent, batch.time, age, &proven) else {
+    let Some(reason) = leaf_fault(chain_id, agent, batch.time, age, proven.leaf) else {
         return Ok(None);
     };
     Ok(Some(Fault {
@@ -190,17 +190,20 @@ pub fn invalid_leaf(
     }))
 }
 
-/// The first rule `leaf` breaks, if any, in a batch of block time `time` where requests are
-/// at most `age` seconds away from it.
-fn leaf_fault(
+/// The first rule `leaf` breaks on its own, if any, in a batch of `agent` on `chain_id` whose
+/// block time is `time`, where requests are at most `age` seconds away from it: the rules
+/// an `invalid_leaf` challenge proves broken, and that a host checks of its own leaves before
+/// it co-signs a batch (a bad leaf with its receipt would slash it).
+pub fn leaf_fault(
     chain_id: &str,
     agent: &str,
     time: i64,
     age: u64,
-    proven: &Proven<'_>,
+    leaf: &BatchLeaf,
 ) -> Option<String> {
-    let leaf = proven.leaf;
-    let record = leaf.record.as_ref()?;
+    let Some(record) = leaf.record.as_ref() else {
+        return Some("the leaf carries no record".into());
+    };
     if record.transfer_agent != agent {
         return Some(format!(
             "signed for transfer agent {:?}, not {agent}",
@@ -260,7 +263,7 @@ fn leaf_fault(
             record.completion_tokens, record.max_completion_tokens
         ));
     }
-    let Some(tokens) = proven.tokens() else {
+    let Some(tokens) = record.prompt_tokens.checked_add(record.completion_tokens) else {
         return Some("token counts overflow".into());
     };
     if u128::from(tokens)
