@@ -8,9 +8,13 @@ mod support;
 use std::collections::BTreeMap;
 
 use common::{key, min_gas_price, tx_fee};
+use gonka_client::bls::msg_register_bls_key;
 use gonka_client::disputes::{
     msg_open_dispute, msg_report_payload_unavailable, msg_submit_validation, msg_vote_dispute,
     msg_vote_payload_unavailable,
+};
+use gonka_client::settlement::{
+    cosign, msg_open_escrow, msg_provide_leaf, msg_settle_batch, Batch as SettlementBatch, Served,
 };
 use gonka_client::tx::{
     msg_register_node, msg_remove_node, msg_submit_work_batch, msg_update_node, node_key_proof,
@@ -102,6 +106,10 @@ const OTHER_TA: &str = "p4";
 /// n0 of host p0 (key seed 10) and n1 of host p1 (key seed 11).
 const N0: Exec<'static> = exec("p0", "n0", 10);
 const N1: Exec<'static> = exec("p1", "n1", 11);
+/// Blocks a committed batch stays open to challenges.
+const WINDOW: u64 = 30;
+/// Alice's escrow for the transfer agent.
+const ESCROW: u128 = 1_000_000;
 /// Accounts whose balances the attacks watch.
 const WATCHED: [&str; 7] = ["alice", "bob", "p0", "p1", "p2", TA, OTHER_TA];
 
@@ -133,8 +141,15 @@ fn world() -> World {
             "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
         });
         state["disputes"] = json!({ "params": disputes });
+        let settlement = &mut state["settlement"]["params"];
+        settlement["challenge_window_blocks"] = WINDOW.into();
+        settlement["leaf_answer_blocks"] = 5.into();
+        settlement["leaf_sample_ppm"] = 1_000_000.into();
+        // The test requests are signed at a fixed time long before the harness's blocks.
+        settlement["max_record_age_secs"] = 100_000_000.into();
+        settlement["batch_keep_secs"] = 200_000_000.into();
     });
-    let txs = vec![
+    let mut txs = vec![
         w.tx(TA, vec![register_ta(TA, "https://ta.example")]),
         w.tx(
             OTHER_TA,
@@ -142,17 +157,17 @@ fn world() -> World {
         ),
         w.tx(
             "p0",
-            vec![msg_register_node(
-                &addr("p0"),
-                &node_spec("p0", "n0", &[MODEL], 24_000, 10),
-            )],
+            vec![
+                msg_register_node(&addr("p0"), &node_spec("p0", "n0", &[MODEL], 24_000, 10)),
+                msg_register_bls_key(&addr("p0"), CHAIN_ID, &bls_key("p0")),
+            ],
         ),
         w.tx(
             "p1",
-            vec![msg_register_node(
-                &addr("p1"),
-                &node_spec("p1", "n1", &[MODEL], 24_000, 11),
-            )],
+            vec![
+                msg_register_node(&addr("p1"), &node_spec("p1", "n1", &[MODEL], 24_000, 11)),
+                msg_register_bls_key(&addr("p1"), CHAIN_ID, &bls_key("p1")),
+            ],
         ),
         w.tx(
             "bob",
@@ -163,8 +178,17 @@ fn world() -> World {
             )],
         ),
     ];
+    txs.push(w.tx(
+        "alice",
+        vec![msg_open_escrow(
+            &addr("alice"),
+            &addr(TA),
+            ESCROW,
+            1_000_000,
+        )],
+    ));
     let block = w.block(txs);
-    for i in 0..5 {
+    for i in 0..6 {
         assert_eq!(
             block.result(i).code,
             0,
@@ -607,45 +631,7 @@ fn inflated_token_counts_lose_the_validation() {
     assert_eq!(w.balance_of("alice"), alice - charged);
     let sampling = w.block(vec![]);
     assert_eq!(sampling.events("validation_sampled")[0]["inference_id"], id);
-    let validator = w
-        .query::<q::disputes::Validation>(dpb::QueryValidationRequest {
-            inference_id: id.clone(),
-        })
-        .validation
-        .unwrap()
-        .validator;
-    let label = ["p1", "p2", "p3", "p4", "p5", "p6"]
-        .into_iter()
-        .find(|l| addr(l) == validator)
-        .unwrap();
-    // The right answer with the true counts.
-    let re_execution = found(truth("padded"), truth_tokens);
-    let tx = w.tx(
-        label,
-        vec![msg_submit_validation(&validator, &id, &re_execution)],
-    );
-    let block = w.block(vec![tx]);
-    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
-    // The TA reveals the output; the chain finds the validator's counts are not the record's.
-    let tx = w.tx(TA, vec![reveal_msg(TA, &padded)]);
-    let block = w.block(vec![tx]);
-    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
-    assert_eq!(
-        tx_events(block.result(0), "validation_submitted")[0]["outcome"],
-        "mismatch"
-    );
-    assert_eq!(
-        tx_events(block.result(0), "dispute_opened")[0]["kind"],
-        "validation"
-    );
-    let dispute = w
-        .query::<q::disputes::Dispute>(dpb::QueryDisputeRequest { id: 0 })
-        .dispute
-        .unwrap();
-    assert_eq!(dispute.inference_id, id);
-
-    // The committee re-executes too and reports the same true counts.
-    let outcome = committee_decides(&mut w, 0, |m| msg_vote_dispute(m, 0, &re_execution));
+    let outcome = caught_by_validation(&mut w, &padded, truth_tokens);
     assert_eq!(outcome, "executor_faulted");
     assert_eq!(
         w.balance_of("alice"),
@@ -663,6 +649,99 @@ fn inflated_token_counts_lose_the_validation() {
         "the executor is slashed 20%"
     );
     assert_eq!(work_of(&w, "p0"), 0, "the padded work is voided");
+}
+
+/// The validator assigned to `record` (sampled in the last block) re-executes it and reports
+/// `truth_tokens` with the right answer; the transfer agent reveals the output: the mismatch
+/// opens validation dispute 0, whose committee reports the same; returns its outcome.
+fn caught_by_validation(w: &mut World, record: &WorkRecord, truth_tokens: (u64, u64)) -> String {
+    let id = record.inference_id.clone();
+    let validator = w
+        .query::<q::disputes::Validation>(dpb::QueryValidationRequest {
+            inference_id: id.clone(),
+        })
+        .validation
+        .unwrap()
+        .validator;
+    let label = label_of(&validator);
+    // The right answer with the true counts.
+    let re_execution = found(truth(&record.nonce), truth_tokens);
+    let tx = w.tx(
+        label,
+        vec![msg_submit_validation(&validator, &id, &re_execution)],
+    );
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    // The TA reveals the output; the chain finds the validator's counts are not the record's.
+    let tx = w.tx(TA, vec![reveal_msg(TA, record)]);
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_eq!(
+        tx_events(block.result(0), "validation_submitted")[0]["outcome"],
+        "mismatch"
+    );
+    assert_eq!(
+        tx_events(block.result(0), "dispute_opened")[0]["kind"],
+        "validation"
+    );
+    let dispute = w
+        .query::<q::disputes::Dispute>(dpb::QueryDisputeRequest { id: 0 })
+        .dispute
+        .unwrap();
+    assert_eq!(dispute.inference_id, id);
+    // The committee re-executes too and reports the same true counts.
+    committee_decides(w, 0, |m| msg_vote_dispute(m, 0, &re_execution))
+}
+
+/// The same attack in a committed batch: the padded leaf is sampled, provided, validated
+/// and disputed; the executor is slashed and refunds the requester, and the padded work —
+/// credited only when the batch becomes final, after the dispute — is never counted: the
+/// dispute leaves a work debt that the batch's credit pays.
+#[test]
+fn inflated_token_counts_in_a_committed_batch_lose_the_validation_and_earn_no_work() {
+    let mut w = world();
+    let truth_tokens = (100, 50);
+    let mut input = request(TA, "padded", MODEL, N0, truth_tokens, 0);
+    input.prompt_tokens = 120;
+    let padded = signed_record("alice", 10, &input);
+    let (alice, p0) = (w.balance_of("alice"), w.balance_of("p0"));
+    commit_and_provide(&mut w, std::slice::from_ref(&padded));
+    let charged = cost((120, 50)) as u128;
+    let escrow = || {
+        w.query::<q::settlement::Escrow>(gonka_proto::settlement::QueryEscrowRequest {
+            requester: addr("alice"),
+            transfer_agent: addr(TA),
+        })
+        .escrow
+        .unwrap()
+        .balance
+    };
+    assert_eq!(escrow(), (ESCROW - charged).to_string());
+    let sampling = w.block(vec![]);
+    assert_eq!(
+        sampling.events("validation_sampled")[0]["inference_id"],
+        padded.inference_id
+    );
+    let outcome = caught_by_validation(&mut w, &padded, truth_tokens);
+    assert_eq!(outcome, "executor_faulted");
+    assert_eq!(
+        w.balance_of("alice"),
+        alice + charged,
+        "the requester is refunded"
+    );
+    assert_eq!(
+        w.bonded("p0"),
+        BOND - BOND / 5,
+        "the executor is slashed 20%"
+    );
+    until_batches_final(&mut w);
+    assert_eq!(
+        w.balance_of("p0"),
+        p0,
+        "the batch's payout only makes up the refund: the executor keeps nothing"
+    );
+    assert_eq!(work_of(&w, "p0"), 0, "the padded work is never counted");
+    assert_eq!(w.participant("p0").work_debt, 0, "the debt is paid off");
 }
 
 /// Attack: act as host or transfer agent without stake at risk: a host that unbonds below
@@ -762,13 +841,86 @@ fn missed(w: &World, address: &str) -> u64 {
     .missed
 }
 
-/// Settles `record` through `TA` and lets the next block sample it; returns its id and its
-/// assigned validator.
+fn bls_key(label: &str) -> gonka_bls_crypto::SecretKey {
+    gonka_client::bls::account_bls_key(key(label))
+}
+
+/// Commits alice's `records` (executed on n0 or n1) in `TA`'s next batch, co-signed by their
+/// hosts, then — the chain sampling every leaf here — provides each sampled leaf, which
+/// becomes a stored record for x/disputes to validate. Returns the batch.
+fn commit_and_provide(w: &mut World, records: &[WorkRecord]) -> SettlementBatch {
+    let served: Vec<Served> = records
+        .iter()
+        .map(|r| Served {
+            record: r.clone(),
+            host: addr(if r.executor_node == "n0" { "p0" } else { "p1" }),
+            cost: u128::from(r.prompt_tokens + r.completion_tokens) * PRICE,
+        })
+        .collect();
+    let number = w
+        .query::<q::settlement::BatchNumber>(gonka_proto::settlement::QueryBatchNumberRequest {
+            transfer_agent: addr(TA),
+        })
+        .number
+        + 1;
+    let batch = SettlementBatch::build(&addr(TA), number, served).unwrap();
+    let signatures: Vec<_> = batch
+        .msg
+        .hosts
+        .iter()
+        .map(|line| {
+            cosign(
+                &bls_key(if line.host == addr("p0") { "p0" } else { "p1" }),
+                CHAIN_ID,
+                &batch.msg,
+            )
+        })
+        .collect();
+    let tx = w.tx(TA, vec![msg_settle_batch(&batch.signed(&signatures))]);
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    // The next block samples the leaves and demands them; the TA provides them.
+    w.block(vec![]);
+    let provide = (0..batch.leaves.len() as u64)
+        .map(|i| msg_provide_leaf(&addr(TA), number, batch.leaf_proof(i).unwrap()))
+        .collect();
+    let tx = w.tx(TA, provide);
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    batch
+}
+
+/// Runs blocks until every batch of `TA` is final (work is credited when a batch is).
+fn until_batches_final(w: &mut World) {
+    let last = w
+        .query::<q::settlement::BatchNumber>(gonka_proto::settlement::QueryBatchNumberRequest {
+            transfer_agent: addr(TA),
+        })
+        .number;
+    // Only `TA` settles batches here, so its numbers are the chain's ids.
+    for id in 1..=last {
+        loop {
+            let batch = w
+                .query::<q::settlement::Batch>(gonka_proto::settlement::QueryBatchRequest { id })
+                .batch
+                .unwrap();
+            if batch.status != gonka_proto::settlement::BatchStatus::Pending as i32 {
+                assert_eq!(
+                    batch.status,
+                    gonka_proto::settlement::BatchStatus::Final as i32
+                );
+                break;
+            }
+            w.block(vec![]);
+        }
+    }
+}
+
+/// Commits `record` in a batch of `TA`, provides its sampled leaf and lets the next block
+/// sample the stored record for validation; returns its id and its assigned validator.
 fn settle_and_sample(w: &mut World, record: &WorkRecord) -> (String, String) {
     let id = record.inference_id.clone();
-    let tx = w.tx(TA, vec![batch(TA, vec![record.clone()])]);
-    let block = w.block(vec![tx]);
-    assert_eq!(record_outcomes(block.result(0))[0].1, "stored");
+    commit_and_provide(w, std::slice::from_ref(record));
     w.block(vec![]);
     let validator = w
         .query::<q::disputes::Validation>(dpb::QueryValidationRequest {
@@ -860,6 +1012,7 @@ fn a_false_unavailability_report_only_costs_the_reporter() {
     assert_eq!(outcome, "executor_upheld");
     assert_eq!(w.bonded(TA), BOND, "the TA that served is not slashed");
     assert_eq!(w.bonded("p0"), BOND);
+    until_batches_final(&mut w);
     assert_eq!(work_of(&w, "p0"), 150, "the verified work keeps its credit");
     assert_eq!(
         missed(&w, &validator),
@@ -1035,6 +1188,7 @@ fn a_lazy_validator_cannot_match_without_re_executing() {
         "and earns no validation reward"
     );
     assert_eq!(w.bonded("p0"), BOND, "the honest executor keeps its stake");
+    until_batches_final(&mut w);
     assert_eq!(work_of(&w, "p0"), 150, "and its work credit");
 }
 

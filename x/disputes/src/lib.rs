@@ -98,7 +98,8 @@
 //! ## Settlement
 //! - **Executor faulted**: its host is slashed `slash_fraction_ppm` (20%) of bonded and
 //!   unbonding stake ([`gonka_stake::slash`]) into escrow, the record's work units are
-//!   voided ([`gonka_stake::void_work`], at most what is still credited), and the requester
+//!   voided ([`gonka_stake::void_work_or_owe`]: what its epoch credited, the rest taken
+//!   from the host's next credits, as for a committed batch not final yet), and the requester
 //!   is refunded the record's cost (not the transfer agent's commission: that service was
 //!   given) from the host's liquid balance first, the rest from the slashed amount (if
 //!   both fall short, the refund is what they cover). A user's deposit is returned. The

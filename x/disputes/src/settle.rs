@@ -549,10 +549,7 @@ pub fn settle(
     match outcome {
         status::EXECUTOR_FAULTED => {
             let slashed = slash_into_escrow(state, dispute, &host)?;
-            let units = record_tokens(&stored).min(state.work_units(stored.epoch, &host)?);
-            if units > 0 {
-                gonka_stake::void_work(state, &host, stored.epoch, units)?;
-            }
+            gonka_stake::void_work_or_owe(state, &host, stored.epoch, record_tokens(&stored))?;
             // The refund: from the host's liquid balance first, the rest from the slash.
             let from_host = cost.min(state.balance(&host, NATIVE_DENOM)?);
             pay(state, dispute, &host, &requester, from_host, reason::REFUND)?;
@@ -625,10 +622,7 @@ pub fn settle(
             // pays for it with its stake, which first refunds the requester.
             let ta = dispute.transfer_agent.clone();
             let slashed = slash_into_escrow(state, dispute, &ta)?;
-            let units = record_tokens(&stored).min(state.work_units(stored.epoch, &host)?);
-            if units > 0 {
-                gonka_stake::void_work(state, &host, stored.epoch, units)?;
-            }
+            gonka_stake::void_work_or_owe(state, &host, stored.epoch, record_tokens(&stored))?;
             let refund = cost.min(slashed);
             pay(state, dispute, &escrow, &requester, refund, reason::REFUND)?;
             if is_user {

@@ -62,6 +62,7 @@ impl Genesis for Stake {
                     moniker: p.moniker,
                     consensus_pubkey: p.consensus_pubkey,
                     jailed: p.jailed,
+                    work_debt: p.work_debt,
                 })
             })
             .collect::<Result<_>>()?;
@@ -121,6 +122,7 @@ fn import_participant(
         bonded: amount.to_string(),
         jailed: entry.jailed,
         jailed_until_epoch: entry.jailed_until_epoch,
+        work_debt: entry.work_debt,
         ..Default::default()
     });
     Ok(())

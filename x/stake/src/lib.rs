@@ -6,7 +6,7 @@
 //! `stake_unbonding`, so bank balances always sum to the supply, and the pools equal the sum
 //! of participants' bonds and of unbonding entries (see [`check_invariants`]).
 //!
-//! Other modules use: [`credit_work`] / [`void_work`] / [`StakeRead::work_credits`] (the work ledger),
+//! Other modules use: [`credit_work`] / [`void_work`] / [`void_work_or_owe`] / [`StakeRead::work_credits`] (the work ledger),
 //! [`slash`] and [`jail`] (punishment), [`StakeRead`] (participants).
 //!
 //! ## The Sprint power rule (at the end of every epoch)
@@ -44,7 +44,7 @@ pub use state::{
     bonded, bonded_pool_address, take_fallen_below_min, unbonding_pool_address, StakeRead,
     StakeWrite,
 };
-pub use work::{credit_work, void_work};
+pub use work::{credit_work, void_work, void_work_or_owe};
 
 use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
 

@@ -4,6 +4,9 @@
 //!
 //! Voiding work of an epoch that has already been settled changes the ledger (and so any
 //! later query) but does not claw back rewards already paid: disputes punish by slashing.
+//! Work voided beyond what its epoch credited (work of a committed batch is credited when
+//! the batch becomes final, which may come after the dispute) becomes the participant's
+//! `work_debt`, taken from its next credits: voided work is never counted.
 
 use gonka_sdk::{ErrorCode, Result, StateWrite};
 
@@ -19,14 +22,51 @@ pub fn credit_work(state: &mut dyn StateWrite, operator: &str, units: u64) -> Re
         )));
     }
     let epoch = gonka_epochs::current(state)?;
-    let total = state.work_units(epoch, operator)?.saturating_add(units);
+    let owed = participant.work_debt.min(units);
+    if owed > 0 {
+        let mut participant = participant;
+        participant.work_debt -= owed;
+        state.put_participant(&participant);
+    }
+    let total = state
+        .work_units(epoch, operator)?
+        .saturating_add(units - owed);
     state.put_work_units(epoch, operator, total);
     state.emit(
         gonka_sdk::Event::new("work_credited")
             .attr("operator", operator)
             .attr("epoch", epoch)
-            .attr("units", units),
+            .attr("units", units - owed)
+            .attr("debt_paid", owed),
     );
+    Ok(())
+}
+
+/// Voids `units` of `operator`'s work found invalid: what `epoch` credited it first, the rest
+/// as a debt its next credits pay ([`credit_work`]).
+pub fn void_work_or_owe(
+    state: &mut dyn StateWrite,
+    operator: &str,
+    epoch: u64,
+    units: u64,
+) -> Result<()> {
+    let credited = units.min(state.work_units(epoch, operator)?);
+    if credited > 0 {
+        void_work(state, operator, epoch, credited)?;
+    }
+    let owed = units - credited;
+    if owed > 0 {
+        if let Some(mut participant) = state.participant(operator)? {
+            participant.work_debt = participant.work_debt.saturating_add(owed);
+            state.put_participant(&participant);
+            state.emit(
+                gonka_sdk::Event::new("work_owed")
+                    .attr("operator", operator)
+                    .attr("units", owed)
+                    .attr("debt", participant.work_debt),
+            );
+        }
+    }
     Ok(())
 }
 
