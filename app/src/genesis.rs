@@ -72,6 +72,22 @@ pub struct GenesisConfig {
     /// fit inside the unbonding period, which genesis requires, and the leaf answer time
     /// inside the window).
     pub settlement_params: Option<settlement::Params>,
+    /// Escrows open from the start; their money is minted into the settlement pool.
+    pub escrows: Vec<GenesisEscrow>,
+}
+
+/// An escrow open at genesis: `ngnk` of `requester` for `transfer_agent`, closing at height
+/// `expires_at` and released a challenge window later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenesisEscrow {
+    /// The requester (bech32).
+    pub requester: String,
+    /// The transfer agent it pays (bech32).
+    pub transfer_agent: String,
+    /// Its balance.
+    pub ngnk: u128,
+    /// Height from which it is closing.
+    pub expires_at: u64,
 }
 
 impl GenesisConfig {
@@ -88,10 +104,16 @@ impl GenesisConfig {
             }),
             addresses: Vec::new(),
         };
+        let escrowed: u128 = self.escrows.iter().map(|e| e.ngnk).sum();
+        let pool = (escrowed > 0).then(|| GenesisAccount {
+            address: gonka_settlement::pool_address(),
+            ngnk: escrowed,
+        });
         let bank = bank::GenesisState {
             balances: self
                 .accounts
                 .iter()
+                .chain(pool.as_ref())
                 .map(|account| bank::Balance {
                     address: account.address.clone(),
                     coins: vec![bank::Coin {
@@ -139,28 +161,42 @@ impl GenesisConfig {
         let disputes = disputes::GenesisState {
             params: self.disputes_params.clone(),
         };
+        let settlement_params = self.settlement_params.clone().unwrap_or_else(|| {
+            let unbonding_epochs = self
+                .stake_params
+                .as_ref()
+                .map_or(gonka_stake::default_params().unbonding_epochs, |p| {
+                    p.unbonding_epochs
+                });
+            let epoch_length = self
+                .epoch_length
+                .unwrap_or(gonka_epochs::default_params().epoch_length);
+            let defaults = gonka_settlement::default_params();
+            let window = defaults
+                .challenge_window_blocks
+                .min((unbonding_epochs * epoch_length).saturating_sub(1))
+                .max(2);
+            settlement::Params {
+                challenge_window_blocks: window,
+                leaf_answer_blocks: defaults.leaf_answer_blocks.min(window - 1),
+                ..defaults
+            }
+        });
         let settlement = settlement::GenesisState {
-            params: Some(self.settlement_params.clone().unwrap_or_else(|| {
-                let unbonding_epochs = self
-                    .stake_params
-                    .as_ref()
-                    .map_or(gonka_stake::default_params().unbonding_epochs, |p| {
-                        p.unbonding_epochs
-                    });
-                let epoch_length = self
-                    .epoch_length
-                    .unwrap_or(gonka_epochs::default_params().epoch_length);
-                let defaults = gonka_settlement::default_params();
-                let window = defaults
-                    .challenge_window_blocks
-                    .min((unbonding_epochs * epoch_length).saturating_sub(1))
-                    .max(2);
-                settlement::Params {
-                    challenge_window_blocks: window,
-                    leaf_answer_blocks: defaults.leaf_answer_blocks.min(window - 1),
-                    ..defaults
-                }
-            })),
+            escrows: self
+                .escrows
+                .iter()
+                .map(|e| settlement::Escrow {
+                    requester: e.requester.clone(),
+                    transfer_agent: e.transfer_agent.clone(),
+                    balance: e.ngnk.to_string(),
+                    expires_at: e.expires_at,
+                    release_at: e
+                        .expires_at
+                        .saturating_add(settlement_params.challenge_window_blocks),
+                })
+                .collect(),
+            params: Some(settlement_params),
             ..Default::default()
         };
         let mut state = serde_json::json!({
@@ -192,4 +228,64 @@ pub fn app_state(accounts: &[GenesisAccount], min_gas_price: GasPrice) -> serde_
         ..Default::default()
     }
     .app_state()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::TestChain;
+    use prost::Message;
+
+    #[test]
+    fn genesis_escrows_are_open_with_their_money_in_the_settlement_pool() {
+        let (alice, ta) = (
+            gonka_auth::module_address("test-alice"),
+            gonka_auth::module_address("test-ta"),
+        );
+        let config = GenesisConfig {
+            accounts: vec![GenesisAccount {
+                address: alice.clone(),
+                ngnk: 5,
+            }],
+            escrows: vec![GenesisEscrow {
+                requester: alice.clone(),
+                transfer_agent: ta.clone(),
+                ngnk: 1_000,
+                expires_at: 50,
+            }],
+            ..Default::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut chain =
+            TestChain::new(&dir.path().join("s.redb"), "c", &config.app_state()).unwrap();
+        chain.next_block(Vec::new());
+        let answer = chain.query(
+            "/settlement/escrow",
+            settlement::QueryEscrowRequest {
+                requester: alice,
+                transfer_agent: ta,
+            }
+            .encode_to_vec(),
+        );
+        assert_eq!(answer.code, 0, "{}", answer.log);
+        let escrow = settlement::QueryEscrowResponse::decode(answer.value.as_ref())
+            .unwrap()
+            .escrow
+            .unwrap();
+        let window = gonka_settlement::default_params()
+            .challenge_window_blocks
+            .min(
+                gonka_stake::default_params().unbonding_epochs
+                    * gonka_epochs::default_params().epoch_length
+                    - 1,
+            );
+        assert_eq!(
+            (
+                escrow.balance.as_str(),
+                escrow.expires_at,
+                escrow.release_at
+            ),
+            ("1000", 50, 50 + window)
+        );
+    }
 }

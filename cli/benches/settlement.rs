@@ -99,7 +99,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
-use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
+use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisEscrow, GenesisValidator};
 use gonka_client::bls::{account_bls_key, msg_register_bls_key};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::settlement::{cosign, msg_settle_batch, Batch, Served};
@@ -113,7 +113,7 @@ use gonka_localnet::{
     DEFAULT_TIMEOUT_COMMIT,
 };
 use gonka_proto::inference::{Model, QueryRecordRequest, WorkRecord};
-use gonka_proto::settlement::{BatchStatus, Escrow, QueryBatchRequest};
+use gonka_proto::settlement::{BatchStatus, QueryBatchRequest};
 use tendermint::block::Height;
 use tendermint_rpc::Client as _;
 
@@ -342,22 +342,16 @@ fn genesis(
         });
     }
     // Every requester's escrow for the transfer agent, its money in the settlement pool.
-    config.accounts.push(GenesisAccount {
-        address: gonka_settlement::pool_address(),
-        ngnk: ESCROW * requesters.len() as u128,
-    });
-    let mut state = config.app_state();
-    let escrows: Vec<Escrow> = requesters
+    config.escrows = requesters
         .iter()
-        .map(|requester| Escrow {
+        .map(|requester| GenesisEscrow {
             requester: requester.clone(),
             transfer_agent: transfer_agent.clone(),
-            balance: ESCROW.to_string(),
+            ngnk: ESCROW,
             expires_at: 10 * EPOCH_LENGTH,
-            release_at: 11 * EPOCH_LENGTH,
         })
         .collect();
-    state[gonka_settlement::NAME]["escrows"] = serde_json::to_value(escrows)?;
+    let mut state = config.app_state();
     // No leaf sampling: this bench's transfer agent does not answer the chain's demands for
     // sampled leaves, and voided batches would slash it in the middle of the run. The cost of
     // sampling is measured in process (`cargo bench -p gonka-app --bench settle`, `sample`).

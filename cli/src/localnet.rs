@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use std::sync::Arc;
 
-use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisValidator};
+use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisEscrow, GenesisValidator};
 use gonka_client::bls::account_bls_key;
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
@@ -29,6 +29,11 @@ const TEST_BALANCE_NGNK: u128 = 1_000_000 * GNK;
 /// Genesis bond of every validator: 10,000 GNK (plus 1,000 GNK liquid for fees).
 const VALIDATOR_STAKE_NGNK: u128 = 10_000 * GNK;
 
+/// Each test account's escrow for each transfer agent at genesis (closing after
+/// [`ESCROW_EXPIRES_AT`] blocks), so they can chat at once.
+const TEST_ESCROW_NGNK: u128 = 1_000 * GNK;
+const ESCROW_EXPIRES_AT: u64 = 1_000_000_000;
+
 /// Blocks per epoch on the localnet: about 20 s, so a person sees several epochs in minutes.
 const EPOCH_LENGTH: u64 = 20;
 
@@ -40,9 +45,12 @@ fn validator_operator(index: usize) -> Result<Key> {
     Key::from_mnemonic(&well_known_mnemonic(&format!("validator{index}")))
 }
 
-/// Genesis: the funded test accounts, and every node's consensus key bonded by its operator.
+/// Genesis: the funded test accounts, each with an escrow for each of the first
+/// `transfer_agents` validators' operators (the transfer agents), and every node's consensus
+/// key bonded by its operator.
 fn genesis(
     accounts: Vec<GenesisAccount>,
+    transfer_agents: usize,
     keys: &[GenesisValidatorKey],
 ) -> Result<serde_json::Value> {
     let mut config = GenesisConfig {
@@ -86,6 +94,19 @@ fn genesis(
             pubkey: account_bls_key(&operator).public_key().to_bytes().to_vec(),
             registered_height: 0,
         });
+    }
+    for ta in 0..transfer_agents.min(keys.len()) {
+        let ta = validator_operator(ta)?.address().to_string();
+        for account in TEST_ACCOUNTS {
+            config.escrows.push(GenesisEscrow {
+                requester: Key::from_mnemonic(&well_known_mnemonic(account))?
+                    .address()
+                    .to_string(),
+                transfer_agent: ta.clone(),
+                ngnk: TEST_ESCROW_NGNK,
+                expires_at: ESCROW_EXPIRES_AT,
+            });
+        }
     }
     Ok(config.app_state())
 }
@@ -177,8 +198,13 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
     config.timeout_commit = args.timeout_commit;
     // The validators sign the randomness beacon in their vote extensions from the start.
     config.vote_extensions_enable_height = (!args.no_vote_extensions).then_some(1);
+    let transfer_agents = if args.no_sidecars {
+        0
+    } else {
+        args.transfer_agents
+    };
     config.app_state_for_validators = Some(AppStateFn(Arc::new(move |keys| {
-        genesis(genesis_accounts.clone(), keys).expect("well-known keys derive")
+        genesis(genesis_accounts.clone(), transfer_agents, keys).expect("well-known keys derive")
     })));
     if !args.no_sidecars {
         let mnemonics = (0..args.validators)

@@ -42,12 +42,12 @@ pub struct TransferAgentArgs {
     /// batches and the request bodies kept for validators).
     #[arg(long)]
     home: Option<PathBuf>,
-    /// How served requests are paid for and settled: `records` (every work record on chain
-    /// in a MsgSubmitWorkBatch, paid from the requester's balance and sampled for validation
-    /// by the chain) or `batches` (committed batches of records co-signed by the hosts, paid
-    /// from the requester's escrow for this TA, their sampled leaves provided on chain for
-    /// validation; see x/settlement).
-    #[arg(long, value_enum, default_value_t = SettlementMode::Records)]
+    /// How served requests are paid for and settled: `batches` (committed batches of records
+    /// co-signed by the hosts, paid from the requester's escrow for this TA, their sampled
+    /// leaves provided on chain for validation; see x/settlement) or `records` (every work
+    /// record on chain in a MsgSubmitWorkBatch, paid from the requester's balance: the old
+    /// path, until it is removed).
+    #[arg(long, value_enum, default_value_t = SettlementMode::Batches)]
     settlement: SettlementMode,
     /// Work records per batch (capped by the chain's max_records_per_batch or
     /// max_batch_records); default 64 with `--settlement records`, 10000 with `batches`.

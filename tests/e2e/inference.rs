@@ -154,10 +154,13 @@ fn a_signed_chat_request_settles_on_chain_and_clients_fail_over_between_transfer
             config.app_state_for_validators =
                 Some(AppStateFn(Arc::new(|keys| genesis(keys, 100_000))));
             let mut sidecars = sidecars();
-            // TA 1 batches slowly, so its records are still pending when it is killed.
+            // Both TAs settle record by record (this test covers that path); TA 1 batches
+            // slowly, so its records are still pending when it is killed.
             sidecars.transfer_agent_args = vec![
-                vec![],
+                ["--settlement", "records"].map(Into::into).to_vec(),
                 [
+                    "--settlement",
+                    "records",
                     "--batch-interval-ms",
                     "600000",
                     "--batch-max-records",

@@ -333,6 +333,7 @@ impl Setup {
             disputes_params: Some(self.disputes.clone()),
             bls_keys: Vec::new(),
             settlement_params: None,
+            escrows: Vec::new(),
         }
         .app_state()
     }
