@@ -318,14 +318,7 @@ async fn join_chain(
                 backlog.clone(),
                 Duration::from_millis(args.reveal_poll_ms),
             ));
-            let committer = Committer {
-                chain,
-                outbox,
-                escrows,
-                ta: ta.clone(),
-                policy,
-                backlog,
-            };
+            let committer = Committer::new(chain, outbox, escrows, ta.clone(), policy, backlog);
             tokio::spawn(committer.run());
         }
         None => {

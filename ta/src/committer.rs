@@ -27,17 +27,21 @@
 //! challenge windows after their block, then pruned.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use anyhow::Context;
+use gonka_client::bls::crypto::PublicKey;
 use gonka_client::http::Limits;
+use gonka_client::rpc::QueryError;
 use gonka_client::settlement::{msg_settle_batch, Served, RECORD_AGE_MARGIN_SECS};
 use gonka_client::{Chain, TxOutcome};
+use gonka_proto::bls::QueryKeyRequest;
+use gonka_proto::query::bls as q_bls;
 use gonka_proto::query::settlement as q;
 use gonka_proto::settlement as pb;
 
-use crate::commit::commit;
+use crate::commit::{commit, HostEndpoint};
 use crate::demands::{Backlog, ROUND};
 use crate::escrow::{self, EscrowBook};
 use crate::settle::{Outbox, Pending, StoredBatch};
@@ -76,17 +80,46 @@ impl Default for CommitPolicy {
 /// What the committer works with.
 pub struct Committer {
     /// The chain, signing as the TA.
-    pub chain: Arc<Chain>,
+    chain: Arc<Chain>,
     /// The durable outbox.
-    pub outbox: Arc<Outbox>,
+    outbox: Arc<Outbox>,
     /// The requesters' escrows.
-    pub escrows: Arc<EscrowBook>,
+    escrows: Arc<EscrowBook>,
     /// The TA (its registry gives the nodes to ask for co-signatures).
-    pub ta: Arc<TransferAgent>,
+    ta: Arc<TransferAgent>,
     /// How to build batches.
-    pub policy: CommitPolicy,
+    policy: CommitPolicy,
     /// Open leaf demands on the TA's batches: no new batch while a full round of them waits.
-    pub backlog: Arc<Backlog>,
+    backlog: Arc<Backlog>,
+    /// Hosts' BLS keys read from chain.
+    bls_keys: Mutex<BTreeMap<String, PublicKey>>,
+}
+
+impl Committer {
+    /// A committer signing on `chain` as the TA `ta`, from `outbox`, debiting `escrows`,
+    /// building batches by `policy` and waiting on `backlog`.
+    pub fn new(
+        chain: Arc<Chain>,
+        outbox: Arc<Outbox>,
+        escrows: Arc<EscrowBook>,
+        ta: Arc<TransferAgent>,
+        policy: CommitPolicy,
+        backlog: Arc<Backlog>,
+    ) -> Committer {
+        Committer {
+            chain,
+            outbox,
+            escrows,
+            ta,
+            policy,
+            backlog,
+            bls_keys: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What became of a submitted batch.
@@ -179,27 +212,38 @@ impl Committer {
         if chosen.is_empty() {
             return Ok(true);
         }
-        let mut node_urls = BTreeMap::new();
+        let mut hosts = BTreeMap::new();
         for p in &chosen {
-            if let Some(node) = self.ta.registered_node(&p.served.record.executor_node) {
-                node_urls
-                    .entry(p.served.host.clone())
-                    .or_insert_with(|| format!("http://{}", node.authority));
+            let host = &p.served.host;
+            if hosts.contains_key(host) {
+                continue;
+            }
+            let node = self.ta.registered_node(&p.served.record.executor_node);
+            if let (Some(node), Some(bls_key)) = (node, self.bls_key(host).await?) {
+                let node_url = format!("http://{}", node.authority);
+                hosts.insert(host.clone(), HostEndpoint { node_url, bls_key });
             }
         }
         let number = self.last_number().await? + 1;
         let served: Vec<Served> = chosen.iter().map(|p| p.served.clone()).collect();
         let Some(committed) = commit(
             self.chain.address(),
+            self.chain.chain_id(),
             number,
             served,
-            &node_urls,
+            &hosts,
             self.policy.cosign_limits,
         )
         .await?
         else {
             anyhow::bail!("no host co-signed batch {number}; its records wait");
         };
+        // A key that did not verify may have been rotated: read it again next time.
+        for (host, reason) in &committed.left_out {
+            if reason.contains("registered BLS key") {
+                lock(&self.bls_keys).remove(host);
+            }
+        }
         let in_batch: BTreeSet<&str> = committed
             .batch
             .leaves
@@ -225,6 +269,30 @@ impl Committer {
         self.settle(stored).await?;
         self.prune(params.challenge_window_blocks)?;
         Ok(true)
+    }
+
+    /// `host`'s BLS key as registered on chain (cached once read); `None` while it has none.
+    async fn bls_key(&self, host: &str) -> anyhow::Result<Option<PublicKey>> {
+        if let Some(key) = lock(&self.bls_keys).get(host) {
+            return Ok(Some(*key));
+        }
+        let request = QueryKeyRequest {
+            address: host.to_string(),
+        };
+        let key = match self.chain.client().query::<q_bls::Key>(&request).await {
+            Ok(answer) => answer.key.and_then(|k| PublicKey::from_bytes(&k.pubkey)),
+            Err(e) if e.downcast_ref::<QueryError>().is_some() => None,
+            Err(e) => return Err(e),
+        };
+        match &key {
+            Some(key) => {
+                lock(&self.bls_keys).insert(host.to_string(), *key);
+            }
+            None => {
+                tracing::warn!(%host, "host has no BLS key on chain; its records wait until it registers one")
+            }
+        }
+        Ok(key)
     }
 
     /// The chain's settlement parameters.

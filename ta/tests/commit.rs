@@ -1,6 +1,7 @@
 //! The transfer agent collects its hosts' co-signatures of a committed batch from real ML
-//! nodes on 127.0.0.1: hosts whose nodes co-sign are in the batch, a host whose node refuses
-//! or cannot be reached is left out with its records, and the aggregate verifies.
+//! nodes on 127.0.0.1: hosts whose nodes co-sign are in the batch, a host whose node refuses,
+//! cannot be reached or signs with a key other than its registered one is left out with its
+//! records, and the aggregate verifies.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use gonka_node::cosign::Cosigner;
 use gonka_node::testing::served_record;
 use gonka_node::{self as ml_node, MlNodeConfig};
 use gonka_proto::signing::batch_sign_bytes;
-use gonka_ta::commit::commit;
+use gonka_ta::commit::{commit, HostEndpoint};
 use k256::ecdsa::SigningKey;
 use tokio::net::TcpListener;
 
@@ -73,6 +74,14 @@ impl Host {
         format!("http://{addr}")
     }
 
+    /// What the transfer agent knows of this host once its node listens at `node_url`.
+    fn endpoint(&self, node_url: String) -> HostEndpoint {
+        HostEndpoint {
+            node_url,
+            bls_key: self.bls.public_key(),
+        }
+    }
+
     fn served(&self, nonce: &str, tokens: u64) -> Served {
         let requester = key(&format!("requester-{nonce}"));
         let ta = key("ta").address().to_string();
@@ -100,14 +109,14 @@ async fn hosts_that_co_sign_are_in_the_batch_and_the_others_wait() {
         Host::new("host-d", 34),
     );
     let mut urls = BTreeMap::new();
-    urls.insert(a.address.clone(), a.start(true).await);
-    urls.insert(b.address.clone(), b.start(true).await);
+    urls.insert(a.address.clone(), a.endpoint(a.start(true).await));
+    urls.insert(b.address.clone(), b.endpoint(b.start(true).await));
     // c's node does not co-sign; d's node is not listening.
-    urls.insert(c.address.clone(), c.start(false).await);
+    urls.insert(c.address.clone(), c.endpoint(c.start(false).await));
     let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
     urls.insert(
         d.address.clone(),
-        format!("http://{}", closed.local_addr().unwrap()),
+        d.endpoint(format!("http://{}", closed.local_addr().unwrap())),
     );
     drop(closed);
     let served = vec![
@@ -124,7 +133,7 @@ async fn hosts_that_co_sign_are_in_the_batch_and_the_others_wait() {
         ..Limits::default()
     };
     let ta = key("ta").address().to_string();
-    let committed = commit(&ta, 7, served, &urls, limits)
+    let committed = commit(&ta, CHAIN, 7, served, &urls, limits)
         .await
         .unwrap()
         .unwrap();
@@ -157,10 +166,49 @@ async fn hosts_that_co_sign_are_in_the_batch_and_the_others_wait() {
 async fn nothing_is_committed_when_no_host_co_signs() {
     let c = Host::new("host-c", 33);
     let mut urls = BTreeMap::new();
-    urls.insert(c.address.clone(), c.start(false).await);
+    urls.insert(c.address.clone(), c.endpoint(c.start(false).await));
     let ta = key("ta").address().to_string();
-    let committed = commit(&ta, 1, vec![c.served("1", 3)], &urls, Limits::default())
-        .await
-        .unwrap();
+    let committed = commit(
+        &ta,
+        CHAIN,
+        1,
+        vec![c.served("1", 3)],
+        &urls,
+        Limits::default(),
+    )
+    .await
+    .unwrap();
     assert!(committed.is_none());
+}
+
+/// A host whose node signs with a key other than the one the chain knows for it (garbage,
+/// or a key it rotated) is left out before the batch goes on chain, where the aggregate
+/// would fail the whole batch.
+#[tokio::test]
+async fn a_host_signing_with_another_key_is_left_out_before_the_chain_sees_it() {
+    let (a, b) = (Host::new("host-a", 31), Host::new("host-b", 32));
+    let mut urls = BTreeMap::new();
+    urls.insert(a.address.clone(), a.endpoint(a.start(true).await));
+    let mut wrong = b.endpoint(b.start(true).await);
+    wrong.bls_key = SecretKey::from_seed(&[99; 32]).public_key();
+    urls.insert(b.address.clone(), wrong);
+    let ta = key("ta").address().to_string();
+    let served = vec![a.served("1", 3), b.served("2", 4)];
+    let committed = commit(&ta, CHAIN, 1, served, &urls, Limits::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(committed.msg.record_count, 1);
+    assert_eq!(committed.msg.hosts[0].host, a.address);
+    assert!(
+        committed.left_out[&b.address].contains("registered BLS key"),
+        "{:?}",
+        committed.left_out
+    );
+    let signature =
+        gonka_client::bls::crypto::Signature::from_bytes(&committed.msg.host_signature).unwrap();
+    assert!(a
+        .bls
+        .public_key()
+        .verify(&batch_sign_bytes(CHAIN, &committed.msg), &signature));
 }
