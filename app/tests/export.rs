@@ -5,7 +5,6 @@
 mod common;
 mod support;
 
-use gonka_app::harness::TestChain;
 use gonka_client::settlement::{cosign, msg_open_escrow, msg_settle_batch, Batch, Served};
 use gonka_client::tx::msg_register_node;
 use serde_json::{json, Value};
@@ -148,15 +147,7 @@ fn an_exported_genesis_starts_a_chain_that_exports_the_same_genesis() {
     }
 
     // A new chain from the export: same supply, same balances, same bonds.
-    let dir = state_dir();
-    let mut new = TestChain::with_modules(
-        &dir.path().join("state.redb"),
-        "gonka-next",
-        &exported,
-        modules(),
-    )
-    .unwrap();
-    new.next_block(vec![]);
+    let (_dir, new) = chain_from_export(&exported);
     let again = new.app().export_genesis().unwrap();
     assert_eq!(again, exported, "import then export is the identity");
 

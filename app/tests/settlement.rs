@@ -550,19 +550,9 @@ fn a_transfer_agent_cannot_frame_a_host_with_a_leaf_it_made_up() {
     let world = world_with_carol();
     // A leaf naming p0's node, but with a receipt p0's node key never signed (and a forged
     // requester signature): the batch falls, p0 keeps its stake.
-    let mut records = served_of(&honest(1).leaves);
     let mut made_up = served("alice", "made-up", exec("p0", "n0", 99), (1, 1));
     made_up.record.requester_signature[3] ^= 1;
-    let id = made_up.record.inference_id.clone();
-    records.push(made_up);
-    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
-    let index = cheat
-        .leaves
-        .iter()
-        .position(|l| l.record.as_ref().unwrap().inference_id == id)
-        .unwrap() as u64;
-    let proof = cheat.leaf_proof(index).unwrap();
-    assert_challenge_wins(world, &cheat.msg, Kind::InvalidLeaf(proof), None, None);
+    assert_an_extra_leaf_voids_the_batch(world, made_up, None);
 }
 
 #[test]
@@ -587,14 +577,20 @@ fn a_charge_above_what_the_requester_signed_voids_its_batch() {
     assert_challenge_wins(world, &leaves.msg, Kind::InvalidLeaf(proof), None, None);
 }
 
-/// The leaf of `batch` with inference id `id`, with its proof.
-fn leaf_of(batch: &Batch, id: &str) -> pb::LeafProof {
-    let index = batch
+/// Batch 1 is the honest batch plus `extra`: an `invalid_leaf` challenge of that leaf wins,
+/// slashing the transfer agent and `host` (see [`assert_challenge_wins`]).
+fn assert_an_extra_leaf_voids_the_batch(world: World, extra: Served, host: Option<&str>) {
+    let id = extra.record.inference_id.clone();
+    let mut records = served_of(&honest(1).leaves);
+    records.push(extra);
+    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
+    let index = cheat
         .leaves
         .iter()
         .position(|l| l.record.as_ref().unwrap().inference_id == id)
         .unwrap() as u64;
-    batch.leaf_proof(index).unwrap()
+    let proof = cheat.leaf_proof(index).unwrap();
+    assert_challenge_wins(world, &cheat.msg, Kind::InvalidLeaf(proof), host, None);
 }
 
 /// The work-integrity attack of a model priced above what the requester signed for, on a
@@ -603,50 +599,26 @@ fn leaf_of(batch: &Batch, id: &str) -> pb::LeafProof {
 /// with the transfer agent.
 #[test]
 fn a_price_above_what_the_requester_signed_voids_its_batch_and_slashes_its_host() {
-    let world = world_with_carol();
-    let mut records = served_of(&honest(1).leaves);
     let mut input = request(TA, "pricey", MODEL, N0, (3, 4), COMMISSION);
     input.terms.max_price_per_token = PRICE - 1;
-    let pricey = signed_record("alice", N0.seed, &input);
-    let id = pricey.inference_id.clone();
-    records.push(Served {
-        record: pricey,
+    let pricey = Served {
+        record: signed_record("alice", N0.seed, &input),
         host: addr("p0"),
         cost: 7 * PRICE,
-    });
-    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
-    let proof = leaf_of(&cheat, &id);
-    assert_challenge_wins(
-        world,
-        &cheat.msg,
-        Kind::InvalidLeaf(proof),
-        Some("p0"),
-        None,
-    );
+    };
+    assert_an_extra_leaf_voids_the_batch(world_with_carol(), pricey, Some("p0"));
 }
 
 /// The work-integrity attack of a transfer agent settling a request the requester signed
 /// for another transfer agent (to collect its commission), on a committed batch.
 #[test]
 fn a_record_signed_for_another_transfer_agent_voids_the_batch_that_settles_it() {
-    let world = world_with_carol();
-    let mut records = served_of(&honest(1).leaves);
-    let foreign = work_record("alice", "p0", "foreign", MODEL, N1, (2, 2), COMMISSION);
-    let id = foreign.inference_id.clone();
-    records.push(Served {
-        record: foreign,
+    let foreign = Served {
+        record: work_record("alice", "p0", "foreign", MODEL, N1, (2, 2), COMMISSION),
         host: addr("p1"),
         cost: 4 * PRICE,
-    });
-    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
-    let proof = leaf_of(&cheat, &id);
-    assert_challenge_wins(
-        world,
-        &cheat.msg,
-        Kind::InvalidLeaf(proof),
-        Some("p1"),
-        None,
-    );
+    };
+    assert_an_extra_leaf_voids_the_batch(world_with_carol(), foreign, Some("p1"));
 }
 
 #[test]
@@ -936,33 +908,16 @@ fn a_demanded_leaf_left_unanswered_voids_the_batch() {
 
 #[test]
 fn a_leaf_signed_too_long_before_its_batch_voids_it() {
-    let world = world_with_carol();
-    let mut records = served_of(&honest(1).leaves);
     // Signed more than MAX_AGE seconds before the batch's block time.
     let mut input = request(TA, "stale", MODEL, N0, (2, 2), COMMISSION);
     input.terms.timestamp = 1_500_000_000;
-    let stale = signed_record("alice", N0.seed, &input);
-    let id = stale.inference_id.clone();
-    records.push(Served {
-        record: stale,
+    let stale = Served {
+        record: signed_record("alice", N0.seed, &input),
         host: addr("p0"),
         cost: 4 * PRICE,
-    });
-    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
-    let index = cheat
-        .leaves
-        .iter()
-        .position(|l| l.record.as_ref().unwrap().inference_id == id)
-        .unwrap() as u64;
-    let proof = cheat.leaf_proof(index).unwrap();
+    };
     // Its host signed the receipt of a stale request: it is slashed too.
-    assert_challenge_wins(
-        world,
-        &cheat.msg,
-        Kind::InvalidLeaf(proof),
-        Some("p0"),
-        None,
-    );
+    assert_an_extra_leaf_voids_the_batch(world_with_carol(), stale, Some("p0"));
 }
 
 #[test]
@@ -1211,15 +1166,7 @@ fn an_imported_genesis_lists_its_open_demands_again() {
         "{}",
         exported["settlement"]
     );
-    let dir = state_dir();
-    let mut new = gonka_app::harness::TestChain::with_modules(
-        &dir.path().join("state.redb"),
-        "gonka-next",
-        &exported,
-        modules(),
-    )
-    .unwrap();
-    new.next_block(vec![]);
+    let (_dir, new) = chain_from_export(&exported);
     let request = pb::QueryDemandsRequest {
         transfer_agent: addr(TA),
         limit: 0,

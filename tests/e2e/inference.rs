@@ -116,6 +116,15 @@ pub async fn wait_for_registry(net: &Net) {
     tokio::time::sleep(Duration::from_secs(5)).await;
 }
 
+/// Kills the ML nodes of validators 0 and 1 (SIGKILL), so nodes 2 and 3 serve: their hosts
+/// send no transactions, so their balances move only by what the test checks.
+pub fn kill_ml_nodes_0_and_1(net: &mut Net) {
+    for i in [0, 1] {
+        tokio::task::block_in_place(|| net.net.kill_sidecar(i, "ml-node"))
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+}
+
 /// The stored work record of `inference_id`, once it is on chain.
 pub async fn settled(net: &Net, inference_id: &str) -> StoredRecord {
     eventually(&format!("work record {inference_id} on chain"), || async {
@@ -173,10 +182,7 @@ fn a_signed_chat_request_settles_on_chain_and_clients_fail_over_between_transfer
         })
         .await;
         wait_for_registry(&net).await;
-        for i in [0, 1] {
-            tokio::task::block_in_place(|| net.net.kill_sidecar(i, "ml-node"))
-                .unwrap_or_else(|e| panic!("{e:#}"));
-        }
+        kill_ml_nodes_0_and_1(&mut net);
         let tas = net.net.transfer_agent_urls();
         assert_eq!(tas.len(), 2);
 

@@ -32,8 +32,8 @@ use gonka_proto::settlement::{
 use prost::Message as _;
 
 use crate::inference::{
-    eventually, genesis_config, sidecars, wait_for_registry, work_units, COMMISSION, GNK, MODEL,
-    PRICE,
+    eventually, genesis_config, kill_ml_nodes_0_and_1, sidecars, wait_for_registry, work_units,
+    COMMISSION, GNK, MODEL, PRICE,
 };
 use crate::support::{addr, http_get, http_get_bytes, key, Net, CHAIN_ID, VALIDATORS};
 
@@ -105,10 +105,7 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
         })
         .await;
         wait_for_registry(&net).await;
-        for i in [0, 1] {
-            tokio::task::block_in_place(|| net.net.kill_sidecar(i, "ml-node"))
-                .unwrap_or_else(|e| panic!("{e:#}"));
-        }
+        kill_ml_nodes_0_and_1(&mut net);
         for i in 0..VALIDATORS {
             let label = format!("validator{i}");
             let msg = msg_register_bls_key(&addr(&label), CHAIN_ID, &account_bls_key(key(&label)));

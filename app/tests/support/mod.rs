@@ -351,6 +351,21 @@ pub fn state_dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
+/// A new chain (`gonka-next`) started from an exported `app_state`, its first block
+/// committed; the directory holding its state goes with it.
+pub fn chain_from_export(exported: &serde_json::Value) -> (tempfile::TempDir, TestChain) {
+    let dir = state_dir();
+    let mut chain = TestChain::with_modules(
+        &dir.path().join("state.redb"),
+        "gonka-next",
+        exported,
+        modules(),
+    )
+    .unwrap();
+    chain.next_block(vec![]);
+    (dir, chain)
+}
+
 // ---------------------------------------------------------------------------------------
 // The chain wrapper.
 
