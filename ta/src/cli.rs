@@ -130,7 +130,24 @@ pub struct TransferAgentArgs {
     escrow_requesters: usize,
     #[command(flatten)]
     server: ServerArgs,
+    #[command(flatten)]
+    testing: TestingArgs,
 }
+
+/// The test-only flags of `gonka-sidecar transfer-agent` (`testing` feature).
+#[cfg(feature = "testing")]
+#[derive(Debug, clap::Args)]
+struct TestingArgs {
+    /// FOR TESTS ONLY: abort right after storing committed batch N, before submitting it
+    /// (the end-to-end test of a crash in the middle of a batch).
+    #[arg(long)]
+    testing_crash_after_batch: Option<u64>,
+}
+
+/// Release builds (no `testing` feature) have no test-only flags.
+#[cfg(not(feature = "testing"))]
+#[derive(Debug, clap::Args)]
+struct TestingArgs {}
 
 /// How a transfer agent settles what it served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -309,6 +326,8 @@ async fn join_chain(
             let policy = CommitPolicy {
                 max_records: args.batch_max_records.unwrap_or(10_000),
                 interval,
+                #[cfg(feature = "testing")]
+                crash_after_batch: args.testing.testing_crash_after_batch,
                 ..CommitPolicy::default()
             };
             let backlog = Arc::new(demands::Backlog::default());

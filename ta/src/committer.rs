@@ -58,6 +58,10 @@ pub struct CommitPolicy {
     pub inclusion_timeout: Duration,
     /// Limits of each co-signature request to an ML node.
     pub cosign_limits: Limits,
+    /// FOR TESTS ONLY: abort the process right after storing batch `n`, before submitting
+    /// it — a crash at the worst moment for a batch (`testing` feature).
+    #[cfg(feature = "testing")]
+    pub crash_after_batch: Option<u64>,
 }
 
 impl Default for CommitPolicy {
@@ -73,6 +77,8 @@ impl Default for CommitPolicy {
                 total: Duration::from_secs(30),
                 max_body: 4096,
             },
+            #[cfg(feature = "testing")]
+            crash_after_batch: None,
         }
     }
 }
@@ -260,6 +266,14 @@ impl Committer {
             leaves: committed.batch.leaves,
         };
         self.outbox.commit(&keys, &stored)?;
+        #[cfg(feature = "testing")]
+        if self.policy.crash_after_batch == Some(number) {
+            tracing::warn!(
+                number,
+                "TESTING: crashing after storing the batch, before submitting it"
+            );
+            std::process::abort();
+        }
         tracing::info!(
             number,
             records = keys.len(),

@@ -2,7 +2,8 @@
 //! 0 settling committed batches (`--settlement batches`). Alice, refused with 402 while she
 //! has no escrow, opens one for TA 0; her requests are served and committed in batches the
 //! executors' hosts co-sign; TA 0 is killed with SIGKILL while a served record waits for its
-//! batch and, restarted, commits it (nothing lost, nothing twice); a leaf the TA serves checks
+//! batch, and once restarted it stores that batch and crashes before submitting it (a testing
+//! flag); started again, it submits the stored batch (nothing lost, nothing twice); a leaf the TA serves checks
 //! against the root on chain and, demanded on chain, is answered by the TA itself (which earns
 //! the deposit); once the challenge window closes the hosts are paid exactly the
 //! tokens at the model's price and credited the work, the TA its commissions; closing the
@@ -98,6 +99,9 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
                 "2",
                 "--batch-interval-ms",
                 "600000",
+                // Once restarted it stores batch 1 and crashes before submitting it.
+                "--testing-crash-after-batch",
+                "1",
             ]
             .map(Into::into)
             .to_vec()];
@@ -157,12 +161,28 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
             0,
             "the record waits for its batch"
         );
-        tokio::task::block_in_place(|| {
-            net.net.kill_sidecar(0, "transfer-agent")?;
-            net.net.start_sidecar(0, "transfer-agent")
-        })
-        .unwrap_or_else(|e| panic!("{e:#}"));
-        eventually("the restarted TA commits the waiting record", || async {
+        tokio::task::block_in_place(|| net.net.kill_sidecar(0, "transfer-agent"))
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        // Restarted, it commits the waiting record as batch 1, stores the batch and dies
+        // before submitting it (often before the localnet has seen it start: that start
+        // fails); started again once it is gone, it submits that same batch.
+        let _ = tokio::task::block_in_place(|| net.net.start_sidecar(0, "transfer-agent"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let on_chain = loop {
+            // Read before each try: once a start succeeds, the crashed process had gone
+            // without submitting anything.
+            let on_chain = batch_number(&net).await;
+            if tokio::task::block_in_place(|| net.net.start_sidecar(0, "transfer-agent")).is_ok() {
+                break on_chain;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the TA never crashed after storing batch 1"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        };
+        assert_eq!(on_chain, 0, "the crash came before the submission");
+        eventually("the TA submits the stored batch", || async {
             (batch_number(&net).await == 1).then_some(())
         })
         .await;
