@@ -282,7 +282,7 @@ async fn join_chain(
         }
     };
     let store = Arc::new(PayloadStore::in_database(db)?);
-    let clock: server::Clock = Arc::new(gonka_client::unix_now);
+    let clock: super::Clock = Arc::new(gonka_client::unix_now);
     let retention =
         payload_retention(&chain, Duration::from_secs(args.payload_retention_secs)).await;
     tokio::spawn(payloads::run_pruner(

@@ -82,6 +82,9 @@ pub mod routing;
 pub mod server;
 pub mod settle;
 
+/// Wall-clock source in unix seconds (replaceable in tests).
+pub type Clock = std::sync::Arc<dyn Fn() -> u64 + Send + Sync>;
+
 pub use queue::{QueueFull, Ticket, WaitQueue};
 pub use ratelimit::{RateLimit, RateLimiter};
 pub use registry::Registry;

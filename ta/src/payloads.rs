@@ -40,7 +40,7 @@ use gonka_client::rpc::QueryError;
 use gonka_proto::disputes as dpb;
 use redb::{Database, ReadableTable, TableDefinition, WriteTransaction};
 
-use super::server::Clock;
+use super::Clock;
 use gonka_client::openai::ApiError;
 use gonka_client::Chain;
 

@@ -19,8 +19,8 @@ use gonka_client::settlement::Served;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::payloads::{OutputOpening, PayloadStore};
-use crate::server::Clock;
 use crate::settle::Outbox;
+use crate::Clock;
 
 /// Most requests one group commits.
 pub const MAX_GROUP: usize = 1_024;

@@ -57,6 +57,7 @@ use super::ratelimit::{Limited, RateLimit, RateLimiter};
 use super::recorder::{Entry, Recorder};
 use super::registry::{RegisteredNode, Registry};
 use super::settle::Outbox;
+use super::Clock;
 use super::{Backoff, Lease, NodeStatus, Outcome, Router, WaitQueue};
 use gonka_client::chat::{Identity, KnownTransferAgent, PricedModel};
 use gonka_client::http as upstream;
@@ -140,9 +141,6 @@ impl Default for TaConfig {
         }
     }
 }
-
-/// Wall-clock source in unix seconds (replaceable in tests).
-pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
 struct Sched {
     router: Router,
