@@ -1289,3 +1289,33 @@ fn a_sampled_leaf_left_unanswered_voids_the_batch_and_slashes_the_transfer_agent
         "every debit refunded"
     );
 }
+
+/// The work-integrity attack of acting without stake at risk, on committed batches: a batch
+/// paying a host that unbonded below `min_stake` is refused whole (inference 4, `NotStaked`),
+/// and one settled by a transfer agent that did (which drops it from the registry) too
+/// (settlement 15, `NotTransferAgent`); neither debits anything.
+#[test]
+fn a_batch_paying_an_unstaked_host_or_settled_by_an_unstaked_transfer_agent_is_refused() {
+    let min_stake = 1_000;
+    for (unstaked, refusal) in [("p1", ("inference", 4)), (TA, ("settlement", 15))] {
+        let mut world = world();
+        let bond = world.bonded(unstaked);
+        let tx = world.tx(
+            unstaked,
+            vec![unstake_msg(unstaked, bond - (min_stake - 1))],
+        );
+        assert_eq!(world.block(vec![tx]).result(0).code, 0);
+        let result = settle(&mut world, &honest(1).msg);
+        assert_eq!(
+            (result.codespace.as_str(), result.code),
+            refusal,
+            "{unstaked}: {}",
+            result.log
+        );
+        assert_eq!(
+            (escrow(&world, "alice"), escrow(&world, "bob")),
+            (ESCROW, ESCROW),
+            "nothing is debited"
+        );
+    }
+}
