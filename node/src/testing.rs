@@ -227,3 +227,33 @@ pub fn served_record(
         cost: u128::from(2 * tokens) * price,
     }
 }
+
+/// Starts an ML node on 127.0.0.1 (the built-in model) as node `node_id` of `host`, signing
+/// receipts with `node_key` and, when `cosigner` is given, co-signing its host's batches
+/// with it; its address.
+pub async fn start_receipting_node(
+    node_id: &str,
+    host: &str,
+    node_key: k256::ecdsa::SigningKey,
+    cosigner: Option<crate::cosign::Cosigner>,
+) -> SocketAddr {
+    let config = crate::MlNodeConfig {
+        listen: "127.0.0.1:0".parse().expect("a socket address"),
+        node_id: node_id.into(),
+        host: host.into(),
+        response_key: Some(node_key),
+        ..crate::MlNodeConfig::default()
+    };
+    if let Some(cosigner) = cosigner {
+        config
+            .cosigner
+            .set(cosigner)
+            .expect("a fresh config has no co-signer");
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binding a test ML node");
+    let addr = listener.local_addr().expect("a bound address");
+    tokio::spawn(crate::serve(listener, config, std::future::pending()));
+    addr
+}

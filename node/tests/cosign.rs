@@ -9,14 +9,13 @@ use gonka_client::keys::well_known_mnemonic;
 use gonka_client::settlement::{Batch, Served};
 use gonka_client::Key;
 use gonka_node::cosign::Cosigner;
-use gonka_node::testing::served_record;
-use gonka_node::{self as ml_node, MlNodeConfig};
+use gonka_node::testing::{served_record, start_receipting_node};
 use gonka_proto::settlement::{CosignRequest, CosignResponse, LeafProof};
 use gonka_proto::signing::batch_sign_bytes;
 use k256::ecdsa::SigningKey;
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 const CHAIN: &str = "cosign-test";
 const NODE: &str = "node-a";
@@ -36,28 +35,14 @@ fn host_bls() -> SecretKey {
 
 /// A node of host `host-a` that co-signs when `cosigning`.
 async fn start(cosigning: bool) -> SocketAddr {
-    let config = MlNodeConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        node_id: NODE.into(),
-        host: key("host-a").address().to_string(),
-        response_key: Some(node_key()),
-        ..MlNodeConfig::default()
-    };
-    if cosigning {
-        config
-            .cosigner
-            .set(Cosigner {
-                bls: host_bls(),
-                chain_id: CHAIN.into(),
-                price_per_token: PRICE,
-                max_record_age_secs: 1_000_000_000,
-            })
-            .unwrap();
-    }
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(ml_node::serve(listener, config, std::future::pending()));
-    addr
+    let cosigner = cosigning.then(|| Cosigner {
+        bls: host_bls(),
+        chain_id: CHAIN.into(),
+        price_per_token: PRICE,
+        max_record_age_secs: 1_000_000_000,
+    });
+    let host = key("host-a").address().to_string();
+    start_receipting_node(NODE, &host, node_key(), cosigner).await
 }
 
 /// A record of request `nonce`, executed by node `node` of `host` signing with `executor`.

@@ -27,7 +27,7 @@
 //! challenge windows after their block, then pruned.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -44,6 +44,7 @@ use gonka_proto::settlement as pb;
 use crate::commit::{commit, HostEndpoint};
 use crate::demands::{Backlog, ROUND};
 use crate::escrow::{self, EscrowBook};
+use crate::lock;
 use crate::settle::{Outbox, Pending, StoredBatch};
 use crate::TransferAgent;
 
@@ -122,10 +123,6 @@ impl Committer {
             bls_keys: Mutex::new(BTreeMap::new()),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What became of a submitted batch.
@@ -244,11 +241,9 @@ impl Committer {
         else {
             anyhow::bail!("no host co-signed batch {number}; its records wait");
         };
-        // A key that did not verify may have been rotated: read it again next time.
-        for (host, reason) in &committed.left_out {
-            if reason.contains("registered BLS key") {
-                lock(&self.bls_keys).remove(host);
-            }
+        // A left-out host's key is read again next time (it may have been rotated).
+        for host in committed.left_out.keys() {
+            lock(&self.bls_keys).remove(host);
         }
         let in_batch: BTreeSet<&str> = committed
             .batch
@@ -347,7 +342,7 @@ impl Committer {
         match self.submit(&stored).await? {
             Fate::Included(height) => {
                 self.escrows.included(height, &stored.debits());
-                self.outbox.included(number, height)?;
+                self.outbox.included(&stored, height)?;
                 tracing::info!(
                     number,
                     height,
@@ -358,7 +353,7 @@ impl Committer {
             }
             Fate::Refused { reason, set_aside } => {
                 tracing::warn!(number, %reason, set_aside = set_aside.len(), "the chain refused the batch; its records go back to pending");
-                self.outbox.uncommit(number, &set_aside)?;
+                self.outbox.uncommit(&stored, &set_aside)?;
                 anyhow::bail!("batch {number} refused: {reason}")
             }
             Fate::Later(why) => anyhow::bail!("batch {number} not settled yet: {why}"),

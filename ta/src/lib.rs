@@ -85,6 +85,11 @@ pub mod settle;
 /// Wall-clock source in unix seconds (replaceable in tests).
 pub type Clock = std::sync::Arc<dyn Fn() -> u64 + Send + Sync>;
 
+/// Locks `m`, going on with the data of a thread that panicked while holding it.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 pub use queue::{QueueFull, Ticket, WaitQueue};
 pub use ratelimit::{RateLimit, RateLimiter};
 pub use registry::Registry;

@@ -34,7 +34,7 @@
 //! whose request is retried on another node, as long as nothing was sent to the client yet
 //! (a stream is committed to once its first bytes arrived).
 
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
@@ -57,7 +57,7 @@ use super::ratelimit::{Limited, RateLimit, RateLimiter};
 use super::recorder::{Entry, Recorder};
 use super::registry::{RegisteredNode, Registry};
 use super::settle::Outbox;
-use super::Clock;
+use super::{lock, Clock};
 use super::{Backoff, Lease, NodeStatus, Outcome, Router, WaitQueue};
 use gonka_client::chat::{Identity, KnownTransferAgent, PricedModel};
 use gonka_client::http as upstream;
@@ -182,10 +182,6 @@ impl std::fmt::Debug for TransferAgent {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl TransferAgent {
@@ -326,8 +322,7 @@ impl TransferAgent {
         lock(&self.sched).router.nodes().cloned().collect()
     }
 
-    /// The node as registered (address, key, host).
-    /// The registered node `node_id`, if the registry lists it.
+    /// The registered node `node_id` (address, key, host), if the registry lists it.
     pub fn registered_node(&self, node_id: &str) -> Option<RegisteredNode> {
         self.registry().nodes.get(node_id).cloned()
     }

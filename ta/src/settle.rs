@@ -226,18 +226,25 @@ impl Outbox {
         served: &[&Served],
         first: impl FnOnce(&WriteTransaction) -> Result<()>,
     ) -> Result<()> {
-        let mut state = self.state();
+        // The keys are taken first and the counts updated after the commit, so the lock that
+        // every request's payment check takes is never held across an fsync.
+        let first_key = {
+            let mut state = self.state();
+            let key = state.next_key;
+            state.next_key += served.len() as u64;
+            key
+        };
         let tx = self.db.begin_write()?;
         first(&tx)?;
         {
             let mut pending = tx.open_table(PENDING)?;
-            for (key, s) in (state.next_key..).zip(served) {
+            for (key, s) in (first_key..).zip(served) {
                 pending.insert(key, encode(s).as_slice())?;
             }
         }
         tx.commit().context("writing work records to the outbox")?;
+        let mut state = self.state();
         for s in served {
-            state.next_key += 1;
             state.pending += 1;
             state.owe(&s.record.requester, charge(s));
         }
@@ -305,12 +312,10 @@ impl Outbox {
         Ok(())
     }
 
-    /// Batch `number` was included at `height`: its records are no longer owed.
-    pub fn included(&self, number: u64, height: u64) -> Result<()> {
+    /// The stored `batch` was included at `height`: its records are no longer owed.
+    pub fn included(&self, batch: &StoredBatch, height: u64) -> Result<()> {
         let mut state = self.state();
-        let Some(batch) = self.batch(number)? else {
-            return Ok(());
-        };
+        let number = batch.number();
         if self.included_height(number)?.is_some() {
             return Ok(());
         }
@@ -329,15 +334,20 @@ impl Outbox {
         Ok(read.open_table(INCLUDED)?.get(number)?.map(|h| h.value()))
     }
 
-    /// Batch `number`, which the chain refused, goes away: its records go back to pending,
-    /// except those in `set_aside` (inference id → reason), which are kept aside as refused.
-    pub fn uncommit(&self, number: u64, set_aside: &BTreeMap<String, String>) -> Result<()> {
+    /// The stored `batch`, which the chain refused, goes away: its records go back to
+    /// pending, except those in `set_aside` (inference id → reason), which are kept aside as
+    /// refused. Nothing happens if the batch is no longer stored.
+    pub fn uncommit(
+        &self,
+        batch: &StoredBatch,
+        set_aside: &BTreeMap<String, String>,
+    ) -> Result<()> {
         let mut state = self.state();
-        let Some(batch) = self.batch(number)? else {
-            return Ok(());
-        };
         let mut back = Vec::new();
         let tx = self.db.begin_write()?;
+        if tx.open_table(BATCHES)?.remove(batch.number())?.is_none() {
+            return Ok(());
+        }
         {
             let mut pending = tx.open_table(PENDING)?;
             let mut refused = tx.open_table(REJECTED)?;
@@ -355,7 +365,6 @@ impl Outbox {
                 }
                 back.push(served);
             }
-            tx.open_table(BATCHES)?.remove(number)?;
         }
         tx.commit()
             .context("putting a refused batch's records back")?;
@@ -743,6 +752,22 @@ mod tests {
         std::fs::remove_file(&dir).unwrap();
     }
 
+    #[test]
+    fn a_record_whose_write_fails_is_neither_pending_nor_owed() {
+        let path = temp_outbox("failed-write");
+        let outbox = Outbox::open(&path).unwrap();
+        let failed = outbox.put_many_with(&[&served("a", "alice", 9)], |_| {
+            anyhow::bail!("the disk is full")
+        });
+        assert!(failed.is_err());
+        assert_eq!((outbox.len(), outbox.owed_by("alice")), (0, 0));
+        drop(outbox);
+        let outbox = Outbox::open(&path).unwrap();
+        assert!(outbox.oldest(10).unwrap().is_empty(), "nothing was written");
+        drop(outbox);
+        std::fs::remove_file(&path).unwrap();
+    }
+
     /// A stored batch of `pending` with one requester line per requester.
     fn stored(number: u64, pending: &[Pending]) -> StoredBatch {
         let mut lines: BTreeMap<String, u128> = BTreeMap::new();
@@ -779,7 +804,8 @@ mod tests {
         }
         let first = outbox.oldest(2).unwrap();
         let keys: Vec<u64> = first.iter().map(|p| p.key).collect();
-        outbox.commit(&keys, &stored(1, &first)).unwrap();
+        let batch1 = stored(1, &first);
+        outbox.commit(&keys, &batch1).unwrap();
         assert_eq!((outbox.len(), outbox.owed_by("alice")), (1, 20));
         assert_eq!(outbox.unincluded().unwrap().unwrap().number(), 1);
         // A crash now: the batch and what it owes survive.
@@ -790,8 +816,8 @@ mod tests {
             (1, 20, 10)
         );
         assert_eq!(outbox.last_batch_number().unwrap(), 1);
-        outbox.included(1, 40).unwrap();
-        outbox.included(1, 41).unwrap();
+        outbox.included(&batch1, 40).unwrap();
+        outbox.included(&batch1, 41).unwrap();
         assert_eq!(
             (outbox.owed_by("alice"), outbox.owed_by("bob")),
             (10, 0),
@@ -804,10 +830,11 @@ mod tests {
         outbox.put(&served("d", "bob", 9)).unwrap();
         let second = outbox.oldest(10).unwrap();
         let keys: Vec<u64> = second.iter().map(|p| p.key).collect();
-        outbox.commit(&keys, &stored(2, &second)).unwrap();
+        let batch2 = stored(2, &second);
+        outbox.commit(&keys, &batch2).unwrap();
         assert_eq!(outbox.len(), 0);
         let aside = BTreeMap::from([("d".to_string(), "escrow short".to_string())]);
-        outbox.uncommit(2, &aside).unwrap();
+        outbox.uncommit(&batch2, &aside).unwrap();
         assert_eq!(
             (outbox.len(), outbox.owed_by("alice"), outbox.owed_by("bob")),
             (1, 10, 0)

@@ -12,8 +12,7 @@ use gonka_client::keys::well_known_mnemonic;
 use gonka_client::settlement::Served;
 use gonka_client::Key;
 use gonka_node::cosign::Cosigner;
-use gonka_node::testing::served_record;
-use gonka_node::{self as ml_node, MlNodeConfig};
+use gonka_node::testing::{served_record, start_receipting_node};
 use gonka_proto::signing::batch_sign_bytes;
 use gonka_ta::commit::{commit, HostEndpoint};
 use k256::ecdsa::SigningKey;
@@ -50,27 +49,14 @@ impl Host {
 
     /// Starts its ML node (co-signing when `cosigning`); its URL.
     async fn start(&self, cosigning: bool) -> String {
-        let config = MlNodeConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            node_id: self.node.clone(),
-            host: self.address.clone(),
-            response_key: Some(self.node_key()),
-            ..MlNodeConfig::default()
-        };
-        if cosigning {
-            config
-                .cosigner
-                .set(Cosigner {
-                    bls: self.bls.clone(),
-                    chain_id: CHAIN.into(),
-                    price_per_token: PRICE,
-                    max_record_age_secs: 1_000_000_000,
-                })
-                .unwrap();
-        }
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(ml_node::serve(listener, config, std::future::pending()));
+        let cosigner = cosigning.then(|| Cosigner {
+            bls: self.bls.clone(),
+            chain_id: CHAIN.into(),
+            price_per_token: PRICE,
+            max_record_age_secs: 1_000_000_000,
+        });
+        let addr =
+            start_receipting_node(&self.node, &self.address, self.node_key(), cosigner).await;
         format!("http://{addr}")
     }
 
