@@ -8,14 +8,11 @@ mod support;
 use std::collections::BTreeMap;
 
 use common::{key, min_gas_price, tx_fee};
-use gonka_client::bls::msg_register_bls_key;
 use gonka_client::disputes::{
     msg_open_dispute, msg_report_payload_unavailable, msg_submit_validation, msg_vote_dispute,
     msg_vote_payload_unavailable,
 };
-use gonka_client::settlement::{
-    cosign, msg_open_escrow, msg_provide_leaf, msg_settle_batch, Batch as SettlementBatch, Served,
-};
+use gonka_client::settlement::msg_open_escrow;
 use gonka_client::tx::{
     msg_register_node, msg_remove_node, msg_submit_work_batch, msg_update_node, node_key_proof,
 };
@@ -159,14 +156,14 @@ fn world() -> World {
             "p0",
             vec![
                 msg_register_node(&addr("p0"), &node_spec("p0", "n0", &[MODEL], 24_000, 10)),
-                msg_register_bls_key(&addr("p0"), CHAIN_ID, &bls_key("p0")),
+                register_bls("p0"),
             ],
         ),
         w.tx(
             "p1",
             vec![
                 msg_register_node(&addr("p1"), &node_spec("p1", "n1", &[MODEL], 24_000, 11)),
-                msg_register_bls_key(&addr("p1"), CHAIN_ID, &bls_key("p1")),
+                register_bls("p1"),
             ],
         ),
         w.tx(
@@ -705,7 +702,7 @@ fn inflated_token_counts_in_a_committed_batch_lose_the_validation_and_earn_no_wo
     input.prompt_tokens = 120;
     let padded = signed_record("alice", 10, &input);
     let (alice, p0) = (w.balance_of("alice"), w.balance_of("p0"));
-    commit_and_provide(&mut w, std::slice::from_ref(&padded));
+    commit_batch(&mut w, TA, std::slice::from_ref(&padded), host_of);
     let charged = cost((120, 50)) as u128;
     let escrow = || {
         w.query::<q::settlement::Escrow>(gonka_proto::settlement::QueryEscrowRequest {
@@ -734,7 +731,7 @@ fn inflated_token_counts_in_a_committed_batch_lose_the_validation_and_earn_no_wo
         BOND - BOND / 5,
         "the executor is slashed 20%"
     );
-    until_batches_final(&mut w);
+    until_batches_final(&mut w, TA);
     assert_eq!(
         w.balance_of("p0"),
         p0,
@@ -841,78 +838,12 @@ fn missed(w: &World, address: &str) -> u64 {
     .missed
 }
 
-fn bls_key(label: &str) -> gonka_bls_crypto::SecretKey {
-    gonka_client::bls::account_bls_key(key(label))
-}
-
-/// Commits alice's `records` (executed on n0 or n1) in `TA`'s next batch, co-signed by their
-/// hosts, then — the chain sampling every leaf here — provides each sampled leaf, which
-/// becomes a stored record for x/disputes to validate. Returns the batch.
-fn commit_and_provide(w: &mut World, records: &[WorkRecord]) -> SettlementBatch {
-    let served: Vec<Served> = records
-        .iter()
-        .map(|r| Served {
-            record: r.clone(),
-            host: addr(if r.executor_node == "n0" { "p0" } else { "p1" }),
-            cost: u128::from(r.prompt_tokens + r.completion_tokens) * PRICE,
-        })
-        .collect();
-    let number = w
-        .query::<q::settlement::BatchNumber>(gonka_proto::settlement::QueryBatchNumberRequest {
-            transfer_agent: addr(TA),
-        })
-        .number
-        + 1;
-    let batch = SettlementBatch::build(&addr(TA), number, served).unwrap();
-    let signatures: Vec<_> = batch
-        .msg
-        .hosts
-        .iter()
-        .map(|line| {
-            cosign(
-                &bls_key(if line.host == addr("p0") { "p0" } else { "p1" }),
-                CHAIN_ID,
-                &batch.msg,
-            )
-        })
-        .collect();
-    let tx = w.tx(TA, vec![msg_settle_batch(&batch.signed(&signatures))]);
-    let block = w.block(vec![tx]);
-    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
-    // The next block samples the leaves and demands them; the TA provides them.
-    w.block(vec![]);
-    let provide = (0..batch.leaves.len() as u64)
-        .map(|i| msg_provide_leaf(&addr(TA), number, batch.leaf_proof(i).unwrap()))
-        .collect();
-    let tx = w.tx(TA, provide);
-    let block = w.block(vec![tx]);
-    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
-    batch
-}
-
-/// Runs blocks until every batch of `TA` is final (work is credited when a batch is).
-fn until_batches_final(w: &mut World) {
-    let last = w
-        .query::<q::settlement::BatchNumber>(gonka_proto::settlement::QueryBatchNumberRequest {
-            transfer_agent: addr(TA),
-        })
-        .number;
-    // Only `TA` settles batches here, so its numbers are the chain's ids.
-    for id in 1..=last {
-        loop {
-            let batch = w
-                .query::<q::settlement::Batch>(gonka_proto::settlement::QueryBatchRequest { id })
-                .batch
-                .unwrap();
-            if batch.status != gonka_proto::settlement::BatchStatus::Pending as i32 {
-                assert_eq!(
-                    batch.status,
-                    gonka_proto::settlement::BatchStatus::Final as i32
-                );
-                break;
-            }
-            w.block(vec![]);
-        }
+/// The host label of a record executed on n0 or n1.
+fn host_of(record: &WorkRecord) -> &'static str {
+    if record.executor_node == "n0" {
+        "p0"
+    } else {
+        "p1"
     }
 }
 
@@ -920,7 +851,7 @@ fn until_batches_final(w: &mut World) {
 /// sample the stored record for validation; returns its id and its assigned validator.
 fn settle_and_sample(w: &mut World, record: &WorkRecord) -> (String, String) {
     let id = record.inference_id.clone();
-    commit_and_provide(w, std::slice::from_ref(record));
+    commit_batch(w, TA, std::slice::from_ref(record), host_of);
     w.block(vec![]);
     let validator = w
         .query::<q::disputes::Validation>(dpb::QueryValidationRequest {
@@ -1012,7 +943,7 @@ fn a_false_unavailability_report_only_costs_the_reporter() {
     assert_eq!(outcome, "executor_upheld");
     assert_eq!(w.bonded(TA), BOND, "the TA that served is not slashed");
     assert_eq!(w.bonded("p0"), BOND);
-    until_batches_final(&mut w);
+    until_batches_final(&mut w, TA);
     assert_eq!(work_of(&w, "p0"), 150, "the verified work keeps its credit");
     assert_eq!(
         missed(&w, &validator),
@@ -1188,7 +1119,7 @@ fn a_lazy_validator_cannot_match_without_re_executing() {
         "and earns no validation reward"
     );
     assert_eq!(w.bonded("p0"), BOND, "the honest executor keeps its stake");
-    until_batches_final(&mut w);
+    until_batches_final(&mut w, TA);
     assert_eq!(work_of(&w, "p0"), 150, "and its work credit");
 }
 

@@ -9,7 +9,6 @@
 mod common;
 mod support;
 
-use gonka_client::bls::{account_bls_key, msg_register_bls_key};
 use gonka_client::settlement::{
     cosign, msg_challenge_batch, msg_close_escrow, msg_demand_leaf, msg_open_escrow,
     msg_provide_leaf, msg_settle_batch, msg_top_up_escrow, Batch, Served,
@@ -23,8 +22,6 @@ use gonka_proto::settlement::{
 };
 use support::*;
 use tendermint_proto::v0_38::abci::ExecTxResult;
-
-use crate::common::key;
 
 const MODEL: &str = "bench/model";
 const PRICE: u128 = 2;
@@ -89,7 +86,7 @@ fn world_with(keep: u64, sample_ppm: u64) -> World {
                     &addr(host),
                     &node_spec(host, node, &[MODEL], 0, seed),
                 ),
-                msg_register_bls_key(&addr(host), CHAIN_ID, &bls_key(host)),
+                register_bls(host),
             ],
         ));
     }
@@ -105,10 +102,6 @@ fn world_with(keep: u64, sample_ppm: u64) -> World {
         block.response.tx_results
     );
     world
-}
-
-fn bls_key(label: &str) -> gonka_bls_crypto::SecretKey {
-    account_bls_key(key(label))
 }
 
 /// Request `nonce` of `requester` executed on `on` with `tokens`.

@@ -1264,3 +1264,112 @@ pub fn assert_refused(result: &ExecTxResult, index: usize, id: &str, code: u32, 
         event["reason"]
     );
 }
+
+/// `label`'s BLS key, derived from its account key as the sidecars derive theirs.
+pub fn bls_key(label: &str) -> gonka_bls_crypto::SecretKey {
+    gonka_client::bls::account_bls_key(key(label))
+}
+
+/// `label` registers its BLS key (needed to co-sign committed batches as a host).
+pub fn register_bls(label: &str) -> Any {
+    gonka_client::bls::msg_register_bls_key(&addr(label), CHAIN_ID, &bls_key(label))
+}
+
+/// Settles `records` as transfer agent `ta`'s next committed batch, each co-signed by its
+/// host (`host_of` gives the label of a record's host, whose BLS key is registered) and paid
+/// at the model's price, then provides every leaf the chain demands of `ta` in the next block
+/// (each becomes a stored record for x/disputes to sample). Asserts both txs pass; returns
+/// the batch and its id.
+pub fn commit_batch(
+    w: &mut World,
+    ta: &str,
+    records: &[WorkRecord],
+    host_of: impl Fn(&WorkRecord) -> &'static str,
+) -> (gonka_client::settlement::Batch, u64) {
+    use gonka_client::settlement::{cosign, msg_provide_leaf, msg_settle_batch, Batch, Served};
+    use gonka_proto::settlement as spb;
+    let prices: BTreeMap<String, u128> = w
+        .query_all::<q::inference::Models>(Default::default())
+        .into_iter()
+        .map(|m| (m.id, m.price_per_token.parse().unwrap()))
+        .collect();
+    let served: Vec<Served> = records
+        .iter()
+        .map(|r| Served {
+            record: r.clone(),
+            host: addr(host_of(r)),
+            cost: u128::from(r.prompt_tokens + r.completion_tokens) * prices[&r.model],
+        })
+        .collect();
+    let number = w
+        .query::<q::settlement::BatchNumber>(spb::QueryBatchNumberRequest {
+            transfer_agent: addr(ta),
+        })
+        .number
+        + 1;
+    let batch = Batch::build(&addr(ta), number, served).unwrap();
+    let signatures: Vec<_> = batch
+        .msg
+        .hosts
+        .iter()
+        .map(|line| {
+            let label = records
+                .iter()
+                .map(&host_of)
+                .find(|l| addr(l) == line.host)
+                .unwrap();
+            cosign(&bls_key(label), CHAIN_ID, &batch.msg)
+        })
+        .collect();
+    let tx = w.tx(ta, vec![msg_settle_batch(&batch.signed(&signatures))]);
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    let id: u64 = block.tx_events(0, "batch_settled")[0]["batch_id"]
+        .parse()
+        .unwrap();
+    // The next block samples leaves and demands them; the transfer agent provides them.
+    w.block(vec![]);
+    let provide: Vec<Any> = w
+        .query::<q::settlement::Demands>(spb::QueryDemandsRequest {
+            transfer_agent: addr(ta),
+            ..Default::default()
+        })
+        .demands
+        .into_iter()
+        .filter(|d| d.batch_id == id)
+        .map(|d| msg_provide_leaf(&addr(ta), id, batch.leaf_proof(d.index).unwrap()))
+        .collect();
+    if !provide.is_empty() {
+        let tx = w.tx(ta, provide);
+        let block = w.block(vec![tx]);
+        assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    }
+    (batch, id)
+}
+
+/// Runs blocks until every committed batch of transfer agent `ta` is final (a batch credits
+/// work and pays when it is).
+pub fn until_batches_final(w: &mut World, ta: &str) {
+    use gonka_proto::settlement as spb;
+    let batch = |w: &World, id: u64| {
+        let response = w.query_raw::<q::settlement::Batch>(spb::QueryBatchRequest { id });
+        (response.code == 0).then(|| {
+            spb::QueryBatchResponse::decode(response.value.as_ref())
+                .unwrap()
+                .batch
+                .unwrap()
+        })
+    };
+    // Batch ids count from 1 across all transfer agents.
+    for id in 1.. {
+        let Some(found) = batch(w, id) else { break };
+        if found.settled.as_ref().unwrap().transfer_agent != addr(ta) {
+            continue;
+        }
+        while batch(w, id).unwrap().status == spb::BatchStatus::Pending as i32 {
+            w.block(vec![]);
+        }
+        let status = batch(w, id).unwrap().status;
+        assert_eq!(status, spb::BatchStatus::Final as i32, "batch {id}");
+    }
+}
