@@ -25,6 +25,8 @@ use tendermint_proto::v0_38::abci::ExecTxResult;
 
 const MODEL: &str = "bench/model";
 const PRICE: u128 = 2;
+/// x/inference's `max_tokens_per_record` here.
+const MAX_TOKENS: u64 = 10_000;
 const TA: &str = "p2";
 const WINDOW: u64 = 10;
 /// Blocks to answer a leaf demand.
@@ -62,6 +64,7 @@ fn world_with(keep: u64, sample_ppm: u64) -> World {
     setup.epoch_length = 100_000;
     let mut world = World::with_genesis(setup, |state| {
         state["inference"] = serde_json::json!({
+            "params": {"max_records_per_batch": 100, "max_tokens_per_record": MAX_TOKENS, "payload_retention_blocks": 1000},
             "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
         });
         let params = &mut state["settlement"]["params"];
@@ -600,6 +603,31 @@ fn a_price_above_what_the_requester_signed_voids_its_batch_and_slashes_its_host(
         cost: 7 * PRICE,
     };
     assert_an_extra_leaf_voids_the_batch(world_with_carol(), pricey, Some("p0"));
+}
+
+/// The work-integrity attacks of a record paid off the chain's price (work credited for
+/// less than it costs), claiming more tokens than `max_tokens_per_record`, or naming a model
+/// the chain does not price, on a committed batch: each leaf is signed by its requester and
+/// carries its executor's receipt, and each voids its batch and slashes that executor's host
+/// with the transfer agent.
+#[test]
+fn a_leaf_off_the_chain_price_or_beyond_max_tokens_voids_its_batch_and_slashes_its_host() {
+    let leaf = |nonce: &str, model: &str, tokens: (u64, u64), cost: u128| Served {
+        record: work_record("alice", TA, nonce, model, N0, tokens, COMMISSION),
+        host: addr("p0"),
+        cost,
+    };
+    let cheap = leaf("cheap", MODEL, (300, 400), 1);
+    let long = leaf(
+        "long",
+        MODEL,
+        (MAX_TOKENS, 1),
+        (MAX_TOKENS as u128 + 1) * PRICE,
+    );
+    let unpriced = leaf("unpriced", "other/model", (3, 4), 7 * PRICE);
+    for extra in [cheap, long, unpriced] {
+        assert_an_extra_leaf_voids_the_batch(world_with_carol(), extra, Some("p0"));
+    }
 }
 
 /// The work-integrity attack of a transfer agent settling a request the requester signed

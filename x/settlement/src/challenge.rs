@@ -181,12 +181,52 @@ pub fn invalid_leaf(
     gas.consume_signature_verify("challenged requester signature")?;
     let agent = &settled(batch).transfer_agent;
     let age = state.settlement_params()?.max_record_age_secs;
-    let Some(reason) = leaf_fault(chain_id, agent, batch.time, age, proven.leaf) else {
-        return Ok(None);
+    let reason = match leaf_fault(chain_id, agent, batch.time, age, proven.leaf) {
+        Some(reason) => reason,
+        None => match priced_fault(state, proven.leaf)? {
+            Some(reason) => reason,
+            None => return Ok(None),
+        },
     };
     Ok(Some(Fault {
         reason: format!("leaf {}: {reason}", proven.index),
         host: signing_host(gas, state, proven.leaf)?,
+    }))
+}
+
+/// The rules of a leaf against the chain's model prices and `max_tokens_per_record`: its
+/// model is priced, it claims at most `max_tokens_per_record` tokens, and its cost is its
+/// tokens at the model's price, so the work a leaf credits is bounded and always paid for at
+/// the chain's rate (a transfer agent and a host cannot credit a million tokens for one
+/// ngnk). Both are set at genesis and never change, so a leaf judged now is judged as at its
+/// batch's settlement; a host checks the same of its own leaves before it co-signs.
+fn priced_fault(state: &dyn StateRead, leaf: &BatchLeaf) -> Result<Option<String>> {
+    // leaf_fault found a record with token counts that add up and a canonical cost.
+    let (Some(record), Some(cost)) = (leaf.record.as_ref(), parse_decimal(&leaf.cost)) else {
+        return Ok(None);
+    };
+    let tokens = record
+        .prompt_tokens
+        .saturating_add(record.completion_tokens);
+    let most = state.inference_params()?.max_tokens_per_record;
+    if tokens > most {
+        return Ok(Some(format!(
+            "{tokens} tokens, above max_tokens_per_record {most}"
+        )));
+    }
+    let Some(model) = state.model(&record.model)? else {
+        return Ok(Some(format!(
+            "model {:?} is not priced on chain",
+            record.model
+        )));
+    };
+    let price = parse_decimal(&model.price_per_token).unwrap_or(u128::MAX);
+    let due = u128::from(tokens).checked_mul(price);
+    Ok((due != Some(cost)).then(|| {
+        format!(
+            "cost {cost}ngnk is not its {tokens} tokens at model {}'s price of {price}ngnk",
+            record.model
+        )
     }))
 }
 
