@@ -1,6 +1,11 @@
 //! The red-team suite: one test per known attack on work integrity, each running the attack
 //! and asserting that it fails: the attacker gains nothing, the honest side loses nothing,
 //! and the chain names the refusal with its code. Each test names the hole it closes.
+//!
+//! The attacks on what a settled record claims (tokens or price above what the requester
+//! signed, a record signed for another transfer agent, a replayed record, a forged
+//! signature or receipt, a record off the chain's price) run against committed batches in
+//! `settlement.rs`, where each voids its batch through a challenge.
 
 mod common;
 mod support;
@@ -12,10 +17,8 @@ use gonka_client::disputes::{
     msg_open_dispute, msg_report_payload_unavailable, msg_submit_validation, msg_vote_dispute,
     msg_vote_payload_unavailable,
 };
-use gonka_client::settlement::msg_open_escrow;
-use gonka_client::tx::{
-    msg_register_node, msg_remove_node, msg_submit_work_batch, msg_update_node, node_key_proof,
-};
+use gonka_client::settlement::{msg_open_escrow, msg_settle_batch};
+use gonka_client::tx::{msg_register_node, msg_update_node, node_key_proof};
 use gonka_client::{msg_send, sign, GasFee, SignerData};
 use gonka_inference::InferenceWrite;
 use gonka_proto::disputes as dpb;
@@ -24,6 +27,7 @@ use gonka_proto::inference::{
 };
 use gonka_proto::query::page::{PageRequest, MAX_BYTES, MAX_LIMIT};
 use gonka_proto::query::{self as q, cosmos::Simulate, Query};
+use gonka_proto::settlement::{HostTotal, MsgSettleBatch, RequesterTotal};
 use gonka_sdk::{Any, BlockContext, Delta, MemoryState, Module};
 use prost::Message;
 use serde_json::json;
@@ -227,10 +231,6 @@ fn cost(tokens: (u64, u64)) -> i128 {
     (u128::from(tokens.0 + tokens.1) * PRICE) as i128
 }
 
-fn batch(ta: &str, records: Vec<WorkRecord>) -> Any {
-    msg_submit_work_batch(&addr(ta), records)
-}
-
 fn stored(w: &World, id: &str) -> Option<pb::StoredRecord> {
     let response = w.chain.query(
         q::inference::Record::PATH,
@@ -265,189 +265,6 @@ fn assert_failed(result: &ExecTxResult, codespace: &str, code: u32, fragment: &s
         "{:?} lacks {fragment:?}",
         result.log
     );
-}
-
-/// Attack: the TA and the executor claim more completion tokens than the requester signed
-/// for, so the requester pays for tokens it never agreed to buy. Refused with
-/// `TokensAboveSigned`: nothing is charged, paid or credited for it.
-#[test]
-fn inflated_tokens_beyond_the_signed_max_are_refused() {
-    let mut w = world();
-    let good = honest("good", N0, (10, 10), 2);
-    // alice signs for at most 50 completion tokens; n0 signs a receipt for 80.
-    let mut input = request(TA, "inflated", MODEL, N0, (100, 50), 3);
-    input.completion_tokens = 80;
-    let inflated = signed_record("alice", 10, &input);
-    let before = balances(&w);
-    let tx = w.tx(TA, vec![batch(TA, vec![inflated.clone(), good.clone()])]);
-    let block = w.block(vec![tx]);
-    assert_refused(
-        block.result(0),
-        0,
-        &inflated.inference_id,
-        25,
-        "claims 80 completion tokens but the requester signed for at most 50",
-    );
-    assert!(stored(&w, &inflated.inference_id).is_none());
-    assert!(stored(&w, &good.inference_id).is_some());
-    // Only the good record moved money and work.
-    let c = cost((10, 10));
-    assert_eq!(
-        balances(&w),
-        moved(&before, &[("alice", -c - 2), ("p0", c), (TA, 2 - fee())])
-    );
-    assert_eq!(work_of(&w, "p0"), 20);
-}
-
-/// Attack: the chain's price of a model is above what the requester agreed to pay per
-/// token (the price rose, or the TA routed to a dearer model). Refused with
-/// `PriceAboveSigned`.
-#[test]
-fn a_model_priced_above_the_signed_max_is_refused() {
-    let mut w = world();
-    let mut input = request(TA, "cheap", MODEL, N0, (100, 50), 3);
-    input.terms.max_price_per_token = PRICE - 1;
-    let dear = signed_record("alice", 10, &input);
-    let good = honest("good", N0, (1, 1), 0);
-    let before = balances(&w);
-    let tx = w.tx(TA, vec![batch(TA, vec![good.clone(), dear.clone()])]);
-    let block = w.block(vec![tx]);
-    assert_refused(
-        block.result(0),
-        1,
-        &dear.inference_id,
-        24,
-        "costs 10ngnk per token but the requester signed for at most 9ngnk",
-    );
-    assert!(stored(&w, &dear.inference_id).is_none());
-    let c = cost((1, 1));
-    assert_eq!(
-        balances(&w),
-        moved(&before, &[("alice", -c), ("p0", c), (TA, -fee())])
-    );
-    assert_eq!(work_of(&w, "p0"), 2);
-}
-
-/// Attack: TA B copies a record out of TA A's batch (from the mempool or a block) and
-/// submits it first, to collect the commission the requester promised A, or rewrites the
-/// record's transfer agent to itself. Refused with `WrongTransferAgent` (and the rewrite
-/// with `RequestHashMismatch`); B earns nothing and A's own submission still succeeds.
-#[test]
-fn a_ta_cannot_submit_records_signed_for_another_ta() {
-    let mut w = world();
-    let record = honest("for-a", N0, (10, 10), 50);
-    let mut rewritten = honest("for-a-2", N0, (10, 10), 50);
-    rewritten.transfer_agent = addr(OTHER_TA);
-    let before = balances(&w);
-    let tx = w.tx(
-        OTHER_TA,
-        vec![batch(OTHER_TA, vec![record.clone(), rewritten.clone()])],
-    );
-    let block = w.block(vec![tx]);
-    assert_refused(
-        block.result(0),
-        0,
-        &record.inference_id,
-        23,
-        "was signed for transfer agent",
-    );
-    assert_refused(
-        block.result(0),
-        1,
-        &rewritten.inference_id,
-        22,
-        "the requester signed different terms",
-    );
-    assert!(stored(&w, &record.inference_id).is_none());
-    assert_eq!(
-        balances(&w),
-        moved(&before, &[(OTHER_TA, -fee())]),
-        "B pays its fee and earns nothing; alice pays nothing"
-    );
-    assert_eq!(work_of(&w, "p0"), 0);
-
-    // A submits its record afterwards: stored, A earns the commission.
-    let tx = w.tx(TA, vec![batch(TA, vec![record.clone()])]);
-    let block = w.block(vec![tx]);
-    assert_eq!(
-        record_outcomes(block.result(0)),
-        vec![(record.inference_id.clone(), "stored".into(), String::new())]
-    );
-    let c = cost((10, 10));
-    assert_eq!(
-        balances(&w),
-        moved(
-            &before,
-            &[
-                ("alice", -c - 50),
-                ("p0", c),
-                (TA, 50 - fee()),
-                (OTHER_TA, -fee())
-            ]
-        )
-    );
-    assert_eq!(
-        stored(&w, &record.inference_id).unwrap().transfer_agent,
-        addr(TA)
-    );
-}
-
-/// Attack: poison a batch with one bad record (a replay of a stored one, or a record of a
-/// node that was removed) so that the honest records sharing the batch are never settled.
-/// Each bad record is refused alone with its code; the good ones are stored and paid.
-#[test]
-fn one_bad_record_does_not_fail_its_batch() {
-    let mut w = world();
-    let replayed = honest("replayed", N0, (1, 1), 0);
-    let on_n1 = honest("on-n1", N1, (3, 3), 0);
-    let txs = vec![
-        w.tx(TA, vec![batch(TA, vec![replayed.clone()])]),
-        w.tx("p1", vec![msg_remove_node(&addr("p1"), "n1")]),
-    ];
-    let block = w.block(txs);
-    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
-    assert_eq!(block.result(1).code, 0, "{}", block.result(1).log);
-
-    let good1 = honest("good-1", N0, (10, 5), 1);
-    let good2 = honest("good-2", N0, (20, 5), 2);
-    let before = balances(&w);
-    let work_before = work_of(&w, "p0");
-    let tx = w.tx(
-        TA,
-        vec![batch(
-            TA,
-            vec![
-                good1.clone(),
-                replayed.clone(),
-                on_n1.clone(),
-                good2.clone(),
-            ],
-        )],
-    );
-    let block = w.block(vec![tx]);
-    let result = block.result(0);
-    assert_refused(result, 1, &replayed.inference_id, 18, "already recorded");
-    assert_refused(result, 2, &on_n1.inference_id, 8, "not registered");
-    let outcomes = record_outcomes(result);
-    assert_eq!(
-        (outcomes[0].1.as_str(), outcomes[3].1.as_str()),
-        ("stored", "stored")
-    );
-    let summary = &tx_events(result, "work_batch")[0];
-    assert_eq!(
-        (summary["stored"].as_str(), summary["refused"].as_str()),
-        ("2", "2")
-    );
-    assert!(stored(&w, &good1.inference_id).is_some());
-    assert!(stored(&w, &good2.inference_id).is_some());
-    assert!(stored(&w, &on_n1.inference_id).is_none());
-    let c = cost((10, 5)) + cost((20, 5));
-    assert_eq!(
-        balances(&w),
-        moved(&before, &[("alice", -c - 3), ("p0", c), (TA, 3 - fee())])
-    );
-    assert_eq!(work_of(&w, "p0"), work_before + 40);
-    assert_eq!(work_of(&w, "p1"), 0);
 }
 
 /// Attack: register a node key one does not hold (another host's, to claim its receipts),
@@ -565,87 +382,11 @@ fn a_node_key_cannot_be_registered_without_possession_or_twice() {
     );
     // n0 still signs for p0: its records settle.
     let r = honest("still-n0", N0, (1, 1), 0);
-    let tx = w.tx(TA, vec![batch(TA, vec![r.clone()])]);
-    let block = w.block(vec![tx]);
-    assert_eq!(record_outcomes(block.result(0))[0].1, "stored");
-}
-
-/// Attack: reuse a node's receipt for another host (the receipt is what pays a host), for
-/// example when a node key signs a receipt naming a host that is not the node's registered
-/// host. The receipt binds node id and host, so its signature does not verify:
-/// `InvalidExecutorSignature`; neither host is paid.
-#[test]
-fn a_receipt_bound_to_another_host_is_refused() {
-    let mut w = world();
-    let mut input = request(TA, "other-host", MODEL, N0, (10, 10), 1);
-    input.host = addr("p1");
-    let misbound = signed_record("alice", 10, &input);
-    // And n0's key signing a receipt for node n1 (of host p1).
-    let mut input = request(TA, "other-node", MODEL, N1, (10, 10), 1);
-    input.host = addr("p1");
-    let foreign = signed_record("alice", 10, &input);
-    let before = balances(&w);
-    let tx = w.tx(TA, vec![batch(TA, vec![misbound.clone(), foreign.clone()])]);
-    let block = w.block(vec![tx]);
-    assert_refused(
-        block.result(0),
-        0,
-        &misbound.inference_id,
-        17,
-        "receipt for host",
-    );
-    assert_refused(
-        block.result(0),
-        1,
-        &foreign.inference_id,
-        17,
-        "receipt for host",
-    );
-    assert!(stored(&w, &misbound.inference_id).is_none());
-    assert!(stored(&w, &foreign.inference_id).is_none());
-    assert_eq!(balances(&w), moved(&before, &[(TA, -fee())]));
-    assert_eq!((work_of(&w, "p0"), work_of(&w, "p1")), (0, 0));
-}
-
-/// Attack: the executor (with its TA) claims more prompt tokens than the request had; the
-/// requester's signed maximum bounds only the completion, so the record is stored. A
-/// validator that re-executes and reports the true counts finds a mismatch (a wrong count
-/// is a fault like a wrong answer); the dispute it opens faults the executor: slashed, its
-/// work voided and the requester refunded.
-#[test]
-fn inflated_token_counts_lose_the_validation() {
-    let mut w = world();
-    let truth_tokens = (100, 50);
-    let mut input = request(TA, "padded", MODEL, N0, truth_tokens, 0);
-    input.prompt_tokens = 120;
-    let padded = signed_record("alice", 10, &input);
-    let id = padded.inference_id.clone();
-    let (alice, p0) = (w.balance_of("alice"), w.balance_of("p0"));
-    let tx = w.tx(TA, vec![batch(TA, vec![padded.clone()])]);
-    let block = w.block(vec![tx]);
-    assert_eq!(record_outcomes(block.result(0))[0].1, "stored");
-    let charged = cost((120, 50)) as u128;
-    assert_eq!(w.balance_of("alice"), alice - charged);
-    let sampling = w.block(vec![]);
-    assert_eq!(sampling.events("validation_sampled")[0]["inference_id"], id);
-    let outcome = caught_by_validation(&mut w, &padded, truth_tokens);
-    assert_eq!(outcome, "executor_faulted");
+    commit_batch(&mut w, TA, std::slice::from_ref(&r), host_of);
     assert_eq!(
-        w.balance_of("alice"),
-        alice,
-        "the requester is refunded in full"
+        stored(&w, &r.inference_id).unwrap().executor_host,
+        addr("p0")
     );
-    assert_eq!(
-        w.balance_of("p0"),
-        p0,
-        "the executor keeps none of the payment"
-    );
-    assert_eq!(
-        w.bonded("p0"),
-        BOND - BOND / 5,
-        "the executor is slashed 20%"
-    );
-    assert_eq!(work_of(&w, "p0"), 0, "the padded work is voided");
 }
 
 /// The validator assigned to `record` (sampled in the last block) re-executes it and reports
@@ -743,61 +484,45 @@ fn inflated_token_counts_in_a_committed_batch_lose_the_validation_and_earn_no_wo
 
 /// Attack: act as host or transfer agent without stake at risk: a host that unbonds below
 /// `min_stake` after registering its node keeps serving, and a TA below `min_stake` keeps
-/// submitting. The host's records are refused with `NotStaked` (the batch's other records
-/// settle), and the TA's batch is refused as a whole with `NotStaked`.
+/// settling. A committed batch paying the host is refused whole with `NotStaked`, and so is
+/// the TA's batch; nothing is debited, and at the end of the block both are deregistered.
 #[test]
 fn an_unstaked_host_or_ta_earns_nothing() {
     let mut w = world();
     let keep = MIN_STAKE - 1;
     let on_n1 = honest("unstaked-host", N1, (10, 10), 1);
     let good = honest("staked-host", N0, (10, 10), 1);
-    let for_other = work_record("bob", OTHER_TA, "unstaked-ta", MODEL, N0, (10, 10), 1);
+    let for_other = work_record("alice", OTHER_TA, "unstaked-ta", MODEL, N0, (10, 10), 1);
     let before = balances(&w);
+    let escrow = w.escrow("alice", TA);
     // The host of n1 and the other TA unbond below min_stake, then work of theirs arrives in
     // the same block: it is refused at that moment.
     let txs = vec![
         w.tx("p1", vec![unstake_msg("p1", BOND - keep)]),
         w.tx(OTHER_TA, vec![unstake_msg(OTHER_TA, BOND - keep)]),
-        w.tx(TA, vec![batch(TA, vec![on_n1.clone(), good.clone()])]),
-        w.tx(OTHER_TA, vec![batch(OTHER_TA, vec![for_other.clone()])]),
+        settle_tx(&mut w, TA, &[on_n1, good], host_of).1,
+        settle_tx(&mut w, OTHER_TA, &[for_other], host_of).1,
     ];
     let block = w.block(txs);
     assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
     assert_eq!(block.result(1).code, 0, "{}", block.result(1).log);
     assert_eq!((w.bonded("p1"), w.bonded(OTHER_TA)), (keep, keep));
-    assert_refused(
-        block.result(2),
-        0,
-        &on_n1.inference_id,
-        4,
-        "host paid for work",
-    );
-    assert_eq!(record_outcomes(block.result(2))[1].1, "stored");
+    assert_failed(block.result(2), "inference", 4, "host paid by a batch");
     assert_failed(
         block.result(3),
         "inference",
         4,
-        "transfer agent submitting work",
+        "transfer agent settling a batch",
     );
-    assert!(tx_events(block.result(3), "inference_record").is_empty());
-    assert!(stored(&w, &on_n1.inference_id).is_none());
-    assert!(stored(&w, &for_other.inference_id).is_none());
-    let c = cost((10, 10));
+    assert_eq!(w.escrow("alice", TA), escrow, "nothing is debited");
     assert_eq!(
         balances(&w),
         moved(
             &before,
-            &[
-                ("alice", -c - 1),
-                ("p0", c),
-                (TA, 1 - fee()),
-                ("p1", -fee()),
-                (OTHER_TA, -2 * fee())
-            ]
+            &[(TA, -fee()), ("p1", -fee()), (OTHER_TA, -2 * fee())]
         ),
-        "neither p1 nor p4 earns; bob pays nothing"
+        "nobody earns"
     );
-    assert_eq!(work_of(&w, "p1"), 0);
 
     // At the end of that block both lost their registrations: nobody routes to them any more.
     let deregistered = block.events("host_deregistered");
@@ -1332,8 +1057,7 @@ fn genesis_refuses_payload_retention_shorter_than_the_challenge_window() {
 // Unpriced CheckTx work (issue 10, hole 9): every tx pays gas for its bytes, signature
 // checks and state access, and cheap checks run before expensive ones.
 
-/// The model and transfer agent of the gas tests ([`batch_world`]); p0 hosts node n0.
-const GAS_MODEL: &str = BATCH_MODEL;
+/// The transfer agent of the gas tests ([`batch_world`]); p0 hosts node n0.
 const GAS_TA: &str = BATCH_TA;
 
 /// [`batch_world`] with carol holding less than one fee.
@@ -1341,30 +1065,37 @@ fn gas_world() -> World {
     batch_world(("carol", common::MIN_FEE / 2))
 }
 
-/// `count` records of alice's requests on n0 whose requester and executor signatures are
-/// garbage: any node that checked them would refuse the batch for its signatures.
-fn garbage_records(count: usize) -> Vec<WorkRecord> {
-    (0..count)
-        .map(|i| {
-            let mut record = work_record(
-                "alice",
-                GAS_TA,
-                &format!("g{i}"),
-                GAS_MODEL,
-                exec("p0", "n0", 10),
-                (1, 1),
-                0,
-            );
-            record.requester_signature = vec![0x5a; 64];
-            record.executor_signature = vec![0xa5; 64];
-            record
+/// Batch `number` of `agent` charging `lines` requesters 1 ngnk each for one record, all
+/// paid to host p0, under an aggregate signature p0's key made over another message: a
+/// well-formed batch whose signature any node that checked it would refuse.
+fn garbage_batch(agent: &str, number: u64, lines: usize) -> MsgSettleBatch {
+    let mut requesters: Vec<RequesterTotal> = (0..lines)
+        .map(|i| RequesterTotal {
+            requester: gonka_auth::module_address(&format!("requester-{i}")),
+            amount: "1".into(),
         })
-        .collect()
+        .collect();
+    requesters.sort_by(|a, b| a.requester.cmp(&b.requester));
+    MsgSettleBatch {
+        transfer_agent: addr(agent),
+        number,
+        root: vec![7; 32],
+        total: lines.to_string(),
+        record_count: lines as u64,
+        requesters,
+        hosts: vec![HostTotal {
+            host: addr("p0"),
+            work_units: 2 * lines as u64,
+            payout: lines.to_string(),
+            last_index: lines as u64 - 1,
+        }],
+        host_signature: bls_key("p0").sign(b"another message").to_bytes().to_vec(),
+    }
 }
 
-/// A batch of `records` signed by `label` as if it were a transfer agent, at `sequence`
-/// with account number `account_number`, paying the test fee.
-fn batch_by(label: &str, account_number: u64, records: Vec<WorkRecord>) -> Vec<u8> {
+/// `msg` signed by `label` as if it were a transfer agent, at sequence 0 with account number
+/// `account_number`, paying the test fee.
+fn tx_by(label: &str, account_number: u64, msg: &MsgSettleBatch) -> Vec<u8> {
     let signer = SignerData {
         chain_id: support::CHAIN_ID.into(),
         account_number,
@@ -1372,7 +1103,7 @@ fn batch_by(label: &str, account_number: u64, records: Vec<WorkRecord>) -> Vec<u
     };
     sign(
         key(label),
-        vec![msg_submit_work_batch(&addr(label), records)],
+        vec![msg_settle_batch(msg)],
         &signer,
         tx_fee(),
         "",
@@ -1386,24 +1117,25 @@ fn gas_beyond_bytes(check: &ResponseCheckTx, tx: &[u8]) -> u64 {
     u64::try_from(check.gas_used).unwrap() - tx.len() as u64 * per_byte
 }
 
-/// Attack: flood the mempool with full work batches from accounts that cannot pay, so every
-/// node verifies ~200 ECDSA signatures per tx for nothing (record signatures used to be
-/// verified while decoding, before the fee payer was even looked up). Now the ante finds
-/// the account, sequence and fee first, and records are checked only after it, each
+/// Attack: flood the mempool with full batches from accounts that cannot pay, so every node
+/// runs the batch's BLS pairing check (and reads its thousand escrows) for nothing. The ante
+/// finds the account, sequence and fee first, and the batch is checked only after it, its
 /// signature check charged as gas: a batch from a nonexistent account, or from one that
 /// cannot pay its fee, is refused with the account's error, and what it cost beyond its
-/// bytes is the same one or two state reads whether it carries 1 record or 100 — no record
-/// signature was verified. The same garbage batch from the real transfer agent pays for its
-/// signature checks and every record is refused for its signature, so the records would have
-/// failed had anyone checked them.
+/// bytes is the same one or two state reads whether it has 1 requester line or the most
+/// (`max_batch_lines`) — no signature of it was verified. The same garbage batch from the
+/// real transfer agent pays for its BLS check and is refused for its signature, so it would
+/// have failed had anyone checked it.
 #[test]
-fn a_batch_from_an_account_that_cannot_pay_is_refused_before_any_record_signature_check() {
+fn a_batch_from_an_account_that_cannot_pay_is_refused_before_its_signature_check() {
     let mut world = gas_world();
-    let max = gonka_inference::default_params().max_records_per_batch as usize;
+    let tx = world.tx("p0", vec![register_bls("p0")]);
+    assert_eq!(world.block(vec![tx]).result(0).code, 0);
+    let max = gonka_settlement::default_params().max_batch_lines as usize;
     let carol_number = world.account(&addr("carol")).account_number;
-    let sig_cost = gonka_auth::default_params().sig_verify_cost_secp256k1;
+    let bls_cost = gonka_auth::default_params().sig_verify_cost_bls12_381;
     let read_cost = gonka_auth::default_params().read_cost_flat;
-    let state_before = world.raw_prefix(b"inference/");
+    let state_before = world.raw_prefix(b"settlement/");
     let carol_before = world.balance_of("carol");
 
     let mut refused = Vec::new();
@@ -1411,8 +1143,8 @@ fn a_batch_from_an_account_that_cannot_pay_is_refused_before_any_record_signatur
         ("mallory", 0, "auth", 11),         // never funded: no account
         ("carol", carol_number, "bank", 4), // holds half a fee
     ] {
-        let small = batch_by(label, number, garbage_records(1));
-        let full = batch_by(label, number, garbage_records(max));
+        let small = tx_by(label, number, &garbage_batch(label, 1, 1));
+        let full = tx_by(label, number, &garbage_batch(label, 1, max));
         let (small_check, full_check) = (
             world.chain.check_tx(small.clone()),
             world.chain.check_tx(full.clone()),
@@ -1428,7 +1160,7 @@ fn a_batch_from_an_account_that_cannot_pay_is_refused_before_any_record_signatur
         assert_eq!(
             gas_beyond_bytes(&full_check, &full),
             gas_beyond_bytes(&small_check, &small),
-            "{label}: a batch of {max} records cost more than its bytes over a batch of 1"
+            "{label}: a batch of {max} lines cost more than its bytes over a batch of 1"
         );
         assert!(
             gas_beyond_bytes(&full_check, &full) < 3 * read_cost,
@@ -1439,15 +1171,20 @@ fn a_batch_from_an_account_that_cannot_pay_is_refused_before_any_record_signatur
     }
     assert!(refused[0].0.len() > 30_000, "the batch is full-sized");
 
-    // The same records from the registered transfer agent are checked (two signature
-    // checks paid per record) and each is refused alone for its requester signature.
+    // The same batch from the registered transfer agent pays its BLS check and is refused
+    // for its signature (settlement 9), in CheckTx and in a block.
     let from_ta = world.tx(
         GAS_TA,
-        vec![msg_submit_work_batch(&addr(GAS_TA), garbage_records(max))],
+        vec![msg_settle_batch(&garbage_batch(GAS_TA, 1, max))],
     );
     let check = world.chain.check_tx(from_ta.clone());
-    assert_eq!(check.code, 0, "{}", check.log);
-    assert!(gas_beyond_bytes(&check, &from_ta) > 2 * max as u64 * sig_cost);
+    assert_eq!(
+        (check.codespace.as_str(), check.code),
+        ("settlement", 9),
+        "{}",
+        check.log
+    );
+    assert!(gas_beyond_bytes(&check, &from_ta) > bls_cost);
 
     // In a block they change nothing either (the GAS_TA's refused batch pays its fee).
     let mut txs: Vec<Vec<u8>> = refused.iter().map(|(tx, _, _)| tx.clone()).collect();
@@ -1460,13 +1197,14 @@ fn a_batch_from_an_account_that_cannot_pay_is_refused_before_any_record_signatur
             (*codespace, *code)
         );
     }
-    assert_eq!(block.result(2).code, 0, "{}", block.result(2).log);
-    let outcomes = record_outcomes(block.result(2));
-    assert_eq!(outcomes.len(), max);
-    assert!(outcomes
-        .iter()
-        .all(|(_, outcome, code)| outcome == "refused" && code == "16"));
-    assert_eq!(world.raw_prefix(b"inference/"), state_before);
+    let result = block.result(2);
+    assert_eq!(
+        (result.codespace.as_str(), result.code),
+        ("settlement", 9),
+        "{}",
+        result.log
+    );
+    assert_eq!(world.raw_prefix(b"settlement/"), state_before);
     assert_eq!(world.balance_of("carol"), carol_before);
     let mallory = world.chain.query(
         "/auth/account",

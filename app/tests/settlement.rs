@@ -163,16 +163,7 @@ fn challenge(world: &mut World, challenger: &str, batch_id: u64, kind: Kind) -> 
 }
 
 fn escrow(world: &World, requester: &str) -> u128 {
-    world
-        .query::<qs::Escrow>(pb::QueryEscrowRequest {
-            requester: addr(requester),
-            transfer_agent: addr(TA),
-        })
-        .escrow
-        .unwrap()
-        .balance
-        .parse()
-        .unwrap()
+    world.escrow(requester, TA)
 }
 
 fn batch(world: &World, id: u64) -> pb::Batch {

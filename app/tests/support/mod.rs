@@ -760,6 +760,20 @@ impl World {
         self.participant(label).bonded.parse().unwrap()
     }
 
+    /// The balance of `requester`'s escrow for transfer agent `ta`.
+    pub fn escrow(&self, requester: &str, ta: &str) -> u128 {
+        use gonka_proto::settlement as spb;
+        self.query::<q::settlement::Escrow>(spb::QueryEscrowRequest {
+            requester: addr(requester),
+            transfer_agent: addr(ta),
+        })
+        .escrow
+        .unwrap()
+        .balance
+        .parse()
+        .unwrap()
+    }
+
     pub fn unbonding(&self, label: &str) -> Vec<UnbondingEntry> {
         self.query_all::<q::stake::Unbonding>(stake::QueryUnbondingRequest {
             operator: addr(label),
@@ -1275,18 +1289,16 @@ pub fn register_bls(label: &str) -> Any {
     gonka_client::bls::msg_register_bls_key(&addr(label), CHAIN_ID, &bls_key(label))
 }
 
-/// Settles `records` as transfer agent `ta`'s next committed batch, each co-signed by its
-/// host (`host_of` gives the label of a record's host, whose BLS key is registered) and paid
-/// at the model's price, then provides every leaf the chain demands of `ta` in the next block
-/// (each becomes a stored record for x/disputes to sample). Asserts both txs pass; returns
-/// the batch and its id.
-pub fn commit_batch(
+/// The tx of transfer agent `ta` settling `records` as its next committed batch, each
+/// co-signed by its host (`host_of` gives the label of a record's host, whose BLS key is
+/// registered) and paid at the model's price; with the batch.
+pub fn settle_tx(
     w: &mut World,
     ta: &str,
     records: &[WorkRecord],
     host_of: impl Fn(&WorkRecord) -> &'static str,
-) -> (gonka_client::settlement::Batch, u64) {
-    use gonka_client::settlement::{cosign, msg_provide_leaf, msg_settle_batch, Batch, Served};
+) -> (gonka_client::settlement::Batch, Vec<u8>) {
+    use gonka_client::settlement::{cosign, msg_settle_batch, Batch, Served};
     use gonka_proto::settlement as spb;
     let prices: BTreeMap<String, u128> = w
         .query_all::<q::inference::Models>(Default::default())
@@ -1322,6 +1334,21 @@ pub fn commit_batch(
         })
         .collect();
     let tx = w.tx(ta, vec![msg_settle_batch(&batch.signed(&signatures))]);
+    (batch, tx)
+}
+
+/// Settles `records` in a block ([`settle_tx`]), then provides every leaf the chain demands
+/// of `ta` in the next block (each becomes a stored record for x/disputes to sample). Asserts
+/// both txs pass; returns the batch and its id.
+pub fn commit_batch(
+    w: &mut World,
+    ta: &str,
+    records: &[WorkRecord],
+    host_of: impl Fn(&WorkRecord) -> &'static str,
+) -> (gonka_client::settlement::Batch, u64) {
+    use gonka_client::settlement::msg_provide_leaf;
+    use gonka_proto::settlement as spb;
+    let (batch, tx) = settle_tx(w, ta, records, host_of);
     let block = w.block(vec![tx]);
     assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
     let id: u64 = block.tx_events(0, "batch_settled")[0]["batch_id"]

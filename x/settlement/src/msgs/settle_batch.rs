@@ -1,12 +1,12 @@
 //! `MsgSettleBatch`: a transfer agent commits a batch of served records.
 //!
-//! Cheapest checks first. Stateless, at decode: a 32-byte root, a 96-byte signature, at
+//! Cheapest checks first. Stateless, at decode: a 32-byte root, 96 signature bytes, at
 //! least one record, requester and host lines strictly ascending, canonical amounts, positive
 //! requester totals adding up to `total`, host payouts not above it, each host's last index
 //! inside the batch. Stateful: the lines and records within the parameters, a registered and
 //! staked transfer agent using its next batch number, staked hosts with BLS keys, then the one
-//! aggregate signature (a BLS verification's gas), then each escrow's balance, open until a
-//! later height. Nothing per record is checked here: records are checked off chain by anyone,
+//! aggregate signature (a BLS verification's gas first; the point is decompressed only
+//! then), then each escrow's balance, open until a later height. Nothing per record is checked here: records are checked off chain by anyone,
 //! and a wrong one voids the batch through `MsgChallengeBatch`.
 
 use gonka_auth::validate_address;
@@ -24,11 +24,16 @@ struct SettleBatch {
     msg: MsgSettleBatch,
     /// Each requester line's amount, parsed at decode.
     owed: Vec<u128>,
-    signature: Signature,
 }
 
 fn invalid(log: String) -> gonka_sdk::Error {
     SettlementError::InvalidBatch.err(log)
+}
+
+fn bad_signature(len: usize) -> gonka_sdk::Error {
+    SettlementError::InvalidHostSignature.err(format!(
+        "host_signature must be a {SIGNATURE_LEN}-byte compressed G2 point, found {len} bytes"
+    ))
 }
 
 fn amount(field: &str, text: &str) -> Result<u128> {
@@ -96,19 +101,14 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
                 "the host payouts add up to {paid}ngnk, more than the batch total {total}ngnk"
             )));
         }
-        let signature = <[u8; SIGNATURE_LEN]>::try_from(msg.host_signature.as_slice())
-            .ok()
-            .and_then(|bytes| Signature::from_bytes(&bytes))
-            .ok_or_else(|| {
-                SettlementError::InvalidHostSignature.err(format!(
-                    "host_signature must be a {SIGNATURE_LEN}-byte compressed G2 point, found {} bytes",
-                    msg.host_signature.len()
-                ))
-            })?;
+        // Only its length here: decompressing the point (a square root and a subgroup
+        // check) waits until the ante has found a fee payer.
+        if msg.host_signature.len() != SIGNATURE_LEN {
+            return Err(bad_signature(msg.host_signature.len()));
+        }
         Ok(Box::new(SettleBatch {
             msg,
             owed: owed_by_line,
-            signature,
         }) as Box<dyn Msg>)
     })
 }
@@ -157,10 +157,14 @@ impl Msg for SettleBatch {
             keys.push(key);
         }
         ctx.gas.consume_bls_verify("batch host signature")?;
+        let signature = Signature::from_bytes(&msg.host_signature).ok_or_else(|| {
+            SettlementError::InvalidHostSignature
+                .err("host_signature is not a compressed G2 point in the signature group")
+        })?;
         if !fast_aggregate_verify(
             &keys,
             &batch_sign_bytes(&ctx.block.chain_id, msg),
-            &self.signature,
+            &signature,
         ) {
             return Err(SettlementError::InvalidHostSignature.err(format!(
                 "host_signature is not the aggregate of the {} hosts' signatures over gonka/batch/v1 of this batch on chain {}",
