@@ -1,8 +1,7 @@
 //! x/inference through the ABCI harness with ordinary signed txs: the registry (happy paths
-//! and every rejection, which changes nothing), work batches (payment, commission, work
-//! credit, stored and queryable records, events), a requester who cannot pay refused alone,
-//! every bad record refused alone with its code while the good records of its batch are
-//! stored, and a batch that is too large or not from a transfer agent failing as a whole.
+//! and every rejection, which changes nothing), the signed formats byte by byte, and the
+//! module's genesis. Records are settled through x/settlement's committed batches
+//! (`settlement.rs`).
 //!
 //! Every block goes through `World::block`, which checks that balances sum to the supply,
 //! that the supply does not change outside epoch ends (so inference moves funds, never mints
@@ -12,8 +11,7 @@ mod common;
 mod support;
 
 use gonka_client::tx::{
-    msg_register_node, msg_register_transfer_agent, msg_remove_node, msg_submit_work_batch,
-    msg_update_node,
+    msg_register_node, msg_register_transfer_agent, msg_remove_node, msg_update_node,
 };
 use gonka_proto::inference as pb;
 use gonka_proto::inference::WorkRecord;
@@ -33,17 +31,13 @@ const QWEN: &str = "qwen/72b";
 const LLAMA_PRICE: u128 = 10;
 const QWEN_PRICE: u128 = 50;
 const TA: &str = "p2";
-/// Liquid balance of the poor requester: less than any record below costs.
-const CAROL: u128 = 100;
-/// n0 of host p0 (key seed 10) and n1 of host p1 (key seed 11).
+/// n0 of host p0 (key seed 10).
 const N0: Exec<'static> = exec("p0", "n0", 10);
-const N1: Exec<'static> = exec("p1", "n1", 11);
 
 fn setup() -> Setup {
     let mut setup = Setup::new(3, 1_000_000);
     // No epoch ends during these tests, so rewards never move balances.
     setup.epoch_length = 1_000;
-    setup.accounts.push(("carol".into(), CAROL));
     setup
 }
 
@@ -88,22 +82,6 @@ fn registered_world() -> World {
     world
 }
 
-/// A record by `requester` for the transfer agent `TA`.
-fn record(
-    requester: &str,
-    nonce: &str,
-    model: &str,
-    on: Exec<'_>,
-    tokens: (u64, u64),
-    commission: u128,
-) -> WorkRecord {
-    work_record(requester, TA, nonce, model, on, tokens, commission)
-}
-
-fn batch(records: Vec<WorkRecord>) -> Any {
-    msg_submit_work_batch(&addr(TA), records)
-}
-
 fn assert_code(result: &ExecTxResult, code: u32, what: &str) {
     assert_eq!(
         (result.codespace.as_str(), result.code),
@@ -112,24 +90,6 @@ fn assert_code(result: &ExecTxResult, code: u32, what: &str) {
         result.log
     );
     assert!(!result.log.is_empty(), "{what}: empty log");
-}
-
-fn stored(world: &World, id: &str) -> Option<pb::StoredRecord> {
-    let response = world.chain.query(
-        q::inference::Record::PATH,
-        prost::Message::encode_to_vec(&pb::QueryRecordRequest {
-            inference_id: id.into(),
-        }),
-    );
-    if response.code != 0 {
-        assert_eq!(
-            (response.codespace.as_str(), response.code),
-            ("inference", 20)
-        );
-        return None;
-    }
-    let decoded: pb::QueryRecordResponse = prost::Message::decode(response.value.as_ref()).unwrap();
-    decoded.record
 }
 
 // ---------------------------------------------------------------------------------------
@@ -353,309 +313,6 @@ fn registry_rejections_have_distinct_codes_and_change_nothing() {
 // ---------------------------------------------------------------------------------------
 // Work batches
 
-#[test]
-fn batch_charges_requesters_pays_hosts_and_ta_credits_work_and_stores_records() {
-    let mut world = registered_world();
-    let supply = world.supply();
-    let balances = |w: &World| -> Vec<u128> {
-        ["alice", "bob", "p0", "p1", TA]
-            .iter()
-            .map(|l| w.balance_of(l))
-            .collect()
-    };
-    let before = balances(&world);
-    let records = vec![
-        record("alice", "a-1", LLAMA, N0, (100, 50), 7),
-        record("bob", "b-1", QWEN, N1, (10, 20), 0),
-        record("alice", "a-2", LLAMA, N1, (1, 1), 3),
-    ];
-    let ids: Vec<String> = records.iter().map(|r| r.inference_id.clone()).collect();
-    let tx = world.tx(TA, vec![batch(records)]);
-    let block = world.block(vec![tx]);
-    let result = block.result(0);
-    assert_eq!(result.code, 0, "{}", result.log);
-
-    let (a1, b1, a2) = (150 * LLAMA_PRICE, 30 * QWEN_PRICE, 2 * LLAMA_PRICE);
-    let after = balances(&world);
-    assert_eq!(after[0], before[0] - a1 - 7 - a2 - 3, "alice");
-    assert_eq!(after[1], before[1] - b1, "bob");
-    assert_eq!(after[2], before[2] + a1, "host p0");
-    assert_eq!(after[3], before[3] + b1 + a2, "host p1");
-    assert_eq!(after[4], before[4] + 7 + 3 - FEE, "transfer agent");
-    assert_eq!(world.supply(), supply, "inference must not mint or burn");
-
-    let work = world.work(0);
-    let expected_work: std::collections::BTreeMap<String, u64> =
-        [(addr("p0"), 150), (addr("p1"), 32)].into_iter().collect();
-    assert_eq!(
-        work.into_iter()
-            .collect::<std::collections::BTreeMap<_, _>>(),
-        expected_work
-    );
-
-    let recorded = tx_events(result, "inference_record");
-    assert_eq!(recorded.len(), 3);
-    assert_eq!(recorded[0]["id"], ids[0]);
-    assert_eq!(recorded[0]["requester"], addr("alice"));
-    assert_eq!(recorded[0]["executor"], "n0");
-    assert_eq!(recorded[0]["model"], LLAMA);
-    assert_eq!(recorded[0]["tokens"], "150");
-    assert_eq!(recorded[0]["cost"], format!("{a1}ngnk"));
-    assert!(recorded.iter().all(|e| e["outcome"] == "stored"));
-    assert_eq!(tx_events(result, "work_batch")[0]["stored"], "3");
-
-    let first = stored(&world, &ids[0]).unwrap();
-    assert_eq!(first.epoch, 0);
-    assert_eq!(first.height, world.chain.height());
-    assert_eq!(first.executor_host, addr("p0"));
-    assert_eq!(first.transfer_agent, addr(TA));
-    assert_eq!(first.cost, a1.to_string());
-    assert_eq!(first.record.unwrap().prompt_tokens, 100);
-    let of_epoch: pb::QueryRecordsResponse =
-        world.query::<q::inference::Records>(pb::QueryRecordsRequest {
-            epoch: 0,
-            executor: String::new(),
-            ..Default::default()
-        });
-    assert_eq!(of_epoch.records.len(), 3);
-    let of_n1: pb::QueryRecordsResponse =
-        world.query::<q::inference::Records>(pb::QueryRecordsRequest {
-            epoch: 0,
-            executor: "n1".into(),
-            ..Default::default()
-        });
-    let mut n1_ids: Vec<String> = of_n1
-        .records
-        .iter()
-        .map(|r| r.record.as_ref().unwrap().inference_id.clone())
-        .collect();
-    n1_ids.sort();
-    let mut expected = vec![ids[1].clone(), ids[2].clone()];
-    expected.sort();
-    assert_eq!(n1_ids, expected);
-    let later: pb::QueryRecordsResponse =
-        world.query::<q::inference::Records>(pb::QueryRecordsRequest {
-            epoch: 1,
-            executor: String::new(),
-            ..Default::default()
-        });
-    assert!(later.records.is_empty());
-}
-
-#[test]
-fn a_requester_who_cannot_pay_is_refused_alone() {
-    let mut world = registered_world();
-    let (alice, carol, p0) = (
-        world.balance_of("alice"),
-        world.balance_of("carol"),
-        world.balance_of("p0"),
-    );
-    // carol holds 100 ngnk; her record costs 10 × 10 + 1 commission = 101.
-    let poor = record("carol", "c-1", LLAMA, N0, (5, 5), 1);
-    let fine = record("alice", "a-9", LLAMA, N0, (3, 4), 0);
-    let (poor_id, fine_id) = (poor.inference_id.clone(), fine.inference_id.clone());
-    let tx = world.tx(TA, vec![batch(vec![poor.clone(), fine])]);
-    let block = world.block(vec![tx]);
-    let result = block.result(0);
-    assert_eq!(result.code, 0, "{}", result.log);
-
-    assert_eq!(world.balance_of("carol"), carol, "carol was not charged");
-    assert_eq!(world.balance_of("alice"), alice - 7 * LLAMA_PRICE);
-    assert_eq!(world.balance_of("p0"), p0 + 7 * LLAMA_PRICE);
-    assert!(
-        stored(&world, &poor_id).is_none(),
-        "refused record must not be stored"
-    );
-    assert!(stored(&world, &fine_id).is_some());
-    assert_eq!(world.work(0), vec![(addr("p0"), 7)]);
-
-    assert_eq!(
-        record_outcomes(result),
-        vec![
-            (poor_id.clone(), "refused".to_string(), "26".to_string()),
-            (fine_id, "stored".to_string(), String::new())
-        ]
-    );
-    assert_refused(result, 0, &poor_id, 26, "holds 100ngnk but owes 101ngnk");
-    let summary = &tx_events(result, "work_batch")[0];
-    assert_eq!(
-        (summary["stored"].as_str(), summary["refused"].as_str()),
-        ("1", "1")
-    );
-
-    // The refused record twice in one batch: the copy is a duplicate within the batch.
-    let tx = world.tx(TA, vec![batch(vec![poor.clone(), poor])]);
-    let block = world.block(vec![tx]);
-    assert_refused(block.result(0), 0, &poor_id, 26, "owes 101ngnk");
-    assert_refused(
-        block.result(0),
-        1,
-        &poor_id,
-        18,
-        "appears earlier in this batch",
-    );
-    assert_eq!(world.balance_of("carol"), carol, "carol was not charged");
-}
-
-#[test]
-fn a_bad_record_is_refused_alone_with_its_code_and_the_good_ones_are_stored() {
-    let mut world = registered_world();
-    // One stored record, so a resubmission is a duplicate.
-    let first = record("alice", "dup", LLAMA, N0, (1, 1), 0);
-    let tx = world.tx(TA, vec![batch(vec![first.clone()])]);
-    assert_eq!(world.block(vec![tx]).result(0).code, 0);
-
-    // Good records are bob's, (2, 2) tokens and a commission of 1 each; bad ones alice's.
-    let good = |i: usize| record("bob", &format!("good-{i}"), LLAMA, N0, (2, 2), 1);
-    let forged_executor = record("alice", "fe", LLAMA, exec("p0", "n0", 99), (1, 1), 0);
-    let mut forged_requester = record("alice", "fr", LLAMA, N0, (1, 1), 0);
-    forged_requester.requester_signature =
-        record("alice", "other", LLAMA, N0, (1, 1), 0).requester_signature;
-    let mut stolen_key = record("alice", "sk", LLAMA, N0, (1, 1), 0);
-    stolen_key.requester_pubkey = key("bob").public_key().to_bytes();
-    let mut wrong_id = record("alice", "wi", LLAMA, N0, (1, 1), 0);
-    wrong_id.inference_id = hex::encode(digest("something else"));
-    let mut raised_commission = record("alice", "rc", LLAMA, N0, (1, 1), 1);
-    raised_commission.commission = "1000".into();
-    let mut bad_nonce = record("alice", "bn", LLAMA, N0, (1, 1), 0);
-    bad_nonce.nonce = "has space".into();
-    let mut malformed_sig = record("alice", "ms", LLAMA, N0, (1, 1), 0);
-    malformed_sig.executor_signature.truncate(10);
-    let unknown_model = record("alice", "um", "no/model", N0, (1, 1), 0);
-    let not_served = record("alice", "ns", QWEN, N0, (1, 1), 0);
-    let unknown_node = record("alice", "un", LLAMA, exec("p0", "zz", 10), (1, 1), 0);
-    let too_many_tokens = record("alice", "tm", LLAMA, N0, (100_000, 1), 0);
-
-    let balances = |w: &World| -> Vec<u128> {
-        ["alice", "bob", "p0", TA]
-            .iter()
-            .map(|l| w.balance_of(l))
-            .collect()
-    };
-    let before = balances(&world);
-    let work_before = world.work(0);
-
-    // (bad record, code, reason fragment): each in a batch after a good record.
-    let mut cases: Vec<(WorkRecord, u32, &str)> = vec![
-        (forged_executor, 17, "executor signature"),
-        (malformed_sig, 17, "(10 bytes)"),
-        (first.clone(), 18, "already recorded"),
-        (forged_requester, 16, "requester signature"),
-        (stolen_key, 21, "belongs to"),
-        (wrong_id, 15, "lowercase hex"),
-        (
-            raised_commission,
-            22,
-            "the requester signed different terms",
-        ),
-        (bad_nonce, 14, "printable ASCII"),
-        (unknown_model, 6, "does not price"),
-        (not_served, 19, "does not serve"),
-        (unknown_node, 8, "not registered"),
-        (too_many_tokens, 14, "max_tokens_per_record"),
-    ];
-    // The same record twice in one batch: the first is stored, the second refused.
-    cases.push((good(cases.len()), 18, "already recorded"));
-    let goods: Vec<WorkRecord> = (0..cases.len()).map(good).collect();
-    let mut txs: Vec<Vec<u8>> = goods
-        .iter()
-        .zip(&cases)
-        .map(|(good, (bad, _, _))| world.tx(TA, vec![batch(vec![good.clone(), bad.clone()])]))
-        .collect();
-    // Batches that fail as a whole: too many records, and a submitter that is not a
-    // transfer agent.
-    let many: Vec<WorkRecord> = (0..5)
-        .map(|i| record("bob", &format!("many-{i}"), LLAMA, N0, (1, 1), 0))
-        .collect();
-    let not_ta = record("bob", "not-ta", LLAMA, N0, (2, 2), 1);
-    txs.push(world.tx(TA, vec![batch(many.clone())]));
-    txs.push(world.tx(
-        "alice",
-        vec![msg_submit_work_batch(&addr("alice"), vec![not_ta.clone()])],
-    ));
-    let block = world.block(txs);
-    for (i, (good, (bad, code, fragment))) in goods.iter().zip(&cases).enumerate() {
-        let result = block.result(i);
-        assert_eq!(result.code, 0, "case {i}: {}", result.log);
-        let outcomes = record_outcomes(result);
-        assert_eq!(
-            outcomes[0],
-            (good.inference_id.clone(), "stored".into(), String::new()),
-            "case {i}"
-        );
-        assert_refused(result, 1, &bad.inference_id, *code, fragment);
-        let summary = &tx_events(result, "work_batch")[0];
-        assert_eq!(
-            (summary["stored"].as_str(), summary["refused"].as_str()),
-            ("1", "1"),
-            "case {i}"
-        );
-    }
-    let too_many = block.result(cases.len());
-    assert_code(too_many, 13, "too many records");
-    assert!(
-        too_many.log.contains("at most 4 records"),
-        "{}",
-        too_many.log
-    );
-    let not_agent = block.result(cases.len() + 1);
-    assert_code(not_agent, 12, "not a transfer agent");
-    for result in [too_many, not_agent] {
-        assert!(tx_events(result, "inference_record").is_empty());
-    }
-
-    // Exactly the good records (and the first one) are stored; bad ones and the records of
-    // failed batches are not.
-    let of_epoch: pb::QueryRecordsResponse =
-        world.query::<q::inference::Records>(pb::QueryRecordsRequest {
-            epoch: 0,
-            ..Default::default()
-        });
-    let mut got: Vec<String> = of_epoch
-        .records
-        .iter()
-        .map(|r| r.record.as_ref().unwrap().inference_id.clone())
-        .collect();
-    got.sort();
-    let mut want: Vec<String> = goods
-        .iter()
-        .chain([&first])
-        .map(|r| r.inference_id.clone())
-        .collect();
-    want.sort();
-    assert_eq!(got, want);
-    for bad in cases
-        .iter()
-        .map(|(bad, _, _)| bad)
-        .chain(&many)
-        .chain([&not_ta])
-    {
-        if bad.inference_id != first.inference_id && !want.contains(&bad.inference_id) {
-            assert!(stored(&world, &bad.inference_id).is_none());
-        }
-    }
-
-    // Only the good records moved money and credited work.
-    let n = goods.len() as u128;
-    let cost = 4 * LLAMA_PRICE;
-    let after = balances(&world);
-    assert_eq!(
-        after[0],
-        before[0] - FEE,
-        "alice pays only her failed tx's fee"
-    );
-    assert_eq!(after[1], before[1] - n * (cost + 1), "bob pays the goods");
-    assert_eq!(after[2], before[2] + n * cost, "host");
-    assert_eq!(
-        after[3],
-        before[3] + n - (n + 1) * FEE,
-        "the TA earns the goods' commissions and pays its fees"
-    );
-    let mut work_after = work_before;
-    work_after[0].1 += 4 * goods.len() as u64;
-    assert_eq!(world.work(0), work_after);
-}
-
 /// Appends `text` as the signed formats encode a string: u32 big-endian length, UTF-8.
 fn push_text(layout: &mut Vec<u8>, text: &str) {
     layout.extend_from_slice(&(text.len() as u32).to_be_bytes());
@@ -821,29 +478,38 @@ fn client_and_chain_agree_on_signed_bytes() {
         Some(addr("alice"))
     );
 
-    // The chain stores the record as signed, and refuses it with a signed field changed.
-    let mut world = registered_world();
+    // The chain's leaf rules (what an invalid_leaf challenge proves) accept the record as
+    // signed and find each changed signed field.
+    let leaf = |record: &WorkRecord| gonka_proto::settlement::BatchLeaf {
+        record: Some(record.clone()),
+        executor_host: addr("p0"),
+        cost: (9 * LLAMA_PRICE).to_string(),
+        ..Default::default()
+    };
+    let fault = |record: &WorkRecord| {
+        gonka_settlement::challenge::leaf_fault(
+            CHAIN_ID,
+            &addr(TA),
+            1_700_000_000,
+            60,
+            &leaf(record),
+        )
+    };
+    assert_eq!(fault(&r), None);
     let mut more_completion = r.clone();
     more_completion.max_completion_tokens = 6;
-    let mut more_prompt = r.clone();
-    more_prompt.prompt_tokens = 5;
     let mut other_model = r.clone();
     other_model.model = QWEN.into();
-    let changed = world.tx(
-        TA,
-        vec![batch(vec![more_completion, more_prompt, other_model])],
-    );
-    let signed = world.tx(TA, vec![batch(vec![r.clone()])]);
-    let block = world.block(vec![changed, signed]);
-    let result = block.result(0);
-    assert_refused(result, 0, &r.inference_id, 22, "request/v2");
-    assert_refused(result, 1, &r.inference_id, 17, "executor signature");
-    assert_refused(result, 2, &r.inference_id, 22, "request/v2");
-    assert_eq!(
-        record_outcomes(block.result(1)),
-        vec![(r.inference_id.clone(), "stored".into(), String::new())]
-    );
-    assert_eq!(stored(&world, &r.inference_id).unwrap().record.unwrap(), r);
+    let mut other_agent = r.clone();
+    other_agent.transfer_agent = addr("p1");
+    for (changed, reason) in [
+        (more_completion, "request/v2"),
+        (other_model, "request/v2"),
+        (other_agent, "signed for transfer agent"),
+    ] {
+        let found = fault(&changed).expect("a changed signed field is a fault");
+        assert!(found.contains(reason), "{found:?} lacks {reason:?}");
+    }
 }
 
 #[test]

@@ -1266,6 +1266,37 @@ fn the_sampled_leaves_of_a_batch_are_demanded_and_provided_ones_become_work_reco
             )
         );
     }
+    // The stored records are listed by epoch and by executor node.
+    let ids_of = |epoch: u64, executor: &str| {
+        let mut ids: Vec<String> = world
+            .query_all::<gonka_proto::query::inference::Records>(
+                gonka_proto::inference::QueryRecordsRequest {
+                    epoch,
+                    executor: executor.into(),
+                    ..Default::default()
+                },
+            )
+            .into_iter()
+            .map(|r| r.record.unwrap().inference_id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    let leaf_ids = |node: Option<&str>| {
+        let mut ids: Vec<String> = batch0
+            .leaves
+            .iter()
+            .filter_map(|l| l.record.as_ref())
+            .filter(|r| node.is_none_or(|n| r.executor_node == n))
+            .map(|r| r.inference_id.clone())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids_of(0, ""), leaf_ids(None));
+    assert_eq!(ids_of(0, "n1"), leaf_ids(Some("n1")));
+    assert!(!leaf_ids(Some("n1")).is_empty() && leaf_ids(Some("n1")).len() < 5);
+    assert!(ids_of(1, "").is_empty());
     let now = world.chain.height();
     wait(&mut world, settled_at + WINDOW - now);
     assert_eq!(batch(&world, 1).status, BatchStatus::Final as i32);
