@@ -4,6 +4,12 @@
 //! disputes won and lost, missed deadlines (reputation, then jail), and every bad input
 //! refused with its own code and no state change.
 //!
+//! Work reaches x/disputes through committed batches of x/settlement: the transfer agent
+//! settles a batch (alice pays from her escrow), the chain demands its sampled leaves (with
+//! the scenario's rate of 100%, all of them) and each provided leaf becomes the work record
+//! that is sampled, validated and disputed; the host is paid and its work credited only when
+//! the batch becomes final, a challenge window later.
+//!
 //! Every block goes through `World::block`, which checks after each block that bank
 //! balances sum to the supply, that the supply does not change outside epoch ends (so
 //! slashes, refunds and rewards only move money) and stake's invariants (the pools equal
@@ -18,9 +24,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use gonka_client::disputes::{
     msg_open_dispute, msg_reveal_output, msg_submit_validation, msg_vote_dispute, ReExecution,
 };
-use gonka_client::tx::{msg_register_node, msg_submit_work_batch, NodeSpec};
+use gonka_client::settlement::{
+    cosign, msg_demand_leaf, msg_open_escrow, msg_provide_leaf, msg_settle_batch, Batch, Served,
+};
+use gonka_client::tx::{msg_register_node, NodeSpec};
 use gonka_proto::disputes as pb;
 use gonka_proto::inference::WorkRecord;
+use gonka_proto::settlement as spb;
 use gonka_sdk::Any;
 use k256::sha2::{Digest, Sha256};
 use serde_json::json;
@@ -42,6 +52,14 @@ const MIN_DEPOSIT: u128 = 10_000;
 /// 20% of one bond.
 const SLASH: u128 = BOND / 5;
 const LABELS: [&str; 8] = ["p0", "p1", "p2", "p3", "p4", "p5", "alice", "bob"];
+/// Blocks a committed batch stays open to challenges before it pays its hosts and credits
+/// their work: longer than any test's validations and disputes, so a batch becomes final only
+/// when a test waits for it ([`until_batches_final`]).
+const WINDOW: u64 = 50;
+/// What alice escrows for a transfer agent at the start (its batches are paid from it), and
+/// the height her escrow expires at (never, in these tests).
+const ESCROW: u128 = 1_000_000;
+const ESCROW_EXPIRY: u64 = 1_000_000;
 
 // ---------------------------------------------------------------------------------------
 // Fixture
@@ -75,9 +93,12 @@ fn unsampled_params() -> pb::Params {
 }
 
 /// Six participants p0..p5 bonding `BOND` each (equal power); 1,000-block epochs, so no
-/// epoch ends and rewards never move balances; node n0 of host p0; TA p5, so the validators
-/// and committee members of its records are p1..p4; the validation pool funded with
-/// `POOL_FUNDS` by alice.
+/// epoch ends and rewards never move balances; node n0 of host p0, whose BLS key is
+/// registered (a host co-signs the batches that pay it); TA p5, so the validators and
+/// committee members of its records are p1..p4; the validation pool funded with `POOL_FUNDS`
+/// by alice, who escrows `ESCROW` for the TA; committed batches final after `WINDOW` blocks,
+/// every leaf a host's rate asks for demanded (so at the scenario's rate of 100% every
+/// committed record becomes a stored work record).
 fn world(params: pb::Params) -> World {
     let mut setup = Setup::new(6, BOND);
     setup.epoch_length = 1_000;
@@ -87,10 +108,20 @@ fn world(params: pb::Params) -> World {
             "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
         });
         state["disputes"] = json!({ "params": params });
+        let settlement = &mut state["settlement"]["params"];
+        settlement["challenge_window_blocks"] = WINDOW.into();
+        settlement["leaf_answer_blocks"] = 5.into();
+        settlement["leaf_sample_ppm"] = 1_000_000.into();
+        // The test requests are signed at a fixed time long before the harness's blocks.
+        settlement["max_record_age_secs"] = 100_000_000.into();
+        settlement["batch_keep_secs"] = 200_000_000.into();
     });
     let txs = vec![
         world.tx(TA, vec![register_ta(TA, "https://ta.example")]),
-        world.tx("p0", vec![msg_register_node(&addr("p0"), &spec(0))]),
+        world.tx(
+            "p0",
+            vec![msg_register_node(&addr("p0"), &spec(0)), register_bls("p0")],
+        ),
         world.tx(
             "alice",
             vec![gonka_client::msg_send(
@@ -99,9 +130,18 @@ fn world(params: pb::Params) -> World {
                 POOL_FUNDS,
             )],
         ),
+        world.tx(
+            "alice",
+            vec![msg_open_escrow(
+                &addr("alice"),
+                &addr(TA),
+                ESCROW,
+                ESCROW_EXPIRY,
+            )],
+        ),
     ];
     let block = world.block(txs);
-    for i in 0..3 {
+    for i in 0..4 {
         assert_eq!(block.result(i).code, 0, "{}", block.result(i).log);
     }
     world
@@ -141,12 +181,73 @@ fn answer(result_hash: [u8; 32]) -> ReExecution {
     found(result_hash, (100, 50))
 }
 
-/// Submits `records` in one batch, then commits the next (empty) block, which samples them.
-/// Returns that sampling block.
-fn submit(world: &mut World, records: Vec<WorkRecord>) -> Block {
-    let tx = world.tx(TA, vec![msg_submit_work_batch(&addr(TA), records)]);
-    let block = world.block(vec![tx]);
-    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+/// The host (label) of a record: `p{i}` for node `n{i}`.
+fn host_of(record: &WorkRecord) -> &'static str {
+    match record.executor_node.as_str() {
+        "n0" => "p0",
+        "n1" => "p1",
+        node => panic!("no test host runs node {node}"),
+    }
+}
+
+/// Settles `records` as the TA's next committed batch ([`commit_batch`]: the block that
+/// settles it and debits alice's escrow, the block that demands its sampled leaves — at the
+/// scenario's rate of 100%, all of them — and the block in which the TA provides them, each
+/// becoming a stored work record), then commits the next (empty) block, in which x/disputes
+/// samples the stored records. Returns that sampling block.
+fn settle(world: &mut World, records: &[WorkRecord]) -> Block {
+    commit_batch(world, TA, records, host_of);
+    world.block(vec![])
+}
+
+/// The open leaf demands on the TA's batches, as `(batch id, leaf index)`.
+fn demands(world: &World) -> Vec<(u64, u64)> {
+    world
+        .query::<q::settlement::Demands>(spb::QueryDemandsRequest {
+            transfer_agent: addr(TA),
+            ..Default::default()
+        })
+        .demands
+        .into_iter()
+        .map(|d| (d.batch_id, d.index))
+        .collect()
+}
+
+/// The least deposit of a leaf demand (x/settlement's default).
+fn leaf_deposit() -> u128 {
+    gonka_settlement::default_params()
+        .min_leaf_deposit
+        .parse()
+        .unwrap()
+}
+
+/// Settles `rec` as the TA's next committed batch when nothing is sampled (the unsampled
+/// parameters give every host a rate of 0, so the chain demands no leaf and no record is
+/// stored); then alice, its requester, makes the TA publish it so she can dispute it: she
+/// demands its leaf with the least deposit and the TA provides it (earning the deposit),
+/// which stores the record. Commits the next (empty) block, which samples it (at rate 0:
+/// never) and returns that block.
+fn settle_unsampled(world: &mut World, rec: &WorkRecord) -> Block {
+    let (batch, id) = commit_batch(world, TA, std::slice::from_ref(rec), host_of);
+    assert!(
+        demands(world).is_empty(),
+        "the chain samples no leaf at rate 0"
+    );
+    let tx = world.tx(
+        "alice",
+        vec![msg_demand_leaf(&addr("alice"), id, 0, leaf_deposit())],
+    );
+    assert_ok(&world.block(vec![tx]), 0);
+    assert_eq!(demands(world), vec![(id, 0)]);
+    let tx = world.tx(
+        TA,
+        vec![msg_provide_leaf(
+            &addr(TA),
+            id,
+            batch.leaf_proof(0).unwrap(),
+        )],
+    );
+    assert_ok(&world.block(vec![tx]), 0);
     world.block(vec![])
 }
 
@@ -265,7 +366,7 @@ fn reveal(world: &mut World, rec: &WorkRecord) -> Block {
     block
 }
 
-/// Submits a record, has its assigned validator commit `result` and the TA reveal the
+/// Settles a record, has its assigned validator commit `result` and the TA reveal the
 /// output; returns the record id, the validator's label and the revealing block (where the
 /// validation is judged).
 fn validate(
@@ -274,7 +375,7 @@ fn validate(
     result: &ReExecution,
 ) -> (String, &'static str, Block) {
     let id = rec.inference_id.clone();
-    let sampling = submit(world, vec![rec.clone()]);
+    let sampling = settle(world, std::slice::from_ref(&rec));
     let sampled = sampling.events("validation_sampled");
     assert_eq!(sampled.len(), 1);
     assert_eq!(sampled[0]["inference_id"], id);
@@ -302,9 +403,19 @@ fn honest_executor_validation_matches_and_both_are_paid() {
     let mut w = world(scenario_params());
     let rec = record("honest", true);
     let id = rec.inference_id.clone();
-    let p0_before = w.balance_of("p0");
-    let sampling = submit(&mut w, vec![rec.clone()]);
-    assert_eq!(w.balance_of("p0"), p0_before + COST, "the executor is paid");
+    let (p0_before, alice_before) = (w.balance_of("p0"), w.balance_of("alice"));
+    let sampling = settle(&mut w, std::slice::from_ref(&rec));
+    assert_eq!(
+        w.escrow("alice", TA),
+        ESCROW - COST,
+        "the requester pays from her escrow when the batch lands"
+    );
+    assert_eq!(w.balance_of("alice"), alice_before);
+    assert_eq!(
+        w.balance_of("p0"),
+        p0_before,
+        "the executor is paid only when the batch is final"
+    );
     let event = &sampling.events("validation_sampled")[0];
     assert_eq!(event["executor_host"], addr("p0"));
     assert_eq!(event["executor_node"], "n0");
@@ -371,11 +482,12 @@ fn honest_executor_validation_matches_and_both_are_paid() {
     assert_eq!(submitted["outcome"], "match");
     assert_eq!(submitted["reward"], format!("{COST}ngnk"));
 
-    // The validator earns the record's cost from the pool; the executor keeps everything.
+    // The validator earns the record's cost from the pool; the executor's batch is still
+    // in its window: not paid, no work credited yet.
     assert_eq!(w.balance_of(label), before[label] + COST - FEE);
     assert_eq!(pool(&w), pool_before - COST);
     assert_eq!(w.balance_of("p0"), before["p0"]);
-    assert_eq!(work_of(&w, "p0"), TOKENS);
+    assert_eq!(work_of(&w, "p0"), 0);
     let v = validation(&w, &id);
     assert_eq!((v.status.as_str(), v.reward.as_str()), ("matched", "1500"));
     assert!(pending(&w, &v.validator).is_empty());
@@ -397,6 +509,10 @@ fn honest_executor_validation_matches_and_both_are_paid() {
         .query::<q::disputes::List>(pb::QueryDisputesRequest::default())
         .disputes
         .is_empty());
+    // When the batch is final the executor keeps everything: the record's cost and its work.
+    until_batches_final(&mut w, TA);
+    assert_eq!(w.balance_of("p0"), before["p0"] + COST);
+    assert_eq!(work_of(&w, "p0"), TOKENS);
 }
 
 #[test]
@@ -407,7 +523,8 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
     assert_ok(&w.block(vec![tx]), 0);
     let alice_paid = w.balance_of("alice");
     let (id, accuser, block) = validate(&mut w, record("cheat", false), &answer(truth("cheat")));
-    assert_eq!(w.balance_of("alice"), alice_paid - COST);
+    assert_eq!(w.balance_of("alice"), alice_paid);
+    assert_eq!(w.escrow("alice", TA), ESCROW - COST, "paid from her escrow");
     let submitted = &tx_events(block.result(0), "validation_submitted")[0];
     assert_eq!(submitted["outcome"], "mismatch");
     let opened = &tx_events(block.result(0), "dispute_opened")[0];
@@ -473,9 +590,10 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
     // 20% of bonded 900,000 (180,000) and of unbonding 100,000 (20,000).
     assert_eq!(w.bonded("p0"), 720_000);
     assert_eq!(w.unbonding("p0")[0].amount, "80000");
-    // The requester is refunded from the host's balance; the slash (200,000) is split
-    // over the accuser and the two majority voters: 66,666 each, dust 2 to the community
-    // pool. Each honest re-execution also earns the record's cost from the pool.
+    // The requester is refunded (to her balance) from the host's balance, although the
+    // host's batch has not paid it yet; the slash (200,000) is split over the accuser and
+    // the two majority voters: 66,666 each, dust 2 to the community pool. Each honest
+    // re-execution also earns the record's cost from the pool.
     let share = SLASH / 3;
     assert_eq!(share, 66_666);
     assert_eq!(w.balance_of("alice"), before["alice"] + COST);
@@ -487,7 +605,14 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
     assert_eq!(community(&w), community_before + 2);
     assert_eq!(pool(&w), pool_before - 3 * COST);
     assert_eq!(escrow(&w), 0);
-    assert_eq!(work_of(&w, "p0"), 0, "the faked work is voided");
+    assert_eq!(
+        w.escrow("alice", TA),
+        ESCROW - COST,
+        "the refund is not to the escrow"
+    );
+    // The faked work is not credited yet (its batch is pending): it is owed instead.
+    assert_eq!(work_of(&w, "p0"), 0);
+    assert_eq!(w.participant("p0").work_debt, TOKENS);
 
     let d = dispute(&w, 0);
     assert_eq!(d.status, "executor_faulted");
@@ -524,6 +649,12 @@ fn cheating_executor_is_caught_and_slashed_exactly_20_percent() {
         pending(&w, &addr(m3)).is_empty(),
         "a decided dispute is owed no more"
     );
+    // The batch becomes final: its payout only makes up the refund the host paid, and its
+    // work credit only pays the debt. The executor keeps nothing of the faked record.
+    until_batches_final(&mut w, TA);
+    assert_eq!(w.balance_of("p0"), before["p0"]);
+    assert_eq!(work_of(&w, "p0"), 0, "the faked work is never counted");
+    assert_eq!(w.participant("p0").work_debt, 0, "the debt is paid off");
 }
 
 #[test]
@@ -562,9 +693,10 @@ fn false_accusation_is_punished() {
     assert_eq!(w.balance_of(m1), before[m1] + share + COST - FEE);
     assert_eq!(w.balance_of(m2), before[m2] + share + COST - FEE);
     assert_eq!(w.balance_of("alice"), before["alice"], "no refund");
+    assert_eq!(w.escrow("alice", TA), ESCROW - COST);
     assert_eq!(community(&w), community_before + 2);
     assert_eq!(pool(&w), pool_before - 2 * COST);
-    assert_eq!(work_of(&w, "p0"), TOKENS, "honest work stays credited");
+    assert_eq!(w.participant("p0").work_debt, 0, "nothing is owed");
     let d = dispute(&w, 0);
     assert_eq!(
         (d.status.as_str(), d.slashed.as_str()),
@@ -574,6 +706,10 @@ fn false_accusation_is_punished() {
     assert_eq!(reputation.false_accusations, 1);
     let executor = stats(&w, "p0").executor.unwrap();
     assert_eq!((executor.passed, executor.clean_streak), (1, 1));
+    // The honest work is paid and credited when its batch is final.
+    until_batches_final(&mut w, TA);
+    assert_eq!(w.balance_of("p0"), before["p0"] + share + COST);
+    assert_eq!(work_of(&w, "p0"), TOKENS, "honest work is credited");
 }
 
 #[test]
@@ -581,7 +717,7 @@ fn user_dispute_won_refunds_returns_the_deposit_and_pays_a_share() {
     let mut w = world(unsampled_params());
     let rec = record("user-won", false);
     let id = rec.inference_id.clone();
-    let sampling = submit(&mut w, vec![rec.clone()]);
+    let sampling = settle_unsampled(&mut w, &rec);
     assert!(sampling.events("validation_sampled").is_empty());
     let before_open = balances(&w);
     let tx = w.tx(
@@ -622,7 +758,7 @@ fn user_dispute_won_refunds_returns_the_deposit_and_pays_a_share() {
     assert_eq!(w.balance_of("p0"), before["p0"] - COST);
     assert_eq!(w.balance_of(m1), before[m1] + share + COST - FEE);
     assert_eq!(escrow(&w), 0);
-    assert_eq!(work_of(&w, "p0"), 0);
+    assert_eq!(w.participant("p0").work_debt, TOKENS);
     let d = dispute(&w, 0);
     let expected: Vec<(String, u128, String)> = vec![
         (addr("alice"), COST, "refund".into()),
@@ -635,6 +771,11 @@ fn user_dispute_won_refunds_returns_the_deposit_and_pays_a_share() {
         (addr(m2), COST, "validation_reward".into()),
     ];
     assert_eq!(payouts(&d), expected);
+    // The batch's payout only makes up the refund; its work credit only pays the debt.
+    until_batches_final(&mut w, TA);
+    assert_eq!(w.balance_of("p0"), before["p0"]);
+    assert_eq!(work_of(&w, "p0"), 0);
+    assert_eq!(w.participant("p0").work_debt, 0);
 }
 
 #[test]
@@ -642,8 +783,8 @@ fn the_refund_comes_from_the_slash_when_the_host_cannot_pay() {
     let mut w = world(unsampled_params());
     let rec = record("poor", false);
     let id = rec.inference_id.clone();
-    submit(&mut w, vec![rec.clone()]);
-    // p0 keeps only 500 ngnk of liquid balance.
+    settle_unsampled(&mut w, &rec);
+    // p0 keeps only 500 ngnk of liquid balance (its batch has not paid it yet).
     let keep = 500;
     let away = w.balance_of("p0") - keep - FEE;
     let tx = w.tx(
@@ -691,6 +832,10 @@ fn the_refund_comes_from_the_slash_when_the_host_cannot_pay() {
     assert_eq!(w.balance_of("p0"), 0);
     assert_eq!(w.balance_of("alice"), alice + COST + MIN_DEPOSIT + share);
     assert_eq!(escrow(&w), 0);
+    // The batch's payout is not held back for the faulted record: when the batch is final
+    // the host gets the record's cost although the slash paid most of the refund.
+    until_batches_final(&mut w, TA);
+    assert_eq!(w.balance_of("p0"), COST);
 }
 
 #[test]
@@ -701,7 +846,7 @@ fn a_committee_larger_than_the_candidates_shrinks_to_an_odd_size() {
     });
     let rec = record("few", true);
     let id = rec.inference_id.clone();
-    submit(&mut w, vec![rec]);
+    settle_unsampled(&mut w, &rec);
     let tx = w.tx(
         "alice",
         vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT)],
@@ -720,7 +865,7 @@ fn user_dispute_lost_forfeits_the_deposit_to_the_executor() {
     let mut w = world(unsampled_params());
     let rec = record("user-lost", true);
     let id = rec.inference_id.clone();
-    submit(&mut w, vec![rec.clone()]);
+    settle_unsampled(&mut w, &rec);
     let before_open = balances(&w);
     let tx = w.tx(
         "alice",
@@ -754,6 +899,10 @@ fn user_dispute_lost_forfeits_the_deposit_to_the_executor() {
     assert_eq!(w.balance_of(m1), before[m1] + COST - FEE);
     assert_eq!(pool(&w), pool_before - 2 * COST);
     assert_eq!(escrow(&w), 0);
+    assert_eq!(w.participant("p0").work_debt, 0);
+    // The upheld work is paid and credited when its batch is final.
+    until_batches_final(&mut w, TA);
+    assert_eq!(w.balance_of("p0"), before["p0"] + MIN_DEPOSIT + 5 + COST);
     assert_eq!(work_of(&w, "p0"), TOKENS);
 }
 
@@ -762,7 +911,7 @@ fn a_dispute_nobody_votes_on_is_undecided_and_its_members_lose_reputation() {
     let mut w = world(unsampled_params());
     let rec = record("silent", false);
     let id = rec.inference_id.clone();
-    submit(&mut w, vec![rec.clone()]);
+    settle_unsampled(&mut w, &rec);
     let alice = w.balance_of("alice");
     let tx = w.tx(
         "alice",
@@ -808,7 +957,7 @@ fn missed_validations_cost_reputation_then_jail() {
     });
     let records: Vec<WorkRecord> = (0..6).map(|i| record(&format!("m{i}"), true)).collect();
     let ids: Vec<String> = records.iter().map(|r| r.inference_id.clone()).collect();
-    submit(&mut w, records);
+    settle(&mut w, &records);
     let mut assigned: BTreeMap<&str, u64> = BTreeMap::new();
     for id in &ids {
         *assigned
@@ -848,11 +997,24 @@ fn missed_validations_cost_reputation_then_jail() {
         .filter(|l| w.participant(l).jailed)
         .map(addr)
         .collect();
-    // The scenario's TA (p4) is a validator too and may be among the jailed, who may not
-    // submit work: the executor's host p0, never assigned its own records, takes over.
-    let register = w.tx("p0", vec![register_ta("p0", "https://p0.example")]);
-    let block = w.block(vec![register]);
-    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    // More work, settled by another transfer agent: the executor's host p0 itself (never
+    // assigned its own records; alice escrows for it too), so every participant but p0 and
+    // the jailed is a candidate to validate it.
+    let txs = vec![
+        w.tx("p0", vec![register_ta("p0", "https://p0.example")]),
+        w.tx(
+            "alice",
+            vec![msg_open_escrow(
+                &addr("alice"),
+                &addr("p0"),
+                ESCROW,
+                ESCROW_EXPIRY,
+            )],
+        ),
+    ];
+    let block = w.block(txs);
+    assert_ok(&block, 0);
+    assert_ok(&block, 1);
     let more: Vec<WorkRecord> = (0..8)
         .map(|i| {
             let input = request(
@@ -867,9 +1029,7 @@ fn missed_validations_cost_reputation_then_jail() {
         })
         .collect();
     let more_ids: Vec<String> = more.iter().map(|r| r.inference_id.clone()).collect();
-    let tx = w.tx("p0", vec![msg_submit_work_batch(&addr("p0"), more)]);
-    let block = w.block(vec![tx]);
-    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    commit_batch(&mut w, "p0", &more, host_of);
     w.block(vec![]);
     for id in &more_ids {
         let validator = validation(&w, id).validator;
@@ -891,7 +1051,7 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
     let (a, a_validator, _) = validate(&mut w, record("a", true), &answer(truth("a")));
     let b_rec = record("b", true);
     let b = b_rec.inference_id.clone();
-    submit(&mut w, vec![b_rec]);
+    settle(&mut w, &[b_rec]);
     let b_validation = validation(&w, &b);
     while validation(&w, &b).status != "missed" {
         w.block(vec![]);
@@ -910,7 +1070,7 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
         f.inference_id.clone(),
         g.inference_id.clone(),
     );
-    submit(&mut w, vec![c.clone(), e.clone(), f.clone(), g]);
+    settle(&mut w, &[c.clone(), e.clone(), f.clone(), g]);
     let (vc, ve, vg) = (
         validation(&w, &c_id),
         validation(&w, &e_id),
@@ -1213,17 +1373,70 @@ fn logged(w: &mut World, log: &mut Log, txs: Vec<Vec<u8>>) -> Block {
     block
 }
 
-/// Submits `count` cheap records on each node of `plan` (`(node, count, expected rate)`),
-/// 500 per block in batches of 100, checks each following block's sampling against the rule
-/// (the exact set of ids, recomputed here from the block hash, at the node's expected
-/// rate), and returns the sampled ids per node; notes each record's nonce in `nonces`.
+/// Whether leaf `index` of batch `batch_id`, settled at a height with validation-sampling
+/// seed `height_seed`, is demanded at `rate`, per the x/settlement docs (one hash serves four
+/// leaves).
+fn expected_leaf(height_seed: &[u8; 32], batch_id: u64, index: u64, rate: u64) -> bool {
+    let hash = Sha256::new()
+        .chain_update(b"gonka/leaf-sample/v1")
+        .chain_update(height_seed)
+        .chain_update(batch_id.to_be_bytes())
+        .chain_update((index / 4).to_be_bytes())
+        .finalize();
+    let at = 8 * (index % 4) as usize;
+    u64::from_be_bytes(hash[at..at + 8].try_into().unwrap()) % 1_000_000 < rate
+}
+
+/// The chance (ppm) that a stored leaf, demanded at `leaf_rate`, is sampled for validation
+/// when its executor's rate is `rate`, per the crate docs: `rate / leaf_rate` (floored), at
+/// most certainty, so that the overall chance is the executor's rate.
+fn given_leaf(rate: u64, leaf_rate: u64) -> u64 {
+    (rate * 1_000_000 / leaf_rate).min(1_000_000)
+}
+
+/// Batch `number` of the TA over `records`, each paid tokens × `PRICE`, with its
+/// `MsgSettleBatch` co-signed by every host of the batch.
+fn committed(number: u64, records: &[WorkRecord]) -> (Batch, Any) {
+    let served = records
+        .iter()
+        .map(|r| Served {
+            record: r.clone(),
+            host: addr(host_of(r)),
+            cost: u128::from(r.prompt_tokens + r.completion_tokens) * PRICE,
+        })
+        .collect();
+    let batch = Batch::build(&addr(TA), number, served).unwrap();
+    let signatures: Vec<_> = batch
+        .hosts()
+        .map(|host| cosign(&bls_key(label_of(host)), CHAIN_ID, &batch.msg))
+        .collect();
+    let msg = msg_settle_batch(&batch.signed(&signatures));
+    (batch, msg)
+}
+
+/// What a phase drew, per node: the ids of its stored records (the leaves the chain
+/// demanded) and of those sampled for validation.
+struct Drawn {
+    stored: BTreeMap<u8, Vec<String>>,
+    sampled: BTreeMap<u8, Vec<String>>,
+}
+
+/// Settles `count` cheap records on each node of `plan` (`(node, count, expected rate)`) as
+/// committed batches of the TA, the nodes mixed (in inference-id order), 500 per block in
+/// batches of 100 co-signed by their hosts, and checks both draws that make a validation:
+/// the leaves the next block demands (the exact set, recomputed here from the hash of the
+/// block after the settling one, at each batch's rate: the highest expected rate of its
+/// hosts, which `leaf_sample_ppm` (100%) does not cap) and, once the TA has provided them in the block after, the records the next block
+/// samples (the exact set, recomputed from the hash of the block after the providing one, at
+/// each executor's expected rate divided by its leaf's rate). Notes each record's nonce in
+/// `nonces`; returns what was drawn.
 fn phase(
     w: &mut World,
     log: &mut Log,
     tag: &str,
     plan: &[(u8, usize, u64)],
     nonces: &mut BTreeMap<String, String>,
-) -> BTreeMap<u8, Vec<String>> {
+) -> Drawn {
     let mut records = Vec::new();
     let mut rate_of: BTreeMap<String, (u8, u64)> = BTreeMap::new();
     for (node, count, rate) in plan {
@@ -1235,22 +1448,89 @@ fn phase(
             records.push(record);
         }
     }
-    let mut sampled: BTreeMap<u8, Vec<String>> =
-        plan.iter().map(|(n, _, _)| (*n, Vec::new())).collect();
+    records.sort_by(|a, b| a.inference_id.cmp(&b.inference_id));
+    let per_node =
+        || -> BTreeMap<u8, Vec<String>> { plan.iter().map(|(n, _, _)| (*n, Vec::new())).collect() };
+    let mut drawn = Drawn {
+        stored: per_node(),
+        sampled: per_node(),
+    };
     for (part, in_block) in records.chunks(500).enumerate() {
-        let txs: Vec<Vec<u8>> = in_block
+        let last = w
+            .query::<q::settlement::BatchNumber>(spb::QueryBatchNumberRequest {
+                transfer_agent: addr(TA),
+            })
+            .number;
+        let (batches, msgs): (Vec<Batch>, Vec<Any>) = in_block
             .chunks(100)
-            .map(|batch| w.tx(TA, vec![msg_submit_work_batch(&addr(TA), batch.to_vec())]))
+            .zip(last + 1..)
+            .map(|(chunk, number)| committed(number, chunk))
+            .unzip();
+        let txs = msgs.into_iter().map(|msg| w.tx(TA, vec![msg])).collect();
+        let settled = logged(w, log, txs);
+        let ids: Vec<u64> = (0..batches.len())
+            .map(|i| {
+                assert_ok(&settled, i);
+                settled.tx_events(i, "batch_settled")[0]["batch_id"]
+                    .parse()
+                    .unwrap()
+            })
             .collect();
-        let stored = logged(w, log, txs);
-        let ids: Vec<String> = stored
-            .response
-            .tx_results
-            .iter()
-            .flat_map(|r| tx_events(r, "inference_record"))
-            .map(|e| e["id"].clone())
+        let settled_height = w.chain.height();
+        let next_hash = w.chain.block_hash(settled_height + 1);
+        logged(w, log, vec![]);
+        let leaf_seed = sampling_seed(w, settled_height, &next_hash);
+        // inference id -> the rate its leaf was demanded at
+        let mut leaf_rate: BTreeMap<String, u64> = BTreeMap::new();
+        let mut provide = Vec::new();
+        for (batch, &id) in batches.iter().zip(&ids) {
+            let id_of = |index: u64| {
+                batch.leaves[index as usize]
+                    .record
+                    .as_ref()
+                    .unwrap()
+                    .inference_id
+                    .clone()
+            };
+            let count = batch.leaves.len() as u64;
+            let rate = (0..count).map(|i| rate_of[&id_of(i)].1).max().unwrap();
+            let want: Vec<(u64, u64)> = (0..count)
+                .filter(|&i| expected_leaf(&leaf_seed, id, i, rate))
+                .map(|i| (i, rate))
+                .collect();
+            let got: Vec<(u64, u64)> = w
+                .query::<q::settlement::Demands>(spb::QueryDemandsRequest {
+                    transfer_agent: addr(TA),
+                    start_batch_id: id,
+                    ..Default::default()
+                })
+                .demands
+                .into_iter()
+                .filter(|d| d.batch_id == id)
+                .map(|d| (d.index, d.sampled_ppm))
+                .collect();
+            assert_eq!(
+                got, want,
+                "leaves demanded of {tag} block {part}, batch {id}"
+            );
+            for (index, rate) in want {
+                leaf_rate.insert(id_of(index), rate);
+                provide.push(msg_provide_leaf(
+                    &addr(TA),
+                    id,
+                    batch.leaf_proof(index).unwrap(),
+                ));
+            }
+        }
+        let txs: Vec<Vec<u8>> = provide
+            .chunks(16)
+            .map(|msgs| w.tx(TA, msgs.to_vec()))
             .collect();
-        assert_eq!(ids.len(), in_block.len());
+        let count = txs.len();
+        let provided = logged(w, log, txs);
+        for i in 0..count {
+            assert_ok(&provided, i);
+        }
         let stored_height = w.chain.height();
         let next_hash = w.chain.block_hash(stored_height + 1);
         let sampling = logged(w, log, vec![]);
@@ -1261,24 +1541,31 @@ fn phase(
             assert_eq!(event["rate_ppm"], rate.to_string());
         }
         let got: BTreeSet<String> = events.iter().map(|e| e["inference_id"].clone()).collect();
-        let want: BTreeSet<String> = ids
+        let want: BTreeSet<String> = leaf_rate
             .iter()
-            .filter(|id| expected_sampled(&height_seed, id, rate_of[*id].1))
-            .cloned()
+            .filter(|(id, leaf)| {
+                expected_sampled(&height_seed, id, given_leaf(rate_of[*id].1, **leaf))
+            })
+            .map(|(id, _)| id.clone())
             .collect();
         assert_eq!(got, want, "sampled records of {tag} block {part}");
-        for id in got {
-            sampled.get_mut(&rate_of[&id].0).unwrap().push(id);
+        for id in leaf_rate.into_keys() {
+            let node = rate_of[&id].0;
+            if got.contains(&id) {
+                drawn.sampled.get_mut(&node).unwrap().push(id.clone());
+            }
+            drawn.stored.get_mut(&node).unwrap().push(id);
         }
     }
-    sampled
+    drawn
 }
 
-/// Runs the sampling scenario on `w`, logging every block; returns the sampled ids of
-/// phase 1 (p0 new), and of phase 2 for p0 (after a clean record) and p1 (new).
-fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>, Vec<String>) {
+/// Runs the sampling scenario on `w`, logging every block; returns what phase 1 (p0 new)
+/// and phase 2 (p0 after clean records, p1 new) drew.
+fn sampling_scenario(w: &mut World, log: &mut Log) -> (Drawn, Drawn) {
     let params = sampling_params();
-    // Phase 1: a new executor is checked at the maximum, 10%.
+    // Phase 1: a new executor is checked at the maximum, 10%: a tenth of its leaves are
+    // demanded and every one of them is validated.
     let mut nonces: BTreeMap<String, String> = BTreeMap::new();
     let first = phase(
         w,
@@ -1286,11 +1573,10 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
         "new",
         &[(0, 1_000, params.max_sample_ppm)],
         &mut nonces,
-    )
-    .remove(&0)
-    .unwrap();
+    );
+    assert_eq!(first.sampled[&0], first.stored[&0]);
     assert_eq!(stats(w, "p0").current_rate_ppm, params.max_sample_ppm);
-    // Every stored record of n0 is one of phase 1's.
+    // The stored records of n0 are exactly the leaves phase 1 provided.
     let stored: BTreeSet<String> = w
         .query_all::<q::inference::Records>(gonka_proto::inference::QueryRecordsRequest {
             epoch: 0,
@@ -1300,28 +1586,33 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
         .into_iter()
         .map(|r| r.record.unwrap().inference_id)
         .collect();
-    assert_eq!(stored, nonces.keys().cloned().collect());
-    // A record that was not sampled cannot be validated.
-    let unsampled = nonces
+    assert_eq!(stored, first.stored[&0].iter().cloned().collect());
+    // A committed record whose leaf was not drawn is no work record: nobody validates it.
+    let unstored = nonces
         .keys()
-        .find(|id| !first.contains(id))
+        .find(|id| !stored.contains(*id))
         .unwrap()
         .clone();
     let tx = w.tx(
         "p1",
         vec![msg_submit_validation(
             &addr("p1"),
-            &unsampled,
+            &unstored,
             &found([0; 32], (1, 1)),
         )],
     );
     let refused = logged(w, log, vec![tx]);
-    assert_err(refused.result(0), 4, "was not sampled", "unsampled record");
+    assert_err(
+        refused.result(0),
+        8,
+        "no work record",
+        "record never stored",
+    );
 
     // Answer every validation honestly, five per block, each block's outputs revealed by
     // the TA after the commits: the rate decays by the rule.
     let mut answered = 0;
-    for chunk in first.chunks(5) {
+    for chunk in first.sampled[&0].chunks(5) {
         let mut txs: Vec<Vec<u8>> = chunk
             .iter()
             .map(|id| {
@@ -1360,8 +1651,9 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
     assert!(answered >= params.decay_validations);
 
     // Phase 2: the clean executor is checked at the minimum, 1%, while a new one (p1, on
-    // n1) is checked at the maximum in the same blocks.
-    let mut second = phase(
+    // n1) is checked at the maximum in the same batches: their leaves are demanded at 10%,
+    // p1's all validated, p0's a tenth of them.
+    let second = phase(
         w,
         log,
         "clean",
@@ -1371,11 +1663,24 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Vec<String>, Vec<String>,
         ],
         &mut nonces,
     );
-    (
-        first,
-        second.remove(&0).unwrap(),
-        second.remove(&1).unwrap(),
-    )
+    assert_eq!(second.sampled[&1], second.stored[&1]);
+    // A stored record that was not sampled cannot be validated.
+    let unsampled = second.stored[&0]
+        .iter()
+        .find(|id| !second.sampled[&0].contains(id))
+        .unwrap()
+        .clone();
+    let tx = w.tx(
+        "p1",
+        vec![msg_submit_validation(
+            &addr("p1"),
+            &unsampled,
+            &found([0; 32], (1, 1)),
+        )],
+    );
+    let refused = logged(w, log, vec![tx]);
+    assert_err(refused.result(0), 4, "was not sampled", "unsampled record");
+    (first, second)
 }
 
 fn sampling_params() -> pb::Params {
@@ -1386,10 +1691,13 @@ fn sampling_params() -> pb::Params {
     }
 }
 
-/// The scenario world plus node n1 of host p1.
+/// The scenario world plus node n1 of host p1, whose BLS key is registered.
 fn sampling_world() -> World {
     let mut w = world(sampling_params());
-    let tx = w.tx("p1", vec![msg_register_node(&addr("p1"), &spec(1))]);
+    let tx = w.tx(
+        "p1",
+        vec![msg_register_node(&addr("p1"), &spec(1)), register_bls("p1")],
+    );
     assert_ok(&w.block(vec![tx]), 0);
     w
 }
@@ -1398,23 +1706,33 @@ fn sampling_world() -> World {
 fn sampling_follows_the_adaptive_rule_and_two_chains_agree() {
     let mut log = Vec::new();
     let mut a = sampling_world();
-    let (first, second, new) = sampling_scenario(&mut a, &mut log);
-    // Binomial tolerances (4σ): 1,000 records at 10% → 100 ± 38; at 1% → 10 ± 13;
-    // 500 at 10% → 50 ± 27.
+    let (phase1, phase2) = sampling_scenario(&mut a, &mut log);
+    let (first, second, new) = (
+        &phase1.sampled[&0],
+        &phase2.sampled[&0],
+        &phase2.sampled[&1],
+    );
+    // Binomial tolerances (4σ) on the overall rate (the leaf's chance times the record's):
+    // 1,000 records at 10% → 100 ± 38; at 1% → 10 ± 13; 500 at 10% → 50 ± 27.
     assert!((62..=138).contains(&first.len()), "p0 new: {}", first.len());
     assert!(second.len() <= 23, "p0 clean: {}", second.len());
     assert!((23..=77).contains(&new.len()), "p1 new: {}", new.len());
     eprintln!(
-        "sampled: p0 new {}/1000, p0 clean {}/1000, p1 new {}/500",
+        "sampled: p0 new {}/1000, p0 clean {}/1000 ({} stored), p1 new {}/500",
         first.len(),
         second.len(),
+        phase2.stored[&0].len(),
         new.len()
     );
+    // An executor's records are the stored ones: the leaves the chain demanded.
     let stats_a = stats(&a, "p0").executor.unwrap();
-    assert_eq!(stats_a.records, 2_000);
+    assert_eq!(
+        stats_a.records,
+        (phase1.stored[&0].len() + phase2.stored[&0].len()) as u64
+    );
     assert_eq!(stats_a.sampled, (first.len() + second.len()) as u64);
     let p1 = stats(&a, "p1");
-    assert_eq!(p1.executor.unwrap().records, 500);
+    assert_eq!(p1.executor.unwrap().records, phase2.stored[&1].len() as u64);
     assert_eq!(p1.current_rate_ppm, sampling_params().max_sample_ppm);
 
     // A second chain fed the same blocks makes the same choices, block by block.
@@ -1435,19 +1753,10 @@ fn sampling_follows_the_adaptive_rule_and_two_chains_agree() {
 #[test]
 fn a_validator_that_skips_key_generation_forfeits_its_validation_rewards() {
     let mut w = world(scenario_params());
-    let keys: Vec<Vec<u8>> = (0..6u8)
-        .map(|i| {
-            let label = format!("p{i}");
-            let key = gonka_bls_crypto::SecretKey::from_seed(&[i + 1; 32]);
-            w.tx(
-                &label,
-                vec![gonka_client::bls::msg_register_bls_key(
-                    &addr(&label),
-                    CHAIN_ID,
-                    &key,
-                )],
-            )
-        })
+    // p0 registered its BLS key (it co-signs its batches); the others register theirs.
+    let keys: Vec<Vec<u8>> = ["p1", "p2", "p3", "p4", "p5"]
+        .into_iter()
+        .map(|label| w.tx(label, vec![register_bls(label)]))
         .collect();
     assert!(w
         .block(keys)

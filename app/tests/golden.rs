@@ -11,8 +11,7 @@ use gonka_client::settlement::{
     msg_provide_leaf, msg_settle_batch, msg_top_up_escrow, Batch as SettlementBatch, Served,
 };
 use gonka_client::tx::{
-    msg_register_node, msg_remove_node, msg_stake, msg_submit_work_batch, msg_unjail, msg_unstake,
-    msg_update_node,
+    msg_register_node, msg_remove_node, msg_stake, msg_unjail, msg_unstake, msg_update_node,
 };
 use gonka_client::Any;
 use gonka_proto::disputes as pb;
@@ -26,26 +25,35 @@ use tendermint_proto::v0_38::abci::ExecTxResult;
 
 const LLAMA: &str = "meta/llama-8b";
 const QWEN: &str = "qwen/72b";
+/// The models' prices per token, in ngnk.
+const LLAMA_PRICE: u128 = 10;
+const QWEN_PRICE: u128 = 50;
 /// The transfer agent (also a validator).
 const TA: &str = "p5";
 /// Bond of every genesis participant.
 const BOND: u128 = 1_000_000;
-const EPOCH_LENGTH: u64 = 10;
+const EPOCH_LENGTH: u64 = 11;
 const MIN_DEPOSIT: u128 = 10_000;
 /// What alice puts into the validation pool.
 const POOL_FUNDS: u128 = 1_000_000;
 /// What p3 unbonds in epoch 0 (paid back at the end of epoch 1).
 const UNSTAKED: u128 = 200_000;
+/// What alice, bob and carol put in escrow for the TA before its first batch.
+const ALICE_ESCROW: u128 = 100_000;
+const BOB_ESCROW: u128 = 50_000;
+const CAROL_ESCROW: u128 = 10_000;
 const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
-/// The recorded app hash after the scenario's last block (height 20, the end of epoch 1).
-const GOLDEN: &str = "8a3e08f7fc30ebf55e7e6c88d2b26e41ede8720c364a72a58cfcc267c62a4a56";
+/// The recorded app hash after the scenario's last block (height 26, where the key
+/// generation round that the end of epoch 1 started is final).
+const GOLDEN: &str = "e0c09ade15d758285ff59a3bd89d952fbf6146882f398216a2d0bbeb422a2894";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;
-/// 10-block epochs; 1-epoch unbonding and jail; 10% of each epoch's rewards to the
+/// 11-block epochs; 1-epoch unbonding and jail; 10% of each epoch's rewards to the
 /// validation pool; two priced models; every record sampled, 2 blocks to validate,
-/// committees of 3, 20% slashed, jailed at the first missed deadline.
+/// committees of 3, 20% slashed, jailed at the first missed deadline; committed batches
+/// final 3 blocks after they settle, every leaf sampled and demanded for the next block.
 fn world() -> World {
     let mut setup = Setup::new(6, BOND);
     setup.epoch_length = EPOCH_LENGTH;
@@ -75,8 +83,10 @@ fn world() -> World {
         state["inference"] = json!({
             "params": {"max_records_per_batch": 10, "max_tokens_per_record": 100000, "payload_retention_blocks": 1000},
             "models": [
-                {"id": LLAMA, "price_per_token": "10", "min_vram_mib": 16000},
-                {"id": QWEN, "price_per_token": "50", "min_vram_mib": 80000},
+                {"id": LLAMA, "price_per_token": LLAMA_PRICE.to_string(),
+                    "min_vram_mib": 16000},
+                {"id": QWEN, "price_per_token": QWEN_PRICE.to_string(),
+                    "min_vram_mib": 80000},
             ],
         });
         state["disputes"] = json!({ "params": disputes });
@@ -177,6 +187,20 @@ fn record(requester: &str, nonce: &str, model: &str, honest: bool, commission: u
     signed_record(requester, 10, &input)
 }
 
+/// `record` as the TA serves it from p0's n0: p0 is paid its tokens at the model's price.
+fn served_on_n0(record: WorkRecord) -> Served {
+    let price = if record.model == QWEN {
+        QWEN_PRICE
+    } else {
+        LLAMA_PRICE
+    };
+    Served {
+        cost: u128::from(record.prompt_tokens + record.completion_tokens) * price,
+        host: addr("p0"),
+        record,
+    }
+}
+
 /// A stock `/cosmos.bank.v1beta1.MsgSend`, as a Cosmos wallet builds it.
 fn cosmos_send(from: &str, to: &str, amount: u128) -> Any {
     use cosmrs::proto::cosmos::bank::v1beta1::MsgSend;
@@ -201,7 +225,11 @@ fn scenario(w: &mut World) -> Log {
     let mut log = Log::new();
     assert_eq!(w.chain.height(), 1);
 
-    // Height 2: registry, both MsgSend flavours, a new participant, a top-up, an unstake.
+    // Height 2: registry, both MsgSend flavours, a new participant, a top-up, an unstake;
+    // p0, whose n0 will execute the epoch's records, registers the BLS key it co-signs
+    // batches with, and alice, bob and carol open escrows for the TA (the committed path
+    // charges requesters from them when a batch settles).
+    let ta = addr(TA);
     let txs = vec![
         w.tx(TA, vec![register_ta(TA, "https://ta.example")]),
         w.tx(
@@ -238,16 +266,24 @@ fn scenario(w: &mut World) -> Log {
         ),
         w.tx("p2", vec![msg_stake(&addr("p2"), 100_000, "", None)]),
         w.tx("p3", vec![msg_unstake(&addr("p3"), UNSTAKED)]),
+        w.tx("p0", vec![register_bls("p0")]),
+        w.tx(
+            "alice",
+            vec![msg_open_escrow(&addr("alice"), &ta, ALICE_ESCROW, 500)],
+        ),
+        w.tx(
+            "bob",
+            vec![msg_open_escrow(&addr("bob"), &ta, BOB_ESCROW, 500)],
+        ),
+        w.tx(
+            "carol",
+            vec![msg_open_escrow(&addr("carol"), &ta, CAROL_ESCROW, 500)],
+        ),
     ];
     let b = step(w, &mut log, txs);
     let (p0, p1, p2, p3, dave) = (addr("p0"), addr("p1"), addr("p2"), addr("p3"), addr("dave"));
     let (alice, bob, carol) = (addr("alice"), addr("bob"), addr("carol"));
-    assert_tx(
-        &b,
-        0,
-        "transfer_agent_registered",
-        &[("address", &addr(TA))],
-    );
+    assert_tx(&b, 0, "transfer_agent_registered", &[("address", &ta)]);
     assert_tx(
         &b,
         1,
@@ -294,10 +330,38 @@ fn scenario(w: &mut World) -> Log {
         "unstake",
         &[("operator", &p3), ("completes_epoch", "1")],
     );
+    assert_tx(
+        &b,
+        8,
+        "bls_key_registered",
+        &[("address", &p0), ("rotated", "false")],
+    );
+    for (i, requester, funds) in [
+        (9, &alice, ALICE_ESCROW),
+        (10, &bob, BOB_ESCROW),
+        (11, &carol, CAROL_ESCROW),
+    ] {
+        let balance = format!("{funds}ngnk");
+        assert_tx(
+            &b,
+            i,
+            "escrow_opened",
+            &[
+                ("requester", requester),
+                ("transfer_agent", &ta),
+                ("balance", &balance),
+                ("release_at", "503"),
+            ],
+        );
+    }
 
-    // Height 3: n0 also serves qwen, n1 leaves, the TA submits three records on n0: an
-    // honest one, a faked one (for a validation dispute) and a faked one bob will dispute;
-    // a fourth record, signed for another transfer agent, is refused alone.
+    // Height 3: n0 also serves qwen, n1 leaves. The TA settles batch 1: three records on
+    // n0 co-signed by p0, an honest one, a faked one (for a validation dispute) and a faked
+    // one bob will dispute; alice's escrow pays 1,505 (1,500 at llama's price and a 5
+    // commission) plus 7,500 (qwen's price), bob's 1,500. It also settles batch 2 with a
+    // fourth record, which carol signed for another transfer agent (p3), co-signed by p0 too:
+    // carol proves that leaf invalid in the same block, which voids batch 2 (her escrow is
+    // refunded) and slashes the TA and p0 (whose receipt is on the leaf) 20% each, to her.
     let honest = record("alice", "golden-honest", LLAMA, true, 5);
     let cheat = record("alice", "golden-cheat", QWEN, false, 0);
     let disputed = record("bob", "golden-user", LLAMA, false, 0);
@@ -313,11 +377,26 @@ fn scenario(w: &mut World) -> Log {
             0,
         ),
     );
-    let foreign_id = foreign.inference_id.clone();
     let ids: Vec<String> = [&honest, &cheat, &disputed]
         .iter()
         .map(|r| r.inference_id.clone())
         .collect();
+    let p0_key = bls_key("p0");
+    let batch = SettlementBatch::build(
+        &ta,
+        1,
+        [&honest, &cheat, &disputed]
+            .into_iter()
+            .map(|r| served_on_n0(r.clone()))
+            .collect(),
+    )
+    .unwrap();
+    let foreign_batch = SettlementBatch::build(&ta, 2, vec![served_on_n0(foreign)]).unwrap();
+    // What the requesters pay for batch 1: 150 tokens a record at the model's price, plus
+    // the honest record's commission of 5.
+    let alice_pays = 150 * LLAMA_PRICE + 5 + 150 * QWEN_PRICE;
+    let bob_pays = 150 * LLAMA_PRICE;
+    assert_eq!((alice_pays, bob_pays), (9_005, 1_500));
     let txs = vec![
         w.tx(
             "p0",
@@ -329,9 +408,24 @@ fn scenario(w: &mut World) -> Log {
         w.tx("p1", vec![msg_remove_node(&addr("p1"), "n1")]),
         w.tx(
             TA,
-            vec![msg_submit_work_batch(
-                &addr(TA),
-                vec![honest.clone(), cheat.clone(), disputed.clone(), foreign],
+            vec![msg_settle_batch(
+                &batch.signed(&[cosign(&p0_key, CHAIN_ID, &batch.msg)]),
+            )],
+        ),
+        w.tx(
+            TA,
+            vec![msg_settle_batch(&foreign_batch.signed(&[cosign(
+                &p0_key,
+                CHAIN_ID,
+                &foreign_batch.msg,
+            )]))],
+        ),
+        w.tx(
+            "carol",
+            vec![msg_challenge_batch(
+                &carol,
+                2,
+                ChallengeKind::InvalidLeaf(foreign_batch.leaf_proof(0).unwrap()),
             )],
         ),
     ];
@@ -344,23 +438,92 @@ fn scenario(w: &mut World) -> Log {
         &[("node_id", "n0"), ("models", &both)],
     );
     assert_tx(&b, 1, "node_removed", &[("node_id", "n1"), ("host", &p1)]);
-    assert_tx(&b, 2, "work_batch", &[("stored", "3"), ("refused", "1")]);
     assert_tx(
         &b,
         2,
-        "inference_record",
-        &[("id", &foreign_id), ("outcome", "refused"), ("code", "23")],
+        "batch_settled",
+        &[
+            ("batch_id", "1"),
+            ("records", "3"),
+            ("total", "10505ngnk"),
+            ("final_at", "6"),
+        ],
     );
-    for id in &ids {
+    assert_tx(
+        &b,
+        3,
+        "batch_settled",
+        &[
+            ("batch_id", "2"),
+            ("records", "1"),
+            ("total", "20ngnk"),
+            ("final_at", "6"),
+        ],
+    );
+    assert_tx(
+        &b,
+        4,
+        "batch_voided",
+        &[
+            ("batch_id", "2"),
+            ("challenger", &carol),
+            ("challenge", "invalid_leaf"),
+        ],
+    );
+    let voided = &b.tx_events(4, "batch_voided")[0];
+    let wrong_ta = format!("signed for transfer agent {:?}, not {ta}", addr("p3"));
+    assert!(voided["reason"].contains(&wrong_ta), "{voided:?}");
+    for culprit in [&ta, &p0] {
         assert_tx(
             &b,
-            2,
-            "inference_record",
-            &[("id", id), ("outcome", "stored")],
+            4,
+            "slash",
+            &[
+                ("operator", culprit),
+                ("fraction_ppm", "200000"),
+                ("beneficiary", &carol),
+            ],
+        );
+    }
+    // Requesters paid from their escrows at settlement; carol's debit came back.
+    assert_eq!(w.escrow("alice", TA), ALICE_ESCROW - alice_pays);
+    assert_eq!(w.escrow("bob", TA), BOB_ESCROW - bob_pays);
+    assert_eq!(w.escrow("carol", TA), CAROL_ESCROW);
+
+    // Height 4: the chain samples every leaf of batch 1 (none of the voided batch 2) and
+    // demands them from the TA, which provides them: each becomes a stored work record.
+    let provide: Vec<Any> = (0..batch.leaves.len() as u64)
+        .map(|i| msg_provide_leaf(&ta, 1, batch.leaf_proof(i).unwrap()))
+        .collect();
+    let txs = vec![w.tx(TA, provide)];
+    let b = step(w, &mut log, txs);
+    assert_block_event(
+        &b,
+        "leaves_sampled",
+        &[
+            ("batch_id", "1"),
+            ("rate_ppm", "1000000"),
+            ("count", "3"),
+            ("deadline", "5"),
+        ],
+    );
+    assert!(
+        b.events("leaves_sampled")
+            .iter()
+            .all(|e| e["batch_id"] == "1"),
+        "a voided batch is not sampled"
+    );
+    for index in ["0", "1", "2"] {
+        assert_tx(
+            &b,
+            0,
+            "leaf_provided",
+            &[("batch_id", "1"), ("index", index)],
         );
     }
 
-    // Height 4: every record is sampled and assigned a validator other than the host.
+    // Height 5: x/disputes samples every provided record and assigns each a validator
+    // other than the host.
     let b = step(w, &mut log, vec![]);
     for id in &ids {
         assert_block_event(&b, "validation_sampled", &[("inference_id", id)]);
@@ -369,9 +532,11 @@ fn scenario(w: &mut World) -> Log {
     assert!(!validators.contains(&p0), "never the executor's host");
     let missing = label_of(&validators[2]);
 
-    // Height 5: the validators of the honest and the faked record commit their results, then
-    // the TA reveals both outputs: the honest record matches, the faked one mismatches,
-    // which opens dispute 0. Nobody answers for the third record.
+    // Height 6: batch 1's challenge window closes: p0 is paid its 10,500 and credited its
+    // 450 tokens of work, the TA its 5 commission. The validators of the honest and the
+    // faked record commit their results, then the TA reveals both outputs: the honest record
+    // matches, the faked one mismatches, which opens dispute 0. Nobody answers for the third
+    // record.
     let txs = vec![
         w.tx(
             label_of(&validators[0]),
@@ -392,6 +557,35 @@ fn scenario(w: &mut World) -> Log {
         w.tx(TA, vec![reveal_msg(TA, &honest), reveal_msg(TA, &cheat)]),
     ];
     let b = step(w, &mut log, txs);
+    assert_block_event(
+        &b,
+        "batch_final",
+        &[("batch_id", "1"), ("commission", "5ngnk")],
+    );
+    let settlement_pool = gonka_settlement::pool_address();
+    assert_block_event(
+        &b,
+        "transfer",
+        &[
+            ("sender", &settlement_pool),
+            ("recipient", &p0),
+            ("amount", "10500ngnk"),
+        ],
+    );
+    assert_block_event(
+        &b,
+        "transfer",
+        &[
+            ("sender", &settlement_pool),
+            ("recipient", &ta),
+            ("amount", "5ngnk"),
+        ],
+    );
+    assert_block_event(
+        &b,
+        "work_credited",
+        &[("operator", &p0), ("epoch", "0"), ("units", "450")],
+    );
     for (i, id) in ids[..2].iter().enumerate() {
         assert_tx(
             &b,
@@ -419,7 +613,7 @@ fn scenario(w: &mut World) -> Log {
         &[("dispute_id", "0"), ("kind", "validation")],
     );
 
-    // Height 6: the dispute's committee is drawn from the beacon of height 5.
+    // Height 7: the dispute's committee is drawn from the beacon of height 6.
     let b = step(w, &mut log, vec![]);
     let drawn = b
         .events("dispute_committee")
@@ -428,7 +622,8 @@ fn scenario(w: &mut World) -> Log {
     let committee = dispute(w, 0).committee;
     assert_eq!(drawn["committee"], committee.join(","));
 
-    // Height 7: two of the three committee members agree with the accuser: p0 is slashed.
+    // Height 8: two of the three committee members agree with the accuser: p0 is slashed,
+    // the faked record's 150 work units are voided and alice refunded its 7,500.
     // The third record's validator missed its deadline and is jailed (until epoch 1, so
     // unjailing now fails); bob disputes his record.
     let mut txs: Vec<Vec<u8>> = committee[..2]
@@ -466,6 +661,23 @@ fn scenario(w: &mut World) -> Log {
         "slash",
         &[("operator", &p0), ("fraction_ppm", "200000")],
     );
+    assert_tx(
+        &b,
+        1,
+        "work_voided",
+        &[("operator", &p0), ("epoch", "0"), ("units", "150")],
+    );
+    assert_tx(
+        &b,
+        1,
+        "dispute_payout",
+        &[
+            ("dispute_id", "0"),
+            ("to", &alice),
+            ("amount", "7500ngnk"),
+            ("reason", "refund"),
+        ],
+    );
     assert_block_event(&b, "validation_missed", &[("inference_id", &ids[2])]);
     let jailed = [("operator", missing_address.as_str()), ("until_epoch", "1")];
     assert_block_event(&b, "jail", &jailed);
@@ -493,12 +705,12 @@ fn scenario(w: &mut World) -> Log {
         &[("dispute_id", "1"), ("kind", "user"), ("accuser", &bob)],
     );
 
-    // Height 8: bob's dispute gets its committee.
+    // Height 9: bob's dispute gets its committee.
     step(w, &mut log, vec![]);
 
-    // Height 9: two members commit their votes before the TA reveals the output the dispute
-    // asked for; the reveal decides: the committee sides with bob, p0 is slashed again and
-    // bob refunded.
+    // Height 10: two members commit their votes before the TA reveals the output the dispute
+    // asked for; the reveal decides: the committee sides with bob, p0 is slashed again, the
+    // record's work voided and bob refunded its cost and his deposit.
     let committee = dispute(w, 1).committee;
     assert!(!committee.contains(&missing_address), "jailed: no seat");
     let mut txs: Vec<Vec<u8>> = committee[..2]
@@ -531,12 +743,27 @@ fn scenario(w: &mut World) -> Log {
     assert_tx(
         &b,
         2,
+        "work_voided",
+        &[("operator", &p0), ("epoch", "0"), ("units", "150")],
+    );
+    assert_tx(
+        &b,
+        2,
+        "dispute_payout",
+        &[("to", &bob), ("amount", "1500ngnk"), ("reason", "refund")],
+    );
+    assert_tx(
+        &b,
+        2,
         "dispute_payout",
         &[("to", &bob), ("reason", "deposit_return")],
     );
 
-    // Height 10: epoch 0 ends. Rewards settle (p0's honest record is the only verified
-    // work), dave enters the validator set, the jailed validator stays out.
+    // Height 11: epoch 0 ends. Rewards settle (p0's honest record is the only work left
+    // credited), dave enters the validator set, the jailed validator stays out. Key
+    // generation round 1 starts with p0 alone (the only validator with a BLS key); p0 never
+    // deals, so it fails at 15 (and p0, sitting it out, earns no validation rewards in
+    // epoch 1).
     let b = step(w, &mut log, vec![]);
     assert_eq!((w.chain.height(), b.closed_epoch), (EPOCH_LENGTH, Some(0)));
     assert_block_event(
@@ -546,11 +773,12 @@ fn scenario(w: &mut World) -> Log {
     );
     assert_block_event(&b, "reward", &[("operator", &p0), ("work", "150")]);
     assert_block_event(&b, "validator_power", &[("operator", &dave)]);
-    assert_block_event(&b, "epoch_ended", &[("epoch", "0"), ("end_height", "10")]);
+    assert_block_event(&b, "epoch_ended", &[("epoch", "0"), ("end_height", "11")]);
+    assert_block_event(&b, "dkg_started", &[("round", "1"), ("members", "1")]);
     assert!(w.participant("dave").power > 0);
     assert_eq!(w.participant(missing).power, 0);
 
-    // Height 11: the jail time is over; p1 and p2 register BLS keys.
+    // Height 12: the jail time is over; p1 and p2 register BLS keys.
     let bls_keys = [11u8, 12].map(|n| gonka_bls_crypto::SecretKey::from_seed(&[n; 32]));
     let txs = vec![
         w.tx(missing, vec![msg_unjail(&missing_address)]),
@@ -583,35 +811,29 @@ fn scenario(w: &mut World) -> Log {
     assert_block_event(
         &b,
         "epoch_started",
-        &[("epoch", "1"), ("start_height", "11")],
+        &[("epoch", "1"), ("start_height", "12")],
     );
     assert_tx(&b, 0, "unjail", &[("operator", &missing_address)]);
 
-    // Height 12: alice and bob open escrows for the TA; bob closes his at once (released
-    // at 15) and alice tops hers up.
-    let ta = addr(TA);
+    // Height 13: alice tops her escrow up (what batch 1 left of it, plus 1,000, and a
+    // later expiry); bob closes his (released at 16).
     let txs = vec![
-        w.tx(
-            "alice",
-            vec![
-                msg_open_escrow(&addr("alice"), &ta, 100_000, 500),
-                msg_top_up_escrow(&addr("alice"), &ta, 1_000, 600),
-            ],
-        ),
-        w.tx(
-            "bob",
-            vec![
-                msg_open_escrow(&addr("bob"), &ta, 50_000, 500),
-                msg_close_escrow(&addr("bob"), &ta),
-            ],
-        ),
+        w.tx("alice", vec![msg_top_up_escrow(&alice, &ta, 1_000, 600)]),
+        w.tx("bob", vec![msg_close_escrow(&bob, &ta)]),
     ];
     let b = step(w, &mut log, txs);
-    assert_tx(&b, 0, "escrow_topped_up", &[("balance", "101000ngnk")]);
-    assert_tx(&b, 1, "escrow_closing", &[("release_at", "15")]);
+    let topped_up = format!("{}ngnk", ALICE_ESCROW - alice_pays + 1_000);
+    assert_tx(
+        &b,
+        0,
+        "escrow_topped_up",
+        &[("balance", &topped_up), ("release_at", "603")],
+    );
+    assert_tx(&b, 1, "escrow_closing", &[("release_at", "16")]);
 
-    // Height 13: the TA settles a batch of two records executed on p1's n1, co-signed by
-    // p1's BLS key; it becomes final at 16. Carol demands leaf 0 on chain with a deposit.
+    // Height 14: the TA settles batch 3 (its third) of two records executed on p1's n1,
+    // co-signed by p1's BLS key; it becomes final at 17. Carol demands leaf 0 on chain with
+    // a deposit.
     let served = |requester: &str, nonce: &str| Served {
         record: signed_record(
             requester,
@@ -622,51 +844,49 @@ fn scenario(w: &mut World) -> Log {
         cost: 500,
     };
     let settled =
-        SettlementBatch::build(&ta, 1, vec![served("alice", "s1"), served("bob", "s2")]).unwrap();
+        SettlementBatch::build(&ta, 3, vec![served("alice", "s1"), served("bob", "s2")]).unwrap();
     let signature = cosign(&bls_keys[0], CHAIN_ID, &settled.msg);
     let txs = vec![
         w.tx(TA, vec![msg_settle_batch(&settled.signed(&[signature]))]),
-        w.tx(
-            "carol",
-            vec![msg_demand_leaf(&addr("carol"), 1, 0, 1_000_000)],
-        ),
+        w.tx("carol", vec![msg_demand_leaf(&carol, 3, 0, 1_000_000)]),
     ];
     let b = step(w, &mut log, txs);
     assert_tx(
         &b,
         1,
         "leaf_demanded",
-        &[("index", "0"), ("deadline", "14")],
+        &[("batch_id", "3"), ("index", "0"), ("deadline", "15")],
     );
     assert_tx(
         &b,
         0,
         "batch_settled",
         &[
-            ("batch_id", "1"),
+            ("batch_id", "3"),
             ("records", "2"),
             ("total", "1010ngnk"),
-            ("final_at", "16"),
+            ("final_at", "17"),
         ],
     );
 
-    // Height 14: the chain samples the batch's other leaf (leaf 0 is demanded already) and
+    // Height 15: the chain samples the batch's other leaf (leaf 0 is demanded already) and
     // demands it from the TA; carol challenges an honest leaf and loses (code 14, nothing
-    // changes); the TA provides both leaves, which become work records to validate.
+    // changes); the TA provides both leaves, which become work records to validate. Key
+    // generation round 1 fails: its only member never dealt.
     let txs = vec![
         w.tx(
             "carol",
             vec![msg_challenge_batch(
-                &addr("carol"),
-                1,
+                &carol,
+                3,
                 ChallengeKind::InvalidLeaf(settled.leaf_proof(1).unwrap()),
             )],
         ),
         w.tx(
             TA,
             vec![
-                msg_provide_leaf(&ta, 1, settled.leaf_proof(0).unwrap()),
-                msg_provide_leaf(&ta, 1, settled.leaf_proof(1).unwrap()),
+                msg_provide_leaf(&ta, 3, settled.leaf_proof(0).unwrap()),
+                msg_provide_leaf(&ta, 3, settled.leaf_proof(1).unwrap()),
             ],
         ),
     ];
@@ -674,7 +894,7 @@ fn scenario(w: &mut World) -> Log {
     assert_block_event(
         &b,
         "leaves_sampled",
-        &[("batch_id", "1"), ("count", "2"), ("deadline", "15")],
+        &[("batch_id", "3"), ("count", "2"), ("deadline", "16")],
     );
     assert_eq!(
         (b.result(0).codespace.as_str(), b.result(0).code),
@@ -682,17 +902,35 @@ fn scenario(w: &mut World) -> Log {
         "{}",
         b.result(0).log
     );
-    assert_tx(&b, 1, "leaf_provided", &[("index", "0")]);
+    for index in ["0", "1"] {
+        assert_tx(
+            &b,
+            1,
+            "leaf_provided",
+            &[("batch_id", "3"), ("index", index)],
+        );
+    }
+    assert_block_event(
+        &b,
+        "dkg_failed",
+        &[("round", "1"), ("reason", "no dealer qualified")],
+    );
 
-    // Height 15: bob's escrow is released; both provided records are sampled for
-    // re-execution (at the executors' rate over the leaves' sampling chance: here 100%).
+    // Height 16: bob's escrow is released (what batches 1 and 3 left of it); both provided
+    // records are sampled for re-execution (at the executors' rate over the leaves' sampling
+    // chance: here 100%).
     let b = step(w, &mut log, vec![]);
-    assert_block_event(&b, "escrow_released", &[("balance", "49495ngnk")]);
+    let released = format!("{}ngnk", BOB_ESCROW - bob_pays - 505);
+    assert_block_event(
+        &b,
+        "escrow_released",
+        &[("requester", &bob), ("balance", &released)],
+    );
     let sampled = b.events("validation_sampled");
     assert_eq!(sampled.len(), 2, "{sampled:?}");
 
-    // Height 16: each assigned validator commits the right answer and the TA reveals both
-    // outputs: two matches. The batch pays p1 and the TA.
+    // Height 17: each assigned validator commits the right answer and the TA reveals both
+    // outputs: two matches. Batch 3 pays p1 and the TA.
     let mut txs = Vec::new();
     let mut reveals = Vec::new();
     for leaf in &settled.leaves {
@@ -726,10 +964,10 @@ fn scenario(w: &mut World) -> Log {
     assert_block_event(
         &b,
         "batch_final",
-        &[("batch_id", "1"), ("commission", "10ngnk")],
+        &[("batch_id", "3"), ("commission", "10ngnk")],
     );
 
-    // Heights 17 to 20: epoch 1 ends; p3's unbonding is paid and the unjailed validator
+    // Heights 18 to 22: epoch 1 ends; p3's unbonding is paid and the unjailed validator
     // gets power again.
     let b = loop {
         let b = step(w, &mut log, vec![]);
@@ -750,15 +988,20 @@ fn scenario(w: &mut World) -> Log {
     assert_block_event(&b, "validator_power", &[("operator", &missing_address)]);
     assert_block_event(&b, "rewards_settled", &[("epoch", "1")]);
     assert!(w.participant(missing).power > 0);
-    // The same block starts key generation round 2 among the validators with BLS keys.
-    assert_block_event(&b, "dkg_started", &[("round", "2"), ("members", "2")]);
+    // The same block starts key generation round 2 among the validators with BLS keys:
+    // p0, p1 and p2.
+    assert_block_event(&b, "dkg_started", &[("round", "2"), ("members", "3")]);
     let round = w
         .query::<q::bls::Dkg>(gonka_proto::bls::QueryDkgRequest { round: 2 })
         .round
         .unwrap();
+    let members: Vec<&str> = round.members.iter().map(|m| m.address.as_str()).collect();
+    let mut expected = vec![p0.as_str(), p1.as_str(), p2.as_str()];
+    expected.sort_unstable();
+    assert_eq!(members, expected);
 
-    // Height 21: p1 deals. Height 22: p2 complains about it. Height 23: p1's reveal shows
-    // its shares to p2 are valid, so p2 is disqualified. Height 24: the round is final.
+    // Height 23: p1 deals. Height 24: p2 complains about it. Height 25: p1's reveal shows
+    // its shares to p2 are valid, so p2 is disqualified. Height 26: the round is final.
     let poly = gonka_bls_crypto::threshold::Polynomial::from_seed(
         round.threshold as usize,
         b"golden dealer",
@@ -789,8 +1032,17 @@ fn scenario(w: &mut World) -> Log {
         .members
         .iter()
         .any(|m| m.address == p2 && m.disqualified));
-    assert_ne!(done.status, "running");
-    assert_block_event(&b, &format!("dkg_{}", done.status), &[("round", "2")]);
+    // p0 never deals, but is not disqualified: with p1 it holds the threshold's slots, so
+    // the round completes with p1 the only qualified dealer.
+    assert_eq!(
+        (done.status.as_str(), done.qualified_dealers.clone()),
+        ("completed", vec![p1.clone()])
+    );
+    assert_block_event(
+        &b,
+        "dkg_completed",
+        &[("round", "2"), ("qualified_dealers", "1")],
+    );
     log
 }
 
@@ -813,27 +1065,38 @@ fn scenario(w: &mut World) -> Log {
 ///   `MsgUnstake`, `MsgUnjail` (refused with code 9 while jailed, accepted once the jail
 ///   time is over);
 /// - inference: `MsgRegisterTransferAgent`, `MsgRegisterNode`, `MsgUpdateNode`,
-///   `MsgRemoveNode`, `MsgSubmitWorkBatch` (three records with requester and executor
-///   signatures, and one signed for another transfer agent, refused alone);
-/// - bls: `MsgRegisterBlsKey` (two participants' keys with their proofs of possession),
-///   `MsgDkgDeal`, `MsgDkgComplain` (a false complaint) and `MsgDkgReveal` (which clears
-///   the dealer and disqualifies the complainer) in the key generation round that the end
-///   of epoch 1 starts;
-/// - disputes: `MsgSubmitValidation` (two committed results), `MsgRevealOutput` (judging
-///   them: a match and a mismatch, which opens a validation dispute; and the output a user
-///   dispute asked for, revealed after two committed votes), `MsgOpenDispute` (a user
-///   dispute), `MsgVoteDispute` (both disputes decided against the executor);
-/// - settlement: `MsgOpenEscrow`, `MsgTopUpEscrow`, `MsgCloseEscrow` (released three
-///   blocks later), `MsgSettleBatch` (two records co-signed by their host, paid out three
-///   blocks later), `MsgChallengeBatch` (of an honest leaf, which fails), `MsgDemandLeaf`
-///   and `MsgProvideLeaf` (the deposit goes to the TA; the chain samples the batch's other
-///   leaf, the TA provides it too, and both records are validated: two matches).
+///   `MsgRemoveNode`;
+/// - bls: `MsgRegisterBlsKey` (three participants' keys with their proofs of possession:
+///   p0's before it co-signs the first batches, p1's and p2's in epoch 1), `MsgDkgDeal`,
+///   `MsgDkgComplain` (a false complaint) and `MsgDkgReveal` (which clears the dealer and
+///   disqualifies the complainer) in the key generation round that the end of epoch 1
+///   starts, which completes with that dealer alone;
+/// - disputes: `MsgSubmitValidation` (committed results: of two records of the first
+///   batch, and of both records of the last), `MsgRevealOutput` (judging them: matches and a
+///   mismatch, which opens a validation dispute; and the output a user dispute asked for,
+///   revealed after two committed votes), `MsgOpenDispute` (a user dispute), `MsgVoteDispute`
+///   (both disputes decided against the executor: slashed, the record's work voided, the
+///   requester refunded);
+/// - settlement: `MsgOpenEscrow` (three requesters, before the first batch),
+///   `MsgTopUpEscrow`, `MsgCloseEscrow` (released three blocks later), `MsgSettleBatch`
+///   (three batches: three records with requester and executor signatures co-signed by
+///   their host, on which the validation and the user dispute above run, paid out three
+///   blocks later; one record signed for another transfer agent; two records of another
+///   host), `MsgChallengeBatch` (an `invalid_leaf` proving the foreign record, which voids
+///   its batch, refunds the requester and slashes the TA and the co-signing host to the
+///   challenger; and one of an honest leaf, which fails), `MsgDemandLeaf` and
+///   `MsgProvideLeaf` (every leaf of the first batch sampled by the chain and provided, each
+///   becoming a work record; in the last batch a demanded leaf, whose deposit goes to the
+///   TA, and the leaf the chain sampled, both provided and validated: two matches).
 ///
-/// Hooks covered: disputes `begin_block` (sampling, a missed validation that jails) and
-/// `end_block`; stake `end_block` (the jailed validator leaves the set) and `end_epoch`
-/// (unbonding paid, powers from work); rewards `end_epoch` (emission, fees, validation
-/// share, rewards by work); epochs `begin_block` and the epoch advance, at heights 10
-/// and 20.
+/// Hooks covered: settlement `begin_block` (leaves sampled and demanded, batches final:
+/// hosts and the TA paid, work credited; an escrow released); disputes `begin_block`
+/// (sampling, a missed validation that jails) and `end_block`; stake `end_block` (the jailed
+/// validator leaves the set) and `end_epoch` (unbonding paid, powers from work); rewards
+/// `end_epoch` (emission, fees, validation share, rewards by work); bls `end_epoch` (a key
+/// generation round started at each epoch end) and `begin_block` (round 1, whose only
+/// member never dealt, failed; round 2 completed); epochs `begin_block` and the epoch
+/// advance, at heights 11 and 22.
 ///
 /// Updating the hash: a mismatch means the state layout, encoding or execution changed.
 /// If that is intended, copy the new value from the failure message into [`GOLDEN`] in the
