@@ -1,9 +1,10 @@
-//! Benchmark: the CheckTx cost of a full work batch (the chain's maximum, 100 records) from
-//! an account that cannot pay — one that does not exist, and one that holds less than the
-//! fee — beside, in the same run, two baselines: what the same batch cost before the ante
-//! was reordered (every requester signature verified while decoding, before the fee payer
-//! was looked up: measured here as exactly those verifications), and a funded transfer
-//! agent's batch of valid records, which pays for every check it causes.
+//! Benchmark: the CheckTx cost of a full committed batch (`MsgSettleBatch` with the chain's
+//! most requester lines, `max_batch_lines`) from an account that cannot pay — one that does
+//! not exist, and one that holds less than the fee — beside, in the same run, two baselines:
+//! what the same batch cost before its signature was left to the message's execution (the
+//! G2 point decompressed and subgroup-checked while decoding, before the fee payer was looked
+//! up: measured here as exactly that decompression), and a funded transfer agent's batch,
+//! which pays for the BLS check it causes (here refused for its signature after that check).
 //!
 //! Run: `cargo bench -p gonka-app --bench check_tx`
 
@@ -19,35 +20,30 @@ mod support;
 use std::time::{Duration, Instant};
 
 use common::{key, tx_fee};
-use gonka_client::tx::msg_submit_work_batch;
+use gonka_client::settlement::msg_settle_batch;
 use gonka_client::{sign, SignerData};
-use gonka_proto::inference::WorkRecord;
-use support::{addr, batch_world, exec, work_record, BATCH_MODEL, BATCH_TA};
+use gonka_proto::settlement::MsgSettleBatch;
+use support::{addr, batch_world, register_bls, unverifiable_batch, BATCH_TA};
 
-const MODEL: &str = BATCH_MODEL;
-const TA: &str = BATCH_TA;
 /// Repetitions of the cheap refusals.
 const REFUSALS: usize = 2_000;
-/// Funded batches checked (each one accepted, with its own records and sequence).
+/// Funded batches checked (each with its own sequence).
 const FUNDED: usize = 10;
 
-fn records(tag: &str, count: usize) -> Vec<WorkRecord> {
-    (0..count)
-        .map(|i| {
-            let on = exec("p0", "n0", 10);
-            work_record("alice", TA, &format!("{tag}-{i}"), MODEL, on, (1, 1), 0)
-        })
-        .collect()
-}
-
-fn batch_by(label: &str, account_number: u64, records: Vec<WorkRecord>) -> Vec<u8> {
+fn tx_by(label: &str, account_number: u64, msg: &MsgSettleBatch) -> Vec<u8> {
     let signer = SignerData {
         chain_id: support::CHAIN_ID.into(),
         account_number,
         sequence: 0,
     };
-    let msg = msg_submit_work_batch(&addr(label), records);
-    sign(key(label), vec![msg], &signer, tx_fee(), "").unwrap()
+    sign(
+        key(label),
+        vec![msg_settle_batch(msg)],
+        &signer,
+        tx_fee(),
+        "",
+    )
+    .unwrap()
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -74,43 +70,40 @@ fn show(what: &str, time: Duration) {
 
 fn main() {
     let mut world = batch_world(("broke", 1));
-    let max = gonka_inference::default_params().max_records_per_batch as usize;
+    let tx = world.tx("p0", vec![register_bls("p0")]);
+    assert_eq!(world.block(vec![tx]).result(0).code, 0);
+    let lines = gonka_settlement::default_params().max_batch_lines as usize;
     let broke_number = world.account(&addr("broke")).account_number;
-    let unfunded = batch_by("mallory", 0, records("u", max));
-    let broke = batch_by("broke", broke_number, records("b", max));
+    let unfunded = tx_by("mallory", 0, &unverifiable_batch("mallory", 1, lines));
+    let broke = tx_by(
+        "broke",
+        broke_number,
+        &unverifiable_batch("broke", 1, lines),
+    );
     println!(
-        "CheckTx of a {max}-record work batch ({} bytes), median per call:",
+        "CheckTx of a committed batch of {lines} requester lines ({} bytes), median per call:",
         unfunded.len()
     );
 
     // Baseline 1: the work the old order did for the unfunded batch before refusing it.
-    let batch = records("u", max);
+    let signature = unverifiable_batch("mallory", 1, 1).host_signature;
     let old_order = per_call(
         || {
-            for record in &batch {
-                assert!(gonka_inference::signature_ok(
-                    &record.requester_pubkey,
-                    &record.request_hash,
-                    &record.requester_signature,
-                ));
-            }
+            assert!(gonka_bls_crypto::Signature::from_bytes(&signature).is_some());
         },
-        20,
+        200,
     );
     show(
-        &format!("before: {max} requester signatures verified, then refused (baseline)"),
+        "before: the signature's G2 point decompressed, then refused (baseline)",
         old_order,
     );
 
-    // Baseline 2: a funded transfer agent's valid batch, every record checked and stored.
+    // Baseline 2: a funded transfer agent's batch pays its BLS check (and is refused for it).
     let funded: Vec<Vec<u8>> = (0..FUNDED)
-        .map(|i| {
+        .map(|_| {
             world.tx(
-                TA,
-                vec![msg_submit_work_batch(
-                    &addr(TA),
-                    records(&format!("f{i}"), max),
-                )],
+                BATCH_TA,
+                vec![msg_settle_batch(&unverifiable_batch(BATCH_TA, 1, lines))],
             )
         })
         .collect();
@@ -118,18 +111,23 @@ fn main() {
     let funded_time = per_call(
         || {
             let check = world.chain.check_tx(funded.next().unwrap());
-            assert_eq!(check.code, 0, "{}", check.log);
+            assert_eq!(
+                (check.codespace.as_str(), check.code),
+                ("settlement", 9),
+                "{}",
+                check.log
+            );
         },
         FUNDED,
     );
     show(
-        "funded transfer agent: every record checked (baseline)",
+        "funded transfer agent: its BLS check paid and run (baseline)",
         funded_time,
     );
 
     for (what, tx, code) in [
         (
-            "now: nonexistent account, refused before any record",
+            "now: nonexistent account, refused before the signature",
             &unfunded,
             11,
         ),

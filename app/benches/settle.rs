@@ -1,12 +1,11 @@
-//! Benchmark: the chain's CPU per settled work record, committed batches (`MsgSettleBatch`,
-//! x/settlement) beside the per-record path (`MsgSubmitWorkBatch`, x/inference) in the same
-//! run, in process (one validator's FinalizeBlock+Commit and CheckTx, no network).
+//! Benchmark: the chain's CPU per settled work record in committed batches (`MsgSettleBatch`,
+//! x/settlement), in process (one validator's FinalizeBlock+Commit and CheckTx, no network).
 //!
 //! Run: `cargo bench -p gonka-app --bench settle` (every host validated at 10%, a new host's
 //! rate; `SETTLE_BENCH_SAMPLE_PPM=10000` for hosts with a clean record, at 1%)
 //!
-//! Setup: a transfer agent, [`HOSTS`] hosts with BLS keys (host 0 also runs the ML node the
-//! per-record path names), [`REQUESTERS`] requesters with escrows and liquid funds; every
+//! Setup: a transfer agent, [`HOSTS`] hosts with BLS keys (host 0 also runs the ML node every
+//! record names), [`REQUESTERS`] requesters with escrows and liquid funds; every
 //! record is a real signed record (requester and executor signatures), signed before any
 //! clock starts. For each batch size the bench builds batches of records spread round-robin
 //! over requesters and hosts, has every host co-sign, and times:
@@ -26,8 +25,9 @@
 //!   validate: FinalizeBlock µs per leaf and per settled record. With `finalize` and
 //!   `sample`, the chain's whole CPU per settled record on the honest path.
 //!
-//! The per-record path's row is the baseline: batches of 100 records (its default limit),
-//! each record's two secp256k1 signatures checked in FinalizeBlock.
+//! The per-record path this replaced (`MsgSubmitWorkBatch`, each record's two secp256k1
+//! signatures checked in CheckTx and FinalizeBlock) was this bench's baseline row until it
+//! was removed; its last figures are in the README's benchmark section.
 
 // A benchmark measures wall-clock time; it is not part of the state machine.
 #![allow(clippy::disallowed_methods)]
@@ -43,8 +43,7 @@ use gonka_client::settlement::{
     cosign, msg_challenge_batch, msg_open_escrow, msg_provide_leaf, msg_settle_batch, Batch, Served,
 };
 use gonka_client::tx::{
-    msg_submit_work_batch, pack, signed_work_record, RequestTerms, WorkRecordInput, TX_MAX_MSGS,
-    TX_MSG_BUDGET,
+    pack, signed_work_record, RequestTerms, WorkRecordInput, TX_MAX_MSGS, TX_MSG_BUDGET,
 };
 use gonka_client::{
     msg_register_node, msg_register_transfer_agent, msg_stake, node_key_proof, sign, Any, GasFee,
@@ -62,8 +61,6 @@ const REQUESTERS: usize = 100;
 const SIZES: [usize; 3] = [100, 1_000, 10_000];
 /// Records per batch size (rounded to whole batches).
 const RECORDS_PER_SIZE: usize = 20_000;
-/// Records of the per-record baseline, in batches of 100.
-const BASELINE_RECORDS: usize = 2_000;
 const GAS: u64 = 50_000_000;
 const FUNDS: u128 = 1_000_000_000_000_000;
 
@@ -272,41 +269,7 @@ fn main() {
         "sample µs"
     );
 
-    // Baseline: the per-record path, batches of 100 signed records.
     let mut next_record = 0;
-    let baseline_txs: Vec<Vec<u8>> = (0..BASELINE_RECORDS / 100)
-        .map(|_| {
-            let records = (0..100)
-                .map(|_| {
-                    next_record += 1;
-                    let requester = &requesters[next_record % REQUESTERS].key;
-                    record(&ta_address, requester, &host_addresses[0], next_record)
-                })
-                .collect();
-            bench.tx(
-                0,
-                &ta.key,
-                vec![msg_submit_work_batch(&ta_address, records)],
-            )
-        })
-        .collect();
-    let check = check_per_record(&bench, &baseline_txs, BASELINE_RECORDS);
-    let finalize = bench.block(baseline_txs) / BASELINE_RECORDS as f64 * 1e6;
-    println!(
-        "{:<28} {:>8} {:>8} {:>12.2} {:>12.2} {:>9} {:>9} {:>9} {:>12} {:>10} {:>10}",
-        "MsgSubmitWorkBatch (old)",
-        100,
-        BASELINE_RECORDS,
-        finalize,
-        check,
-        "-",
-        "-",
-        "-",
-        "-",
-        "-",
-        "-"
-    );
-
     let mut number = 0;
     let mut built: Vec<Batch> = Vec::new();
     for size in SIZES {

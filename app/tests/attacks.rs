@@ -27,7 +27,7 @@ use gonka_proto::inference::{
 };
 use gonka_proto::query::page::{PageRequest, MAX_BYTES, MAX_LIMIT};
 use gonka_proto::query::{self as q, cosmos::Simulate, Query};
-use gonka_proto::settlement::{HostTotal, MsgSettleBatch, RequesterTotal};
+use gonka_proto::settlement::MsgSettleBatch;
 use gonka_sdk::{Any, BlockContext, Delta, MemoryState, Module};
 use prost::Message;
 use serde_json::json;
@@ -138,7 +138,7 @@ fn world() -> World {
     };
     let mut w = World::with_genesis(setup, |state| {
         state["inference"] = json!({
-            "params": {"max_records_per_batch": 10, "max_tokens_per_record": 100000, "payload_retention_blocks": 1000},
+            "params": {"max_tokens_per_record": 100000, "payload_retention_blocks": 1000},
             "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
         });
         state["disputes"] = json!({ "params": disputes });
@@ -1031,7 +1031,7 @@ fn genesis_refuses_payload_retention_shorter_than_the_challenge_window() {
     }});
     for (retention, accepted) in [(630, false), (631, true)] {
         let mut state = gonka_sdk::Delta::new(&store);
-        let inference = json!({"params": {"max_records_per_batch": 10,
+        let inference = json!({"params": {
             "max_tokens_per_record": 100, "payload_retention_blocks": retention}});
         gonka_inference::Inference
             .init_genesis_json(&mut state, Some(&inference))
@@ -1063,34 +1063,6 @@ const GAS_TA: &str = BATCH_TA;
 /// [`batch_world`] with carol holding less than one fee.
 fn gas_world() -> World {
     batch_world(("carol", common::MIN_FEE / 2))
-}
-
-/// Batch `number` of `agent` charging `lines` requesters 1 ngnk each for one record, all
-/// paid to host p0, under an aggregate signature p0's key made over another message: a
-/// well-formed batch whose signature any node that checked it would refuse.
-fn garbage_batch(agent: &str, number: u64, lines: usize) -> MsgSettleBatch {
-    let mut requesters: Vec<RequesterTotal> = (0..lines)
-        .map(|i| RequesterTotal {
-            requester: gonka_auth::module_address(&format!("requester-{i}")),
-            amount: "1".into(),
-        })
-        .collect();
-    requesters.sort_by(|a, b| a.requester.cmp(&b.requester));
-    MsgSettleBatch {
-        transfer_agent: addr(agent),
-        number,
-        root: vec![7; 32],
-        total: lines.to_string(),
-        record_count: lines as u64,
-        requesters,
-        hosts: vec![HostTotal {
-            host: addr("p0"),
-            work_units: 2 * lines as u64,
-            payout: lines.to_string(),
-            last_index: lines as u64 - 1,
-        }],
-        host_signature: bls_key("p0").sign(b"another message").to_bytes().to_vec(),
-    }
 }
 
 /// `msg` signed by `label` as if it were a transfer agent, at sequence 0 with account number
@@ -1143,8 +1115,8 @@ fn a_batch_from_an_account_that_cannot_pay_is_refused_before_its_signature_check
         ("mallory", 0, "auth", 11),         // never funded: no account
         ("carol", carol_number, "bank", 4), // holds half a fee
     ] {
-        let small = tx_by(label, number, &garbage_batch(label, 1, 1));
-        let full = tx_by(label, number, &garbage_batch(label, 1, max));
+        let small = tx_by(label, number, &unverifiable_batch(label, 1, 1));
+        let full = tx_by(label, number, &unverifiable_batch(label, 1, max));
         let (small_check, full_check) = (
             world.chain.check_tx(small.clone()),
             world.chain.check_tx(full.clone()),
@@ -1175,7 +1147,7 @@ fn a_batch_from_an_account_that_cannot_pay_is_refused_before_its_signature_check
     // for its signature (settlement 9), in CheckTx and in a block.
     let from_ta = world.tx(
         GAS_TA,
-        vec![msg_settle_batch(&garbage_batch(GAS_TA, 1, max))],
+        vec![msg_settle_batch(&unverifiable_batch(GAS_TA, 1, max))],
     );
     let check = world.chain.check_tx(from_ta.clone());
     assert_eq!(

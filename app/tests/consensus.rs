@@ -61,11 +61,12 @@ fn golden_app_hash() {
     // gas price and the gas costs instead of a flat minimum fee (every tx still pays 1,000);
     // + the disputes parameter reveal_deadline_blocks (commit, then reveal); + a 7-epoch
     // default unbonding (longer than the default challenge window); + the auth gas cost of a
-    // BLS pairing check; + the bls parameters; + the settlement parameters' leaf_sample_ppm.
+    // BLS pairing check; + the bls parameters; + the settlement parameters' leaf_sample_ppm;
+    // - the inference parameter max_records_per_batch (the per-record path is gone).
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "c237b7d23ae7231812a2f4276d0b1cb9cd105016810ceab491f01bbb83d8da51";
+const GOLDEN: &str = "475f6ea0740651850d5635c50876f310f86029e76760361b82681dc27e82869c";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

@@ -104,7 +104,7 @@ fn world(params: pb::Params) -> World {
     setup.epoch_length = 1_000;
     let mut world = World::with_genesis(setup, |state| {
         state["inference"] = json!({
-            "params": {"max_records_per_batch": 100, "max_tokens_per_record": 100000, "payload_retention_blocks": 2000},
+            "params": {"max_tokens_per_record": 100000, "payload_retention_blocks": 2000},
             "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
         });
         state["disputes"] = json!({ "params": params });

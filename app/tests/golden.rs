@@ -46,7 +46,7 @@ const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 26, where the key
 /// generation round that the end of epoch 1 started is final).
-const GOLDEN: &str = "e0c09ade15d758285ff59a3bd89d952fbf6146882f398216a2d0bbeb422a2894";
+const GOLDEN: &str = "f8ceb00ad12f1a708c0f0219dec81d7180baae958af4d910a2d8accdf350df73";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;
@@ -81,7 +81,7 @@ fn world() -> World {
     };
     World::with_modules(setup, gonka_app::modules::all(), |state| {
         state["inference"] = json!({
-            "params": {"max_records_per_batch": 10, "max_tokens_per_record": 100000, "payload_retention_blocks": 1000},
+            "params": {"max_tokens_per_record": 100000, "payload_retention_blocks": 1000},
             "models": [
                 {"id": LLAMA, "price_per_token": LLAMA_PRICE.to_string(),
                     "min_vram_mib": 16000},

@@ -43,7 +43,7 @@ fn setup() -> Setup {
 
 fn inference_genesis() -> serde_json::Value {
     json!({
-        "params": {"max_records_per_batch": 4, "max_tokens_per_record": 100000, "payload_retention_blocks": 1000},
+        "params": {"max_tokens_per_record": 100000, "payload_retention_blocks": 1000},
         "models": [
             {"id": LLAMA, "price_per_token": LLAMA_PRICE.to_string(), "min_vram_mib": 16000},
             {"id": QWEN, "price_per_token": QWEN_PRICE.to_string(), "min_vram_mib": 80000},
@@ -110,7 +110,7 @@ fn registry_happy_paths_and_queries() {
     );
     let params: pb::QueryParamsResponse =
         world.query::<q::inference::Params>(pb::QueryParamsRequest {});
-    assert_eq!(params.params.unwrap().max_records_per_batch, 4);
+    assert_eq!(params.params.unwrap().max_tokens_per_record, 100_000);
     let agents: pb::QueryTransferAgentsResponse =
         world.query::<q::inference::TransferAgents>(pb::QueryTransferAgentsRequest::default());
     assert_eq!(agents.transfer_agents.len(), 1);
@@ -519,9 +519,9 @@ fn invalid_inference_genesis_is_refused() {
     let store = gonka_store::Store::open(&dir.path().join("state.redb")).unwrap();
     let cases = [
         (
-            json!({"params": {"max_records_per_batch": 0, "max_tokens_per_record": 1}}),
+            json!({"params": {"max_tokens_per_record": 1}}),
             2,
-            "max_records_per_batch",
+            "payload_retention_blocks",
         ),
         (
             json!({"models": [{"id": "a", "price_per_token": "1"}, {"id": "a", "price_per_token": "2"}]}),

@@ -64,7 +64,7 @@ fn world_with(keep: u64, sample_ppm: u64) -> World {
     setup.epoch_length = 100_000;
     let mut world = World::with_genesis(setup, |state| {
         state["inference"] = serde_json::json!({
-            "params": {"max_records_per_batch": 100, "max_tokens_per_record": MAX_TOKENS, "payload_retention_blocks": 1000},
+            "params": {"max_tokens_per_record": MAX_TOKENS, "payload_retention_blocks": 1000},
             "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
         });
         let params = &mut state["settlement"]["params"];

@@ -1,50 +1,39 @@
-//! Benchmark: work records settled on chain per second on a 4-validator localnet, by the
-//! per-record path (`MsgSubmitWorkBatch`, records per batch as the parameter) and by
-//! committed batches (`MsgSettleBatch` of x/settlement: a Merkle root, totals and one
-//! aggregate BLS signature of the hosts, records per batch as the parameter), in the same
-//! run.
+//! Benchmark: work records settled on chain per second on a 4-validator localnet by committed
+//! batches (`MsgSettleBatch` of x/settlement: a Merkle sum-tree root, requester and host totals
+//! and one aggregate BLS signature of the hosts), records per batch as the parameter.
 //!
 //! Run: `cargo bench -p gonka-cli --bench settlement` (release `gonkad`, real `cometbft`
 //! v0.38 from `PATH` or `~/go/bin`). `cargo test -p gonka-cli --bench settlement` runs a short
 //! smoke version (a few records per size).
 //!
+//! The per-record path this replaced (`MsgSubmitWorkBatch`, two secp256k1 checks per record
+//! in CheckTx and again in FinalizeBlock) was measured by this bench beside committed batches
+//! in the same run until it was removed; its last figures are in the README's benchmark
+//! section.
+//!
 //! # Setup
 //! One localnet of 4 validators (`gonkad` + `cometbft` each, no sidecars) in a temporary
 //! directory on free loopback ports, `timeout_commit` 1 s unless set. Genesis: the validators'
 //! operators staked (as `gonkad localnet` does), one priced model, [`REQUESTERS`] funded
-//! requester accounts, epochs too long to end during the run, `max_records_per_batch` equal to
-//! the largest batch size (and `auth` `max_tx_bytes` raised if such a batch needs it). The
-//! disputes module keeps its default sampling (1–10% of records are assigned to validators for
-//! re-execution, which is part of settling a record), but `jail_after_misses` is set out of
-//! reach: no validator runs a validation sidecar here, and jailing the ones that miss their
-//! deadlines would shrink the 4-validator set in the middle of the measurement.
+//! requester accounts each holding an escrow for the transfer agent, epochs too long to end
+//! during the run. Leaf sampling is off (`leaf_sample_ppm` 0: nothing here answers the
+//! chain's demands for sampled leaves; the sampling's own cost is a column of the in-process
+//! `settle` bench) and `jail_after_misses` is out of reach.
 //!
-//! Validator 0's operator is the executor's host: it registers one ML node whose response key
-//! is a fresh secp256k1 key held by this process. Validator 1's operator registers as the
-//! transfer agent and signs every batch.
-//!
-//! Committed batches: every requester holds an escrow for the transfer agent from genesis;
-//! leaf sampling is off (`leaf_sample_ppm` 0: nothing here answers the chain's demands for
-//! sampled leaves; the sampling's own cost is a column of the in-process `settle` bench);
-//! validators 0, 2 and 3's operators register BLS keys and host the records round-robin
-//! (the executor key signs their receipts; the chain does not look at records on this path).
-//! For each size the bench signs the records, builds each batch's tree and lines
-//! (`gonka_client::settlement::Batch`), has every host co-sign it and signs the txs before
-//! the clock starts, exactly like the per-record path; a batch passes when its
-//! `batch_settled` event commits all `b` records, and spot checks read batches back with
-//! `/settlement/batch`.
+//! Validator 1's operator registers as the transfer agent and signs every batch; validators
+//! 0, 2 and 3's operators register BLS keys and host the records round-robin (validator 0's
+//! ML node key, a fresh secp256k1 key held by this process, signs every receipt; the chain
+//! does not look at records on this path). For each size the bench signs the records, builds
+//! each batch's tree and lines (`gonka_client::settlement::Batch`), has every host co-sign it
+//! and signs the txs (consecutive sequences of the transfer agent) before the clock starts; a
+//! batch passes when its `batch_settled` event commits all `b` records, and the last batches
+//! are read back with `/settlement/batch`.
 //!
 //! # What is measured
-//! For each batch size `b`: `N` work records (distinct nonces, requesters round-robin, each
-//! signed by its requester and by the executor key) and the `N / b` batch txs (consecutive
-//! sequences of the transfer agent) are signed before the clock starts. The txs are then
-//! broadcast to node 0 back to back with `broadcast_tx_sync` (or `broadcast_tx_async`, see
-//! the settings); when CometBFT refuses one because its mempool is full, the bench sleeps
-//! briefly and resends the same tx. Once all are
-//! accepted it reads the blocks after the starting height until every tx is found, checks that
-//! every tx result has code 0 and that each batch's `work_batch` event stored all of its
-//! records and refused none, and spot-checks [`SPOT_CHECKS`] records with `/inference/record`
-//! on node 1.
+//! The txs are broadcast to node 0 back to back with `broadcast_tx_sync` (or
+//! `broadcast_tx_async`, see the settings); when CometBFT refuses one because its mempool is
+//! full, the bench sleeps briefly and resends the same tx. Once all are accepted it reads the
+//! blocks after the starting height until every tx is found and checks every result.
 //!
 //! Times come from block headers (CometBFT BFT time, the median of the validators' commit
 //! votes). A block's header time is when the block before it was committed, so block `h` is
@@ -56,37 +45,22 @@
 //! # Reading the table
 //! - `records/s` = records / chain s: the settlement rate.
 //! - `blocks` = last - first + 1; `records/block` = records / blocks; `block s` = chain s /
-//!   blocks, the mean block interval under load. The idle interval is printed above the table.
-//!   If `block s` stays near the idle interval while the mempool was never empty, blocks simply
-//!   come at the configured pace and bigger blocks would settle more (the block interval bounds
-//!   the rate); if `block s` grows well beyond it, executing and committing the blocks is the
-//!   bound (the chain bounds the rate).
-//! - `submit s`: wall time to get every tx accepted by node 0's mempool (each
-//!   `broadcast_tx_sync` waits for `CheckTx`, which verifies every signature of the tx). When it
-//!   is close to `chain s`, the blocks were waiting for txs: admission into the mempool is the
-//!   bound. One `broadcast_tx_sync` costs at least one flush of CometBFT's ABCI socket client,
-//!   which v0.38 throttles to one per 20 ms (`flushThrottleMS`), while `CheckTx` runs behind the
-//!   mempool's lock, which each block's commit and re-check of the remaining txs holds; so one
-//!   sequential submitter of 1-record batches cannot reach the chain's capacity, and
-//!   `SETTLEMENT_BENCH_BROADCAST=async` shows what the chain does when txs are not submitted one
-//!   round trip at a time. `full` counts the mempool-full refusals that were retried.
+//!   blocks, the mean block interval under load (the idle interval is printed above the
+//!   table): near the idle interval, blocks come at the configured pace and bigger batches
+//!   settle more; well beyond it, executing and committing the blocks is the bound.
+//! - `submit s`: wall time to get every tx accepted by node 0's mempool; `full` counts the
+//!   mempool-full refusals that were retried.
 //! - `p50 incl. s`: median over batch txs of the time from `CheckTx` acceptance (wall clock of
-//!   this machine) to the commit of the block holding the tx (header time of the next block,
-//!   the same machine's clock through CometBFT).
+//!   this machine) to the commit of the block holding the tx (header time of the next block).
 //!
-//! Every process shares this machine's cores: 4 apps and 4 CometBFT nodes each verify every
-//! signature, so on a 2-core machine the rate is a lower bound of what separate machines do.
+//! Every process shares this machine's cores: 4 apps and 4 CometBFT nodes, so on a 2-core
+//! machine the rate is a lower bound of what separate machines do.
 //!
 //! Settings (environment):
-//! - `SETTLEMENT_BENCH_BATCH_SIZES`: records per `MsgSubmitWorkBatch`, comma-separated
-//!   (default `1,10,100`; empty: skip the per-record path).
 //! - `SETTLEMENT_BENCH_COMMITTED_SIZES`: records per `MsgSettleBatch`, comma-separated
-//!   (default `100,1000,10000`; empty: skip committed batches).
-//! - `SETTLEMENT_BENCH_COMMITTED_RECORDS`: records per committed size, one number or one per
-//!   size (default: 20 batches per size, and at least 20,000 records).
-//! - `SETTLEMENT_BENCH_RECORDS`: records per size, one number for all or one per size
-//!   (default: enough for about 25 s of chain time per size on a 2-core machine, see
-//!   [`default_records`]; rounded up to whole batches).
+//!   (default `100,1000,10000`).
+//! - `SETTLEMENT_BENCH_COMMITTED_RECORDS`: records per size, one number or one per size
+//!   (default: 20 batches per size, and at least 20,000 records).
 //! - `SETTLEMENT_BENCH_TIMEOUT_COMMIT`: CometBFT `timeout_commit` (default `1s`).
 //! - `SETTLEMENT_BENCH_BROADCAST`: `sync` (default) or `async`: `broadcast_tx_async` returns
 //!   once CometBFT has queued the tx for `CheckTx` (in call order, so sequences stay in order),
@@ -103,7 +77,7 @@ use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisEscrow, GenesisVa
 use gonka_client::bls::{account_bls_key, msg_register_bls_key};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::settlement::{cosign, msg_settle_batch, Batch, Served};
-use gonka_client::tx::{msg_submit_work_batch, signed_work_record, RequestTerms, WorkRecordInput};
+use gonka_client::tx::{signed_work_record, RequestTerms, WorkRecordInput};
 use gonka_client::{
     msg_register_node, msg_register_transfer_agent, node_key_proof, sign, Client, GasAdjustment,
     GasFee, Key, NodeSpec, SignerData,
@@ -112,7 +86,7 @@ use gonka_localnet::{
     find_cometbft, find_free_base_port, AppStateFn, GenesisValidatorKey, Localnet, LocalnetConfig,
     DEFAULT_TIMEOUT_COMMIT,
 };
-use gonka_proto::inference::{Model, QueryRecordRequest, WorkRecord};
+use gonka_proto::inference::{Model, WorkRecord};
 use gonka_proto::settlement::{BatchStatus, QueryBatchRequest};
 use tendermint::block::Height;
 use tendermint_rpc::Client as _;
@@ -121,10 +95,6 @@ use tendermint_rpc::Client as _;
 const CHAIN_ID: &str = "gonka-bench";
 /// Validators of the network.
 const VALIDATORS: usize = 4;
-/// Gas limit of a batch signed ahead (for a sequence not yet reachable by `Simulate`): a
-/// fixed part plus a share per record, above what one uses (a stored record about 72,000).
-const BATCH_GAS_BASE: u64 = 200_000;
-const RECORD_GAS: u64 = 100_000;
 /// ngnk per GNK.
 const GNK: u128 = 1_000_000_000;
 /// The model every record names.
@@ -144,18 +114,10 @@ const REQUESTER_BALANCE: u128 = 1_000_000 * GNK;
 const NODE_ID: &str = "bench-ml-0";
 /// Blocks per epoch: no epoch ends during a run, so no epoch-end work lands in the measurement.
 const EPOCH_LENGTH: u64 = 1_000_000;
-/// Records per size checked with `/inference/record`.
-const SPOT_CHECKS: usize = 20;
-/// Chain time per batch size that [`default_records`] aims at.
-const TARGET_CHAIN_SECS: f64 = 25.0;
 /// Pause before resending a tx the mempool refused as full.
 const MEMPOOL_BACKOFF: Duration = Duration::from_millis(50);
 /// Longest wait for the next block holding bench txs before the run is declared stuck.
 const STALL: Duration = Duration::from_secs(120);
-/// Bytes a work record adds to a batch tx, rounded up (about 440 with this bench's fields).
-const RECORD_BYTES_BOUND: u64 = 512;
-/// Bytes of a batch tx besides its records, rounded up.
-const TX_OVERHEAD_BOUND: u64 = 2_048;
 /// Escrow every requester holds for the transfer agent from genesis.
 const ESCROW: u128 = 100_000 * GNK;
 /// Validators whose operators host committed records (validator 1 is the transfer agent).
@@ -169,10 +131,6 @@ const COMMITTED_RECORDS: usize = 20_000;
 
 /// What one run does, from the environment.
 struct Settings {
-    /// Records per batch, one row each.
-    batch_sizes: Vec<usize>,
-    /// Records per batch size (a multiple of it).
-    records: Vec<usize>,
     /// CometBFT `timeout_commit`.
     timeout_commit: String,
     /// How batch txs are broadcast.
@@ -204,40 +162,11 @@ impl Settings {
                 })
                 .collect()
         };
-        let batch_sizes = list(
-            "SETTLEMENT_BENCH_BATCH_SIZES",
-            if smoke { "1,10" } else { "1,10,100" },
-        )?;
         let broadcast = match std::env::var("SETTLEMENT_BENCH_BROADCAST").as_deref() {
             Err(_) | Ok("sync") => Broadcast::Sync,
             Ok("async") => Broadcast::Async,
             Ok(other) => bail!("SETTLEMENT_BENCH_BROADCAST must be sync or async, found {other:?}"),
         };
-        let records = match std::env::var("SETTLEMENT_BENCH_RECORDS") {
-            Err(_) if smoke => batch_sizes.iter().map(|b| 2 * b).collect(),
-            Err(_) => batch_sizes
-                .iter()
-                .map(|&b| default_records(broadcast, b))
-                .collect(),
-            Ok(_) => {
-                let given = list("SETTLEMENT_BENCH_RECORDS", "")?;
-                match given.len() {
-                    1 => vec![given[0]; batch_sizes.len()],
-                    n if n == batch_sizes.len() => given,
-                    n => bail!(
-                        "SETTLEMENT_BENCH_RECORDS holds {n} counts but SETTLEMENT_BENCH_BATCH_SIZES \
-                         holds {} sizes; give one count, or one per size",
-                        batch_sizes.len()
-                    ),
-                }
-            }
-        };
-        // Whole batches only: every tx carries exactly `b` records.
-        let records = records
-            .iter()
-            .zip(&batch_sizes)
-            .map(|(&n, &b)| n.div_ceil(b) * b)
-            .collect();
         let committed_sizes = list(
             "SETTLEMENT_BENCH_COMMITTED_SIZES",
             if smoke { "10" } else { "100,1000,10000" },
@@ -261,35 +190,12 @@ impl Settings {
         let timeout_commit = std::env::var("SETTLEMENT_BENCH_TIMEOUT_COMMIT")
             .unwrap_or_else(|_| DEFAULT_TIMEOUT_COMMIT.to_string());
         Ok(Settings {
-            batch_sizes,
-            records,
             timeout_commit,
             broadcast,
             committed_sizes,
             committed_records,
         })
     }
-}
-
-/// Records for about [`TARGET_CHAIN_SECS`] of chain time at batch size `b`, from the rates
-/// this bench measured on a shared 2-core machine (interpolated between the measured sizes).
-fn default_records(mode: Broadcast, b: usize) -> usize {
-    // (records per batch, records settled per second) measured with timeout_commit 1s.
-    let measured: [(usize, f64); 3] = match mode {
-        Broadcast::Sync => [(1, 33.0), (10, 130.0), (100, 180.0)],
-        Broadcast::Async => [(1, 58.0), (10, 210.0), (100, 290.0)],
-    };
-    let rate = match measured.iter().position(|&(size, _)| size >= b) {
-        Some(0) => measured[0].1,
-        None => measured[measured.len() - 1].1,
-        Some(i) => {
-            let ((b0, r0), (b1, r1)) = (measured[i - 1], measured[i]);
-            // Linear in log(b) between the two measured sizes.
-            let t = (b as f64).ln() - (b0 as f64).ln();
-            r0 + (r1 - r0) * t / ((b1 as f64).ln() - (b0 as f64).ln())
-        }
-    };
-    (rate * TARGET_CHAIN_SECS).round() as usize
 }
 
 /// The well-known key of `label` (see `gonka_client::keys::well_known_mnemonic`).
@@ -303,13 +209,9 @@ fn operator(i: usize) -> Result<Key> {
     key(&format!("validator{i}"))
 }
 
-/// Genesis `app_state`: the validators staked, the requesters funded, one model priced, long
-/// epochs, batches of `max_batch` records allowed, no jailing for missed validations.
-fn genesis(
-    keys: &[GenesisValidatorKey],
-    requesters: &[String],
-    max_batch: usize,
-) -> Result<serde_json::Value> {
+/// Genesis `app_state`: the validators staked, the requesters funded with escrows for the
+/// transfer agent, one model priced, long epochs, no jailing for missed validations.
+fn genesis(keys: &[GenesisValidatorKey], requesters: &[String]) -> Result<serde_json::Value> {
     let transfer_agent = operator(1)?.address().to_string();
     let mut config = GenesisConfig {
         accounts: requesters
@@ -356,26 +258,12 @@ fn genesis(
     // sampled leaves, and voided batches would slash it in the middle of the run. The cost of
     // sampling is measured in process (`cargo bench -p gonka-app --bench settle`, `sample`).
     state[gonka_settlement::NAME]["params"]["leaf_sample_ppm"] = 0.into();
-    // GenesisConfig leaves the inference and disputes parameters at their defaults.
-    let inference = gonka_proto::inference::Params {
-        max_records_per_batch: max_batch as u64,
-        ..gonka_inference::default_params()
-    };
-    state[gonka_inference::NAME]["params"] = serde_json::to_value(inference)?;
+    // GenesisConfig leaves the disputes parameters at their defaults.
     let disputes = gonka_proto::disputes::Params {
         jail_after_misses: u64::MAX,
         ..gonka_disputes::default_params()
     };
     state[gonka_disputes::NAME] = serde_json::json!({ "params": disputes });
-    // A batch of `max_batch` records must fit in one tx.
-    let max_tx_bytes = &mut state[gonka_auth::NAME]["params"]["max_tx_bytes"];
-    let current = max_tx_bytes
-        .as_u64()
-        .ok_or_else(|| anyhow!("genesis auth params carry no max_tx_bytes: {max_tx_bytes}"))?;
-    let needed = TX_OVERHEAD_BOUND + RECORD_BYTES_BOUND * max_batch as u64;
-    if needed > current {
-        *max_tx_bytes = needed.into();
-    }
     Ok(state)
 }
 
@@ -383,12 +271,11 @@ fn genesis(
 /// took one of the ports between the free-port check and the start.
 fn start_localnet(settings: &Settings, dir: &Path, requesters: &[String]) -> Result<Localnet> {
     let cometbft = find_cometbft()?;
-    let max_batch = settings.batch_sizes.iter().copied().max().unwrap_or(1);
     let requesters = requesters.to_vec();
     let app_state = AppStateFn(Arc::new(move |keys: &[GenesisValidatorKey]| {
         // The localnet cannot take an error from here; a bench genesis that fails to build is a
         // bug of this file.
-        genesis(keys, &requesters, max_batch).expect("building the bench genesis")
+        genesis(keys, &requesters).expect("building the bench genesis")
     }));
     // Away from the end-to-end tests' 27000..31000 and CometBFT's defaults.
     let first = 32_000 + (std::process::id() % 100) as u16 * 40;
@@ -425,8 +312,6 @@ fn start_localnet(settings: &Settings, dir: &Path, requesters: &[String]) -> Res
 
 /// One row of the table.
 struct Row {
-    /// `records` (MsgSubmitWorkBatch) or `committed` (MsgSettleBatch).
-    path: &'static str,
     batch: usize,
     records: usize,
     txs: usize,
@@ -629,54 +514,6 @@ async fn broadcast(
     }
 }
 
-/// What a path's txs must show once included.
-enum Expect {
-    /// Per-record batches: every record stored; these ids are spot-checked.
-    Stored(Vec<String>),
-    /// Committed batches of `b` records each.
-    Committed,
-}
-
-/// Settles `count` records in `MsgSubmitWorkBatch`es of `b` and measures it.
-async fn run_size(
-    net: &[Client],
-    actors: &Actors,
-    mode: Broadcast,
-    b: usize,
-    count: usize,
-) -> Result<Row> {
-    let clock = Instant::now();
-    let host = actors.host.address().to_string();
-    let records = sign_records(actors, "r", b, count, |_| host.clone())?;
-    let ta = actors.transfer_agent.address();
-    let signer = net[0].signer_data(ta, Some(CHAIN_ID)).await?;
-    let price = net[0].min_gas_price().await?;
-    let mut ids = Vec::with_capacity(records.len());
-    let mut txs = Vec::with_capacity(count / b);
-    for (k, batch) in records.chunks(b).enumerate() {
-        ids.extend(batch.iter().map(|r| r.inference_id.clone()));
-        let sequence = SignerData {
-            sequence: signer.sequence + k as u64,
-            ..signer.clone()
-        };
-        let msg = msg_submit_work_batch(ta, batch.to_vec());
-        txs.push(sign(
-            &actors.transfer_agent,
-            vec![msg],
-            &sequence,
-            GasFee::at_price(BATCH_GAS_BASE + RECORD_GAS * batch.len() as u64, &price)?,
-            "",
-        )?);
-    }
-    let largest = txs.iter().map(Vec::len).max().unwrap_or(0);
-    println!(
-        "batch {b}: signed {count} records in {} txs (largest {largest} bytes) in {:.1} s",
-        txs.len(),
-        clock.elapsed().as_secs_f64()
-    );
-    measure(net, mode, "records", b, count, txs, Expect::Stored(ids), ta).await
-}
-
 /// Settles `count` records in `MsgSettleBatch`es of `b` (numbered from `*number + 1`) and
 /// measures it.
 async fn run_committed(
@@ -738,20 +575,17 @@ async fn run_committed(
         txs.len(),
         clock.elapsed().as_secs_f64()
     );
-    measure(net, mode, "committed", b, count, txs, Expect::Committed, ta).await
+    measure(net, mode, b, count, txs, ta).await
 }
 
 /// Broadcasts `txs` back to back, finds them in the blocks, checks their results and
 /// measures the chain time they took.
-#[allow(clippy::too_many_arguments)]
 async fn measure(
     net: &[Client],
     mode: Broadcast,
-    path: &'static str,
     b: usize,
     count: usize,
     txs: Vec<Vec<u8>>,
-    expect: Expect,
     ta: &str,
 ) -> Result<Row> {
     // Submit back to back.
@@ -804,7 +638,7 @@ async fn measure(
         if ours {
             first = first.min(height);
             last = height;
-            check_results(&net[0], height, &block_txs, b, &expect).await?;
+            check_results(&net[0], height, &block_txs, b).await?;
             deadline = Instant::now() + STALL;
             without_ours = 0;
         } else if first != u64::MAX {
@@ -837,12 +671,8 @@ async fn measure(
     latencies.sort_by(f64::total_cmp);
     let p50_inclusion_secs = latencies[(latencies.len() - 1) / 2];
 
-    match &expect {
-        Expect::Stored(ids) => spot_check(&net[1], ids, ta).await?,
-        Expect::Committed => spot_check_batches(&net[1], txs.len(), b, ta).await?,
-    }
+    spot_check_batches(&net[1], txs.len(), b, ta).await?;
     Ok(Row {
-        path,
         batch: b,
         records: count,
         txs: txs.len(),
@@ -855,13 +685,12 @@ async fn measure(
 }
 
 /// Checks that every tx of block `height` that is one of ours (all of them: nothing else sends
-/// txs) succeeded and that its `work_batch` event stored all `b` records.
+/// txs) succeeded and that its `batch_settled` event commits all `b` records.
 async fn check_results(
     client: &Client,
     height: u64,
     block_txs: &[Vec<u8>],
     b: usize,
-    expect: &Expect,
 ) -> Result<()> {
     let results = client
         .http()
@@ -884,61 +713,16 @@ async fn check_results(
             result.code.value(),
             result.log
         );
-        let kind = match expect {
-            Expect::Stored(_) => "work_batch",
-            Expect::Committed => "batch_settled",
-        };
-        let attr = |name: &str| -> Option<String> {
-            result
-                .events
-                .iter()
-                .filter(|e| e.kind == kind)
-                .flat_map(|e| &e.attributes)
-                .find(|a| a.key_str().is_ok_and(|k| k == name))
-                .and_then(|a| a.value_str().ok().map(str::to_string))
-        };
-        if let Expect::Committed = expect {
-            let records = attr("records");
-            ensure!(
-                records.as_deref() == Some(b.to_string().as_str()),
-                "tx {i} of block {height}: expected a batch_settled event with records={b}, found {records:?}"
-            );
-            continue;
-        }
-        let (stored, refused) = (attr("stored"), attr("refused"));
+        let records = result
+            .events
+            .iter()
+            .filter(|e| e.kind == "batch_settled")
+            .flat_map(|e| &e.attributes)
+            .find(|a| a.key_str().is_ok_and(|k| k == "records"))
+            .and_then(|a| a.value_str().ok().map(str::to_string));
         ensure!(
-            stored.as_deref() == Some(b.to_string().as_str()) && refused.as_deref() == Some("0"),
-            "tx {i} of block {height}: expected a work_batch event with stored={b} refused=0, \
-             found stored={stored:?} refused={refused:?}"
-        );
-    }
-    Ok(())
-}
-
-/// Reads [`SPOT_CHECKS`] of `ids`, evenly spread (first and last included), through
-/// `/inference/record` and checks they were settled by transfer agent `ta`.
-async fn spot_check(client: &Client, ids: &[String], ta: &str) -> Result<()> {
-    let checks = SPOT_CHECKS.min(ids.len());
-    for k in 0..checks {
-        let index = if checks == 1 {
-            0
-        } else {
-            k * (ids.len() - 1) / (checks - 1)
-        };
-        let id = &ids[index];
-        let request = QueryRecordRequest {
-            inference_id: id.clone(),
-        };
-        let stored = client
-            .query::<q::inference::Record>(&request)
-            .await
-            .with_context(|| format!("querying work record {id} on {}", client.url()))?
-            .record
-            .ok_or_else(|| anyhow!("work record {id} (record {index}) is not on chain"))?;
-        ensure!(
-            stored.transfer_agent == ta,
-            "work record {id} was settled by {} instead of {ta}",
-            stored.transfer_agent
+            records.as_deref() == Some(b.to_string().as_str()),
+            "tx {i} of block {height}: expected a batch_settled event with records={b}, found {records:?}"
         );
     }
     Ok(())
@@ -977,7 +761,7 @@ async fn spot_check_batches(client: &Client, batches: usize, b: usize, ta: &str)
 }
 
 /// Registers the ML node, the transfer agent and the hosts' BLS keys, measures the idle
-/// block interval, then runs every batch size of both paths.
+/// block interval, then runs every batch size.
 async fn run(net: &Localnet, settings: &Settings, actors: &Actors) -> Result<(f64, Vec<Row>)> {
     let clients = net
         .nodes()
@@ -1039,19 +823,6 @@ async fn run(net: &Localnet, settings: &Settings, actors: &Actors) -> Result<(f6
     let idle_interval = (end - start) as f64 / 1e9 / IDLE_BLOCKS as f64;
 
     let mut rows = Vec::new();
-    for (&b, &count) in settings.batch_sizes.iter().zip(&settings.records) {
-        let row = run_size(&clients, actors, settings.broadcast, b, count)
-            .await
-            .with_context(|| format!("batch size {b}"))?;
-        println!(
-            "batch {b}: {} records settled in {} blocks, {:.1} s of chain time ({:.1} records/s)",
-            row.records,
-            row.blocks,
-            row.chain_secs,
-            row.records as f64 / row.chain_secs
-        );
-        rows.push(row);
-    }
     let mut number = 0;
     for (&b, &count) in settings
         .committed_sizes
@@ -1085,8 +856,7 @@ fn print_table(settings: &Settings, idle_interval: f64, rows: &[Row]) {
         }
     );
     println!(
-        "{:>10} {:>6} {:>8} {:>7} {:>7} {:>8} {:>10} {:>14} {:>8} {:>12} {:>9} {:>6}",
-        "path",
+        "{:>6} {:>8} {:>7} {:>7} {:>8} {:>10} {:>14} {:>8} {:>12} {:>9} {:>6}",
         "batch",
         "records",
         "txs",
@@ -1101,8 +871,7 @@ fn print_table(settings: &Settings, idle_interval: f64, rows: &[Row]) {
     );
     for r in rows {
         println!(
-            "{:>10} {:>6} {:>8} {:>7} {:>7} {:>8.1} {:>10.1} {:>14.1} {:>8.2} {:>12.2} {:>9.1} {:>6}",
-            r.path,
+            "{:>6} {:>8} {:>7} {:>7} {:>8.1} {:>10.1} {:>14.1} {:>8.2} {:>12.2} {:>9.1} {:>6}",
             r.batch,
             r.records,
             r.txs,

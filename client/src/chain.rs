@@ -220,26 +220,4 @@ impl Chain {
             None => bail!("the chain answered /inference/params without parameters"),
         }
     }
-
-    /// Whether a work record with `inference_id` is stored on chain.
-    pub async fn record_exists(&self, inference_id: &str) -> Result<bool> {
-        let request = pb::QueryRecordRequest {
-            inference_id: inference_id.to_string(),
-        };
-        match self.client.query::<q::inference::Record>(&request).await {
-            Ok(_) => Ok(true),
-            Err(e)
-                if e.downcast_ref::<crate::rpc::QueryError>()
-                    .is_some_and(|q| q.codespace == "inference" && q.code == 20) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Native-token balance of `address` in ngnk.
-    pub async fn balance(&self, address: &str) -> Result<u128> {
-        self.client.balance(address, crate::DENOM).await
-    }
 }

@@ -36,19 +36,6 @@ pub struct Included {
     pub gas_used: u64,
 }
 
-impl Included {
-    /// The attributes of every event of `kind`, in order.
-    pub fn events_of<'a>(
-        &'a self,
-        kind: &'a str,
-    ) -> impl Iterator<Item = &'a [(String, String)]> + 'a {
-        self.events
-            .iter()
-            .filter(move |(k, _)| k == kind)
-            .map(|(_, attributes)| attributes.as_slice())
-    }
-}
-
 /// An RPC connection to one node.
 #[derive(Clone)]
 pub struct Client {

@@ -6,8 +6,7 @@ use cosmrs::{Any, Coin, Denom};
 use gonka_proto::auth::SignDocHint;
 use gonka_proto::bank::{Coin as ProtoCoin, MsgSend};
 use gonka_proto::inference::{
-    MsgRegisterNode, MsgRegisterTransferAgent, MsgRemoveNode, MsgSubmitWorkBatch, MsgUpdateNode,
-    Node, WorkRecord,
+    MsgRegisterNode, MsgRegisterTransferAgent, MsgRemoveNode, MsgUpdateNode, Node, WorkRecord,
 };
 use gonka_proto::stake::{MsgStake, MsgUnjail, MsgUnstake};
 use prost::{Message, Name};
@@ -326,14 +325,6 @@ pub fn msg_register_transfer_agent(address: &str, url: &str, pubkey: &[u8]) -> A
     })
 }
 
-/// `/gonka.inference.v1.MsgSubmitWorkBatch` of `records` by transfer agent `transfer_agent`.
-pub fn msg_submit_work_batch(transfer_agent: &str, records: Vec<WorkRecord>) -> Any {
-    any_of(&MsgSubmitWorkBatch {
-        transfer_agent: transfer_agent.into(),
-        records,
-    })
-}
-
 pub use gonka_proto::signing::{inference_id, RequestTerms};
 
 /// The facts of one served inference, before signing.
@@ -575,7 +566,5 @@ mod tests {
             .verifying_key()
             .verify(&receipt.sign_bytes(), &signature)
             .unwrap();
-        let batch = decode::<MsgSubmitWorkBatch>(&msg_submit_work_batch("gonka1t", vec![record]));
-        assert_eq!(batch.records.len(), 1);
     }
 }

@@ -12,7 +12,7 @@ use super::escrow::EscrowBook;
 use super::leaves::Leaves;
 use super::payloads::{self, PayloadStore, Payloads};
 use super::registry::refresh_from_chain;
-use super::settle::{run_batcher, BatchPolicy, Outbox};
+use super::settle::Outbox;
 use super::{
     background, demands, reveal, server, RateLimit, TaConfig, TaNodeConfig, TransferAgent,
 };
@@ -42,26 +42,18 @@ pub struct TransferAgentArgs {
     /// batches and the request bodies kept for validators).
     #[arg(long)]
     home: Option<PathBuf>,
-    /// How served requests are paid for and settled: `batches` (committed batches of records
-    /// co-signed by the hosts, paid from the requester's escrow for this TA, their sampled
-    /// leaves provided on chain for validation; see x/settlement) or `records` (every work
-    /// record on chain in a MsgSubmitWorkBatch, paid from the requester's balance: the old
-    /// path, until it is removed).
-    #[arg(long, value_enum, default_value_t = SettlementMode::Batches)]
-    settlement: SettlementMode,
-    /// Work records per batch (capped by the chain's max_records_per_batch or
-    /// max_batch_records); default 64 with `--settlement records`, 10000 with `batches`.
-    #[arg(long)]
-    batch_max_records: Option<usize>,
+    /// Work records per committed batch (capped by the chain's max_batch_records).
+    #[arg(long, default_value_t = 10_000)]
+    batch_max_records: usize,
     /// Longest a work record waits for its batch to fill, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     batch_interval_ms: u64,
     /// How often the registry (nodes, models, transfer agents) is re-read from chain, in ms.
     #[arg(long, default_value_t = 2000)]
     registry_refresh_ms: u64,
-    /// How often the chain is asked which record outputs this TA must reveal and (with
-    /// `--settlement batches`) which leaves of its batches are demanded, in ms (a reveal or
-    /// leaf missed by its deadline is slashed as withheld).
+    /// How often the chain is asked which record outputs this TA must reveal and which
+    /// leaves of its batches are demanded, in ms (a reveal or leaf missed by its deadline is
+    /// slashed as withheld).
     #[arg(long, default_value_t = 1000)]
     reveal_poll_ms: u64,
     /// How often every ML node is asked for its load, in milliseconds.
@@ -119,13 +111,12 @@ pub struct TransferAgentArgs {
     /// Requesters whose rate is tracked at once (the least recently seen is forgotten).
     #[arg(long, default_value_t = 100_000)]
     rate_limit_requesters: usize,
-    /// With `--settlement batches`: how long a requester's escrow as last read from chain is
-    /// relied on before it is read again, in milliseconds (the TA's own debits are counted
-    /// at once either way).
+    /// How long a requester's escrow as last read from chain is relied on before it is
+    /// read again, in milliseconds (the TA's own debits are counted at once either way).
     #[arg(long, default_value_t = 5_000)]
     escrow_refresh_ms: u64,
-    /// With `--settlement batches`: requesters whose escrow is tracked at once (those with
-    /// nothing in flight are forgotten first).
+    /// Requesters whose escrow is tracked at once (those with nothing in flight are
+    /// forgotten first).
     #[arg(long, default_value_t = 100_000)]
     escrow_requesters: usize,
     #[command(flatten)]
@@ -148,15 +139,6 @@ struct TestingArgs {
 #[cfg(not(feature = "testing"))]
 #[derive(Debug, clap::Args)]
 struct TestingArgs {}
-
-/// How a transfer agent settles what it served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SettlementMode {
-    /// One work record per request, in MsgSubmitWorkBatch.
-    Records,
-    /// Committed batches (MsgSettleBatch), paid from escrows.
-    Batches,
-}
 
 /// Parses `ID=URL,MODEL,MAX_CONCURRENCY`.
 fn parse_node(s: &str) -> Result<TaNodeConfig, String> {
@@ -301,12 +283,10 @@ async fn join_chain(
         Duration::from_millis(args.reveal_poll_ms),
     ));
     let payloads = Payloads::new(store, payloads::chain_access(chain.clone()), clock);
-    let escrows = (args.settlement == SettlementMode::Batches).then(|| {
-        EscrowBook::new(
-            Duration::from_millis(args.escrow_refresh_ms),
-            args.escrow_requesters,
-        )
-    });
+    let escrows = EscrowBook::new(
+        Duration::from_millis(args.escrow_refresh_ms),
+        args.escrow_requesters,
+    );
     let ta = TransferAgent::with_chain(
         config,
         registry,
@@ -320,38 +300,22 @@ async fn join_chain(
         chain.clone(),
         Duration::from_millis(args.registry_refresh_ms),
     ));
-    let interval = Duration::from_millis(args.batch_interval_ms);
-    match escrows {
-        Some(escrows) => {
-            let policy = CommitPolicy {
-                max_records: args.batch_max_records.unwrap_or(10_000),
-                interval,
-                #[cfg(feature = "testing")]
-                crash_after_batch: args.testing.testing_crash_after_batch,
-                ..CommitPolicy::default()
-            };
-            let backlog = Arc::new(demands::Backlog::default());
-            tokio::spawn(demands::run_answerer(
-                chain.clone(),
-                Leaves::new(outbox.clone(), chain.address()),
-                backlog.clone(),
-                Duration::from_millis(args.reveal_poll_ms),
-            ));
-            let committer = Committer::new(chain, outbox, escrows, ta.clone(), policy, backlog);
-            tokio::spawn(committer.run());
-        }
-        None => {
-            let policy = BatchPolicy {
-                max_records: args.batch_max_records.unwrap_or(64),
-                interval,
-                ..BatchPolicy::default()
-            };
-            let limits = ta.clone();
-            tokio::spawn(run_batcher(chain, outbox, policy, move || {
-                limits.max_records_per_batch()
-            }));
-        }
-    }
+    let policy = CommitPolicy {
+        max_records: args.batch_max_records,
+        interval: Duration::from_millis(args.batch_interval_ms),
+        #[cfg(feature = "testing")]
+        crash_after_batch: args.testing.testing_crash_after_batch,
+        ..CommitPolicy::default()
+    };
+    let backlog = Arc::new(demands::Backlog::default());
+    tokio::spawn(demands::run_answerer(
+        chain.clone(),
+        Leaves::new(outbox.clone(), chain.address()),
+        backlog.clone(),
+        Duration::from_millis(args.reveal_poll_ms),
+    ));
+    let committer = Committer::new(chain, outbox, escrows, ta.clone(), policy, backlog);
+    tokio::spawn(committer.run());
     Ok(ta)
 }
 

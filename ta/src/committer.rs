@@ -1,4 +1,4 @@
-//! The committer (`--settlement batches`): turns the outbox's pending records into committed
+//! The committer: turns the outbox's pending records into committed
 //! batches on chain (x/settlement's `MsgSettleBatch`), one batch in flight at a time.
 //!
 //! 1. A stored batch not known to be included is settled first (after a crash, the one the

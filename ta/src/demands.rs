@@ -1,4 +1,4 @@
-//! Answering leaf demands (`--settlement batches`): anyone may demand, with a deposit, a
+//! Answering leaf demands: anyone may demand, with a deposit, a
 //! leaf of one of this TA's pending batches on chain; a demand left unanswered for
 //! `leaf_answer_blocks` voids the batch and slashes the TA as if it had withheld the leaf.
 //! This task asks the chain for the TA's open demands (`/settlement/demands`, page by page)

@@ -46,8 +46,6 @@ pub struct Registry {
     pub models: Option<BTreeMap<String, ModelTerms>>,
     /// Registered transfer agents.
     pub transfer_agents: Vec<pb::TransferAgent>,
-    /// Most records one batch may carry (chain parameter; 0 without a chain).
-    pub max_records_per_batch: usize,
     /// Most tokens one record may claim, which bounds `max_tokens` (0: no limit, no chain).
     pub max_tokens_per_record: u64,
 }
@@ -131,8 +129,6 @@ impl Registry {
             nodes: registered,
             models: Some(terms),
             transfer_agents,
-            max_records_per_batch: usize::try_from(params.max_records_per_batch)
-                .unwrap_or(usize::MAX),
             max_tokens_per_record: params.max_tokens_per_record,
         }
     }
@@ -230,8 +226,7 @@ mod tests {
             node("n3", "http://127.0.0.1:2", &["unpriced"]),
         ];
         let params = pb::Params {
-            max_records_per_batch: 7,
-            max_tokens_per_record: 1,
+            max_tokens_per_record: 7,
             payload_retention_blocks: 1,
         };
         let r = Registry::from_chain(models, nodes, vec![], &params);
@@ -242,7 +237,7 @@ mod tests {
         assert!(!r.serves("bad"));
         assert_eq!(r.terms("a").price_per_token, 3);
         assert_eq!(r.model_ids(), ["a"]);
-        assert_eq!(r.max_records_per_batch, 7);
+        assert_eq!(r.max_tokens_per_record, 7);
     }
 
     #[test]

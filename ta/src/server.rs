@@ -157,9 +157,8 @@ enum Sink {
         chain: Arc<Chain>,
         outbox: Arc<Outbox>,
         payloads: Arc<Payloads>,
-        /// With committed batches (x/settlement): the requesters' escrows, which pay instead
-        /// of their balances.
-        escrows: Option<Arc<EscrowBook>>,
+        /// The requesters' escrows for this transfer agent, which pay for what it serves.
+        escrows: Arc<EscrowBook>,
         /// Makes each served request's body and record durable, in groups.
         recorder: Recorder,
     },
@@ -202,18 +201,18 @@ impl TransferAgent {
         ))
     }
 
-    /// A TA that routes on the chain's `registry`, checks what requesters can pay on `chain`
-    /// (their escrows in `escrows` when it settles committed batches, else their balances),
-    /// writes completed work records to `outbox` for settlement and keeps their request
-    /// bodies in `payloads` (served at `GET /v1/payloads/{inference_id}`), both durable
-    /// before an answer ends, in groups ([`recorder`](crate::recorder)).
+    /// A TA that routes on the chain's `registry`, checks what requesters can pay from their
+    /// escrows on `chain` (tracked in `escrows`), writes completed work records to `outbox`
+    /// for settlement in committed batches and keeps their request bodies in `payloads`
+    /// (served at `GET /v1/payloads/{inference_id}`), both durable before an answer ends, in
+    /// groups ([`recorder`](crate::recorder)).
     pub fn with_chain(
         config: TaConfig,
         registry: Registry,
         chain: Arc<Chain>,
         outbox: Arc<Outbox>,
         payloads: Arc<Payloads>,
-        escrows: Option<Arc<EscrowBook>>,
+        escrows: Arc<EscrowBook>,
     ) -> Arc<Self> {
         let clock: Clock = Arc::new(unix_now);
         let recorder = Recorder::start(outbox.clone(), payloads.store.clone(), clock.clone());
@@ -283,11 +282,6 @@ impl TransferAgent {
             .values()
             .map(|n| (n.info.id.clone(), n.authority.clone()))
             .collect()
-    }
-
-    /// The chain's `max_records_per_batch` as last read (0 without a chain).
-    pub fn max_records_per_batch(&self) -> usize {
-        self.registry().max_records_per_batch
     }
 
     /// Records an ML node's own report of its in-flight requests.
@@ -480,17 +474,9 @@ pub fn router(ta: Arc<TransferAgent>) -> axum::Router {
             payloads,
             outbox,
             chain,
-            escrows,
             ..
-        } => {
-            let payloads = payloads::router(payloads.clone());
-            match escrows {
-                Some(_) => {
-                    payloads.merge(leaves::router(Leaves::new(outbox.clone(), chain.address())))
-                }
-                None => payloads,
-            }
-        }
+        } => payloads::router(payloads.clone())
+            .merge(leaves::router(Leaves::new(outbox.clone(), chain.address()))),
         Sink::Memory(_) => axum::Router::new(),
     };
     axum::Router::new()
@@ -778,28 +764,6 @@ fn payment_required(message: String) -> ApiError {
     }
 }
 
-/// 402 unless the requester's balance, less what it owes for unsettled records, covers the
-/// request's worst case `bound` (per-record settlement).
-async fn check_balance(
-    chain: &Chain,
-    outbox: &Outbox,
-    auth: &Authenticated,
-    bound: u128,
-) -> Result<(), ApiError> {
-    let balance = chain
-        .balance(&auth.address)
-        .await
-        .map_err(|e| chain_unavailable("balance", e))?;
-    let owed = outbox.owed_by(&auth.address);
-    if balance.saturating_sub(owed) < bound {
-        return Err(payment_required(format!(
-            "account {} holds {balance} ngnk and owes {owed} ngnk for unsettled requests, but this request may cost up to {bound} ngnk ((prompt bytes + max_tokens) x price + commission); fund the account (e.g. `gonkad tx bank send`) or lower max_tokens",
-            auth.address
-        )));
-    }
-    Ok(())
-}
-
 /// Holds the request's worst case `bound` against the requester's escrow for this TA (see
 /// [`escrow`](crate::escrow)); 402 when the escrow cannot cover it, after asking the chain
 /// again if the view was not just read.
@@ -898,18 +862,9 @@ async fn handle_chat(
         Sink::Chain {
             chain,
             outbox,
-            escrows: Some(escrows),
+            escrows,
             ..
         } => Some(reserve_escrow(chain, outbox, escrows, &auth, bound).await?),
-        Sink::Chain {
-            chain,
-            outbox,
-            escrows: None,
-            ..
-        } => {
-            check_balance(chain, outbox, &auth, bound).await?;
-            None
-        }
         Sink::Memory(_) => None,
     };
     lock(&ta.replay).admit(&auth, now, ta.config.max_skew_secs)?;

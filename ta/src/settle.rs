@@ -2,20 +2,11 @@
 //!
 //! Every completed request becomes a signed [`WorkRecord`] that is written to the durable
 //! [`Outbox`] (a redb file, one fsync'd write per record) *before* the TA considers it done, so
-//! a crash or restart loses no record. Records leave the outbox one of two ways:
-//!
-//! - per record ([`run_batcher`], `--settlement records`): `MsgSubmitWorkBatch` transactions
-//!   — as soon as a batch is full, or after `interval` — removing records once the tx is
-//!   included. The chain judges each record alone: a record it refuses inside an included
-//!   batch (its `inference_record` event says `outcome=refused` with code and reason) is moved
-//!   to the `rejected` table with the chain's reason. A batch the chain refuses as a whole
-//!   (e.g. a sequence race, or this TA no longer staked) is split: records already on chain
-//!   are dropped and the rest are sent one by one, so nothing is lost and nothing is settled
-//!   twice.
-//! - as committed batches ([`committer`](crate::committer), `--settlement batches`): the
-//!   records move atomically from the pending table into a stored batch, which stays (with
-//!   its signed message, to resubmit after a crash, and its leaves, to serve with proofs)
-//!   until pruned after its challenge window.
+//! a crash or restart loses no record. The [`committer`](crate::committer) moves pending
+//! records atomically into a stored committed batch, which stays (with its signed message,
+//! to resubmit after a crash, and its leaves, to serve with proofs) until pruned after its
+//! challenge window; records of a batch the chain refuses come back to pending, or are set
+//! aside with the chain's reason.
 //!
 //! The outbox also tracks what each requester owes for records not yet on chain (pending, or
 //! in a batch not yet included), so the TA's payment check counts money already promised.
@@ -23,20 +14,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use gonka_client::settlement::Served;
-use gonka_client::tx::msg_submit_work_batch;
-use gonka_client::TxOutcome;
 use gonka_proto::batch::parse_decimal;
-use gonka_proto::inference::WorkRecord;
 use gonka_proto::settlement::{BatchLeaf, MsgSettleBatch};
 use prost::Message;
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 use tokio::sync::Notify;
-
-use gonka_client::Chain;
 
 /// Pending records: sequence number → protobuf `BatchLeaf` holding the record, its executor's
 /// host and the host's payout (`cost`); the chaining fields are filled when a batch is built.
@@ -468,225 +453,10 @@ impl Outbox {
     }
 }
 
-/// How the batcher sends records.
-#[derive(Debug, Clone, Copy)]
-pub struct BatchPolicy {
-    /// Records per tx (capped by the chain's `max_records_per_batch`).
-    pub max_records: usize,
-    /// Longest a record waits for its batch to fill.
-    pub interval: Duration,
-    /// Longest to wait for a tx's inclusion.
-    pub inclusion_timeout: Duration,
-}
-
-impl Default for BatchPolicy {
-    fn default() -> Self {
-        Self {
-            max_records: 64,
-            interval: Duration::from_secs(1),
-            inclusion_timeout: Duration::from_secs(30),
-        }
-    }
-}
-
-/// What became of one submission.
-enum Submitted {
-    /// Included and executed: each record is settled, or was refused alone with the chain's
-    /// reason (inference id → `codespace code: reason`, from its `inference_record` event).
-    Settled(BTreeMap<String, String>),
-    /// Refused as a whole with the chain's reason.
-    Refused(String),
-    /// The chain could not be reached or did not include the tx in time.
-    Unreachable(String),
-}
-
-async fn submit(chain: &Chain, records: Vec<WorkRecord>, timeout: Duration) -> Submitted {
-    let msg = msg_submit_work_batch(chain.address(), records);
-    match chain.submit_for_outcome(vec![msg], timeout).await {
-        Ok(TxOutcome::Executed(included)) => Submitted::Settled(refused_alone(&included)),
-        Ok(TxOutcome::Refused(reason)) => Submitted::Refused(reason),
-        Err(e) => Submitted::Unreachable(format!("{e:#}")),
-    }
-}
-
-/// The records of an included batch that the chain refused alone, with its reasons.
-fn refused_alone(included: &gonka_client::Included) -> BTreeMap<String, String> {
-    included
-        .events_of("inference_record")
-        .filter_map(|attributes| {
-            let get = |key: &str| {
-                attributes
-                    .iter()
-                    .find(|(k, _)| k == key)
-                    .map(|(_, v)| v.as_str())
-                    .unwrap_or_default()
-            };
-            (get("outcome") == "refused").then(|| {
-                (
-                    get("id").to_string(),
-                    format!("{} {}: {}", get("codespace"), get("code"), get("reason")),
-                )
-            })
-        })
-        .collect()
-}
-
-/// Sends the outbox's records to the chain until the process ends. `max_per_batch` gives
-/// the chain's current `max_records_per_batch`.
-pub async fn run_batcher(
-    chain: Arc<Chain>,
-    outbox: Arc<Outbox>,
-    policy: BatchPolicy,
-    max_per_batch: impl Fn() -> usize + Send + 'static,
-) {
-    let mut retry_delay = Duration::from_millis(500);
-    // Records left by a previous run are sent at once, without waiting for a batch to fill.
-    let mut first = true;
-    loop {
-        let limit = policy.max_records.min(max_per_batch()).max(1);
-        if !std::mem::take(&mut first) && outbox.len() < limit {
-            // Wait for the batch to fill, at most one interval.
-            let _ = tokio::time::timeout(policy.interval, async {
-                while outbox.len() < limit {
-                    outbox.added.notified().await;
-                }
-            })
-            .await;
-        }
-        let batch = match outbox.oldest(limit) {
-            Ok(b) if b.is_empty() => continue,
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot read the outbox");
-                tokio::time::sleep(retry_delay).await;
-                continue;
-            }
-        };
-        let records = batch.iter().map(|p| p.served.record.clone()).collect();
-        let outcome = submit(&chain, records, policy.inclusion_timeout).await;
-        let done = match outcome {
-            Submitted::Settled(refused) => {
-                tracing::info!(
-                    records = batch.len(),
-                    refused = refused.len(),
-                    "work batch settled on chain"
-                );
-                let (rejected, settled): (Vec<&Pending>, Vec<&Pending>) = batch
-                    .iter()
-                    .partition(|p| refused.contains_key(&p.served.record.inference_id));
-                let rejected: Vec<(&Pending, String)> = rejected
-                    .into_iter()
-                    .map(|p| {
-                        let reason = refused[&p.served.record.inference_id].clone();
-                        tracing::error!(inference = %p.served.record.inference_id, %reason, "the chain refused this work record; set aside");
-                        (p, reason)
-                    })
-                    .collect();
-                outbox.remove(&settled, &rejected)
-            }
-            Submitted::Refused(reason) => {
-                tracing::warn!(records = batch.len(), %reason, "work batch refused; settling its records one by one");
-                settle_one_by_one(&chain, &outbox, &batch, policy.inclusion_timeout).await
-            }
-            Submitted::Unreachable(error) => {
-                tracing::warn!(%error, delay_ms = retry_delay.as_millis() as u64, "cannot settle work records now; retrying");
-                tokio::time::sleep(retry_delay).await;
-                retry_delay = (retry_delay * 2).min(Duration::from_secs(10));
-                continue;
-            }
-        };
-        retry_delay = Duration::from_millis(500);
-        if let Err(e) = done {
-            tracing::error!(error = %e, "cannot update the outbox");
-            tokio::time::sleep(retry_delay).await;
-        }
-    }
-}
-
-/// Isolates the records of a refused batch: drops those already on chain, sends the others
-/// alone, and sets aside those the chain refuses alone.
-async fn settle_one_by_one(
-    chain: &Chain,
-    outbox: &Outbox,
-    batch: &[Pending],
-    timeout: Duration,
-) -> Result<()> {
-    let mut settled = Vec::new();
-    let mut rejected = Vec::new();
-    for p in batch {
-        if chain.record_exists(&p.served.record.inference_id).await? {
-            settled.push(p);
-            continue;
-        }
-        match submit(chain, vec![p.served.record.clone()], timeout).await {
-            Submitted::Settled(refused) => match refused.into_values().next() {
-                Some(reason) => {
-                    tracing::error!(inference = %p.served.record.inference_id, %reason, "the chain refuses this work record; set aside");
-                    rejected.push((p, reason));
-                }
-                None => settled.push(p),
-            },
-            Submitted::Refused(reason) => {
-                tracing::error!(inference = %p.served.record.inference_id, %reason, "the chain refuses this work record; set aside");
-                rejected.push((p, reason));
-            }
-            Submitted::Unreachable(error) => {
-                tracing::warn!(inference = %p.served.record.inference_id, %error, "chain unreachable; will retry");
-                break;
-            }
-        }
-    }
-    outbox.remove(&settled, &rejected)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn records_refused_inside_an_included_batch_are_read_from_its_events() {
-        let attrs = |pairs: &[(&str, &str)]| {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<Vec<_>>()
-        };
-        let included = gonka_client::Included {
-            hash: "AB".into(),
-            height: 7,
-            code: 0,
-            codespace: String::new(),
-            log: String::new(),
-            gas_wanted: 0,
-            gas_used: 0,
-            events: vec![
-                (
-                    "inference_record".into(),
-                    attrs(&[("id", "a"), ("outcome", "stored")]),
-                ),
-                (
-                    "transfer".into(),
-                    attrs(&[("id", "x"), ("outcome", "refused")]),
-                ),
-                (
-                    "inference_record".into(),
-                    attrs(&[
-                        ("id", "b"),
-                        ("outcome", "refused"),
-                        ("codespace", "inference"),
-                        ("code", "23"),
-                        ("reason", "signed for another transfer agent"),
-                    ]),
-                ),
-            ],
-        };
-        let refused = refused_alone(&included);
-        assert_eq!(refused.len(), 1);
-        assert_eq!(
-            refused["b"],
-            "inference 23: signed for another transfer agent"
-        );
-    }
+    use gonka_proto::inference::WorkRecord;
 
     fn served(id: &str, requester: &str, cost: u128) -> Served {
         Served {

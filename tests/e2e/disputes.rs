@@ -1,6 +1,6 @@
 //! Cross-validation end to end, on committed batches: node 3's ML node runs the testing cheat
 //! mode (a wrong answer for every request, still signed) and advertises more bandwidth, so the
-//! transfer agent routes every request to it. The transfer agent (`--settlement batches`)
+//! transfer agent routes every request to it. The transfer agent
 //! commits what it served in batches the hosts co-sign; the chain samples every leaf (this
 //! genesis sets `leaf_sample_ppm` and the disputes rates to 100% so the test is deterministic;
 //! the rules themselves are covered by the harness tests) and demands it, the transfer agent
@@ -93,9 +93,7 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
             sidecars.validator_role = true;
             sidecars.transfer_agent_args = vec![
                 vec![],
-                ["--settlement", "batches", "--batch-interval-ms", "500"]
-                    .map(Into::into)
-                    .to_vec(),
+                ["--batch-interval-ms", "500"].map(Into::into).to_vec(),
             ];
             sidecars.ml_node_args = vec![
                 vec![],

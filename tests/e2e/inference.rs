@@ -1,23 +1,19 @@
 //! The inference network end to end: 4 validators, each running an ML node (the reference
-//! model) that registers itself on chain, two of them also running a transfer agent. A signed
-//! chat request through a TA is served, settles as a work record in a `MsgSubmitWorkBatch`, the
-//! requester pays exactly tokens × price + commission, the executor's host receives exactly the
-//! price and is credited the tokens in the work ledger; with one TA killed, `gonkad chat` fails
-//! over to the other; that TA holds its records (a long batch interval), is killed with
-//! SIGKILL after serving, and once restarted settles the record it had completed.
+//! model) that registers itself on chain, two of them also running a transfer agent. With ML
+//! nodes 0 and 1 killed, a signed chat request through TA 0 fails over to node 2's or node 3's
+//! ML node and is served; an account without an escrow gets 402 and an absurd `max_tokens`
+//! 400; with TA 0 killed, `gonkad chat` fails over to TA 1 and streams the answer. How the
+//! served requests settle (committed batches, exact payments, a TA killed with SIGKILL) is
+//! the settlement test's (`settlement.rs`).
 //!
-//! Epochs are long enough that no epoch ends during the test, so no rewards move balances, and
-//! the validator role is off (no validation txs with fees): the only balance changes of the
-//! requester and of the executor's host are the ones under test. ML nodes 0 and 1 are killed
-//! before the first request, so the executor is node 2's or node 3's, whose hosts send no
-//! transactions after registering (validators 0 and 1 pay fees for the TAs' batches).
+//! Epochs are long enough that no epoch ends during the test, and the validator role is off.
 
 use gonka_proto::query as q;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gonka_app::genesis::{GenesisAccount, GenesisConfig};
+use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisEscrow};
 use gonka_client::chat::{ChatClient, ChatError, ChatRequest, Message};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
@@ -157,43 +153,29 @@ pub async fn work_units(net: &Net, epoch: u64, operator: &str) -> u64 {
 }
 
 #[test]
-fn a_signed_chat_request_settles_on_chain_and_clients_fail_over_between_transfer_agents() {
+fn signed_chat_requests_fail_over_between_ml_nodes_and_between_transfer_agents() {
     crate::support::run(async {
         let mut net = Net::start_with("inference", VALIDATORS, |config| {
-            config.app_state_for_validators =
-                Some(AppStateFn(Arc::new(|keys| genesis(keys, 100_000))));
-            let mut sidecars = sidecars();
-            // Both TAs settle record by record (this test covers that path); TA 1 batches
-            // slowly, so its records are still pending when it is killed.
-            sidecars.transfer_agent_args = vec![
-                ["--settlement", "records"].map(Into::into).to_vec(),
-                [
-                    "--settlement",
-                    "records",
-                    "--batch-interval-ms",
-                    "600000",
-                    "--batch-max-records",
-                    "1000",
-                ]
-                .map(Into::into)
-                .to_vec(),
-            ];
-            config.sidecar = Some(sidecars);
+            // Alice holds an escrow for both transfer agents (validators 0 and 1).
+            config.app_state_for_validators = Some(AppStateFn(Arc::new(|keys| {
+                let mut genesis = genesis_config(keys, 100_000);
+                genesis.escrows = (0..2)
+                    .map(|i| GenesisEscrow {
+                        requester: addr("alice"),
+                        transfer_agent: addr(&format!("validator{i}")),
+                        ngnk: GNK,
+                        expires_at: 1_000_000,
+                    })
+                    .collect();
+                genesis.app_state()
+            })));
+            config.sidecar = Some(sidecars());
         })
         .await;
         wait_for_registry(&net).await;
         kill_ml_nodes_0_and_1(&mut net);
         let tas = net.net.transfer_agent_urls();
         assert_eq!(tas.len(), 2);
-
-        let hosts: Vec<String> = (0..VALIDATORS)
-            .map(|i| addr(&format!("validator{i}")))
-            .collect();
-        let alice_before = net.balance(0, &addr("alice")).await;
-        let mut hosts_before = Vec::new();
-        for host in &hosts {
-            hosts_before.push(net.balance(0, host).await);
-        }
 
         // A signed, non-streamed request through TA 0: ML nodes 0 and 1 are down, so the TA
         // retries and node 2's or node 3's ML node serves it.
@@ -215,53 +197,16 @@ fn a_signed_chat_request_settles_on_chain_and_clients_fail_over_between_transfer
             answer.failed_over
         );
         let executor = answer.executor.clone().expect("the TA names the executor");
-        let host_index = match executor.as_str() {
-            "node2-ml" => 2,
-            "node3-ml" => 3,
-            other => panic!("ML nodes 0 and 1 are down, yet {other} served the request"),
-        };
+        assert!(
+            matches!(executor.as_str(), "node2-ml" | "node3-ml"),
+            "ML nodes 0 and 1 are down, yet {executor} served the request"
+        );
         let usage = answer.usage.expect("a plain answer carries usage");
-        let inference_id = answer.inference_id.clone().expect("inference id header");
+        assert!(usage.completion_tokens > 0 && usage.completion_tokens <= 16);
+        assert!(answer.inference_id.is_some(), "inference id header");
 
-        let stored = settled(&net, &inference_id).await;
-        let record = stored.record.clone().unwrap();
-        let tokens = u128::from(usage.prompt_tokens + usage.completion_tokens);
-        let cost = tokens * PRICE;
-        assert_eq!(record.requester, addr("alice"));
-        assert_eq!(record.executor_node, executor);
-        assert_eq!(
-            (record.prompt_tokens, record.completion_tokens),
-            (usage.prompt_tokens, usage.completion_tokens)
-        );
-        assert_eq!(record.commission, COMMISSION.to_string());
-        assert_eq!(stored.transfer_agent, hosts[0]);
-        assert_eq!(stored.executor_host, hosts[host_index]);
-        assert_eq!(stored.cost, cost.to_string());
-
-        // Every node read below has committed the record's block (node 1 answered the
-        // record; the others may be a block behind).
-        for i in 0..3 {
-            net.wait_for_height(i, stored.height, WAIT).await;
-        }
-        // Exact balance moves (no epoch ends, alice and the executor's host send no txs).
-        assert_eq!(
-            net.balance(0, &addr("alice")).await,
-            alice_before - cost - COMMISSION,
-            "the requester pays tokens x price + commission"
-        );
-        assert_eq!(
-            net.balance(1, &hosts[host_index]).await,
-            hosts_before[host_index] + cost,
-            "the executor's host receives exactly the price"
-        );
-        assert_eq!(
-            work_units(&net, stored.epoch, &hosts[host_index]).await,
-            tokens as u64,
-            "the work ledger credits the tokens"
-        );
-
-        // Bad input through the TA: an account that cannot pay gets 402, an absurd max_tokens
-        // 400; neither reaches an ML node or the chain.
+        // Bad input through the TA: an account without an escrow gets 402, an absurd
+        // max_tokens 400; neither reaches an ML node or the chain.
         let broke = Key::from_mnemonic(&well_known_mnemonic("e2e-unfunded")).unwrap();
         let refused = |result: Result<_, ChatError>| match result {
             Err(ChatError::Refused { status, code, .. }) => (status, code.unwrap_or_default()),
@@ -321,33 +266,6 @@ fn a_signed_chat_request_settles_on_chain_and_clients_fail_over_between_transfer
         );
         assert!(!stdout.trim().is_empty(), "streamed content: {stderr}");
         assert!(stderr.contains("skipped TA"), "{stderr}");
-        let id = stderr
-            .split("inference ")
-            .nth(1)
-            .and_then(|rest| rest.split(',').next())
-            .unwrap_or_else(|| panic!("no inference id in {stderr}"))
-            .to_string();
-        // TA 1 completed the record (it is in its durable outbox) but has not sent it yet.
-        // Kill it; once restarted it settles the record.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let request = QueryRecordRequest {
-            inference_id: id.clone(),
-        };
-        assert!(
-            net.clients[0]
-                .query::<q::inference::Record>(&request)
-                .await
-                .is_err(),
-            "TA 1 holds its records for the batch interval"
-        );
-        tokio::task::block_in_place(|| net.net.kill_sidecar(1, "transfer-agent"))
-            .unwrap_or_else(|e| panic!("{e:#}"));
-        tokio::task::block_in_place(|| net.net.start_sidecar(1, "transfer-agent"))
-            .unwrap_or_else(|e| panic!("{e:#}"));
-        let stored = settled(&net, &id).await;
-        assert_eq!(
-            stored.transfer_agent, hosts[1],
-            "settled by the restarted TA 1"
-        );
+        assert!(stderr.contains("inference "), "{stderr}");
     });
 }

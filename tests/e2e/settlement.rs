@@ -1,5 +1,5 @@
 //! Settlement at scale end to end (x/settlement): 4 validators with ML nodes, transfer agent
-//! 0 settling committed batches (`--settlement batches`). Alice, refused with 402 while she
+//! 0 settling committed batches. Alice, refused with 402 while she
 //! has no escrow, opens one for TA 0; her requests are served and committed in batches the
 //! executors' hosts co-sign; TA 0 is killed with SIGKILL while a served record waits for its
 //! batch, and once restarted it stores that batch and crashes before submitting it (a testing
@@ -93,8 +93,6 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
             // Batches of two records, never sent for lack of a second one: the first record
             // waits in the outbox until the TA is killed.
             sidecars.transfer_agent_args = vec![[
-                "--settlement",
-                "batches",
                 "--batch-max-records",
                 "2",
                 "--batch-interval-ms",

@@ -1234,51 +1234,6 @@ pub fn work_record(
     )
 }
 
-/// The `inference_record` events of a batch tx as `(id, outcome, code)`, the code empty
-/// for a stored record.
-pub fn record_outcomes(result: &ExecTxResult) -> Vec<(String, String, String)> {
-    tx_events(result, "inference_record")
-        .into_iter()
-        .map(|e| {
-            (
-                e["id"].clone(),
-                e["outcome"].clone(),
-                e.get("code").cloned().unwrap_or_default(),
-            )
-        })
-        .collect()
-}
-
-/// Asserts the record at `index` of batch tx `result` (inference `id`) was refused alone with
-/// inference code `code` and a reason containing `fragment`, while the batch itself passed.
-pub fn assert_refused(result: &ExecTxResult, index: usize, id: &str, code: u32, fragment: &str) {
-    assert_eq!(result.code, 0, "the batch itself must pass: {}", result.log);
-    let events = tx_events(result, "inference_record");
-    let event = events
-        .get(index)
-        .unwrap_or_else(|| panic!("no inference_record event at {index}: {events:?}"));
-    assert_eq!(
-        (
-            event["id"].as_str(),
-            event["outcome"].as_str(),
-            event.get("codespace").map(String::as_str),
-            event.get("code").map(String::as_str),
-        ),
-        (
-            id,
-            "refused",
-            Some("inference"),
-            Some(code.to_string().as_str())
-        ),
-        "record {index}: {event:?}"
-    );
-    assert!(
-        event["reason"].contains(fragment),
-        "record {index}: reason {:?} lacks {fragment:?}",
-        event["reason"]
-    );
-}
-
 /// `label`'s BLS key, derived from its account key as the sidecars derive theirs.
 pub fn bls_key(label: &str) -> gonka_bls_crypto::SecretKey {
     gonka_client::bls::account_bls_key(key(label))
@@ -1335,6 +1290,39 @@ pub fn settle_tx(
         .collect();
     let tx = w.tx(ta, vec![msg_settle_batch(&batch.signed(&signatures))]);
     (batch, tx)
+}
+
+/// Batch `number` of `agent` charging `lines` requesters 1 ngnk each for one record, all
+/// paid to host p0, under an aggregate signature p0's key made over another message: a
+/// well-formed batch whose signature any node that checked it would refuse.
+pub fn unverifiable_batch(
+    agent: &str,
+    number: u64,
+    lines: usize,
+) -> gonka_proto::settlement::MsgSettleBatch {
+    use gonka_proto::settlement::{HostTotal, MsgSettleBatch, RequesterTotal};
+    let mut requesters: Vec<RequesterTotal> = (0..lines)
+        .map(|i| RequesterTotal {
+            requester: gonka_auth::module_address(&format!("requester-{i}")),
+            amount: "1".into(),
+        })
+        .collect();
+    requesters.sort_by(|a, b| a.requester.cmp(&b.requester));
+    MsgSettleBatch {
+        transfer_agent: addr(agent),
+        number,
+        root: vec![7; 32],
+        total: lines.to_string(),
+        record_count: lines as u64,
+        requesters,
+        hosts: vec![HostTotal {
+            host: addr("p0"),
+            work_units: 2 * lines as u64,
+            payout: lines.to_string(),
+            last_index: lines as u64 - 1,
+        }],
+        host_signature: bls_key("p0").sign(b"another message").to_bytes().to_vec(),
+    }
 }
 
 /// Settles `records` in a block ([`settle_tx`]), then provides every leaf the chain demands

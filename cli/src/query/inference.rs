@@ -151,7 +151,6 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
                 |r: &pb::QueryParamsResponse| {
                     let p = r.params.unwrap_or_default();
                     fields(&[
-                        ("max_records_per_batch", p.max_records_per_batch.to_string()),
                         ("max_tokens_per_record", p.max_tokens_per_record.to_string()),
                         (
                             "payload_retention_blocks",

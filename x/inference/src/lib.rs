@@ -1,5 +1,5 @@
-//! x/inference: the registry of ML nodes, transfer agents and models, and the work records
-//! transfer agents submit.
+//! x/inference: the registry of ML nodes, transfer agents and models, and the stored work
+//! records.
 //!
 //! - Models are priced in genesis (`id`, `price_per_token` in ngnk, `min_vram_mib`).
 //! - A staked host (a participant, not jailed, bonded ≥ stake's `min_stake`) registers ML
@@ -7,20 +7,20 @@
 //!   models served (each priced, each fitting the node's VRAM), capacity, endpoint and the
 //!   node's secp256k1 key, which signs its responses. A staked participant registers as a
 //!   transfer agent (`MsgRegisterTransferAgent`: public URL and key).
-//! - A transfer agent submits `MsgSubmitWorkBatch`: per record the requester pays
-//!   tokens × price to the executor's host and the commission to the transfer agent, the
-//!   host is credited tokens as work units ([`gonka_stake::credit_work`]) and the record is
-//!   stored for validation and disputes. See `msgs/submit_work_batch.rs` for which failures
-//!   refuse one record and which fail the whole transaction.
+//! - Transfer agents settle served requests in committed batches (x/settlement); a leaf of a
+//!   batch provided on chain (sampled, or demanded by someone) is stored here
+//!   ([`InferenceWrite::put_record`]) for x/disputes to validate and its requester to dispute.
+//!   `max_tokens_per_record` and the model prices bound what one leaf may claim and charge
+//!   (x/settlement's `invalid_leaf` challenge).
 //! - A participant whose bond falls below `min_stake` (unstake, slash) loses its nodes and its
 //!   transfer agent registration at the end of that block (`hooks.rs`, event
-//!   `host_deregistered`); until then its work is already refused at submission.
+//!   `host_deregistered`); until then a batch paying it or settled by it is already refused.
 //!
 //! ## Signed bytes
 //! Defined once in [`gonka_proto::signing`]: the requester signs [`RequestTerms::hash`]
 //! (request/v2: chain id, body hash, timestamp, commission, transfer agent, model, max price
-//! per token, max completion tokens, nonce), which the chain recomputes from the record and
-//! its own chain id; the executor ML node signs [`ReceiptTerms::sign_bytes`] (receipt/v2:
+//! per token, max completion tokens, nonce), which a challenge recomputes from the record and
+//! the chain id; the executor ML node signs [`ReceiptTerms::sign_bytes`] (receipt/v2:
 //! request hash, salted output commitment, token counts, node id, host) with its registered
 //! key, whose possession the host proved at registration ([`node_key_proof_bytes`]).
 //!
@@ -43,9 +43,9 @@ pub use errors::InferenceError;
 pub use msgs::{require_staked, validate_model_id, validate_node_id};
 pub use params::{default_params, validate_params};
 pub use signing::{
-    body_hash, inference_id, node_key_proof_bytes, nonce_ok, opens, parse_pubkey, response_hash,
+    body_hash, inference_id, node_key_proof_bytes, opens, parse_pubkey, response_hash,
     result_commitment, result_matches, signature_ok, text_output_commitment, ReceiptTerms,
-    RequestTerms, MAX_NONCE_LEN,
+    RequestTerms,
 };
 pub use state::{InferenceRead, InferenceWrite};
 

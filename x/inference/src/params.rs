@@ -5,11 +5,10 @@ use gonka_sdk::{ErrorCode, Result};
 
 use crate::InferenceError;
 
-/// Defaults: 100 records per batch, 1,000,000 tokens per record, payloads kept 720 blocks
+/// Defaults: 1,000,000 tokens per record, payloads kept 720 blocks
 /// (the default 600-block dispute window plus its 30-block deadline, with room to spare).
 pub fn default_params() -> Params {
     Params {
-        max_records_per_batch: 100,
         max_tokens_per_record: 1_000_000,
         payload_retention_blocks: 720,
     }
@@ -17,10 +16,6 @@ pub fn default_params() -> Params {
 
 /// Checks every parameter is in range, naming the offending one.
 pub fn validate_params(params: &Params) -> Result<()> {
-    if params.max_records_per_batch == 0 {
-        return Err(InferenceError::InvalidParams
-            .err("app_state.inference.params.max_records_per_batch must be positive, found 0"));
-    }
     if params.max_tokens_per_record == 0 {
         return Err(InferenceError::InvalidParams
             .err("app_state.inference.params.max_tokens_per_record must be positive, found 0"));

@@ -9,9 +9,8 @@ use k256::ecdsa::signature::Verifier;
 use k256::ecdsa::{Signature, VerifyingKey};
 
 pub use gonka_proto::signing::{
-    body_hash, inference_id, node_key_proof_bytes, nonce_ok, opens, response_hash,
-    result_commitment, result_matches, text_output_commitment, ReceiptTerms, RequestTerms,
-    MAX_NONCE_LEN,
+    body_hash, inference_id, node_key_proof_bytes, opens, response_hash, result_commitment,
+    result_matches, text_output_commitment, ReceiptTerms, RequestTerms,
 };
 
 /// A SEC1-encoded secp256k1 public key, if it is one.

@@ -3,13 +3,12 @@
 mod register_node;
 mod register_transfer_agent;
 mod remove_node;
-mod submit_work_batch;
 mod update_node;
 
 use gonka_auth::validate_address;
 use gonka_proto::ids::{is_valid_node_id, MAX_NODE_CONCURRENCY, NODE_ID_RULE};
 use gonka_proto::inference::Node;
-use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, StateRead};
+use gonka_sdk::{Any, ErrorCode, Msg, Result, StateRead};
 use gonka_stake::StakeRead;
 
 use crate::{node_key_proof_bytes, parse_pubkey, signature_ok, InferenceError, InferenceRead};
@@ -20,7 +19,6 @@ pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
         .or_else(|| update_node::decode(msg))
         .or_else(|| remove_node::decode(msg))
         .or_else(|| register_transfer_agent::decode(msg))
-        .or_else(|| submit_work_batch::decode(msg))
 }
 
 /// Model ids: 1 to 128 printable ASCII characters without spaces (`/` allowed, as in
@@ -179,9 +177,4 @@ pub fn require_staked(state: &dyn StateRead, address: &str, role: &str) -> Resul
         )));
     }
     Ok(())
-}
-
-/// Parses a decimal u128 amount, reporting a malformed one under `code`.
-fn parse_amount_as(code: InferenceError, field: &str, text: &str) -> Result<u128> {
-    parse_amount(field, text).map_err(|e| code.err(e.log))
 }

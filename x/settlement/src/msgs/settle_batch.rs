@@ -47,7 +47,10 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
         let msg = msg?;
         validate_address("transfer_agent", &msg.transfer_agent)?;
         if msg.root.len() != 32 {
-            return Err(invalid(format!("root must be 32 bytes, found {}", msg.root.len())));
+            return Err(invalid(format!(
+                "root must be 32 bytes, found {}",
+                msg.root.len()
+            )));
         }
         if msg.record_count == 0 || msg.requesters.is_empty() || msg.hosts.is_empty() {
             return Err(invalid(
@@ -70,7 +73,9 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
             if owed == 0 {
                 return Err(invalid(format!("requesters[{i}].amount must be positive")));
             }
-            sum = sum.checked_add(owed).ok_or_else(|| invalid("totals overflow".into()))?;
+            sum = sum
+                .checked_add(owed)
+                .ok_or_else(|| invalid("totals overflow".into()))?;
             owed_by_line.push(owed);
         }
         if sum != total {
@@ -94,7 +99,9 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
                 )));
             }
             let payout = amount(&format!("hosts[{i}].payout"), &line.payout)?;
-            paid = paid.checked_add(payout).ok_or_else(|| invalid("payouts overflow".into()))?;
+            paid = paid
+                .checked_add(payout)
+                .ok_or_else(|| invalid("payouts overflow".into()))?;
         }
         if paid > total {
             return Err(invalid(format!(
