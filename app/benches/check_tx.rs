@@ -19,32 +19,13 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use common::{key, tx_fee};
 use gonka_client::settlement::msg_settle_batch;
-use gonka_client::{sign, SignerData};
-use gonka_proto::settlement::MsgSettleBatch;
-use support::{addr, batch_world, register_bls, unverifiable_batch, BATCH_TA};
+use support::{addr, batch_world, register_bls, settle_tx_by, unverifiable_batch, BATCH_TA};
 
 /// Repetitions of the cheap refusals.
 const REFUSALS: usize = 2_000;
 /// Funded batches checked (each with its own sequence).
 const FUNDED: usize = 10;
-
-fn tx_by(label: &str, account_number: u64, msg: &MsgSettleBatch) -> Vec<u8> {
-    let signer = SignerData {
-        chain_id: support::CHAIN_ID.into(),
-        account_number,
-        sequence: 0,
-    };
-    sign(
-        key(label),
-        vec![msg_settle_batch(msg)],
-        &signer,
-        tx_fee(),
-        "",
-    )
-    .unwrap()
-}
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -74,8 +55,8 @@ fn main() {
     assert_eq!(world.block(vec![tx]).result(0).code, 0);
     let lines = gonka_settlement::default_params().max_batch_lines as usize;
     let broke_number = world.account(&addr("broke")).account_number;
-    let unfunded = tx_by("mallory", 0, &unverifiable_batch("mallory", 1, lines));
-    let broke = tx_by(
+    let unfunded = settle_tx_by("mallory", 0, &unverifiable_batch("mallory", 1, lines));
+    let broke = settle_tx_by(
         "broke",
         broke_number,
         &unverifiable_batch("broke", 1, lines),

@@ -12,7 +12,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use common::{key, min_gas_price, tx_fee};
+use common::{key, min_gas_price};
 use gonka_client::disputes::{
     msg_open_dispute, msg_report_payload_unavailable, msg_submit_validation, msg_vote_dispute,
     msg_vote_payload_unavailable,
@@ -27,7 +27,6 @@ use gonka_proto::inference::{
 };
 use gonka_proto::query::page::{PageRequest, MAX_BYTES, MAX_LIMIT};
 use gonka_proto::query::{self as q, cosmos::Simulate, Query};
-use gonka_proto::settlement::MsgSettleBatch;
 use gonka_sdk::{Any, BlockContext, Delta, MemoryState, Module};
 use prost::Message;
 use serde_json::json;
@@ -1065,24 +1064,6 @@ fn gas_world() -> World {
     batch_world(("carol", common::MIN_FEE / 2))
 }
 
-/// `msg` signed by `label` as if it were a transfer agent, at sequence 0 with account number
-/// `account_number`, paying the test fee.
-fn tx_by(label: &str, account_number: u64, msg: &MsgSettleBatch) -> Vec<u8> {
-    let signer = SignerData {
-        chain_id: support::CHAIN_ID.into(),
-        account_number,
-        sequence: 0,
-    };
-    sign(
-        key(label),
-        vec![msg_settle_batch(msg)],
-        &signer,
-        tx_fee(),
-        "",
-    )
-    .unwrap()
-}
-
 /// Gas a CheckTx charged beyond the bytes of `tx`.
 fn gas_beyond_bytes(check: &ResponseCheckTx, tx: &[u8]) -> u64 {
     let per_byte = gonka_auth::default_params().tx_size_cost_per_byte;
@@ -1115,8 +1096,8 @@ fn a_batch_from_an_account_that_cannot_pay_is_refused_before_its_signature_check
         ("mallory", 0, "auth", 11),         // never funded: no account
         ("carol", carol_number, "bank", 4), // holds half a fee
     ] {
-        let small = tx_by(label, number, &unverifiable_batch(label, 1, 1));
-        let full = tx_by(label, number, &unverifiable_batch(label, 1, max));
+        let small = settle_tx_by(label, number, &unverifiable_batch(label, 1, 1));
+        let full = settle_tx_by(label, number, &unverifiable_batch(label, 1, max));
         let (small_check, full_check) = (
             world.chain.check_tx(small.clone()),
             world.chain.check_tx(full.clone()),

@@ -1373,6 +1373,21 @@ fn logged(w: &mut World, log: &mut Log, txs: Vec<Vec<u8>>) -> Block {
     block
 }
 
+/// p1 submits a validation of record `id` in a logged block; asserts it is refused with
+/// `(code, fragment)`.
+fn assert_validation_refused(
+    w: &mut World,
+    log: &mut Log,
+    id: &str,
+    (code, fragment): (u32, &str),
+    what: &str,
+) {
+    let validation = msg_submit_validation(&addr("p1"), id, &found([0; 32], (1, 1)));
+    let tx = w.tx("p1", vec![validation]);
+    let refused = logged(w, log, vec![tx]);
+    assert_err(refused.result(0), code, fragment, what);
+}
+
 /// Whether leaf `index` of batch `batch_id`, settled at a height with validation-sampling
 /// seed `height_seed`, is demanded at `rate`, per the x/settlement docs (one hash serves four
 /// leaves).
@@ -1593,19 +1608,11 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Drawn, Drawn) {
         .find(|id| !stored.contains(*id))
         .unwrap()
         .clone();
-    let tx = w.tx(
-        "p1",
-        vec![msg_submit_validation(
-            &addr("p1"),
-            &unstored,
-            &found([0; 32], (1, 1)),
-        )],
-    );
-    let refused = logged(w, log, vec![tx]);
-    assert_err(
-        refused.result(0),
-        8,
-        "no work record",
+    assert_validation_refused(
+        w,
+        log,
+        &unstored,
+        (8, "no work record"),
         "record never stored",
     );
 
@@ -1670,16 +1677,13 @@ fn sampling_scenario(w: &mut World, log: &mut Log) -> (Drawn, Drawn) {
         .find(|id| !second.sampled[&0].contains(id))
         .unwrap()
         .clone();
-    let tx = w.tx(
-        "p1",
-        vec![msg_submit_validation(
-            &addr("p1"),
-            &unsampled,
-            &found([0; 32], (1, 1)),
-        )],
+    assert_validation_refused(
+        w,
+        log,
+        &unsampled,
+        (4, "was not sampled"),
+        "unsampled record",
     );
-    let refused = logged(w, log, vec![tx]);
-    assert_err(refused.result(0), 4, "was not sampled", "unsampled record");
     (first, second)
 }
 

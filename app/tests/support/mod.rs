@@ -1325,6 +1325,22 @@ pub fn unverifiable_batch(
     }
 }
 
+/// `msg` signed by `label` as if it were a transfer agent, at sequence 0 with account number
+/// `account_number` (any account, even one that does not exist), paying the test fee.
+pub fn settle_tx_by(
+    label: &str,
+    account_number: u64,
+    msg: &gonka_proto::settlement::MsgSettleBatch,
+) -> Vec<u8> {
+    let signer = SignerData {
+        chain_id: CHAIN_ID.into(),
+        account_number,
+        sequence: 0,
+    };
+    let msgs = vec![gonka_client::settlement::msg_settle_batch(msg)];
+    sign(key(label), msgs, &signer, crate::common::tx_fee(), "").unwrap()
+}
+
 /// Settles `records` in a block ([`settle_tx`]), then provides every leaf the chain demands
 /// of `ta` in the next block (each becomes a stored record for x/disputes to sample). Asserts
 /// both txs pass; returns the batch and its id.
