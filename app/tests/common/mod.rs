@@ -16,8 +16,8 @@ use serde_json::json;
 pub const CHAIN_ID: &str = "gonka-test";
 /// The `min_gas_price` of every test chain, in ngnk per gas unit.
 pub const MIN_GAS_PRICE: &str = "0.0001";
-/// The gas limit test txs are signed with: room for the largest tx the tests send (a work
-/// batch of 100 records uses about 5 million).
+/// The gas limit test txs are signed with: room for the largest tx the tests send (a
+/// challenge with its proofs, a block's worth of provided leaves).
 pub const TX_GAS: u64 = 10_000_000;
 /// ceil(TX_GAS × MIN_GAS_PRICE): the fee every test tx pays ([`tx_fee`] checks it).
 pub const MIN_FEE: u128 = 1_000;

@@ -1351,7 +1351,6 @@ pub fn commit_batch(
     host_of: impl Fn(&WorkRecord) -> &'static str,
 ) -> (gonka_client::settlement::Batch, u64) {
     use gonka_client::settlement::msg_provide_leaf;
-    use gonka_proto::settlement as spb;
     let (batch, tx) = settle_tx(w, ta, records, host_of);
     let block = w.block(vec![tx]);
     assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
@@ -1360,15 +1359,10 @@ pub fn commit_batch(
         .unwrap();
     // The next block samples leaves and demands them; the transfer agent provides them.
     w.block(vec![]);
-    let provide: Vec<Any> = w
-        .query::<q::settlement::Demands>(spb::QueryDemandsRequest {
-            transfer_agent: addr(ta),
-            ..Default::default()
-        })
-        .demands
+    let provide: Vec<Any> = demanded_leaves(w, ta)
         .into_iter()
-        .filter(|d| d.batch_id == id)
-        .map(|d| msg_provide_leaf(&addr(ta), id, batch.leaf_proof(d.index).unwrap()))
+        .filter(|(batch_id, _)| *batch_id == id)
+        .map(|(_, index)| msg_provide_leaf(&addr(ta), id, batch.leaf_proof(index).unwrap()))
         .collect();
     if !provide.is_empty() {
         let tx = w.tx(ta, provide);
@@ -1376,6 +1370,30 @@ pub fn commit_batch(
         assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
     }
     (batch, id)
+}
+
+/// Every leaf the chain demands of `ta`, as `(batch id, index)`, page after page.
+pub fn demanded_leaves(w: &World, ta: &str) -> Vec<(u64, u64)> {
+    let mut all = Vec::new();
+    let (mut start_batch_id, mut start_index) = (0, 0);
+    loop {
+        let page = w
+            .query::<q::settlement::Demands>(gonka_proto::settlement::QueryDemandsRequest {
+                transfer_agent: addr(ta),
+                limit: q::settlement::MAX_DEMANDS,
+                start_batch_id,
+                start_index,
+            })
+            .demands;
+        let full = page.len() as u64 == q::settlement::MAX_DEMANDS;
+        if let Some(last) = page.last() {
+            (start_batch_id, start_index) = (last.batch_id, last.index + 1);
+        }
+        all.extend(page.into_iter().map(|d| (d.batch_id, d.index)));
+        if !full {
+            return all;
+        }
+    }
 }
 
 /// Runs blocks until every committed batch of transfer agent `ta` is final (a batch credits
