@@ -1071,7 +1071,8 @@ fn gas_beyond_bytes(check: &ResponseCheckTx, tx: &[u8]) -> u64 {
 }
 
 /// Attack: flood the mempool with full batches from accounts that cannot pay, so every node
-/// runs the batch's BLS pairing check (and reads its thousand escrows) for nothing. The ante
+/// decodes and checks the batch's thousand lines, decompresses its signature, runs its BLS
+/// pairing check (and reads its thousand escrows) for nothing. The ante
 /// finds the account, sequence and fee first, and the batch is checked only after it, its
 /// signature check charged as gas: a batch from a nonexistent account, or from one that
 /// cannot pay its fee, is refused with the account's error, and what it cost beyond its
@@ -1123,6 +1124,18 @@ fn a_batch_from_an_account_that_cannot_pay_is_refused_before_its_signature_check
         refused.push((full, codespace, code));
     }
     assert!(refused[0].0.len() > 30_000, "the batch is full-sized");
+    // Its lines are not even looked at before the ante: a malformed one from the account
+    // that does not exist is refused for the account, not for the line.
+    let mut malformed = unverifiable_batch("mallory", 1, 2);
+    malformed.requesters[1].requester = "not an address".into();
+    malformed.host_signature.truncate(3);
+    let check = world.chain.check_tx(settle_tx_by("mallory", 0, &malformed));
+    assert_eq!(
+        (check.codespace.as_str(), check.code),
+        ("auth", 11),
+        "{}",
+        check.log
+    );
 
     // The same batch from the registered transfer agent pays its BLS check and is refused
     // for its signature (settlement 9), in CheckTx and in a block.

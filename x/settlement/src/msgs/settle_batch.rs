@@ -1,13 +1,16 @@
 //! `MsgSettleBatch`: a transfer agent commits a batch of served records.
 //!
-//! Cheapest checks first. Stateless, at decode: a 32-byte root, 96 signature bytes, at
-//! least one record, requester and host lines strictly ascending, canonical amounts, positive
-//! requester totals adding up to `total`, host payouts not above it, each host's last index
-//! inside the batch. Stateful: the lines and records within the parameters, a registered and
-//! staked transfer agent using its next batch number, staked hosts with BLS keys, then the one
+//! Cheapest checks first. At decode only the transfer agent's address (the tx's signer), so
+//! a full batch from an account that cannot pay costs nothing per line. After the ante, in
+//! `execute`, statelessly: a 32-byte root, 96 signature bytes, at least one record, requester
+//! and host lines strictly ascending, canonical amounts, positive requester totals adding up
+//! to `total`, host payouts not above it, each host's last index inside the batch; then
+//! against state: the lines and records within the parameters, a registered and staked
+//! transfer agent using its next batch number, staked hosts with BLS keys, then the one
 //! aggregate signature (a BLS verification's gas first; the point is decompressed only
-//! then), then each escrow's balance, open until a later height. Nothing per record is checked here: records are checked off chain by anyone,
-//! and a wrong one voids the batch through `MsgChallengeBatch`.
+//! then), then each escrow's balance, open until a later height. Nothing per record is
+//! checked here: records are checked off chain by anyone, and a wrong one voids the batch
+//! through `MsgChallengeBatch`.
 
 use gonka_auth::validate_address;
 use gonka_bls::BlsRead;
@@ -15,15 +18,24 @@ use gonka_bls_crypto::{fast_aggregate_verify, PublicKey, Signature, SIGNATURE_LE
 use gonka_proto::batch::parse_decimal;
 use gonka_proto::settlement::{Batch, BatchStatus, MsgSettleBatch};
 use gonka_proto::signing::batch_sign_bytes;
-use gonka_sdk::{decode_as, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
+use gonka_sdk::{type_url, Any, ErrorCode, Msg, Result, SdkError, StateWrite, TxContext};
+use prost::Message;
 
 use super::require_transfer_agent;
 use crate::{escrow_balance, events, SettlementError, SettlementRead, SettlementWrite};
 
+/// The transfer agent of a `MsgSettleBatch` alone: decoding it skips the lines without
+/// looking inside, so a batch from an account that cannot pay costs nothing per line.
+#[derive(Clone, PartialEq, prost::Message)]
+struct BatchHead {
+    #[prost(string, tag = "1")]
+    transfer_agent: String,
+}
+
 struct SettleBatch {
-    msg: MsgSettleBatch,
-    /// Each requester line's amount, parsed at decode.
-    owed: Vec<u128>,
+    transfer_agent: String,
+    /// The whole message, decoded and checked in `execute`, after the ante.
+    encoded: Vec<u8>,
 }
 
 fn invalid(log: String) -> gonka_sdk::Error {
@@ -41,92 +53,110 @@ fn amount(field: &str, text: &str) -> Result<u128> {
         .ok_or_else(|| invalid(format!("{field} {text:?} must be a decimal amount of ngnk")))
 }
 
-/// Decodes and statelessly checks a `MsgSettleBatch`.
+/// Decodes a `MsgSettleBatch`'s transfer agent and checks it. The rest is decoded and
+/// checked when the message executes, after the transaction's account, sequence, fee and
+/// signature were checked: a full batch's lines are a thousand addresses and amounts.
 pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
-    decode_as::<MsgSettleBatch>(any).map(|msg| {
-        let msg = msg?;
-        validate_address("transfer_agent", &msg.transfer_agent)?;
-        if msg.root.len() != 32 {
-            return Err(invalid(format!(
-                "root must be 32 bytes, found {}",
-                msg.root.len()
-            )));
-        }
-        if msg.record_count == 0 || msg.requesters.is_empty() || msg.hosts.is_empty() {
-            return Err(invalid(
-                "a batch commits at least one record, with one requester line and one host line"
-                    .into(),
-            ));
-        }
-        let total = amount("total", &msg.total)?;
-        let mut sum = 0u128;
-        let mut owed_by_line = Vec::with_capacity(msg.requesters.len());
-        for (i, line) in msg.requesters.iter().enumerate() {
-            validate_address(&format!("requesters[{i}].requester"), &line.requester)?;
-            if i > 0 && msg.requesters[i - 1].requester >= line.requester {
-                return Err(invalid(format!(
-                    "requesters must be strictly ascending by address; requesters[{i}] is {}",
-                    line.requester
-                )));
-            }
-            let owed = amount(&format!("requesters[{i}].amount"), &line.amount)?;
-            if owed == 0 {
-                return Err(invalid(format!("requesters[{i}].amount must be positive")));
-            }
-            sum = sum
-                .checked_add(owed)
-                .ok_or_else(|| invalid("totals overflow".into()))?;
-            owed_by_line.push(owed);
-        }
-        if sum != total {
-            return Err(invalid(format!(
-                "the requester totals add up to {sum}ngnk but the batch total is {total}ngnk"
-            )));
-        }
-        let mut paid = 0u128;
-        for (i, line) in msg.hosts.iter().enumerate() {
-            validate_address(&format!("hosts[{i}].host"), &line.host)?;
-            if i > 0 && msg.hosts[i - 1].host >= line.host {
-                return Err(invalid(format!(
-                    "hosts must be strictly ascending by address; hosts[{i}] is {}",
-                    line.host
-                )));
-            }
-            if line.last_index >= msg.record_count {
-                return Err(invalid(format!(
-                    "hosts[{i}].last_index {} is outside the batch's {} records",
-                    line.last_index, msg.record_count
-                )));
-            }
-            let payout = amount(&format!("hosts[{i}].payout"), &line.payout)?;
-            paid = paid
-                .checked_add(payout)
-                .ok_or_else(|| invalid("payouts overflow".into()))?;
-        }
-        if paid > total {
-            return Err(invalid(format!(
-                "the host payouts add up to {paid}ngnk, more than the batch total {total}ngnk"
-            )));
-        }
-        // Only its length here: decompressing the point (a square root and a subgroup
-        // check) waits until the ante has found a fee payer.
-        if msg.host_signature.len() != SIGNATURE_LEN {
-            return Err(bad_signature(msg.host_signature.len()));
-        }
+    (any.type_url == type_url::<MsgSettleBatch>()).then(|| {
+        let head = BatchHead::decode(any.value.as_slice()).map_err(|e| {
+            SdkError::Decode.err(format!(
+                "{} is not a valid gonka.settlement.v1.MsgSettleBatch: {e}",
+                any.type_url
+            ))
+        })?;
+        validate_address("transfer_agent", &head.transfer_agent)?;
         Ok(Box::new(SettleBatch {
-            msg,
-            owed: owed_by_line,
+            transfer_agent: head.transfer_agent,
+            encoded: any.value.clone(),
         }) as Box<dyn Msg>)
     })
 }
 
+/// Decodes the whole message and checks it statelessly; each requester line's amount.
+fn checked(encoded: &[u8]) -> Result<(MsgSettleBatch, Vec<u128>)> {
+    let msg = MsgSettleBatch::decode(encoded).map_err(|e| {
+        SdkError::Decode.err(format!(
+            "the lines of a MsgSettleBatch are not valid protobuf: {e}"
+        ))
+    })?;
+    if msg.root.len() != 32 {
+        return Err(invalid(format!(
+            "root must be 32 bytes, found {}",
+            msg.root.len()
+        )));
+    }
+    if msg.record_count == 0 || msg.requesters.is_empty() || msg.hosts.is_empty() {
+        return Err(invalid(
+            "a batch commits at least one record, with one requester line and one host line".into(),
+        ));
+    }
+    let total = amount("total", &msg.total)?;
+    let mut sum = 0u128;
+    let mut owed_by_line = Vec::with_capacity(msg.requesters.len());
+    for (i, line) in msg.requesters.iter().enumerate() {
+        validate_address(&format!("requesters[{i}].requester"), &line.requester)?;
+        if i > 0 && msg.requesters[i - 1].requester >= line.requester {
+            return Err(invalid(format!(
+                "requesters must be strictly ascending by address; requesters[{i}] is {}",
+                line.requester
+            )));
+        }
+        let owed = amount(&format!("requesters[{i}].amount"), &line.amount)?;
+        if owed == 0 {
+            return Err(invalid(format!("requesters[{i}].amount must be positive")));
+        }
+        sum = sum
+            .checked_add(owed)
+            .ok_or_else(|| invalid("totals overflow".into()))?;
+        owed_by_line.push(owed);
+    }
+    if sum != total {
+        return Err(invalid(format!(
+            "the requester totals add up to {sum}ngnk but the batch total is {total}ngnk"
+        )));
+    }
+    let mut paid = 0u128;
+    for (i, line) in msg.hosts.iter().enumerate() {
+        validate_address(&format!("hosts[{i}].host"), &line.host)?;
+        if i > 0 && msg.hosts[i - 1].host >= line.host {
+            return Err(invalid(format!(
+                "hosts must be strictly ascending by address; hosts[{i}] is {}",
+                line.host
+            )));
+        }
+        if line.last_index >= msg.record_count {
+            return Err(invalid(format!(
+                "hosts[{i}].last_index {} is outside the batch's {} records",
+                line.last_index, msg.record_count
+            )));
+        }
+        let payout = amount(&format!("hosts[{i}].payout"), &line.payout)?;
+        paid = paid
+            .checked_add(payout)
+            .ok_or_else(|| invalid("payouts overflow".into()))?;
+    }
+    if paid > total {
+        return Err(invalid(format!(
+            "the host payouts add up to {paid}ngnk, more than the batch total {total}ngnk"
+        )));
+    }
+    // Only its length here: decompressing the point (a square root and a subgroup check)
+    // waits until the BLS check's gas is charged.
+    if msg.host_signature.len() != SIGNATURE_LEN {
+        return Err(bad_signature(msg.host_signature.len()));
+    }
+    Ok((msg, owed_by_line))
+}
+
 impl Msg for SettleBatch {
     fn signer(&self) -> &str {
-        &self.msg.transfer_agent
+        &self.transfer_agent
     }
 
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
-        let msg = &self.msg;
+        // Its bytes are already paid for: the tx's size gas.
+        let (msg, owed) = checked(&self.encoded)?;
+        let msg = &msg;
         let agent = &msg.transfer_agent;
         let params = state.settlement_params()?;
         let lines = msg.requesters.len().max(msg.hosts.len()) as u64;
@@ -180,7 +210,7 @@ impl Msg for SettleBatch {
             )));
         }
         let height = ctx.block.height;
-        for (line, &owed) in msg.requesters.iter().zip(&self.owed) {
+        for (line, &owed) in msg.requesters.iter().zip(&owed) {
             let mut escrow = state.escrow(&line.requester, agent)?.ok_or_else(|| {
                 SettlementError::InsufficientEscrow.err(format!(
                     "requester {} holds no escrow for {agent}: the batch cannot charge it {owed}ngnk",
