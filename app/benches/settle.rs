@@ -13,8 +13,9 @@
 //!   divided by its records (the goal is ≤ 10 µs);
 //! - `check µs/record`: CheckTx of each batch tx (a validator runs both);
 //! - the split of one batch's FinalizeBlock: `sig` (the hosts' fast-aggregate verification,
-//!   timed alone), `decode` (the message's decoding and stateless checks, timed alone) and
-//!   `rest` (ante, escrow debits, batch write, commit: the remainder);
+//!   timed alone), `decode` (the message's decoding and stateless checks, before and after
+//!   the ante, timed alone) and `rest` (ante, escrow debits, batch write, commit: the
+//!   remainder);
 //! - on the transfer agent's side: building the tree and lines (`build µs/record`) and one
 //!   host's co-signature (`cosign ms`);
 //! - `sample µs/record`: the next (empty) block, whose `begin_block` draws the leaves to
@@ -330,6 +331,7 @@ fn main() {
                 .decode_msg(&any)
                 .unwrap()
                 .is_ok());
+            assert!(gonka_settlement::check_batch(&any.value).is_ok());
         });
         let per_batch_ms = block / count as f64 * 1e3;
         println!(

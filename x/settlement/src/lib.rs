@@ -49,6 +49,7 @@ mod hooks;
 mod keys;
 pub mod ledger;
 mod msgs;
+pub use msgs::check_batch;
 mod params;
 mod query;
 pub mod sampling;

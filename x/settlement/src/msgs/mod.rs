@@ -6,6 +6,8 @@ mod demand_leaf;
 mod open_escrow;
 mod provide_leaf;
 mod settle_batch;
+
+pub use settle_batch::check_batch;
 mod top_up_escrow;
 
 use gonka_auth::validate_address;

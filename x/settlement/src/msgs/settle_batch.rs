@@ -72,8 +72,9 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
     })
 }
 
-/// Decodes the whole message and checks it statelessly; each requester line's amount.
-fn checked(encoded: &[u8]) -> Result<(MsgSettleBatch, Vec<u128>)> {
+/// Decodes a whole `MsgSettleBatch` and checks it statelessly (what executing one does
+/// first); with each requester line's amount.
+pub fn check_batch(encoded: &[u8]) -> Result<(MsgSettleBatch, Vec<u128>)> {
     let msg = MsgSettleBatch::decode(encoded).map_err(|e| {
         SdkError::Decode.err(format!(
             "the lines of a MsgSettleBatch are not valid protobuf: {e}"
@@ -155,7 +156,7 @@ impl Msg for SettleBatch {
 
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         // Its bytes are already paid for: the tx's size gas.
-        let (msg, owed) = checked(&self.encoded)?;
+        let (msg, owed) = check_batch(&self.encoded)?;
         let msg = &msg;
         let agent = &msg.transfer_agent;
         let params = state.settlement_params()?;
