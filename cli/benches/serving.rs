@@ -138,6 +138,9 @@
 //! component. The full run's defaults take about 3 minutes, half a minute of it waiting for
 //! the ML nodes to register.
 
+mod common;
+
+use common::{escrows, key, operator, stake_validators, start_localnet, GNK, VALIDATORS};
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
@@ -148,7 +151,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
-use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisEscrow, GenesisValidator};
+use gonka_app::genesis::{GenesisAccount, GenesisConfig};
 use gonka_client::bls::account_bls_key;
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::node_call::{sign_node_call, verify_node_call};
@@ -157,10 +160,7 @@ use gonka_client::request::{body_hash, sign_request, verify_request, RequestTerm
 use gonka_client::settlement::{check_host_leaves, cosign, Batch, Served};
 use gonka_client::tx::{signed_work_record, WorkRecordInput};
 use gonka_client::{unix_now, Client, Key};
-use gonka_localnet::{
-    find_cometbft, find_free_base_port, AppStateFn, GenesisValidatorKey, Localnet, LocalnetConfig,
-    NodeInfo, SidecarConfig,
-};
+use gonka_localnet::{AppStateFn, GenesisValidatorKey, Localnet, NodeInfo, SidecarConfig};
 use gonka_proto::inference::{Model, QueryNodesRequest, QueryTransferAgentsRequest, WorkRecord};
 use gonka_proto::query as q;
 use gonka_proto::settlement::{QueryBatchNumberRequest, QueryBatchRequest, QueryEscrowRequest};
@@ -175,10 +175,6 @@ use tokio::runtime::Runtime;
 
 /// Chain id of the bench network.
 const CHAIN_ID: &str = "gonka-serving";
-/// Validators of the network.
-const VALIDATORS: usize = 4;
-/// ngnk per GNK.
-const GNK: u128 = 1_000_000_000;
 /// The model the stub ML nodes serve.
 const STUB_MODEL: &str = "bench/stub-1";
 /// The model the reference ML nodes serve (the built-in reference model).
@@ -394,17 +390,6 @@ impl Spec {
     }
 }
 
-/// The well-known key of `label` (see `gonka_client::keys::well_known_mnemonic`).
-fn key(label: &str) -> Result<Key> {
-    Key::from_mnemonic(&well_known_mnemonic(label))
-        .with_context(|| format!("deriving the well-known key {label:?}"))
-}
-
-/// Operator account of validator `i`, as `gonkad localnet` names it.
-fn operator(i: usize) -> Result<Key> {
-    key(&format!("validator{i}"))
-}
-
 /// Genesis `app_state`: the validators staked with their BLS keys registered, both models
 /// priced, the requesters' escrows for the TA (validator 0), long epochs, no jailing for
 /// missed validations, leaf sampling at `leaf_sample_ppm`.
@@ -433,35 +418,17 @@ fn genesis(
             .to_vec(),
         ..Default::default()
     };
+    stake_validators(&mut config, keys)?;
     for key in keys {
         let operator = operator(key.index)?;
-        let address = operator.address().to_string();
         // The key the ML nodes co-sign their host's batches with.
         config.bls_keys.push(gonka_proto::bls::BlsKey {
-            address: address.clone(),
+            address: operator.address().to_string(),
             pubkey: account_bls_key(&operator).public_key().to_bytes().to_vec(),
             registered_height: 0,
         });
-        config.accounts.push(GenesisAccount {
-            address: address.clone(),
-            ngnk: 1_000 * GNK,
-        });
-        config.validators.push(GenesisValidator {
-            operator: address,
-            moniker: format!("node{}", key.index),
-            consensus_pubkey: key.ed25519_pub_key,
-            stake_ngnk: 10_000 * GNK,
-        });
     }
-    config.escrows = requesters
-        .iter()
-        .map(|requester| GenesisEscrow {
-            requester: requester.clone(),
-            transfer_agent: transfer_agent.clone(),
-            ngnk: ESCROW,
-            expires_at: 10 * EPOCH_LENGTH,
-        })
-        .collect();
+    config.escrows = escrows(requesters, &transfer_agent, ESCROW, 10 * EPOCH_LENGTH);
     let mut state = config.app_state();
     // No validator role runs here to re-execute sampled leaves (see the module doc).
     state[gonka_settlement::NAME]["params"]["leaf_sample_ppm"] = leaf_sample_ppm.into();
@@ -492,13 +459,12 @@ fn sidecar_binary() -> Result<PathBuf> {
 
 /// Creates and starts the localnet in `dir` with its stub ML nodes forwarding to `stub` and
 /// the TA on validator 0, retrying on a fresh port block if another process took a port.
-fn start_localnet(
+fn start_bench_localnet(
     settings: &Settings,
     dir: &Path,
     requesters: &[String],
     stub: SocketAddr,
 ) -> Result<Localnet> {
-    let cometbft = find_cometbft()?;
     let requesters = requesters.to_vec();
     let leaf_sample_ppm = settings.leaf_sample_ppm;
     let app_state = AppStateFn(Arc::new(move |keys: &[GenesisValidatorKey]| {
@@ -533,37 +499,14 @@ fn start_localnet(
     // the load's tens of thousands of short connections take ephemeral ports, and the
     // reference ML nodes' port (offset 6) is not among those `find_free_base_port` checks.
     let first = 22_000 + (std::process::id() % 100) as u16 * 40;
-    let mut errors = Vec::new();
-    for attempt in 0..3 {
-        let base_port = find_free_base_port(VALIDATORS, first)?;
-        let mut config = LocalnetConfig::new(
-            dir.join(format!("net{attempt}")),
-            env!("CARGO_BIN_EXE_gonkad"),
-            &cometbft,
-        );
-        config.validators = VALIDATORS;
-        config.base_port = base_port;
+    start_localnet(dir, first, |config| {
         config.chain_id = CHAIN_ID.to_string();
         config.timeout_commit = settings.timeout_commit.clone();
         config.vote_extensions_enable_height = settings.vote_extensions.then_some(1);
         config.app_state_for_validators = Some(app_state.clone());
         config.sidecar = Some(sidecars.clone());
         config.start_timeout = Duration::from_secs(120);
-        let mut net = Localnet::prepare(config)?;
-        match net.start() {
-            Ok(()) => return Ok(net),
-            Err(e) => {
-                let message = format!("{e:#}");
-                let port_clash =
-                    message.contains("is not free") || message.contains("answers for chain");
-                errors.push(message);
-                if !port_clash {
-                    break;
-                }
-            }
-        }
-    }
-    bail!("starting the localnet failed:\n{}", errors.join("\n---\n"))
+    })
 }
 
 /// The reference ML nodes this bench starts beside the localnet, one per validator; killed
@@ -2368,7 +2311,7 @@ fn main() -> Result<()> {
     let dir = tempfile::Builder::new()
         .prefix("gonka-serving-bench-")
         .tempdir()?;
-    let mut net = start_localnet(&settings, dir.path(), &addresses, stub)?;
+    let mut net = start_bench_localnet(&settings, dir.path(), &addresses, stub)?;
     let stopper = net.stopper();
     // Ctrl-C stops the network; the calls in flight then fail and main returns.
     ctrlc::set_handler(move || {

@@ -66,6 +66,9 @@
 //!   once CometBFT has queued the tx for `CheckTx` (in call order, so sequences stay in order),
 //!   without its answer; a refused tx then shows only as one that no block carries.
 
+mod common;
+
+use common::{escrows, key, operator, stake_validators, start_localnet, GNK, VALIDATORS};
 use gonka_proto::query as q;
 use std::collections::HashMap;
 use std::path::Path;
@@ -73,19 +76,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
-use gonka_app::genesis::{GenesisAccount, GenesisConfig, GenesisEscrow, GenesisValidator};
+use gonka_app::genesis::{GenesisAccount, GenesisConfig};
 use gonka_client::bls::{account_bls_key, msg_register_bls_key};
-use gonka_client::keys::well_known_mnemonic;
 use gonka_client::settlement::{cosign, msg_settle_batch, Batch, Served};
 use gonka_client::tx::{signed_work_record, RequestTerms, WorkRecordInput};
 use gonka_client::{
     msg_register_node, msg_register_transfer_agent, node_key_proof, sign, Client, GasAdjustment,
     GasFee, Key, NodeSpec, SignerData,
 };
-use gonka_localnet::{
-    find_cometbft, find_free_base_port, AppStateFn, GenesisValidatorKey, Localnet, LocalnetConfig,
-    DEFAULT_TIMEOUT_COMMIT,
-};
+use gonka_localnet::{AppStateFn, GenesisValidatorKey, Localnet, DEFAULT_TIMEOUT_COMMIT};
 use gonka_proto::inference::{Model, WorkRecord};
 use gonka_proto::settlement::{BatchStatus, QueryBatchRequest};
 use tendermint::block::Height;
@@ -93,10 +92,6 @@ use tendermint_rpc::Client as _;
 
 /// Chain id of the bench network.
 const CHAIN_ID: &str = "gonka-bench";
-/// Validators of the network.
-const VALIDATORS: usize = 4;
-/// ngnk per GNK.
-const GNK: u128 = 1_000_000_000;
 /// The model every record names.
 const MODEL: &str = "gonka/reference-1";
 /// Its price per token in ngnk.
@@ -198,17 +193,6 @@ impl Settings {
     }
 }
 
-/// The well-known key of `label` (see `gonka_client::keys::well_known_mnemonic`).
-fn key(label: &str) -> Result<Key> {
-    Key::from_mnemonic(&well_known_mnemonic(label))
-        .with_context(|| format!("deriving the well-known key {label:?}"))
-}
-
-/// Operator account of validator `i`, as `gonkad localnet` names it.
-fn operator(i: usize) -> Result<Key> {
-    key(&format!("validator{i}"))
-}
-
 /// Genesis `app_state`: the validators staked, the requesters funded with escrows for the
 /// transfer agent, one model priced, long epochs, no jailing for missed validations.
 fn genesis(keys: &[GenesisValidatorKey], requesters: &[String]) -> Result<serde_json::Value> {
@@ -230,29 +214,9 @@ fn genesis(keys: &[GenesisValidatorKey], requesters: &[String]) -> Result<serde_
         }],
         ..Default::default()
     };
-    for key in keys {
-        let address = operator(key.index)?.address().to_string();
-        config.accounts.push(GenesisAccount {
-            address: address.clone(),
-            ngnk: 1_000 * GNK,
-        });
-        config.validators.push(GenesisValidator {
-            operator: address,
-            moniker: format!("node{}", key.index),
-            consensus_pubkey: key.ed25519_pub_key,
-            stake_ngnk: 10_000 * GNK,
-        });
-    }
+    stake_validators(&mut config, keys)?;
     // Every requester's escrow for the transfer agent, its money in the settlement pool.
-    config.escrows = requesters
-        .iter()
-        .map(|requester| GenesisEscrow {
-            requester: requester.clone(),
-            transfer_agent: transfer_agent.clone(),
-            ngnk: ESCROW,
-            expires_at: 10 * EPOCH_LENGTH,
-        })
-        .collect();
+    config.escrows = escrows(requesters, &transfer_agent, ESCROW, 10 * EPOCH_LENGTH);
     let mut state = config.app_state();
     // No leaf sampling: this bench's transfer agent does not answer the chain's demands for
     // sampled leaves, and voided batches would slash it in the middle of the run. The cost of
@@ -267,10 +231,12 @@ fn genesis(keys: &[GenesisValidatorKey], requesters: &[String]) -> Result<serde_
     Ok(state)
 }
 
-/// Creates and starts the localnet in `dir`, retrying on a fresh port block if another process
-/// took one of the ports between the free-port check and the start.
-fn start_localnet(settings: &Settings, dir: &Path, requesters: &[String]) -> Result<Localnet> {
-    let cometbft = find_cometbft()?;
+/// Creates and starts the localnet in `dir` (no sidecars).
+fn start_bench_localnet(
+    settings: &Settings,
+    dir: &Path,
+    requesters: &[String],
+) -> Result<Localnet> {
     let requesters = requesters.to_vec();
     let app_state = AppStateFn(Arc::new(move |keys: &[GenesisValidatorKey]| {
         // The localnet cannot take an error from here; a bench genesis that fails to build is a
@@ -279,35 +245,12 @@ fn start_localnet(settings: &Settings, dir: &Path, requesters: &[String]) -> Res
     }));
     // Away from the end-to-end tests' 27000..31000 and CometBFT's defaults.
     let first = 32_000 + (std::process::id() % 100) as u16 * 40;
-    let mut errors = Vec::new();
-    for attempt in 0..3 {
-        let base_port = find_free_base_port(VALIDATORS, first)?;
-        let mut config = LocalnetConfig::new(
-            dir.join(format!("net{attempt}")),
-            env!("CARGO_BIN_EXE_gonkad"),
-            &cometbft,
-        );
-        config.validators = VALIDATORS;
-        config.base_port = base_port;
+    start_localnet(dir, first, |config| {
         config.chain_id = CHAIN_ID.to_string();
         config.timeout_commit = settings.timeout_commit.clone();
         config.app_state_for_validators = Some(app_state.clone());
         config.sidecar = None;
-        let mut net = Localnet::prepare(config)?;
-        match net.start() {
-            Ok(()) => return Ok(net),
-            Err(e) => {
-                let message = format!("{e:#}");
-                let port_clash =
-                    message.contains("is not free") || message.contains("answers for chain");
-                errors.push(message);
-                if !port_clash {
-                    break;
-                }
-            }
-        }
-    }
-    bail!("starting the localnet failed:\n{}", errors.join("\n---\n"))
+    })
 }
 
 /// One row of the table.
@@ -921,7 +864,7 @@ fn main() -> Result<()> {
     let dir = tempfile::Builder::new()
         .prefix("gonka-settlement-bench-")
         .tempdir()?;
-    let mut net = start_localnet(&settings, dir.path(), &requesters)?;
+    let mut net = start_bench_localnet(&settings, dir.path(), &requesters)?;
     let stopper = net.stopper();
     // Ctrl-C stops the network; the RPC calls in flight then fail and main returns.
     ctrlc::set_handler(move || {
