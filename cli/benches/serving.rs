@@ -26,10 +26,6 @@
 //!   model) serving [`REFERENCE_MODEL`] on port offset 6 of the validator's port block,
 //!   registered on chain by the same host. A model per backend lets one TA route each
 //!   phase's requests to one kind of node.
-//! - every ML node runs with `--max-body-bytes` 32 MiB ([`ML_NODE_MAX_BODY_BYTES`]): at the
-//!   1 MiB default, a host's share of a batch at 1,000 req/s no longer fits the TA's co-sign
-//!   request and settlement stops for good (the refused records wait for a batch that only
-//!   grows).
 //! - **one TA** on validator 0 (`--rate-limit-per-sec 0`: the bench's few requesters would
 //!   hit the per-requester limit; everything else at its defaults, batches of up to
 //!   10,000 records every 1,000 ms).
@@ -202,12 +198,6 @@ const REFERENCE_NODE_CONCURRENCY: u32 = 4;
 /// Port offset, in each validator's block, of this bench's reference ML node (4 and 5 are
 /// the localnet's ML node and TA).
 const REFERENCE_PORT_OFFSET: u16 = 6;
-/// `--max-body-bytes` of every ML node, instead of its 1 MiB default, which also bounds the
-/// TA's co-sign requests (a host's leaves with their proofs, about 2.5 kB each): at 1,000
-/// req/s a host's share of one batch outgrows 1 MiB, the node refuses it (413), and since the
-/// refused records wait for the next batch, which is only larger, settlement stops for good.
-/// 32 MiB holds a host's share of the TA's largest batch (10,000 records).
-const ML_NODE_MAX_BODY_BYTES: usize = 32 << 20;
 /// A request still unanswered after this long counts as an error.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest wait for the chain to settle what the TA served, or for the network to be ready.
@@ -483,8 +473,6 @@ fn start_bench_localnet(
         format!("http://{stub}").into(),
         "--model-id".into(),
         STUB_MODEL.into(),
-        "--max-body-bytes".into(),
-        ML_NODE_MAX_BODY_BYTES.to_string().into(),
     ];
     sidecars.ml_node_args = vec![stub_args; VALIDATORS];
     sidecars.transfer_agent_args = vec![[
@@ -546,8 +534,6 @@ impl ReferenceNodes {
                 .arg(REFERENCE_NODE_CONCURRENCY.to_string())
                 .arg("--model-id")
                 .arg(REFERENCE_MODEL)
-                .arg("--max-body-bytes")
-                .arg(ML_NODE_MAX_BODY_BYTES.to_string())
                 .stdin(Stdio::null())
                 .stdout(Stdio::from(out.try_clone()?))
                 .stderr(Stdio::from(out));

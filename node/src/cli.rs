@@ -77,6 +77,10 @@ pub struct MlNodeArgs {
     /// Largest request body accepted, in bytes.
     #[arg(long, default_value_t = 1024 * 1024)]
     max_body_bytes: usize,
+    /// Largest co-sign request accepted (a transfer agent's batch with every leaf of this
+    /// node's host, about 2.5 kB per leaf), in bytes.
+    #[arg(long, default_value_t = crate::MAX_COSIGN_BODY_BYTES)]
+    max_cosign_body_bytes: usize,
     /// CometBFT RPC of the chain to register this node on (e.g. http://127.0.0.1:26657);
     /// without it the node runs unregistered.
     #[arg(
@@ -252,6 +256,7 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
         default_max_tokens: args.default_max_tokens,
         max_prompt_bytes: args.max_prompt_bytes,
         max_body_bytes: args.max_body_bytes,
+        max_cosign_body_bytes: args.max_cosign_body_bytes,
         server: args.server.limits(),
         testing_delay_per_token: Duration::ZERO,
         #[cfg(feature = "testing")]

@@ -147,7 +147,12 @@ async fn answer(node: &Node, body: Body) -> Result<Response, ApiError> {
             "this ML node does not co-sign batches (yet): it runs without a chain (--chain-rpc, --mnemonic-file) or has not reached it".into(),
         ));
     };
-    let bytes = read_body(body, config.max_body_bytes, config.server.body_timeout).await?;
+    let bytes = read_body(
+        body,
+        config.max_cosign_body_bytes,
+        config.server.body_timeout,
+    )
+    .await?;
     let request = CosignRequest::decode(bytes.as_ref()).map_err(|e| {
         ApiError::invalid_json(format!(
             "expected a protobuf gonka.settlement.v1.CosignRequest: {e}"

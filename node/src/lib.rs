@@ -112,6 +112,10 @@ pub struct MlNodeConfig {
     pub max_prompt_bytes: usize,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Largest co-sign request accepted (`POST /gonka/v1/cosign`), in bytes: every leaf of
+    /// the host's share of a batch with its proof, about 2.5 kB each, so it bounds the
+    /// records a host can co-sign in one batch ([`MAX_COSIGN_BODY_BYTES`] by default).
+    pub max_cosign_body_bytes: usize,
     /// Header and body timeouts and the connection cap of the node's server.
     pub server: ServerLimits,
     /// FOR TESTS ONLY: sleep this long after each generated token, to hold generation slots
@@ -142,6 +146,7 @@ impl Default for MlNodeConfig {
             default_max_tokens: 256,
             max_prompt_bytes: 64 * 1024,
             max_body_bytes: 1024 * 1024,
+            max_cosign_body_bytes: MAX_COSIGN_BODY_BYTES,
             server: ServerLimits::default(),
             testing_delay_per_token: Duration::ZERO,
             #[cfg(feature = "testing")]
@@ -170,6 +175,12 @@ pub const DEFAULT_MODEL_ID: &str = "gonka/reference-1";
 
 /// The node id used when none is configured.
 pub const DEFAULT_NODE_ID: &str = "ml-node-1";
+
+/// Default largest co-sign request, 32 MiB: a host's share of a full batch of the transfer
+/// agent's default 10,000 records fits (a 1 MiB limit, the inference requests' default,
+/// stalled settlement for good once a host's share passed about 400 leaves: each refused
+/// batch came back larger).
+pub const MAX_COSIGN_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 /// What computes the completions.
 enum Backend {

@@ -177,3 +177,25 @@ async fn a_node_off_chain_does_not_co_sign() {
     assert_eq!(status, 404);
     assert!(String::from_utf8_lossy(&body).contains("cosign_disabled"));
 }
+
+/// A host's share of a busy batch is larger than an inference request may be (1 MiB): the
+/// co-sign limit is its own, so the node still co-signs it (with the inference limit the
+/// transfer agent's batches were refused with 413 for good once a host served some
+/// hundreds of records between two of them, each refused batch coming back larger).
+#[tokio::test]
+async fn a_hosts_share_larger_than_an_inference_request_is_co_signed() {
+    let addr = start(true).await;
+    let host = key("host-a").address().to_string();
+    let served: Vec<Served> = (0..1_200)
+        .map(|i| served(&format!("busy-{i}"), &host, NODE, &node_key(), 3))
+        .collect();
+    let batch = Batch::build(key("ta").address(), 1, served).unwrap();
+    let body = request(&batch, leaves_of(&batch, &host));
+    assert!(body.len() > 1024 * 1024, "{} bytes", body.len());
+    let (status, answer) = post(addr, &body).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    let signature = CosignResponse::decode(answer.as_slice()).unwrap().signature;
+    let signature = Signature::from_bytes(&signature).unwrap();
+    let message = batch_sign_bytes(CHAIN, &batch.msg);
+    assert!(host_bls().public_key().verify(&message, &signature));
+}
