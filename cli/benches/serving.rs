@@ -160,8 +160,7 @@ use gonka_localnet::{AppStateFn, GenesisValidatorKey, Localnet, NodeInfo, Sideca
 use gonka_proto::inference::{Model, QueryNodesRequest, QueryTransferAgentsRequest, WorkRecord};
 use gonka_proto::query as q;
 use gonka_proto::settlement::{QueryBatchNumberRequest, QueryBatchRequest, QueryEscrowRequest};
-use gonka_proto::signing::{batch_sign_bytes, ReceiptTerms};
-use k256::ecdsa::signature::Verifier;
+use gonka_proto::signing::batch_sign_bytes;
 use serde_json::json;
 use tendermint::block::Height;
 use tendermint_rpc::Client as _;
@@ -2139,22 +2138,7 @@ fn components(
         .collect();
     let verifying = *executor.verifying_key();
     let own_receipt = |record: &WorkRecord| {
-        let (Ok(request_hash), Ok(output_commitment), Ok(signature)) = (
-            <[u8; 32]>::try_from(record.request_hash.as_slice()),
-            <[u8; 32]>::try_from(record.output_commitment.as_slice()),
-            k256::ecdsa::Signature::from_slice(&record.executor_signature),
-        ) else {
-            return false;
-        };
-        let terms = ReceiptTerms {
-            request_hash,
-            output_commitment,
-            prompt_tokens: record.prompt_tokens,
-            completion_tokens: record.completion_tokens,
-            node_id: record.executor_node.clone(),
-            host: host.clone(),
-        };
-        verifying.verify(&terms.sign_bytes(), &signature).is_ok()
+        gonka_node::cosign::own_receipt(&verifying, &record.executor_node, &host, record)
     };
     let now_secs = unix_now() as i64;
     let t = median_time(build_runs, || {
@@ -2262,13 +2246,7 @@ fn print_components(components: &[Component], report: &Report, batch_size: usize
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    common::init_logs();
     let settings = Settings::from_env()?;
     let profile = if cfg!(debug_assertions) {
         "debug"

@@ -831,13 +831,7 @@ fn print_table(settings: &Settings, idle_interval: f64, rows: &[Row]) {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    common::init_logs();
     let settings = Settings::from_env()?;
     let actors = Actors {
         requesters: (0..REQUESTERS)

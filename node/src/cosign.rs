@@ -112,7 +112,7 @@ pub async fn prepare(
 }
 
 /// Whether `record` carries a receipt `key` signed as node `node_id` of `host`.
-fn own_receipt(key: &VerifyingKey, node_id: &str, host: &str, record: &WorkRecord) -> bool {
+pub fn own_receipt(key: &VerifyingKey, node_id: &str, host: &str, record: &WorkRecord) -> bool {
     let (Ok(request_hash), Ok(output_commitment), Ok(signature)) = (
         <[u8; 32]>::try_from(record.request_hash.as_slice()),
         <[u8; 32]>::try_from(record.output_commitment.as_slice()),

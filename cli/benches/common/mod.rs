@@ -16,6 +16,17 @@ pub const VALIDATORS: usize = 4;
 /// ngnk per GNK.
 pub const GNK: u128 = 1_000_000_000;
 
+/// Logs to stderr, `warn` and above unless `RUST_LOG` says otherwise.
+pub fn init_logs() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 /// The well-known key of `label` (see `gonka_client::keys::well_known_mnemonic`).
 pub fn key(label: &str) -> Result<Key> {
     Key::from_mnemonic(&well_known_mnemonic(label))
