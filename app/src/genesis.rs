@@ -1,7 +1,7 @@
 //! Building genesis `app_state`, the JSON CometBFT's genesis.json carries for `InitChain`.
 
 use gonka_proto::gas::GasPrice;
-use gonka_proto::{auth, bank, bls, disputes, epochs, inference, rewards, settlement, stake};
+use gonka_proto::{auth, bank, bls, disputes, epochs, inference, pol, rewards, settlement, stake};
 
 /// Share of each epoch's rewards a chain built from [`GenesisConfig`] sends to the
 /// validation pool when no rewards parameters are given: 5%, which pays the re-execution of
@@ -74,6 +74,8 @@ pub struct GenesisConfig {
     pub settlement_params: Option<settlement::Params>,
     /// Escrows open from the start; their money is minted into the settlement pool.
     pub escrows: Vec<GenesisEscrow>,
+    /// Pol (training) parameters (`None`: defaults).
+    pub pol_params: Option<pol::Params>,
 }
 
 /// An escrow open at genesis: `ngnk` of `requester` for `transfer_agent`, closing at height
@@ -207,6 +209,10 @@ impl GenesisConfig {
             gonka_inference::NAME: inference,
             gonka_settlement::NAME: settlement,
             gonka_disputes::NAME: disputes,
+            gonka_pol::NAME: pol::GenesisState {
+                params: self.pol_params.clone(),
+                ..Default::default()
+            },
             gonka_rewards::NAME: rewards,
         });
         if !self.bls_keys.is_empty() {

@@ -1,7 +1,7 @@
 //! The chain's modules, in the fixed order every hook runs in.
 //!
 //! Order: `auth`, `bank`, `epochs`, `stake`, `bls`, `inference`, `settlement`, `disputes`,
-//! `rewards`. Genesis,
+//! `pol`, `rewards`. Genesis,
 //! `begin_block`, `end_block` and `end_epoch` all walk this list front to back; messages and
 //! queries go to the one module that claims them. A new module is added here, at the
 //! position its dependencies require.
@@ -39,6 +39,9 @@ pub fn all() -> Vec<Box<dyn Module>> {
         // Pays work through the registry of inference and the keys of bls.
         Box::new(gonka_settlement::Settlement),
         Box::new(gonka_disputes::Disputes),
+        // Training: pays and credits verified checkpoints before rewards settle the epoch,
+        // drawing validators and committees as disputes does.
+        Box::new(gonka_pol::Pol),
         Box::new(gonka_rewards::Rewards),
     ]
 }

@@ -62,11 +62,12 @@ fn golden_app_hash() {
     // + the disputes parameter reveal_deadline_blocks (commit, then reveal); + a 7-epoch
     // default unbonding (longer than the default challenge window); + the auth gas cost of a
     // BLS pairing check; + the bls parameters; + the settlement parameters' leaf_sample_ppm;
-    // - the inference parameter max_records_per_batch (the per-record path is gone).
+    // - the inference parameter max_records_per_batch (the per-record path is gone);
+    // + the pol parameters, live-job count and next job id.
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "475f6ea0740651850d5635c50876f310f86029e76760361b82681dc27e82869c";
+const GOLDEN: &str = "0324332e13ec0418cbbeeb5abf6abb3cf1e11ff2837d8611a10c5501cf91faec";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

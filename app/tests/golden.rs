@@ -6,6 +6,9 @@ mod common;
 mod support;
 
 use gonka_client::disputes::{msg_open_dispute, msg_submit_validation, msg_vote_dispute};
+use gonka_client::pol::{
+    msg_join_training, msg_submit_checkpoint, msg_verify_checkpoint, CheckpointHashes, ReExecuted,
+};
 use gonka_client::settlement::{
     cosign, msg_challenge_batch, msg_close_escrow, msg_demand_leaf, msg_open_escrow,
     msg_provide_leaf, msg_settle_batch, msg_top_up_escrow, Batch as SettlementBatch, Served,
@@ -16,6 +19,7 @@ use gonka_client::tx::{
 use gonka_client::Any;
 use gonka_proto::disputes as pb;
 use gonka_proto::inference::WorkRecord;
+use gonka_proto::pol as polpb;
 use gonka_proto::query as q;
 use gonka_proto::settlement::msg_challenge_batch::Kind as ChallengeKind;
 use prost::Message;
@@ -46,7 +50,7 @@ const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 26, where the key
 /// generation round that the end of epoch 1 started is final).
-const GOLDEN: &str = "f8ceb00ad12f1a708c0f0219dec81d7180baae958af4d910a2d8accdf350df73";
+const GOLDEN: &str = "3f6d5635c07b0aa9c182448a3970a1fa59a890340e57f76a6daf66a9bc105c7c";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;
@@ -99,6 +103,14 @@ fn world() -> World {
         state["settlement"]["params"]["batch_keep_secs"] = 200_000_000.into();
         // Every leaf of a batch is sampled for validation.
         state["settlement"]["params"]["leaf_sample_ppm"] = 1_000_000.into();
+        // Every checkpoint is re-executed; a job's budget may be small.
+        state["pol"] = json!({"params": polpb::Params {
+            checkpoint_sample_ppm: 1_000_000,
+            verification_deadline_blocks: 2,
+            dispute_deadline_blocks: 3,
+            min_reward_budget: "1".into(),
+            ..gonka_pol::default_params()
+        }});
     })
 }
 
@@ -1043,7 +1055,156 @@ fn scenario(w: &mut World) -> Log {
         "dkg_completed",
         &[("round", "2"), ("qualified_dealers", "1")],
     );
+    training(w, &mut log);
     log
+}
+
+/// Heights 27 to 33: a training job of two workers and one round, every checkpoint sampled.
+/// p3 trains honestly and its verifier agrees; p4 submits stale weights, its verifier
+/// disagrees, and the committee faults it: p4 is slashed to the accuser and the members
+/// who voted.
+fn training(w: &mut World, log: &mut Log) {
+    use k256::sha2::Digest;
+    let hash = |text: &str| -> [u8; 32] { k256::sha2::Sha256::digest(text.as_bytes()).into() };
+    let hashes = |weights: &str| CheckpointHashes {
+        start_weights: hash("initial weights"),
+        weights: hash(weights),
+        optimizer_state: hash(&format!("adamw of {weights}")),
+        data_indices: hash(&format!("indices of {weights}")),
+        pseudo_gradient: hash(&format!("delta of {weights}")),
+    };
+    let re_executed = |weights: &str| ReExecuted::Hashes {
+        weights: hash(weights),
+        optimizer_state: hash(&format!("adamw of {weights}")),
+    };
+    let job = polpb::MsgCreateTrainingJob {
+        creator: addr("alice"),
+        config: Some(polpb::TrainingConfig {
+            model: "gonka-ref-v1".into(),
+            seq_len: 64,
+            batch_size: 4,
+            inner_steps: 5,
+            inner_lr_ppm: 3_000,
+            inner_weight_decay_ppm: 0,
+            outer_lr_ppm: 700_000,
+            outer_momentum_ppm: 900_000,
+        }),
+        dataset_root: hash("golden corpus").to_vec(),
+        seed: 7,
+        outer_rounds: 1,
+        worker_count: 2,
+        round_blocks: 3,
+        reward_budget: "10000".into(),
+    };
+    let txs = vec![w.tx("alice", vec![gonka_client::tx::any_of(&job)])];
+    let b = step(w, log, txs);
+    assert_tx(&b, 0, "training_job_created", &[("job_id", "1")]);
+    let txs = ["p3", "p4"]
+        .iter()
+        .map(|host| w.tx(host, vec![msg_join_training(&addr(host), 1)]))
+        .collect();
+    let b = step(w, log, txs);
+    assert_tx(
+        &b,
+        1,
+        "training_round_opened",
+        &[("job_id", "1"), ("round", "1")],
+    );
+    let txs = vec![
+        w.tx(
+            "p3",
+            vec![msg_submit_checkpoint(
+                &addr("p3"),
+                1,
+                1,
+                &hashes("p3 trained"),
+                2_000_000,
+            )],
+        ),
+        w.tx(
+            "p4",
+            vec![msg_submit_checkpoint(
+                &addr("p4"),
+                1,
+                1,
+                &hashes("stale"),
+                2_000_000,
+            )],
+        ),
+    ];
+    let b = step(w, log, txs);
+    assert_block_event(&b, "training_job_completed", &[("job_id", "1")]);
+    let b = step(w, log, vec![]);
+    assert_block_event(&b, "checkpoint_sampled", &[("worker", &addr("p4"))]);
+    let checkpoint = |w: &World, worker: &str| {
+        w.query::<q::pol::Checkpoints>(polpb::QueryCheckpointsRequest {
+            job_id: 1,
+            round: 1,
+            pagination: None,
+        })
+        .checkpoints
+        .into_iter()
+        .find(|c| c.worker == addr(worker))
+        .unwrap()
+    };
+    let verifier3 = label_of(&checkpoint(w, "p3").verifier);
+    let verifier4 = label_of(&checkpoint(w, "p4").verifier);
+    let txs = vec![
+        w.tx(
+            verifier3,
+            vec![msg_verify_checkpoint(
+                &addr(verifier3),
+                1,
+                1,
+                &addr("p3"),
+                re_executed("p3 trained"),
+            )],
+        ),
+        w.tx(
+            verifier4,
+            vec![msg_verify_checkpoint(
+                &addr(verifier4),
+                1,
+                1,
+                &addr("p4"),
+                re_executed("p4 trained"),
+            )],
+        ),
+    ];
+    let b = step(w, log, txs);
+    assert_tx(&b, 0, "checkpoint_verified", &[("worker", &addr("p3"))]);
+    assert_tx(&b, 1, "checkpoint_disputed", &[("worker", &addr("p4"))]);
+    let b = step(w, log, vec![]);
+    assert_block_event(&b, "checkpoint_committee", &[("worker", &addr("p4"))]);
+    let committee = checkpoint(w, "p4").committee;
+    let txs = committee[..2]
+        .iter()
+        .map(|member| {
+            let label = label_of(member);
+            w.tx(
+                label,
+                vec![msg_verify_checkpoint(
+                    member,
+                    1,
+                    1,
+                    &addr("p4"),
+                    re_executed("p4 trained"),
+                )],
+            )
+        })
+        .collect();
+    let b = step(w, log, txs);
+    assert_tx(
+        &b,
+        1,
+        "checkpoint_decided",
+        &[
+            ("worker", &addr("p4")),
+            ("status", "CHECKPOINT_STATUS_FAULTED"),
+        ],
+    );
+    assert_tx(&b, 1, "slash", &[("operator", &addr("p4"))]);
+    assert_tx(&b, 1, "budget_returned", &[("job_id", "1")]);
 }
 
 /// Runs the scenario on a fresh chain, replays the same blocks on a second fresh chain
@@ -1087,7 +1248,11 @@ fn scenario(w: &mut World) -> Log {
 ///   challenger; and one of an honest leaf, which fails), `MsgDemandLeaf` and
 ///   `MsgProvideLeaf` (every leaf of the first batch sampled by the chain and provided, each
 ///   becoming a work record; in the last batch a demanded leaf, whose deposit goes to the
-///   TA, and the leaf the chain sampled, both provided and validated: two matches).
+///   TA, and the leaf the chain sampled, both provided and validated: two matches);
+/// - pol: `MsgCreateTrainingJob`, `MsgJoinTraining` (two hosts, the second starting the
+///   job), `MsgSubmitCheckpoint` (an honest one and stale weights), `MsgVerifyCheckpoint`
+///   (a verifier agreeing, one disagreeing, and two committee votes that fault the stale
+///   checkpoint).
 ///
 /// Hooks covered: settlement `begin_block` (leaves sampled and demanded, batches final:
 /// hosts and the TA paid, work credited; an escrow released); disputes `begin_block`
@@ -1096,7 +1261,8 @@ fn scenario(w: &mut World) -> Log {
 /// `end_epoch` (emission, fees, validation share, rewards by work); bls `end_epoch` (a key
 /// generation round started at each epoch end) and `begin_block` (round 1, whose only
 /// member never dealt, failed; round 2 completed); epochs `begin_block` and the epoch
-/// advance, at heights 11 and 22.
+/// advance, at heights 11 and 22; pol `end_block` (a round closed early, completing its
+/// job) and `begin_block` (checkpoints sampled and assigned, a committee drawn).
 ///
 /// Updating the hash: a mismatch means the state layout, encoding or execution changed.
 /// If that is intended, copy the new value from the failure message into [`GOLDEN`] in the

@@ -19,6 +19,7 @@ pub mod keys;
 pub mod node_call;
 pub mod openai;
 pub mod payload_auth;
+pub mod pol;
 pub mod receipt;
 pub mod replay;
 pub mod request;

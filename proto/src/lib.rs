@@ -62,6 +62,13 @@ pub mod gonka {
             include!(concat!(env!("OUT_DIR"), "/gonka.settlement.v1.rs"));
         }
     }
+    /// `gonka.pol.v1`: training jobs and their proof-of-learning checkpoints.
+    pub mod pol {
+        /// Version 1 of the pol protocol.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/gonka.pol.v1.rs"));
+        }
+    }
     /// `gonka.base.v1`: messages every module shares (pagination of list queries).
     pub mod base {
         /// Version 1 of the shared messages.
@@ -80,7 +87,7 @@ pub mod gonka {
 
 pub use gonka::{
     auth::v1 as auth, bank::v1 as bank, base::v1 as base, bls::v1 as bls, disputes::v1 as disputes,
-    epochs::v1 as epochs, inference::v1 as inference, rewards::v1 as rewards,
+    epochs::v1 as epochs, inference::v1 as inference, pol::v1 as pol, rewards::v1 as rewards,
     settlement::v1 as settlement, stake::v1 as stake,
 };
 

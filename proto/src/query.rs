@@ -90,6 +90,8 @@ lists! {
     disputes::Pending: work => crate::disputes::PendingWork;
     disputes::RevealsDue: reveals => crate::disputes::RevealDue;
     bls::Keys: keys => crate::bls::BlsKey;
+    pol::Jobs: jobs => crate::pol::TrainingJob;
+    pol::Checkpoints: checkpoints => crate::pol::Checkpoint;
 }
 
 /// Declares marker types implementing [`Query`] for the messages of one proto package.
@@ -270,6 +272,26 @@ pub mod disputes {
     }
 }
 
+/// Queries of x/pol.
+pub mod pol {
+    queries! { pol;
+        /// One training job.
+        Job = "/pol/job": QueryJobRequest => QueryJobResponse;
+        /// Every training job, by id (paginated).
+        Jobs = "/pol/jobs": QueryJobsRequest => QueryJobsResponse;
+        /// The checkpoints of a job, by round then worker; round 0 lists every round (paginated).
+        Checkpoints = "/pol/checkpoints": QueryCheckpointsRequest => QueryCheckpointsResponse;
+        /// The checkpoints a validator must re-execute now, by deadline (at most [`MAX_DUTIES`]).
+        Duties = "/pol/duties": QueryDutiesRequest => QueryDutiesResponse;
+        /// Pol parameters.
+        Params = "/pol/params": QueryParamsRequest => QueryParamsResponse;
+    }
+
+    /// Most checkpoints one [`Duties`] answer carries: a validator sees the next ones once it
+    /// answered these.
+    pub const MAX_DUTIES: usize = 100;
+}
+
 /// Cosmos SDK services that wallets and explorers call, with the stock cosmos-sdk types.
 pub mod cosmos {
     use cosmos_sdk_proto::cosmos::tx::v1beta1::{SimulateRequest, SimulateResponse};
@@ -309,6 +331,7 @@ mod tests {
         check::<disputes::Stats>("disputes");
         check::<settlement::Batch>("settlement");
         check::<settlement::Demands>("settlement");
+        check::<pol::Checkpoints>("pol");
     }
 
     #[test]

@@ -334,6 +334,7 @@ impl Setup {
             bls_keys: Vec::new(),
             settlement_params: None,
             escrows: Vec::new(),
+            pol_params: None,
         }
         .app_state()
     }

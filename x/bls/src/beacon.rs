@@ -30,6 +30,8 @@ pub mod purpose {
     pub const VALIDATION_SAMPLING: &[u8] = b"validation-sampling";
     /// The committees of the disputes opened at a height (x/disputes).
     pub const DISPUTE_COMMITTEE: &[u8] = b"dispute-committee";
+    /// Which training checkpoints of a closed round are re-executed, and by whom (x/pol).
+    pub const CHECKPOINT_SAMPLING: &[u8] = b"checkpoint-sampling";
 }
 
 const SEED_DOMAIN: &[u8] = b"gonka/seed/v1";

@@ -148,7 +148,7 @@ mod state;
 
 pub use errors::DisputesError;
 pub use params::{challenge_window_blocks, default_params, min_deposit, validate_params};
-pub use settle::reason;
+pub use settle::{active_validators, reason};
 pub use state::{escrow_address, DisputesRead, DisputesWrite};
 
 use gonka_sdk::{Any, BlockContext, Module, Msg, Result, StateRead, StateWrite};

@@ -1,0 +1,72 @@
+//! `MsgJoinTraining`: a staked host becomes the next worker of a forming job.
+
+use gonka_auth::validate_address;
+use gonka_proto::pol::{JobStatus, MsgJoinTraining, Worker};
+use gonka_sdk::{decode_as, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
+use gonka_stake::StakeRead;
+
+use crate::rounds::start;
+use crate::{events, PolError, PolRead, PolWrite};
+
+struct JoinTraining(MsgJoinTraining);
+
+/// Decodes and statelessly checks a `MsgJoinTraining`.
+pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
+    decode_as::<MsgJoinTraining>(any).map(|msg| {
+        let msg = msg?;
+        validate_address("host", &msg.host)?;
+        Ok(Box::new(JoinTraining(msg)) as Box<dyn Msg>)
+    })
+}
+
+impl Msg for JoinTraining {
+    fn signer(&self) -> &str {
+        &self.0.host
+    }
+
+    fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
+        let host = &self.0.host;
+        let mut job = state.existing_job(self.0.job_id)?;
+        match job.status() {
+            JobStatus::Forming => {}
+            JobStatus::Running => {
+                return Err(PolError::JobFull.err(format!(
+                    "training job {} already has all its {} workers",
+                    job.id, job.worker_count
+                )))
+            }
+            status => {
+                return Err(PolError::JobEnded.err(format!(
+                    "training job {} has ended ({})",
+                    job.id,
+                    status.as_str_name()
+                )))
+            }
+        }
+        if job.workers.iter().any(|w| &w.host == host) {
+            return Err(PolError::AlreadyJoined
+                .err(format!("{host} already works on training job {}", job.id)));
+        }
+        let staked = match state.participant(host)? {
+            Some(p) => !p.jailed && gonka_stake::bonded(&p)? > 0,
+            None => false,
+        };
+        if !staked {
+            return Err(PolError::NotStaked.err(format!(
+                "{host} is not a staked participant (or is jailed); stake with `gonkad tx stake stake` first"
+            )));
+        }
+        job.workers.push(Worker {
+            host: host.clone(),
+            active: true,
+            rounds_paid: 0,
+            earned: "0".into(),
+        });
+        state.emit(events::joined(&job, host, job.workers.len() - 1));
+        if job.workers.len() as u64 == job.worker_count {
+            start(state, &mut job, ctx.block.height);
+        }
+        state.put_job(&job);
+        Ok(())
+    }
+}

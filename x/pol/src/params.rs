@@ -1,0 +1,135 @@
+//! Pol parameters and their validation.
+
+use gonka_proto::pol::Params;
+use gonka_sdk::{parse_amount, ErrorCode, Result, PPM};
+
+use crate::PolError;
+
+/// Hard ceiling of `max_workers`: a round's close, and a checkpoint submission, read every
+/// worker of the job, so the job size bounds that work.
+pub const WORKERS_CEILING: u64 = 256;
+
+/// Defaults: jobs of up to 16 workers, 10,000 rounds of up to 10,000 inner steps, rounds of
+/// 2 to 10,000 blocks, 1,000 blocks to fill a job, 10% of checkpoints re-executed (x/disputes'
+/// highest sampling rate), 20 blocks to verify and 30 for a committee of 3 to vote (as
+/// x/disputes), a 20% slash, 10% of a checkpoint's slot paying its verification, budgets of
+/// at least 1 GNK and at most 100 live jobs.
+pub fn default_params() -> Params {
+    Params {
+        max_workers: 16,
+        max_outer_rounds: 10_000,
+        max_inner_steps: 10_000,
+        min_round_blocks: 2,
+        max_round_blocks: 10_000,
+        formation_blocks: 1_000,
+        checkpoint_sample_ppm: 100_000,
+        verification_deadline_blocks: 20,
+        committee_size: 3,
+        dispute_deadline_blocks: 30,
+        slash_fraction_ppm: 200_000,
+        verification_fee_ppm: 100_000,
+        min_reward_budget: "1000000000".into(),
+        max_live_jobs: 100,
+    }
+}
+
+/// Checks every parameter is in range, naming the offending one.
+pub fn validate_params(params: &Params) -> Result<()> {
+    let field = |name: &str, rule: &str, found: u64| {
+        Err(PolError::InvalidParams.err(format!(
+            "app_state.pol.params.{name} must be {rule}, found {found}"
+        )))
+    };
+    if params.max_workers == 0 || params.max_workers > WORKERS_CEILING {
+        return field(
+            "max_workers",
+            &format!("1 to {WORKERS_CEILING}"),
+            params.max_workers,
+        );
+    }
+    for (name, value) in [
+        ("max_outer_rounds", params.max_outer_rounds),
+        ("max_inner_steps", params.max_inner_steps),
+        ("min_round_blocks", params.min_round_blocks),
+        ("formation_blocks", params.formation_blocks),
+        (
+            "verification_deadline_blocks",
+            params.verification_deadline_blocks,
+        ),
+        ("dispute_deadline_blocks", params.dispute_deadline_blocks),
+        ("max_live_jobs", params.max_live_jobs),
+    ] {
+        if value == 0 {
+            return field(name, "positive", 0);
+        }
+    }
+    if params.max_round_blocks < params.min_round_blocks {
+        return field(
+            "max_round_blocks",
+            &format!("at least min_round_blocks ({})", params.min_round_blocks),
+            params.max_round_blocks,
+        );
+    }
+    if params.committee_size == 0 || params.committee_size % 2 == 0 {
+        return field("committee_size", "odd and positive", params.committee_size);
+    }
+    for (name, value) in [
+        ("checkpoint_sample_ppm", params.checkpoint_sample_ppm),
+        ("slash_fraction_ppm", params.slash_fraction_ppm),
+        ("verification_fee_ppm", params.verification_fee_ppm),
+    ] {
+        if value > PPM {
+            return field(name, &format!("at most {PPM}"), value);
+        }
+    }
+    parse_amount(
+        "app_state.pol.params.min_reward_budget",
+        &params.min_reward_budget,
+    )
+    .map_err(|e| PolError::InvalidParams.err(e.log))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_each_bound_is_checked() {
+        validate_params(&default_params()).unwrap();
+        let bad = [
+            Params {
+                max_workers: 0,
+                ..default_params()
+            },
+            Params {
+                max_workers: WORKERS_CEILING + 1,
+                ..default_params()
+            },
+            Params {
+                committee_size: 2,
+                ..default_params()
+            },
+            Params {
+                max_round_blocks: 1,
+                ..default_params()
+            },
+            Params {
+                checkpoint_sample_ppm: PPM + 1,
+                ..default_params()
+            },
+            Params {
+                min_reward_budget: "ten".into(),
+                ..default_params()
+            },
+            Params {
+                formation_blocks: 0,
+                ..default_params()
+            },
+        ];
+        for params in bad {
+            let err = validate_params(&params).unwrap_err();
+            assert!(err.log.contains("app_state.pol.params."), "{}", err.log);
+        }
+    }
+}
