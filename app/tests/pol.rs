@@ -93,7 +93,7 @@ fn create_job(budget: u128, round_blocks: u64) -> pb::MsgCreateTrainingJob {
 }
 
 fn join(host: &str, job: u64) -> Any {
-    msg_join_training(&addr(host), job)
+    msg_join_training(&addr(host), job, &format!("http://{host}.example:9400"))
 }
 
 fn hash(text: &str) -> [u8; 32] {
@@ -314,7 +314,9 @@ fn a_cheating_trainer_is_faulted_by_the_committee_and_slashed_to_the_honest_side
     assert_ok(&block);
     let c0 = checkpoint_of(&world, id, 1, "p0");
     assert_eq!(c0.status(), pb::CheckpointStatus::Verified);
-    assert_eq!(world.balance_of("p0"), p0 + PAY);
+    // p0 may itself have verified p1's checkpoint (a worker verifies others).
+    let p0_fee = if accuser == "p0" { FEE } else { 0 };
+    assert_eq!(world.balance_of("p0"), p0 + PAY - p0_fee);
     if honest_verifier != accuser {
         assert_eq!(
             world.balance_of(&honest_verifier),
@@ -502,6 +504,12 @@ fn bad_training_messages_are_refused_with_their_codes_and_change_nothing() {
     short.weights_hash.truncate(31);
     let tx = world.tx_unsequenced("p0", vec![any_of(&short)]);
     assert_code(world.block(vec![tx]).result(0), 9, "31-byte hash");
+    let tx = world.tx_unsequenced("p3", vec![msg_join_training(&addr("p3"), id, "ftp://x")]);
+    assert_code(
+        world.block(vec![tx]).result(0),
+        3,
+        "an endpoint that is not an http URL",
+    );
     // Stateful refusals.
     let cases: Vec<(&str, Any, u32, &str)> = vec![
         ("p3", join("p3", id), 5, "join a full job"),

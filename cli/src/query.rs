@@ -4,6 +4,7 @@ mod bls;
 mod disputes;
 mod epochs;
 mod inference;
+mod pol;
 mod rewards;
 mod settlement;
 mod stake;
@@ -46,6 +47,9 @@ pub enum Command {
     /// Settlement: escrows, settled batches, open leaf demands, parameters.
     #[command(subcommand)]
     Settlement(settlement::Query),
+    /// Training: jobs, their checkpoints by round, a validator's re-executions, parameters.
+    #[command(subcommand)]
+    Pol(pol::Query),
     /// A transaction by hash, with its block height and result.
     Tx {
         /// Transaction hash (hex).
@@ -97,6 +101,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         Command::Disputes(query) => return disputes::run(global, query).await,
         Command::Bls(query) => return bls::run(global, query).await,
         Command::Settlement(query) => return settlement::run(global, query).await,
+        Command::Pol(query) => return pol::run(global, query).await,
         Command::Bank(BankQuery::Balance { address, denom }) => {
             let amount = client.balance(&address, &denom).await?;
             out.print(

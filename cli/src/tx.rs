@@ -9,6 +9,7 @@
 mod bls;
 mod disputes;
 mod inference;
+mod pol;
 mod settlement;
 mod stake;
 
@@ -65,6 +66,9 @@ pub enum Command {
     /// Settlement transactions: open, top up and close an escrow for a transfer agent.
     #[command(subcommand)]
     Settlement(settlement::Command),
+    /// Training transactions: create a training job, join one as a worker.
+    #[command(subcommand)]
+    Pol(pol::Command),
 }
 
 /// `gonkad tx bank` subcommands.
@@ -123,6 +127,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         Command::Disputes(command) => disputes::run(global, command).await,
         Command::Bls(command) => bls::run(global, command).await,
         Command::Settlement(command) => settlement::run(global, command).await,
+        Command::Pol(command) => pol::run(global, command).await,
     }
 }
 

@@ -20,11 +20,13 @@ pub struct CheckpointHashes {
     pub pseudo_gradient: [u8; 32],
 }
 
-/// `/gonka.pol.v1.MsgJoinTraining`: `host` joins job `job_id`.
-pub fn msg_join_training(host: &str, job_id: u64) -> Any {
+/// `/gonka.pol.v1.MsgJoinTraining`: `host` joins job `job_id`, serving its round outputs at
+/// `endpoint`.
+pub fn msg_join_training(host: &str, job_id: u64, endpoint: &str) -> Any {
     any_of(&MsgJoinTraining {
         host: host.into(),
         job_id,
+        endpoint: endpoint.into(),
     })
 }
 

@@ -50,6 +50,19 @@ pub fn parse_amount(field: &str, text: &str) -> Result<u128> {
     })
 }
 
+/// An `http://` or `https://` URL of at most 256 printable characters (an endpoint a module
+/// stores for others to call); the error names `field`.
+pub fn validate_url(field: &str, url: &str) -> std::result::Result<(), String> {
+    let scheme = url.starts_with("http://") || url.starts_with("https://");
+    if scheme && url.len() <= 256 && url.bytes().all(|b| b.is_ascii_graphic()) && url.len() > 8 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field} {url:?} must be an http:// or https:// URL of at most 256 printable characters"
+        ))
+    }
+}
+
 /// The Cosmos-style type URL of a message, `/<package>.<Name>` (no domain).
 pub fn type_url<M: prost::Name>() -> String {
     format!("/{}", M::full_name())

@@ -6,7 +6,8 @@
 pub enum PolError {
     /// A parameter is out of range.
     InvalidParams = 2,
-    /// A job's configuration, rounds, workers, deadline or budget is out of range.
+    /// A job's configuration, rounds, workers, deadline or budget is out of range, or a
+    /// worker's endpoint is not a URL.
     InvalidJob = 3,
     /// No training job with this id.
     UnknownJob = 4,

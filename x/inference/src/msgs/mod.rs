@@ -8,6 +8,7 @@ mod update_node;
 use gonka_auth::validate_address;
 use gonka_proto::ids::{is_valid_node_id, MAX_NODE_CONCURRENCY, NODE_ID_RULE};
 use gonka_proto::inference::Node;
+pub(crate) use gonka_sdk::validate_url;
 use gonka_sdk::{Any, ErrorCode, Msg, Result, StateRead};
 use gonka_stake::StakeRead;
 
@@ -40,18 +41,6 @@ pub fn validate_node_id(field: &str, id: &str) -> Result<()> {
         Ok(())
     } else {
         Err(InferenceError::InvalidNode.err(format!("{field} {id:?} must be {NODE_ID_RULE}")))
-    }
-}
-
-/// An `http://` or `https://` URL of at most 256 printable characters.
-pub(crate) fn validate_url(field: &str, url: &str) -> Result<(), String> {
-    let scheme = url.starts_with("http://") || url.starts_with("https://");
-    if scheme && url.len() <= 256 && url.bytes().all(|b| b.is_ascii_graphic()) && url.len() > 8 {
-        Ok(())
-    } else {
-        Err(format!(
-            "{field} {url:?} must be an http:// or https:// URL of at most 256 printable characters"
-        ))
     }
 }
 

@@ -15,6 +15,8 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
     decode_as::<MsgJoinTraining>(any).map(|msg| {
         let msg = msg?;
         validate_address("host", &msg.host)?;
+        gonka_sdk::validate_url("endpoint", &msg.endpoint)
+            .map_err(|log| PolError::InvalidJob.err(log))?;
         Ok(Box::new(JoinTraining(msg)) as Box<dyn Msg>)
     })
 }
@@ -61,6 +63,7 @@ impl Msg for JoinTraining {
             active: true,
             rounds_paid: 0,
             earned: "0".into(),
+            endpoint: self.0.endpoint.clone(),
         });
         state.emit(events::joined(&job, host, job.workers.len() - 1));
         if job.workers.len() as u64 == job.worker_count {
