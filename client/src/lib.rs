@@ -27,6 +27,7 @@ pub mod rpc;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod settlement;
+pub mod sig;
 pub mod sse;
 pub mod tx;
 

@@ -18,7 +18,7 @@ use anyhow::{anyhow, Result};
 use gonka_proto::signing::{body_hash, node_call_bytes};
 
 use crate::request::{verify_identity, HeaderAuthError, IdentityHeaders, SignedCaller};
-use crate::Key;
+use crate::{sig, Key};
 
 /// The caller's identity headers.
 pub const CALLER_HEADERS: IdentityHeaders = IdentityHeaders {
@@ -37,16 +37,29 @@ pub fn sign_node_call(
     body: &[u8],
     timestamp: u64,
 ) -> Result<Vec<(&'static str, String)>> {
+    sign_node_call_hashed(key, node_id, request_hash, &body_hash(body), timestamp)
+}
+
+/// [`sign_node_call`] for a caller that already holds `body_hash`, SHA-256 of the body
+/// ([`gonka_proto::signing::body_hash`]; a transfer agent has it from the request's terms),
+/// so a large body is not hashed again. Signed on libsecp256k1 ([`crate::sig::sign`]), byte
+/// for byte k256's signature.
+pub fn sign_node_call_hashed(
+    key: &Key,
+    node_id: &str,
+    request_hash: Option<[u8; 32]>,
+    body_hash: &[u8; 32],
+    timestamp: u64,
+) -> Result<Vec<(&'static str, String)>> {
     let signed = node_call_bytes(
         node_id,
         &request_hash.unwrap_or([0; 32]),
-        &body_hash(body),
+        body_hash,
         timestamp,
     );
-    let signature = key
-        .signing_key()
-        .sign(&signed)
-        .map_err(|e| anyhow!("signing the node call failed: {e}"))?;
+    let signature = sig::sign(&key.secret_bytes(), &signed).ok_or_else(|| {
+        anyhow!("signing the node call failed: the account key is not a valid secp256k1 secret key")
+    })?;
     Ok(vec![
         (CALLER_HEADERS.address, key.address().to_string()),
         (
@@ -54,7 +67,7 @@ pub fn sign_node_call(
             hex::encode(key.public_key().to_bytes()),
         ),
         (CALLER_HEADERS.timestamp, timestamp.to_string()),
-        (CALLER_HEADERS.signature, hex::encode(signature.to_bytes())),
+        (CALLER_HEADERS.signature, hex::encode(signature)),
     ])
 }
 
@@ -106,5 +119,25 @@ mod tests {
         assert_eq!(e.code, "stale_timestamp");
         let e = verify_node_call(&lookup(&[]), "n1", None, b"body", 100, 60).unwrap_err();
         assert_eq!(e.code, "missing_auth_header");
+    }
+
+    /// The libsecp256k1 signature is k256's, byte for byte, and the hashed form signs alike.
+    #[test]
+    fn call_signatures_are_those_of_k256() {
+        let key = Key::from_mnemonic(&well_known_mnemonic("ta")).unwrap();
+        let body = br#"{"model":"m"}"#;
+        for (node, hash, at) in [("n1", Some([1; 32]), 100), ("node-2", None, 1_700_000_000)] {
+            let headers = sign_node_call(&key, node, hash, body, at).unwrap();
+            let signed = node_call_bytes(node, &hash.unwrap_or([0; 32]), &body_hash(body), at);
+            let theirs = key.signing_key().sign(&signed).unwrap();
+            let ours = lookup(&headers)(CALLER_HEADERS.signature).unwrap();
+            assert_eq!(ours, hex::encode(theirs.to_bytes()));
+            assert_eq!(
+                sign_node_call_hashed(&key, node, hash, &body_hash(body), at).unwrap(),
+                headers
+            );
+            let caller = verify_node_call(&lookup(&headers), node, hash, body, at, 60).unwrap();
+            assert_eq!(caller.address, key.address());
+        }
     }
 }

@@ -17,10 +17,12 @@
 //! committed to ([`Receipt::commits_to`]).
 
 use gonka_proto::signing::{text_output_commitment, ReceiptTerms};
-use k256::ecdsa::signature::{Signer, Verifier};
-use k256::ecdsa::{Signature, SigningKey, VerifyingKey};
+use k256::ecdsa::signature::Signer;
+use k256::ecdsa::{Signature, SigningKey};
 use k256::elliptic_curve::rand_core::{OsRng, RngCore};
 use serde::{Deserialize, Serialize};
+
+use crate::sig::KeyCache;
 
 pub use gonka_proto::signing::response_hash;
 
@@ -99,7 +101,8 @@ impl Receipt {
     }
 
     /// Checks the receipt against the node's registered SEC1 `pubkey` and `host` for
-    /// `request_hash`.
+    /// `request_hash` (on libsecp256k1 under k256's rules, the key parsed once per key:
+    /// [`crate::sig`]).
     pub fn verify(
         &self,
         pubkey: &[u8],
@@ -107,8 +110,10 @@ impl Receipt {
         request_hash: &[u8; 32],
     ) -> Result<VerifiedReceipt, String> {
         let node = &self.node_id;
-        let key = VerifyingKey::from_sec1_bytes(pubkey)
-            .map_err(|_| format!("node `{node}` has no valid registered key"))?;
+        let key = KeyCache::shared()
+            .get(pubkey)
+            .ok_or_else(|| format!("node `{node}` has no valid registered key"))?
+            .key;
         let output_commitment = hex32(&self.output_commitment).ok_or_else(|| {
             format!("receipt of node `{node}`: output_commitment is not 32 bytes of hex")
         })?;
@@ -125,11 +130,11 @@ impl Receipt {
             node_id: node.clone(),
             host: host.to_string(),
         };
-        key.verify(&terms.sign_bytes(), &signature).map_err(|_| {
-            format!(
+        if !key.verifies(&terms.sign_bytes(), &signature) {
+            return Err(format!(
                 "receipt of node `{node}` does not verify with its registered key and host {host}"
-            )
-        })?;
+            ));
+        }
         Ok(VerifiedReceipt {
             output_commitment,
             salt,
@@ -206,5 +211,127 @@ mod tests {
         );
         let stream = format!("data: {{}}\n\n{}data: [DONE]\n\n", receipt.sse_comment());
         assert_eq!(Receipt::find_in_sse(stream.as_bytes()), Some(receipt));
+    }
+
+    /// Whether k256 takes `receipt` for `pubkey`, `host` and `request_hash`: the reference
+    /// [`Receipt::verify`] (on libsecp256k1) must agree with.
+    fn k256_accepts(receipt: &Receipt, pubkey: &[u8], host: &str, request_hash: &[u8; 32]) -> bool {
+        use k256::ecdsa::signature::Verifier;
+        let (Ok(key), Some(output_commitment), Some(_)) = (
+            k256::ecdsa::VerifyingKey::from_sec1_bytes(pubkey),
+            hex32(&receipt.output_commitment),
+            hex32(&receipt.salt),
+        ) else {
+            return false;
+        };
+        let Ok(signature) =
+            Signature::from_slice(&hex::decode(&receipt.signature).unwrap_or_default())
+        else {
+            return false;
+        };
+        let terms = ReceiptTerms {
+            request_hash: *request_hash,
+            output_commitment,
+            prompt_tokens: receipt.prompt_tokens,
+            completion_tokens: receipt.completion_tokens,
+            node_id: receipt.node_id.clone(),
+            host: host.to_string(),
+        };
+        key.verify(&terms.sign_bytes(), &signature).is_ok()
+    }
+
+    #[test]
+    fn receipts_are_judged_as_k256_judges_them() {
+        let key = SigningKey::from_slice(&[9; 32]).unwrap();
+        let compressed = |key: &SigningKey| {
+            key.verifying_key()
+                .to_encoded_point(true)
+                .as_bytes()
+                .to_vec()
+        };
+        let pubkey = compressed(&key);
+        let good = Receipt::sign(&key, "n1", "gonka1host", &[1; 32], "hello", 3, 5);
+        let mut receipts = vec![good.clone()];
+        let mut tampered = |f: fn(&mut Receipt)| {
+            let mut r = good.clone();
+            f(&mut r);
+            receipts.push(r);
+        };
+        tampered(|r| r.completion_tokens += 1);
+        tampered(|r| r.prompt_tokens = 0);
+        tampered(|r| r.node_id = "n2".into());
+        tampered(|r| r.host = "gonka1other".into());
+        tampered(|r| r.output_commitment = "00".repeat(32));
+        tampered(|r| r.output_commitment = "zz".into());
+        tampered(|r| r.salt = "01".into());
+        tampered(|r| r.signature = "00".repeat(64));
+        tampered(|r| r.signature = "ab".into());
+        tampered(|r| r.signature.clear());
+        tampered(|r| {
+            // The same signature with a high s.
+            let sig = Signature::from_slice(&hex::decode(&r.signature).unwrap()).unwrap();
+            let high = Signature::from_scalars(sig.r(), -*sig.s()).unwrap();
+            r.signature = hex::encode(high.to_bytes());
+        });
+        let other = compressed(&SigningKey::from_slice(&[10; 32]).unwrap());
+        // x = 0 is on no secp256k1 point (7 is not a square modulo p).
+        let not_a_point = [&[2u8][..], &[0; 32]].concat();
+        let uncompressed = key
+            .verifying_key()
+            .to_encoded_point(false)
+            .as_bytes()
+            .to_vec();
+        let mut accepted = 0;
+        for receipt in &receipts {
+            for (pubkey, host, hash) in [
+                (&pubkey, "gonka1host", [1; 32]),
+                (&uncompressed, "gonka1host", [1; 32]),
+                (&pubkey, "gonka1host", [2; 32]),
+                (&pubkey, "gonka1other", [1; 32]),
+                (&other, "gonka1host", [1; 32]),
+                (&not_a_point, "gonka1host", [1; 32]),
+            ] {
+                let ours = receipt.verify(pubkey, host, &hash);
+                assert_eq!(
+                    ours.is_ok(),
+                    k256_accepts(receipt, pubkey, host, &hash),
+                    "{receipt:?} {host} {hash:?}: {ours:?}"
+                );
+                accepted += usize::from(ours.is_ok());
+            }
+        }
+        // The good receipt, under the compressed and the uncompressed key; `host` is not signed
+        // apart from the `host` given, so the receipt naming another host verifies too.
+        assert_eq!(accepted, 4);
+        let node = "receipt of node `n1`";
+        for (receipt, pubkey, message) in [
+            (
+                &receipts[0],
+                &not_a_point,
+                "node `n1` has no valid registered key".to_string(),
+            ),
+            (
+                &receipts[6],
+                &pubkey,
+                format!("{node}: output_commitment is not 32 bytes of hex"),
+            ),
+            (
+                &receipts[7],
+                &pubkey,
+                format!("{node}: salt is not 32 bytes of hex"),
+            ),
+            (
+                &receipts[9],
+                &pubkey,
+                format!("{node}: malformed signature"),
+            ),
+            (
+                &receipts[11],
+                &pubkey,
+                format!("{node} does not verify with its registered key and host gonka1host"),
+            ),
+        ] {
+            assert_eq!(receipt.verify(pubkey, "gonka1host", &[1; 32]), Err(message));
+        }
     }
 }

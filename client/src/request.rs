@@ -20,15 +20,16 @@
 //!
 //! The signed message is the 32-byte request hash [`RequestTerms::hash`]; the signature is
 //! ECDSA/secp256k1 over SHA-256 of those 32 bytes (k256's `Signer`), exactly what the chain
-//! checks in a work record. The inference id is `hex(request hash)`.
+//! checks in a work record. The inference id is `hex(request hash)`. Servers check it on
+//! libsecp256k1 under k256's rules ([`crate::sig`]).
 
 use anyhow::{anyhow, Result};
 pub use gonka_proto::signing::{body_hash, nonce_ok, RequestTerms, MAX_NONCE_LEN};
-use k256::ecdsa::signature::Verifier;
-use k256::ecdsa::{Signature, VerifyingKey};
+use k256::ecdsa::Signature;
 use serde::Deserialize;
 
 use crate::keys::Key;
+use crate::sig::{KeyCache, KnownKey};
 pub use gonka_proto::address::address_of_pubkey;
 
 /// Header carrying the requester's bech32 address.
@@ -228,23 +229,24 @@ pub fn verify_identity<'a>(
     } = *names;
     let address = required_header(header, address_header)?;
     let pubkey = hex_header(header, pubkey_header, 33)?;
-    let key = VerifyingKey::from_sec1_bytes(&pubkey).map_err(|_| {
-        failure(
+    // Parsed once, by k256's rules, and remembered (`crate::sig`).
+    let Some(KnownKey {
+        key,
+        address: derived,
+    }) = KeyCache::shared().get(&pubkey)
+    else {
+        return Err(failure(
             "invalid_auth_header",
             format!("the `{pubkey_header}` header is not a valid compressed secp256k1 key"),
-        )
-    })?;
-    match address_of_pubkey(&pubkey) {
-        Some(derived) if derived == address => {}
-        derived => {
-            return Err(failure(
-                "address_mismatch",
-                format!(
-                    "the `{pubkey_header}` key belongs to {}, not to `{address}` named in `{address_header}`",
-                    derived.unwrap_or_default()
-                ),
-            ))
-        }
+        ));
+    };
+    if derived != address {
+        return Err(failure(
+            "address_mismatch",
+            format!(
+                "the `{pubkey_header}` key belongs to {derived}, not to `{address}` named in `{address_header}`"
+            ),
+        ));
     }
     let ts_text = required_header(header, timestamp_header)?;
     let timestamp: u64 = ts_text.parse().map_err(|_| {
@@ -261,12 +263,12 @@ pub fn verify_identity<'a>(
         )
     })?;
     let signed = signed(timestamp);
-    key.verify(&signed, &parsed).map_err(|_| {
-        failure(
+    if !key.verifies(&signed, &parsed) {
+        return Err(failure(
             "invalid_signature",
             format!("the signature does not verify for the given public key over {what}"),
-        )
-    })?;
+        ));
+    }
     if timestamp.abs_diff(now_secs) > max_skew_secs {
         return Err(failure(
             "stale_timestamp",
@@ -473,6 +475,75 @@ mod tests {
         let e = verify_request(&lookup(&missing), body, 7, 60).unwrap_err();
         assert_eq!(e.code, "missing_auth_header");
         assert_eq!(address_of_pubkey(&[2; 5]), None);
+    }
+
+    /// Forged and malformed identities are refused with their codes and messages, the
+    /// signature checked as k256 checks it (a high `s` refused).
+    #[test]
+    fn forged_identities_are_refused_as_k256_refuses_them() {
+        let key = Key::from_mnemonic(&well_known_mnemonic("alice")).unwrap();
+        let bob = Key::from_mnemonic(&well_known_mnemonic("bob")).unwrap();
+        let body = br#"{"model":"m"}"#;
+        let headers = sign_request(&key, body, terms()).unwrap();
+        let with = |name: &str, value: String| -> Vec<(&'static str, String)> {
+            let mut changed = headers.clone();
+            changed.iter_mut().find(|(n, _)| *n == name).unwrap().1 = value;
+            changed
+        };
+        let signature = headers
+            .iter()
+            .find(|(n, _)| *n == HEADER_SIGNATURE)
+            .unwrap();
+        let signature = Signature::from_slice(&hex::decode(&signature.1).unwrap()).unwrap();
+        let high_s = Signature::from_scalars(signature.r(), -*signature.s()).unwrap();
+        let bob_pubkey = hex::encode(bob.public_key().to_bytes());
+        let what = "the request/v2 hash of the body and the signed x-gonka-* terms";
+        for (changed, code, message) in [
+            (
+                // x = 0 is on no secp256k1 point (7 is not a square modulo p).
+                with(HEADER_PUBKEY, format!("02{}", "00".repeat(32))),
+                "invalid_auth_header",
+                format!("the `{HEADER_PUBKEY}` header is not a valid compressed secp256k1 key"),
+            ),
+            (
+                with(HEADER_PUBKEY, bob_pubkey.clone()),
+                "address_mismatch",
+                format!(
+                    "the `{HEADER_PUBKEY}` key belongs to {}, not to `{}` named in `{HEADER_ADDRESS}`",
+                    bob.address(),
+                    key.address()
+                ),
+            ),
+            (
+                with(HEADER_SIGNATURE, "00".repeat(64)),
+                "invalid_auth_header",
+                format!("the `{HEADER_SIGNATURE}` header is not a valid r ‖ s signature"),
+            ),
+            (
+                with(HEADER_SIGNATURE, hex::encode(high_s.to_bytes())),
+                "invalid_signature",
+                format!("the signature does not verify for the given public key over {what}"),
+            ),
+            (
+                with(HEADER_TIMESTAMP, "8".into()),
+                "invalid_signature",
+                format!("the signature does not verify for the given public key over {what}"),
+            ),
+        ] {
+            let e = verify_request(&lookup(&changed), body, 7, 60).unwrap_err();
+            assert_eq!((e.code, e.message), (code, message));
+        }
+        // Bob's key and address, Alice's signature: the key is Bob's, the signature not.
+        let mut bobs = with(HEADER_PUBKEY, bob_pubkey);
+        bobs.iter_mut()
+            .find(|(n, _)| *n == HEADER_ADDRESS)
+            .unwrap()
+            .1 = bob.address().into();
+        let e = verify_request(&lookup(&bobs), body, 7, 60).unwrap_err();
+        assert_eq!(e.code, "invalid_signature");
+        let e = verify_request(&lookup(&headers), body, 68, 60).unwrap_err();
+        assert_eq!(e.code, "stale_timestamp");
+        assert!(verify_request(&lookup(&headers), body, 67, 60).is_ok());
     }
 
     #[test]

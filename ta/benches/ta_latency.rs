@@ -15,9 +15,15 @@
 //!   answers every request with the same canned completion at once. The ML node still
 //!   parses, validates and answers as usual; only generation is gone.
 //!
-//! Being chain-less, the TA skips what only a chain gives it: the requester's balance check
-//! (a chain query), the verification of the node's execution receipt and the durable outbox
-//! write. Those are not in these numbers.
+//! - **chain**: the stub backend behind a TA in full chain mode (`support`): a fake chain
+//!   RPC, ML nodes that sign receipts with keys registered there, and a TA that reserves the
+//!   requester's escrow, signs each call for the node, checks the node's receipt and makes
+//!   the body and the record durable (redb in a temporary directory, group commit) before
+//!   the answer goes out. What the issue's goal is about.
+//!
+//! In the reference and stub stacks the TA is chain-less and skips what only a chain gives
+//! it: the escrow check, the call signed for the node, the verification of the node's
+//! execution receipt and the durable write.
 //!
 //! Why two: the bench first times one generation of its request in-process and prints it.
 //! Even the cheapest request (the 2-byte prompt [`PROMPT`] is 26 prompt tokens once
@@ -72,9 +78,9 @@
 //! processes), so compare the paths within one run, and distrust a run with high `CPU wait`.
 //!
 //! Settings (environment): `TA_BENCH_PHASES` (`backend@req/s`, comma-separated, default
-//! `reference@100,stub@100,stub@1000`), `TA_BENCH_SECS` (counted seconds per phase, default
-//! 5), `TA_BENCH_WARMUP_SECS` (default 1). The defaults run 3 × 2 phases of 6 s, under a
-//! minute in all.
+//! `reference@100,stub@100,stub@1000,chain@100,chain@1000`), `TA_BENCH_SECS` (counted seconds
+//! per phase, default 5), `TA_BENCH_WARMUP_SECS` (default 1). The defaults run 5 × 2 phases
+//! of 6 s, about a minute in all.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -83,13 +89,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "support/mod.rs"]
+mod support;
+
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use gonka_client::keys::well_known_mnemonic;
-use gonka_client::request::{body_hash, RequestTerms};
 use gonka_client::{unix_now, Key};
 use gonka_model::{encode_chat, ChatTurn, ReferenceModel, DEFAULT_SEED};
 use gonka_node::forward::Upstream;
-use gonka_node::{self as ml_node, MlNodeConfig, DEFAULT_MODEL_ID};
+use gonka_node::DEFAULT_MODEL_ID;
 use gonka_ta::auth::{verify, ReplayCache};
 use gonka_ta::{server, RateLimit, TaConfig, TaNodeConfig, TransferAgent};
 use serde_json::json;
@@ -104,12 +112,12 @@ const NODES: usize = 4;
 const NODE_CONCURRENCY: usize = 32;
 /// The user message of every request: as short as a real one gets, to keep prefill cheap.
 const PROMPT: &str = "hi";
-/// `max_tokens` of every request.
-const MAX_TOKENS: u32 = 1;
+/// `max_tokens` of every request (the stub's answer has as many completion tokens).
+const MAX_TOKENS: u32 = support::STUB_COMPLETION_TOKENS;
 /// A request still unanswered after this long counts as an error.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The phases run unless `TA_BENCH_PHASES` says otherwise.
-const DEFAULT_PHASES: &str = "reference@100,stub@100,stub@1000";
+const DEFAULT_PHASES: &str = "reference@100,stub@100,stub@1000,chain@100,chain@1000";
 
 /// What computes the ML nodes' answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +126,8 @@ enum Backend {
     Reference,
     /// Forwarding to an in-process server with a canned answer.
     Stub,
+    /// The stub, with receipts, behind a TA in full chain mode.
+    Chain,
 }
 
 impl Backend {
@@ -125,6 +135,7 @@ impl Backend {
         match self {
             Backend::Reference => "reference",
             Backend::Stub => "stub",
+            Backend::Chain => "chain",
         }
     }
 }
@@ -159,13 +170,14 @@ impl Settings {
                     let backend = match backend {
                         "reference" => Backend::Reference,
                         "stub" => Backend::Stub,
+                        "chain" => Backend::Chain,
                         _ => return None,
                     };
                     let rate = rate.parse::<f64>().ok().filter(|r| *r > 0.0)?;
                     Some((backend, rate))
                 });
                 parsed.unwrap_or_else(|| {
-                    panic!("TA_BENCH_PHASES must list `reference@RATE` or `stub@RATE` (req/s > 0), comma-separated, but holds {phase:?}")
+                    panic!("TA_BENCH_PHASES must list `reference@RATE`, `stub@RATE` or `chain@RATE` (req/s > 0), comma-separated, but holds {phase:?}")
                 })
             })
             .collect();
@@ -308,8 +320,19 @@ async fn scheduled_request(
 enum Path {
     /// Straight to the ML nodes, round-robin; one prepared message per node.
     Direct(Vec<(SocketAddr, Arc<[u8]>)>),
-    /// To the TA, each request signed by `key` with a fresh nonce.
-    ViaTa { addr: SocketAddr, key: Arc<Key> },
+    /// To the TA, each request signed by `key` with a fresh nonce, for the TA `terms`.
+    ViaTa {
+        addr: SocketAddr,
+        key: Arc<Key>,
+        terms: Arc<TaTerms>,
+    },
+}
+
+/// What requests to a TA are signed for.
+struct TaTerms {
+    chain_id: String,
+    transfer_agent: String,
+    max_price: u128,
 }
 
 impl Path {
@@ -440,9 +463,9 @@ fn run_phase(
             // Prepared (for the TA: signed) before its scheduled time, so it costs no latency.
             let (addr, message) = match &generator_path {
                 Path::Direct(nodes) => nodes[index % nodes.len()].clone(),
-                Path::ViaTa { addr, key } => {
+                Path::ViaTa { addr, key, terms } => {
                     let t0 = Instant::now();
-                    let headers = sign_request(key, &body).expect("signing a request");
+                    let headers = sign_request(key, &body, terms).expect("signing a request");
                     sign_times.push(t0.elapsed());
                     (*addr, http_message(*addr, &headers, &body))
                 }
@@ -530,22 +553,30 @@ fn time_generation(runs: usize) -> Duration {
 /// The address of the benchmarked TA, which requests are signed for.
 const TA_ADDRESS: &str = "gonka1benchta";
 
-/// Signed headers of `body` (its model and max_tokens are the terms) for [`TA_ADDRESS`], now,
-/// with a fresh nonce.
-fn sign_request(key: &Key, body: &[u8]) -> anyhow::Result<Vec<(&'static str, String)>> {
-    let fields: serde_json::Value = serde_json::from_slice(body)?;
-    let terms = RequestTerms {
+/// The terms of the chain-less TAs.
+fn chainless_terms() -> TaTerms {
+    TaTerms {
         chain_id: String::new(),
-        body_hash: body_hash(body),
-        timestamp: unix_now(),
-        nonce: fresh_nonce(),
-        commission: 0,
         transfer_agent: TA_ADDRESS.to_string(),
-        model: fields["model"].as_str().unwrap_or_default().to_string(),
-        max_price_per_token: 0,
-        max_completion_tokens: fields["max_tokens"].as_u64().unwrap_or(64),
-    };
-    gonka_client::request::sign_request(key, body, terms)
+        max_price: 0,
+    }
+}
+
+/// Signed headers of `body` (its model and max_tokens are the terms) for the TA of `terms`,
+/// now, with a fresh nonce.
+fn sign_request(
+    key: &Key,
+    body: &[u8],
+    terms: &TaTerms,
+) -> anyhow::Result<Vec<(&'static str, String)>> {
+    support::sign_request(
+        key,
+        body,
+        &terms.chain_id,
+        &terms.transfer_agent,
+        terms.max_price,
+        fresh_nonce(),
+    )
 }
 
 /// Times the TA's authentication of one request (signature verification, address derivation,
@@ -555,7 +586,7 @@ fn time_authentication(key: &Key, runs: usize) -> Duration {
     let mut cache = ReplayCache::default();
     let requests: Vec<HeaderMap> = (0..runs)
         .map(|_| {
-            sign_request(key, &body)
+            sign_request(key, &body, &chainless_terms())
                 .expect("signing a request")
                 .into_iter()
                 .map(|(k, v)| {
@@ -578,75 +609,37 @@ fn time_authentication(key: &Key, runs: usize) -> Duration {
     })
 }
 
-/// The stub backend: answers every chat request with the same completion, at once.
-async fn start_stub() -> SocketAddr {
-    let answer = json!({
-        "id": "chatcmpl-stub",
-        "object": "chat.completion",
-        "created": 0,
-        "model": DEFAULT_MODEL_ID,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": "ok"},
-            "finish_reason": "length",
-        }],
-        "usage": {"prompt_tokens": 26, "completion_tokens": MAX_TOKENS, "total_tokens": 26 + MAX_TOKENS},
-    });
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        axum::routing::post(move |_body: axum::body::Bytes| {
-            let answer = answer.clone();
-            async move { axum::Json(answer) }
-        }),
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("local addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
-}
-
 /// One stack: ML nodes on `backend` and a TA in front of them.
 struct Stack {
     direct: Path,
     via_ta: Path,
+    /// The chain TA's database, removed when the stack goes.
+    _db: Option<tempfile::TempDir>,
 }
 
 /// Starts a stack on `rt`.
 fn start_stack(rt: &Runtime, backend: Backend, key: &Arc<Key>) -> Stack {
-    let (nodes, ta_addr) = rt.block_on(async {
+    let (nodes, ta_addr, terms, db) = rt.block_on(async {
         let upstream = match backend {
             Backend::Reference => None,
-            Backend::Stub => {
-                let stub = start_stub().await;
+            Backend::Stub | Backend::Chain => {
+                let stub = support::start_stub(DEFAULT_MODEL_ID).await;
                 Some(Upstream::new(&format!("http://{stub}"), None, None).expect("stub URL"))
             }
         };
-        let mut nodes = Vec::new();
-        for i in 0..NODES {
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let addr = listener.local_addr().expect("local addr");
-            let config = MlNodeConfig {
-                listen: addr,
-                node_id: format!("ml-node-{i}"),
-                upstream: upstream.clone(),
-                max_concurrency: NODE_CONCURRENCY,
-                ..MlNodeConfig::default()
-            };
-            tokio::spawn(ml_node::serve(listener, config, std::future::pending()));
-            nodes.push(addr);
-        }
+        let chain = backend == Backend::Chain;
+        let nodes = support::start_nodes(upstream, NODES, NODE_CONCURRENCY, chain).await;
         let config = TaConfig {
             address: TA_ADDRESS.to_string(),
             nodes: nodes
                 .iter()
-                .enumerate()
-                .map(|(i, addr)| TaNodeConfig {
-                    id: format!("ml-node-{i}"),
-                    url: format!("http://{addr}"),
-                    models: vec![DEFAULT_MODEL_ID.to_string()],
+                .map(|n| TaNodeConfig {
+                    id: n.id.clone(),
+                    url: format!("http://{}", n.addr),
+                    models: vec![n.model.clone()],
                     vram_mib: 0,
                     bandwidth_mbps: 0,
-                    max_concurrency: NODE_CONCURRENCY as u32,
+                    max_concurrency: n.max_concurrency,
                 })
                 .collect(),
             // One requester sends every request: no per-requester limit.
@@ -656,11 +649,25 @@ fn start_stack(rt: &Runtime, backend: Backend, key: &Arc<Key>) -> Stack {
             },
             ..TaConfig::default()
         };
-        let ta = TransferAgent::new(config).expect("TA config");
+        let (ta, terms, db) = if chain {
+            let rpc = support::start_fake_chain().await;
+            let db = tempfile::tempdir().expect("temporary directory");
+            let (ta, address) = support::chain_ta(rpc, &nodes, config, db.path()).await;
+            let terms = TaTerms {
+                chain_id: support::CHAIN_ID.to_string(),
+                transfer_agent: address,
+                max_price: support::PRICE,
+            };
+            (ta, terms, Some(db))
+        } else {
+            let ta = TransferAgent::new(config).expect("TA config");
+            (ta, chainless_terms(), None)
+        };
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let ta_addr = listener.local_addr().expect("local addr");
         tokio::spawn(server::serve(listener, ta, std::future::pending()));
-        (nodes, ta_addr)
+        let nodes: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+        (nodes, ta_addr, terms, db)
     });
     let body = request_body();
     Stack {
@@ -673,7 +680,9 @@ fn start_stack(rt: &Runtime, backend: Backend, key: &Arc<Key>) -> Stack {
         via_ta: Path::ViaTa {
             addr: ta_addr,
             key: key.clone(),
+            terms: Arc::new(terms),
         },
+        _db: db,
     }
 }
 
@@ -701,7 +710,7 @@ fn main() {
         Arc::new(Key::from_mnemonic(&well_known_mnemonic("requester")).expect("well-known key"));
     let body = request_body();
     let sign_alone = median_time(runs, || {
-        let headers = sign_request(&key, &body);
+        let headers = sign_request(&key, &body, &chainless_terms());
         std::hint::black_box(headers.expect("signing a request"));
     });
     println!(
@@ -745,7 +754,7 @@ fn main() {
         }
     }
     println!(
-        "setup: per backend {NODES} ML nodes x max_concurrency {NODE_CONCURRENCY} + 1 chain-less TA; \
+        "setup: per backend {NODES} ML nodes x max_concurrency {NODE_CONCURRENCY} + 1 TA (chain mode for `chain`, else chain-less); \
          request {PROMPT:?}, max_tokens {MAX_TOKENS}, not streamed; new TCP connection per request"
     );
     println!(

@@ -99,6 +99,9 @@ impl ReplayCache {
 /// Checks a request's headers without shared state: well-formed, the key derives to the
 /// address, the signature verifies, the timestamp is within `max_skew_secs` of `now_secs`.
 /// The expensive part of authentication, so callers run it outside any lock.
+///
+/// [`gonka_client::request::verify_request`], the ML node's check too: on libsecp256k1 with
+/// the key parsed once per key ([`gonka_client::sig`]).
 pub fn verify(
     headers: &HeaderMap,
     body: &[u8],

@@ -61,7 +61,7 @@ use super::{lock, Clock};
 use super::{Backoff, Lease, NodeStatus, Outcome, Router, WaitQueue};
 use gonka_client::chat::{Identity, KnownTransferAgent, PricedModel};
 use gonka_client::http as upstream;
-use gonka_client::node_call::sign_node_call;
+use gonka_client::node_call::sign_node_call_hashed;
 use gonka_client::openai::{ApiError, ModelCard, ModelList, Usage};
 use gonka_client::receipt::{response_hash, Receipt, VerifiedReceipt, HEADER_RECEIPT};
 use gonka_client::request::REQUEST_HEADERS;
@@ -898,11 +898,12 @@ async fn handle_chat(
         // With a chain, the TA signs each call: an ML node on chain serves registered
         // transfer agents only, and only the one the requester named.
         let caller = match &ta.sink {
-            Sink::Chain { chain, .. } => sign_node_call(
+            // The body is the one authenticated: its hash is in the signed terms.
+            Sink::Chain { chain, .. } => sign_node_call_hashed(
                 chain.key(),
                 &node,
                 Some(auth.request_hash),
-                &bytes,
+                &auth.terms.body_hash,
                 (ta.clock)(),
             )
             .unwrap_or_default(),
