@@ -213,6 +213,11 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
         let mut sidecar = SidecarConfig::new(sidecar_binary(args.sidecar_bin)?, mnemonics);
         sidecar.transfer_agents = args.transfer_agents;
         sidecar.validator_role = true;
+        // Every validator trains: its trainer joins each training job it can run.
+        sidecar.trainer_role = true;
+        sidecar.trainer_args = (0..args.validators)
+            .map(|_| vec!["--auto-join".into()])
+            .collect();
         config.sidecar = Some(sidecar);
     }
     let mut net = Localnet::prepare(config)?;

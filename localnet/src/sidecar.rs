@@ -6,7 +6,7 @@
 //! `node{i}/<role>.log`.
 //!
 //! Ports (see [`crate::ports`]): the ML node listens on offset [`ML_NODE_OFFSET`] of the node's
-//! block, the transfer agent on [`TRANSFER_AGENT_OFFSET`].
+//! block, the transfer agent on [`TRANSFER_AGENT_OFFSET`], the trainer on [`TRAINER_OFFSET`].
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -21,6 +21,8 @@ use crate::layout::NodeInfo;
 pub const ML_NODE_OFFSET: u16 = 4;
 /// Port offset of a node's transfer agent.
 pub const TRANSFER_AGENT_OFFSET: u16 = 5;
+/// Port offset of a node's trainer (its round-output server).
+pub const TRAINER_OFFSET: u16 = 6;
 
 /// What sidecars a localnet runs.
 #[derive(Debug, Clone)]
@@ -33,6 +35,12 @@ pub struct SidecarConfig {
     pub transfer_agents: usize,
     /// Whether every validator runs `gonka-sidecar validator` (re-execution of sampled work).
     pub validator_role: bool,
+    /// Whether every validator runs `gonka-sidecar trainer` (DiLoCo worker of the jobs it
+    /// joins, re-executor of the checkpoints assigned to it).
+    pub trainer_role: bool,
+    /// Extra arguments of node `i`'s trainer (e.g. `--auto-join`, a cheat mode); missing =
+    /// none.
+    pub trainer_args: Vec<Vec<OsString>>,
     /// Extra arguments of node `i`'s ML node (e.g. a testing cheat mode); missing = none.
     pub ml_node_args: Vec<Vec<OsString>>,
     /// Extra arguments of node `i`'s transfer agent; missing = none.
@@ -43,13 +51,15 @@ pub struct SidecarConfig {
 
 impl SidecarConfig {
     /// Sidecars for every validator whose operator mnemonic is given: ML nodes, two transfer
-    /// agents, no validator role, no extra arguments.
+    /// agents, no validator or trainer role, no extra arguments.
     pub fn new(binary: impl Into<PathBuf>, operator_mnemonics: Vec<String>) -> SidecarConfig {
         SidecarConfig {
             binary: binary.into(),
             operator_mnemonics,
             transfer_agents: 2,
             validator_role: false,
+            trainer_role: false,
+            trainer_args: Vec::new(),
             ml_node_args: Vec::new(),
             transfer_agent_args: Vec::new(),
             ml_node_concurrency: 4,
@@ -88,6 +98,15 @@ pub(crate) fn transfer_agent_addr(node: &NodeInfo) -> std::net::SocketAddr {
     loopback(
         node.ports
             .extra(TRANSFER_AGENT_OFFSET)
+            .expect("offset within the block"),
+    )
+}
+
+/// Address of node's trainer.
+pub(crate) fn trainer_addr(node: &NodeInfo) -> std::net::SocketAddr {
+    loopback(
+        node.ports
+            .extra(TRAINER_OFFSET)
             .expect("offset within the block"),
     )
 }
@@ -184,6 +203,25 @@ pub(crate) fn specs(config: &SidecarConfig, node: &NodeInfo) -> Result<Vec<Sidec
             role: "validator",
             args,
             log: node.home.join("validator.log"),
+            ready_url: None,
+        });
+    }
+    if config.trainer_role {
+        let trainer = trainer_addr(node);
+        let mut args = common("trainer");
+        args.extend([
+            "--listen".into(),
+            trainer.to_string().into(),
+            "--dir".into(),
+            dir.join("trainer").into(),
+        ]);
+        if let Some(extra) = config.trainer_args.get(node.index) {
+            args.extend(extra.iter().cloned());
+        }
+        specs.push(SidecarSpec {
+            role: "trainer",
+            args,
+            log: node.home.join("trainer.log"),
             ready_url: None,
         });
     }

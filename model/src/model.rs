@@ -38,9 +38,41 @@ impl ReferenceModel {
         }
     }
 
+    /// A model serving the given weights, e.g. a trained checkpoint exported to fixed point
+    /// (`gonka-trainer`'s export). `seed` is what [`Self::seed`] reports: for a trained
+    /// checkpoint, the seed of the weights its training started from.
+    pub fn from_weights(seed: u64, weights: Weights) -> Self {
+        Self { seed, weights }
+    }
+
     /// The seed the weights were drawn from.
     pub fn seed(&self) -> u64 {
         self.seed
+    }
+
+    /// The weights this model serves.
+    pub fn weights(&self) -> &Weights {
+        &self.weights
+    }
+
+    /// Fixed-point logits ([`FRAC_BITS`] fractional bits) of every token in the vocabulary after
+    /// each prefix `tokens[..=i]`, one row of `VOCAB_SIZE` per position: what training's loss and
+    /// greedy agreement are measured on. Positions further back than [`CONTEXT`] slide out of
+    /// the attention window exactly as in [`Self::stream`]; unlike decoding, no token is
+    /// excluded.
+    pub fn position_logits(&self, tokens: &[u32]) -> Vec<Vec<i64>> {
+        let mut state = State::new();
+        let mut hidden = vec![0; D_MODEL];
+        let vocab = self.weights.unembedding.cols;
+        tokens
+            .iter()
+            .map(|&token| {
+                self.forward(&mut state, token, &mut hidden);
+                (0..vocab)
+                    .map(|col| column_dot(&hidden, &self.weights.unembedding, col))
+                    .collect()
+            })
+            .collect()
     }
 
     /// Greedy completion of `prompt_tokens`: at most `max_tokens` tokens, stopping early at the
@@ -365,6 +397,29 @@ mod tests {
                 assert!(t == u32::from(b'\n') || (0x20..=0x7e).contains(&t));
             }
         }
+    }
+
+    #[test]
+    fn position_logits_agree_with_decoding() {
+        let model = ReferenceModel::new(DEFAULT_SEED);
+        let p = prompt("Which token comes next?");
+        let logits = model.position_logits(&p);
+        assert_eq!(logits.len(), p.len());
+        assert!(logits.iter().all(|row| row.len() == crate::VOCAB_SIZE));
+        // The greedy choice after the whole prompt is the best allowed logit of the last row.
+        let last = &logits[p.len() - 1];
+        let mut best = (i64::MIN, END_TOKEN);
+        for token in allowed_tokens() {
+            if last[token as usize] > best.0 {
+                best = (last[token as usize], token);
+            }
+        }
+        let decoded = model.generate(&p, 1);
+        assert_eq!(decoded.first().copied().unwrap_or(END_TOKEN), best.1);
+        // The same weights served through `from_weights` give the same logits.
+        let copy = ReferenceModel::from_weights(DEFAULT_SEED, model.weights().clone());
+        assert_eq!(copy.position_logits(&p), logits);
+        assert_eq!(copy.seed(), DEFAULT_SEED);
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! `gonka-sidecar`: one binary, one role per process. The roles are library crates
-//! (`gonka-node`, `gonka-ta`, `gonka-validator`); this binary only parses the command line,
+//! (`gonka-node`, `gonka-ta`, `gonka-validator`, `gonka-trainer`); this binary only parses the command line,
 //! sets up logging and runs the chosen role.
 
 use clap::{Parser, Subcommand};
 use gonka_node::cli::MlNodeArgs;
 use gonka_ta::cli::TransferAgentArgs;
+use gonka_trainer::role::cli::TrainerArgs;
 use gonka_validator::cli::ValidatorArgs;
 
 /// Off-chain processes beside a gonka node.
@@ -25,6 +26,9 @@ enum Role {
     /// Re-execute the work records the chain assigns to this participant and submit
     /// validations and dispute votes.
     Validator(ValidatorArgs),
+    /// Train the jobs this participant joins with DiLoCo, serve its round outputs to peers
+    /// and verifiers, and re-execute the checkpoints the chain assigns to it.
+    Trainer(TrainerArgs),
 }
 
 #[tokio::main]
@@ -39,5 +43,6 @@ async fn main() -> anyhow::Result<()> {
         Role::MlNode(args) => gonka_node::cli::run(args).await,
         Role::TransferAgent(args) => gonka_ta::cli::run(args).await,
         Role::Validator(args) => gonka_validator::cli::run(args).await,
+        Role::Trainer(args) => gonka_trainer::role::cli::run(args).await,
     }
 }

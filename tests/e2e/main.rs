@@ -12,6 +12,7 @@ mod inference;
 mod settlement;
 mod stake;
 mod support;
+mod training;
 
 use std::time::Duration;
 
