@@ -7,7 +7,7 @@
 //! pseudo-gradients with its peers as [`ParamSet::to_bytes`] blobs, and applies
 //! [`outer_step`] to their [`average`]. A verifier re-executes a sampled round with
 //! [`verify_round`]. A trained checkpoint is served by the reference runtime through
-//! [`to_reference`] / [`reference_model`]. Work units of a verified round: [`round_work_units`].
+//! [`to_reference`] / [`reference_model`].
 //!
 //! # The model
 //! The architecture of `gonka_model::ReferenceModel` (byte vocabulary of 257, width 64, 4
@@ -50,7 +50,6 @@ pub mod optim;
 pub mod params;
 pub mod role;
 pub mod verify;
-pub mod work;
 
 pub use candle_nn::ParamsAdamW;
 pub use data::{Corpus, DataIndices, Shard, SEQ_LEN};
@@ -62,7 +61,6 @@ pub use export::{initial_weights, reference_model, to_reference, Export};
 pub use optim::OptimizerState;
 pub use params::{param_count, ParamKind, ParamSet};
 pub use verify::{verify_round, RoundCommitment, Tolerance, Verdict};
-pub use work::round_work_units;
 
 /// A SHA-256 digest.
 pub type Hash = [u8; 32];

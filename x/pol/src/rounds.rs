@@ -17,9 +17,14 @@ use gonka_stake::StakeRead;
 
 use crate::{events, keys, pool_address, PolRead, PolWrite};
 
-/// Work units credited per token trained: a training step runs the forward pass and the
-/// backward pass (about twice the forward's arithmetic), so a token trained costs about
-/// three tokens of inference, whose work unit is one token processed by a forward pass.
+/// Work units credited per token trained, on inference's scale: inference credits one unit
+/// per token it serves, each one forward pass of the model. A trained token costs a forward
+/// pass plus a backward pass, which computes two matrix products per forward product
+/// (gradients with respect to activations and to weights), about twice the forward's
+/// FLOPs; the optimizer's per-step work (a few operations per parameter, amortised over a
+/// step's batch of at least 64 tokens) is under 1% of that. So a trained token is worth three
+/// inference tokens of the same model (H = 500, batch 8, 64-byte sequences: 768,000 units a
+/// round).
 pub const UNITS_PER_TRAINED_TOKEN: u64 = 3;
 
 /// Work units of one verified checkpoint: the tokens its round trained
