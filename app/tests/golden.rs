@@ -1079,16 +1079,7 @@ fn training(w: &mut World, log: &mut Log) {
     };
     let job = polpb::MsgCreateTrainingJob {
         creator: addr("alice"),
-        config: Some(polpb::TrainingConfig {
-            model: "gonka-ref-v1".into(),
-            seq_len: 64,
-            batch_size: 4,
-            inner_steps: 5,
-            inner_lr_ppm: 3_000,
-            inner_weight_decay_ppm: 0,
-            outer_lr_ppm: 700_000,
-            outer_momentum_ppm: 900_000,
-        }),
+        config: Some(training_config()),
         dataset_root: hash("golden corpus").to_vec(),
         seed: 7,
         outer_rounds: 1,

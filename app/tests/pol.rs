@@ -66,23 +66,10 @@ fn world(sample_ppm: u64) -> World {
     })
 }
 
-fn config() -> pb::TrainingConfig {
-    pb::TrainingConfig {
-        model: "gonka-ref-v1".into(),
-        seq_len: 64,
-        batch_size: 4,
-        inner_steps: 5,
-        inner_lr_ppm: 3_000,
-        inner_weight_decay_ppm: 0,
-        outer_lr_ppm: 700_000,
-        outer_momentum_ppm: 900_000,
-    }
-}
-
 fn create_job(budget: u128, round_blocks: u64) -> pb::MsgCreateTrainingJob {
     pb::MsgCreateTrainingJob {
         creator: addr("alice"),
-        config: Some(config()),
+        config: Some(training_config()),
         dataset_root: vec![7; 32],
         seed: 42,
         outer_rounds: ROUNDS,

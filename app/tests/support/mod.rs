@@ -1423,3 +1423,18 @@ pub fn until_batches_final(w: &mut World, ta: &str) {
         assert_eq!(status, spb::BatchStatus::Final as i32, "batch {id}");
     }
 }
+
+/// A small training job's configuration (the reference architecture, 5 inner steps of 4
+/// sequences of 64 bytes, DiLoCo's outer optimizer).
+pub fn training_config() -> gonka_proto::pol::TrainingConfig {
+    gonka_proto::pol::TrainingConfig {
+        model: "gonka-ref-v1".into(),
+        seq_len: 64,
+        batch_size: 4,
+        inner_steps: 5,
+        inner_lr_ppm: 3_000,
+        inner_weight_decay_ppm: 0,
+        outer_lr_ppm: 700_000,
+        outer_momentum_ppm: 900_000,
+    }
+}

@@ -75,6 +75,30 @@ struct Progress {
     jobs: BTreeMap<u64, ()>,
     /// Failed fetches per owed re-execution (job, round, worker).
     fetch_failures: BTreeMap<(u64, u64, String), u32>,
+    /// The specs of jobs seen (a job's configuration never changes), at most
+    /// [`MAX_CACHED_SPECS`].
+    specs: BTreeMap<u64, JobSpec>,
+}
+
+/// Most job specs [`Progress`] keeps; the lowest job ids go first.
+const MAX_CACHED_SPECS: usize = 64;
+
+impl Progress {
+    /// The spec of `job`, computed once (it generates the job's corpus to check its root).
+    async fn spec(&mut self, job: &TrainingJob) -> Result<std::result::Result<JobSpec, String>> {
+        if let Some(spec) = self.specs.get(&job.id) {
+            return Ok(Ok(spec.clone()));
+        }
+        let owned = job.clone();
+        let spec = tokio::task::spawn_blocking(move || spec::job_spec(&owned)).await?;
+        if let Ok(spec) = &spec {
+            if self.specs.len() >= MAX_CACHED_SPECS {
+                self.specs.pop_first();
+            }
+            self.specs.insert(job.id, spec.clone());
+        }
+        Ok(spec)
+    }
 }
 
 /// Polls the chain and trains and verifies until the process ends.
@@ -89,7 +113,7 @@ pub async fn follow(chain: Chain, store: Store, config: TrainerConfig) {
         }
         let jobs: Vec<u64> = progress.jobs.keys().copied().collect();
         for id in jobs {
-            match work_on(&chain, &store, &config, id).await {
+            match work_on(&chain, &store, &config, &mut progress, id).await {
                 Ok(true) => {}
                 Ok(false) => {
                     progress.jobs.remove(&id);
@@ -129,12 +153,7 @@ async fn discover(chain: &Chain, config: &TrainerConfig, progress: &mut Progress
         if !config.auto_join || found.status() != JobStatus::Forming {
             continue;
         }
-        let spec = tokio::task::spawn_blocking({
-            let found = found.clone();
-            move || spec::job_spec(&found)
-        })
-        .await?;
-        if let Err(why) = spec {
+        if let Err(why) = progress.spec(&found).await? {
             tracing::info!(job = found.id, %why, "not joining training job");
             continue;
         }
@@ -222,7 +241,13 @@ fn stored_params(
 }
 
 /// One poll's work on job `id`; `false` once this trainer has nothing more to do in it.
-async fn work_on(chain: &Chain, store: &Store, config: &TrainerConfig, id: u64) -> Result<bool> {
+async fn work_on(
+    chain: &Chain,
+    store: &Store,
+    config: &TrainerConfig,
+    progress: &mut Progress,
+    id: u64,
+) -> Result<bool> {
     let job = job(chain, id).await?;
     let me = chain.address();
     let Some(index) = job.workers.iter().position(|w| w.host == me && w.active) else {
@@ -232,12 +257,10 @@ async fn work_on(chain: &Chain, store: &Store, config: &TrainerConfig, id: u64) 
         return Ok(job.status() == JobStatus::Forming);
     }
     let round = job.round;
-    let spec = tokio::task::spawn_blocking({
-        let job = job.clone();
-        move || spec::job_spec(&job)
-    })
-    .await?
-    .map_err(|why| anyhow!("this trainer cannot run training job {id}: {why}"))?;
+    let spec = progress
+        .spec(&job)
+        .await?
+        .map_err(|why| anyhow!("this trainer cannot run training job {id}: {why}"))?;
     let start = agreed_start(chain, store, config, &job, &spec, round).await?;
     if checkpoints(chain, id, round)
         .await?
@@ -457,7 +480,7 @@ async fn answer_duties(
     progress.fetch_failures.retain(|k, _| owed.contains(k));
     for c in duties {
         let key = (c.job_id, c.round, c.worker.clone());
-        let found = match re_execute(chain, config, &c).await {
+        let found = match re_execute(chain, config, progress, &c).await {
             Ok(found) => found,
             Err(e) => {
                 let failures = progress.fetch_failures.entry(key).or_default();
@@ -491,7 +514,12 @@ fn hash32(bytes: &[u8], what: &str) -> Result<crate::Hash> {
 
 /// Re-executes checkpoint `c`: what to answer, or an error when the worker does not serve
 /// (or serves something other than) what it committed.
-async fn re_execute(chain: &Chain, config: &TrainerConfig, c: &Checkpoint) -> Result<ReExecuted> {
+async fn re_execute(
+    chain: &Chain,
+    config: &TrainerConfig,
+    progress: &mut Progress,
+    c: &Checkpoint,
+) -> Result<ReExecuted> {
     let job = job(chain, c.job_id).await?;
     let index = job
         .workers
@@ -499,12 +527,10 @@ async fn re_execute(chain: &Chain, config: &TrainerConfig, c: &Checkpoint) -> Re
         .position(|w| w.host == c.worker)
         .ok_or_else(|| anyhow!("{} is not a worker of job {}", c.worker, c.job_id))?;
     let endpoint = job.workers[index].endpoint.clone();
-    let spec = tokio::task::spawn_blocking({
-        let job = job.clone();
-        move || spec::job_spec(&job)
-    })
-    .await?
-    .map_err(|why| anyhow!("cannot re-execute job {}: {why}", c.job_id))?;
+    let spec = progress
+        .spec(&job)
+        .await?
+        .map_err(|why| anyhow!("cannot re-execute job {}: {why}", c.job_id))?;
     let round_checkpoints = checkpoints(chain, c.job_id, c.round).await?;
     // The start every worker of the round claims, by majority: a worker that started from
     // other weights than its peers did not do the round's work.
