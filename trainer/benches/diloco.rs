@@ -2,8 +2,8 @@
 //! loss, wall time, and the cost of verifying a round.
 //!
 //! `CARGO_TARGET_DIR=/tmp/trainer-target cargo bench -p gonka-trainer --bench diloco` (release,
-//! about 25 minutes on two cores); `-- --smoke` (or `DILOCO_SMOKE=1`) runs a small version in
-//! about a minute. Settings: `DILOCO_STEPS` (inner steps per worker, default 2000),
+//! about 15 minutes on two idle cores); `-- --smoke` (or `DILOCO_SMOKE=1`) runs a small version
+//! in about a minute. Settings: `DILOCO_STEPS` (inner steps per worker, default 4000),
 //! `DILOCO_WORKERS` (4), `DILOCO_BATCH` (sequences per worker-step, 4), `DILOCO_PLOT` (where the
 //! loss curves go, default `<target dir>/diloco-loss.svg`).
 //!
@@ -70,7 +70,7 @@ fn setting(name: &str, default: u32) -> u32 {
 fn main() {
     let smoke = std::env::args().any(|a| a == "--smoke")
         || std::env::var("DILOCO_SMOKE").is_ok_and(|v| v == "1");
-    let steps = setting("DILOCO_STEPS", if smoke { 100 } else { 2000 });
+    let steps = setting("DILOCO_STEPS", if smoke { 100 } else { 4000 });
     let hs: Vec<u32> = if smoke { vec![10, 50] } else { vec![50, 500] };
     let job = JobSpec {
         seed: 0x6469_6c6f_636f, // "diloco"
