@@ -44,6 +44,11 @@
 //! verification fee is its only reward for work, and a committee of re-executing members
 //! stands behind every disagreement. A commit-then-reveal of the re-executed optimizer
 //! state (as inference validations commit their results) would close that; it is not built.
+//! Re-execution on another kind of CPU is not bit-exact (SIMD kernels differ), so verifiers
+//! accept a small relative distance; float noise grows with the round's length and, past
+//! about 100 inner steps, reaches what skipping a tenth of the steps gives (measured in
+//! gonka-trainer). Rounds longer than that are verifiable bit-exactly on the same kind of
+//! CPU only, until workers commit intermediate checkpoints within a round.
 //!
 //! Queries: `/pol/job`, `/pol/jobs`, `/pol/checkpoints`, `/pol/duties`, `/pol/params`.
 //! Error codes: [`PolError`].
