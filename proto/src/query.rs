@@ -281,7 +281,8 @@ pub mod pol {
         Jobs = "/pol/jobs": QueryJobsRequest => QueryJobsResponse;
         /// The checkpoints of a job, by round then worker; round 0 lists every round (paginated).
         Checkpoints = "/pol/checkpoints": QueryCheckpointsRequest => QueryCheckpointsResponse;
-        /// The checkpoints a validator must re-execute now, by deadline (at most [`MAX_DUTIES`]).
+        /// The checkpoints a validator must re-execute now, by job, round and worker (at most
+        /// [`MAX_DUTIES`]).
         Duties = "/pol/duties": QueryDutiesRequest => QueryDutiesResponse;
         /// Pol parameters.
         Params = "/pol/params": QueryParamsRequest => QueryParamsResponse;

@@ -223,7 +223,7 @@ pub(crate) fn deadline_passed(state: &mut dyn StateWrite, id: &CheckpointId) -> 
     match c.status() {
         CheckpointStatus::Verifying => {
             let mut job = state.existing_job(c.job_id)?;
-            set_duty(state, &c.verifier.clone(), &c, false);
+            set_duty(state, &c.verifier, &c, false);
             c.status = CheckpointStatus::Verified as i32;
             pay_worker(state, &mut job, &mut c)?;
             end_review(state, &mut job)?;

@@ -86,7 +86,7 @@ pub(crate) fn pay_worker(
         let earned = parse_amount("worker earnings", &worker.earned).unwrap_or(0);
         worker.earned = (earned + amount).to_string();
     }
-    let units = work_units(&job.config.clone().unwrap_or_default());
+    let units = job.config.as_ref().map_or(0, work_units);
     let creditable = state
         .participant(&checkpoint.worker)?
         .is_some_and(|p| !p.jailed);
