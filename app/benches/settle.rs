@@ -185,7 +185,7 @@ fn main() {
         models: vec![Model {
             id: MODEL.into(),
             price_per_token: "1".into(),
-            min_vram_mib: 0,
+            ..Model::default()
         }],
         disputes_params: Some(gonka_proto::disputes::Params {
             min_sample_ppm: sample_ppm,

@@ -67,7 +67,7 @@ fn golden_app_hash() {
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "0324332e13ec0418cbbeeb5abf6abb3cf1e11ff2837d8611a10c5501cf91faec";
+const GOLDEN: &str = "710f73d346aece2f7a38b0bc98d8023f7b6c8e75700e44cd76e60775c389e17a";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

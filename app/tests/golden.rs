@@ -7,7 +7,8 @@ mod support;
 
 use gonka_client::disputes::{msg_open_dispute, msg_submit_validation, msg_vote_dispute};
 use gonka_client::pol::{
-    msg_join_training, msg_submit_checkpoint, msg_verify_checkpoint, CheckpointHashes, ReExecuted,
+    msg_join_training, msg_publish_model, msg_submit_checkpoint, msg_verify_checkpoint,
+    CheckpointHashes, ReExecuted,
 };
 use gonka_client::settlement::{
     cosign, msg_challenge_batch, msg_close_escrow, msg_demand_leaf, msg_open_escrow,
@@ -50,7 +51,7 @@ const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 26, where the key
 /// generation round that the end of epoch 1 started is final).
-const GOLDEN: &str = "39a012e0c7db628b5590093be968d5bf1e48ca493e6580c363a2dc62797351e4";
+const GOLDEN: &str = "b2775633a3a722403d31bb18f7cdc47cbd969a00ad31c555c3867a3f1e375048";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;
@@ -1059,7 +1060,7 @@ fn scenario(w: &mut World) -> Log {
     log
 }
 
-/// Heights 27 to 33: a training job of two workers and one round, every checkpoint sampled.
+/// Heights 27 to 34: a training job of two workers and one round, every checkpoint sampled.
 /// p3 trains honestly and its verifier agrees; p4 submits stale weights, its verifier
 /// disagrees, and the committee faults it: p4 is slashed to the accuser and the members
 /// who voted.
@@ -1205,6 +1206,13 @@ fn training(w: &mut World, log: &mut Log) {
     );
     assert_tx(&b, 1, "slash", &[("operator", &addr("p4"))]);
     assert_tx(&b, 1, "budget_returned", &[("job_id", "1")]);
+    // p3, the one worker left, attests the final weights: a majority of one publishes them.
+    let txs = vec![w.tx(
+        "p3",
+        vec![msg_publish_model(&addr("p3"), 1, &hash("final weights"))],
+    )];
+    let b = step(w, log, txs);
+    assert_tx(&b, 0, "model_published", &[("model_id", "pol/job-1")]);
 }
 
 /// Runs the scenario on a fresh chain, replays the same blocks on a second fresh chain
@@ -1252,7 +1260,8 @@ fn training(w: &mut World, log: &mut Log) {
 /// - pol: `MsgCreateTrainingJob`, `MsgJoinTraining` (two hosts, the second starting the
 ///   job), `MsgSubmitCheckpoint` (an honest one and stale weights), `MsgVerifyCheckpoint`
 ///   (a verifier agreeing, one disagreeing, and two committee votes that fault the stale
-///   checkpoint).
+///   checkpoint), `MsgPublishModel` (the remaining worker's attestation publishing the
+///   trained model).
 ///
 /// Hooks covered: settlement `begin_block` (leaves sampled and demanded, batches final:
 /// hosts and the TA paid, work credited; an escrow released); disputes `begin_block`

@@ -13,7 +13,8 @@ mod common;
 mod support;
 
 use gonka_client::pol::{
-    msg_join_training, msg_submit_checkpoint, msg_verify_checkpoint, CheckpointHashes, ReExecuted,
+    msg_join_training, msg_publish_model, msg_submit_checkpoint, msg_verify_checkpoint,
+    CheckpointHashes, ReExecuted,
 };
 use gonka_client::tx::any_of;
 use gonka_proto::pol as pb;
@@ -239,6 +240,100 @@ fn an_honest_job_pays_every_checkpoint_credits_its_work_and_returns_the_rest() {
     }
     // The epoch's rewards then follow that work (World checks the settlement).
     world.finish_epoch();
+}
+
+/// `worker` attests the final weights `weights` of job `id`.
+fn publish(worker: &str, id: u64, weights: &str) -> Any {
+    msg_publish_model(&addr(worker), id, &hash(weights))
+}
+
+fn trained_models(world: &World) -> Vec<gonka_proto::inference::Model> {
+    world
+        .query_all::<q::inference::Models>(gonka_proto::inference::QueryModelsRequest::default())
+        .into_iter()
+        .filter(|m| m.trained_by_job != 0)
+        .collect()
+}
+
+#[test]
+fn a_completed_job_publishes_its_model_once_most_workers_attest_one_hash() {
+    let mut world = world(0);
+    let id = started_job(&mut world);
+    let tx = world.tx("p0", vec![publish("p0", id, "final")]);
+    assert_code(
+        world.block(vec![tx]).result(0),
+        16,
+        "publish before the job completed",
+    );
+    for round in 1..=ROUNDS {
+        submit_round(&mut world, id, round, &["p0", "p1", "p2"], |w| {
+            honest_weights(w, round)
+        });
+        world.block(vec![]);
+    }
+    assert_eq!(job(&world, id).status(), pb::JobStatus::Completed);
+
+    // One attestation each for two hashes: no majority of three yet.
+    let txs = vec![
+        world.tx("p0", vec![publish("p0", id, "final")]),
+        world.tx("p1", vec![publish("p1", id, "other")]),
+    ];
+    assert_ok(&world.block(txs));
+    assert!(trained_models(&world).is_empty());
+    assert_eq!(job(&world, id).model_id, "");
+    // Refused: a host that is not a worker, a second attestation.
+    let cases: Vec<(&str, Any, u32, &str)> = vec![
+        (
+            "p3",
+            publish("p3", id, "final"),
+            11,
+            "attest without being a worker",
+        ),
+        ("p0", publish("p0", id, "final"), 17, "attest twice"),
+        (
+            "p0",
+            publish("p0", 99, "final"),
+            4,
+            "attest for a job that does not exist",
+        ),
+    ];
+    for (signer, msg, code, what) in cases {
+        let tx = world.tx(signer, vec![msg]);
+        assert_code(world.block(vec![tx]).result(0), code, what);
+    }
+    // The second attestation of "final" is two of three: the model is published.
+    let tx = world.tx("p2", vec![publish("p2", id, "final")]);
+    assert_ok(&world.block(vec![tx]));
+    let job = job(&world, id);
+    assert_eq!(job.model_id, "pol/job-1");
+    assert_eq!(
+        trained_models(&world),
+        vec![gonka_proto::inference::Model {
+            id: "pol/job-1".into(),
+            price_per_token: "1".into(),
+            min_vram_mib: 0,
+            weights_sha256: hash("final").to_vec(),
+            trained_by_job: id,
+        }]
+    );
+    // Published once: a late attestation changes nothing.
+    let tx = world.tx("p1", vec![publish("p1", id, "final")]);
+    assert_code(
+        world.block(vec![tx]).result(0),
+        17,
+        "attest after publication",
+    );
+    assert_eq!(job.workers[1].model_sha256, hash("other").to_vec());
+    // The published model survives a genesis export and import.
+    let exported = world.chain.app().export_genesis().unwrap();
+    assert_eq!(exported["pol"]["jobs"][0]["model_id"], "pol/job-1");
+    let (_dir, chain) = chain_from_export(&exported);
+    let again = chain.app().export_genesis().unwrap();
+    assert_eq!(
+        again["inference"]["models"],
+        exported["inference"]["models"]
+    );
+    assert_eq!(again["pol"], exported["pol"]);
 }
 
 /// The validator assigned to `worker`'s checkpoint of `round`.

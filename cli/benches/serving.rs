@@ -402,7 +402,7 @@ fn genesis(
             .map(|id| Model {
                 id: id.into(),
                 price_per_token: PRICE.to_string(),
-                min_vram_mib: 0,
+                ..Model::default()
             })
             .to_vec(),
         ..Default::default()

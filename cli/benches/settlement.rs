@@ -210,7 +210,7 @@ fn genesis(keys: &[GenesisValidatorKey], requesters: &[String]) -> Result<serde_
         models: vec![Model {
             id: MODEL.into(),
             price_per_token: PRICE.to_string(),
-            min_vram_mib: 0,
+            ..Model::default()
         }],
         ..Default::default()
     };

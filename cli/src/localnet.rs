@@ -61,7 +61,7 @@ fn genesis(
         models: vec![gonka_proto::inference::Model {
             id: "gonka/reference-1".into(),
             price_per_token: "1".into(),
-            min_vram_mib: 0,
+            ..gonka_proto::inference::Model::default()
         }],
         rewards_params: Some(gonka_proto::rewards::Params {
             initial_emission: EPOCH_EMISSION_NGNK.to_string(),

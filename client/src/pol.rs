@@ -1,6 +1,8 @@
 //! Messages of x/pol: training jobs and their proof-of-learning checkpoints.
 
-use gonka_proto::pol::{MsgJoinTraining, MsgSubmitCheckpoint, MsgVerifyCheckpoint};
+use gonka_proto::pol::{
+    MsgJoinTraining, MsgPublishModel, MsgSubmitCheckpoint, MsgVerifyCheckpoint,
+};
 
 use crate::tx::any_of;
 use crate::Any;
@@ -27,6 +29,16 @@ pub fn msg_join_training(host: &str, job_id: u64, endpoint: &str) -> Any {
         host: host.into(),
         job_id,
         endpoint: endpoint.into(),
+    })
+}
+
+/// `/gonka.pol.v1.MsgPublishModel`: `worker` attests `weights_sha256` as the SHA-256 of
+/// completed job `job_id`'s final weights in the reference runtime's serialization.
+pub fn msg_publish_model(worker: &str, job_id: u64, weights_sha256: &[u8; 32]) -> Any {
+    any_of(&MsgPublishModel {
+        worker: worker.into(),
+        job_id,
+        weights_sha256: weights_sha256.to_vec(),
     })
 }
 

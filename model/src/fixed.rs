@@ -10,7 +10,7 @@
 //! - the residual stream is clamped to `±`[`RESIDUAL_LIMIT`] (2^20), so the sum of squares in
 //!   [`rms_norm`] is below 64 · 2^40 = 2^46;
 //! - an RMS-normalised vector of width 64 has entries of at most `8 · ONE + 1` (< 2^12);
-//! - matrix weights are at most 80 (< 2^7), so a projection of a normalised vector (q, k, v, the
+//! - block (attention and MLP) weights are at most [`MAX_BLOCK_WEIGHT`] (< 2^7), so a projection of a normalised vector (q, k, v, the
 //!   MLP hidden layer) has entries below 64 · 2^12 · 2^7 / 2^8 = 2^17; an attention head's output
 //!   is a weighted mean of values, so it stays below 2^17 too;
 //! - hence every [`matvec`] sums at most 128 products below 2^24: the accumulator stays below
@@ -25,6 +25,10 @@ pub const FRAC_BITS: u32 = 8;
 pub const ONE: i32 = 1 << FRAC_BITS;
 /// The residual stream is clamped to this magnitude after each block, bounding every product.
 pub const RESIDUAL_LIMIT: i32 = 1 << 20;
+/// Largest magnitude of an attention or MLP weight the bounds above hold for (just under 0.5):
+/// generated weights stay below it, trained ones are clamped to it, and loaded ones are
+/// refused above it ([`crate::weights::Weights::from_bytes`]).
+pub const MAX_BLOCK_WEIGHT: i32 = (1 << 7) - 1;
 
 /// `v / 2^bits`, rounded to nearest, ties toward +infinity.
 pub fn shr_round(v: i64, bits: u32) -> i64 {

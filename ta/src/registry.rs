@@ -213,11 +213,12 @@ mod tests {
                 id: "a".into(),
                 price_per_token: "3".into(),
                 min_vram_mib: 40,
+                ..pb::Model::default()
             },
             pb::Model {
                 id: "bad".into(),
                 price_per_token: "x".into(),
-                min_vram_mib: 0,
+                ..pb::Model::default()
             },
         ];
         let nodes = vec![

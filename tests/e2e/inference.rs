@@ -54,7 +54,7 @@ pub fn genesis_config(keys: &[GenesisValidatorKey], epoch_length: u64) -> Genesi
         models: vec![Model {
             id: MODEL.into(),
             price_per_token: PRICE.to_string(),
-            min_vram_mib: 0,
+            ..Model::default()
         }],
         ..Default::default()
     };

@@ -10,10 +10,9 @@
 
 use candle_core::Tensor;
 use candle_nn::ParamsAdamW;
-use gonka_model::fixed::FRAC_BITS;
+use gonka_model::fixed::{FRAC_BITS, MAX_BLOCK_WEIGHT};
 
 use crate::data::{step_offsets, Corpus, DataIndices, Shard, MAX_CORPUS_BYTES, SEQ_LEN};
-use crate::export::MAX_BLOCK_WEIGHT;
 use crate::net::Net;
 use crate::optim::{InnerAdamW, OptimizerState};
 use crate::params::{param_specs, ParamKind, ParamSet};
@@ -191,7 +190,7 @@ impl RoundOutput {
 
 /// Runs one inner round: H AdamW steps from the task's weights and optimizer state, each
 /// followed by clamping the attention and MLP weights to the range the reference runtime
-/// serves exactly (`export::MAX_BLOCK_WEIGHT`).
+/// serves exactly (`gonka_model::fixed::MAX_BLOCK_WEIGHT`).
 ///
 /// Deterministic for fixed inputs on one machine (candle's CPU kernels split work across
 /// threads without changing any sum's order; see the crate docs for what was measured), but

@@ -4,17 +4,11 @@
 //! exactly), and a trained checkpoint is served by `gonka_model::ReferenceModel` after
 //! rounding every weight to the reference's [`FRAC_BITS`] fractional bits.
 
-use gonka_model::fixed::{FRAC_BITS, RESIDUAL_LIMIT};
+use gonka_model::fixed::{FRAC_BITS, MAX_BLOCK_WEIGHT, RESIDUAL_LIMIT};
 use gonka_model::weights::{LayerWeights, Matrix, Weights};
 use gonka_model::ReferenceModel;
 
 use crate::params::{param_specs, ParamSet};
-
-/// Largest magnitude of an exported attention or MLP weight in fixed point (just under 0.5).
-/// `gonka_model::fixed` proves its `i64` accumulators and `i32` rescales safe for block
-/// weights below 2^7, so training keeps block weights within this bound (after every inner
-/// step) and export clamps to it rather than serve a model whose arithmetic could overflow.
-pub const MAX_BLOCK_WEIGHT: i32 = (1 << 7) - 1;
 
 /// Fixed-point scale: `2^FRAC_BITS`.
 const SCALE: f32 = (1u32 << FRAC_BITS) as f32;

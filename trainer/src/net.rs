@@ -13,10 +13,9 @@ use candle_core::{DType, Device, Tensor, Var, D};
 use candle_nn::{Init, VarBuilder, VarMap};
 use gonka_model::{D_MODEL, HEAD_DIM, N_HEADS, N_LAYERS};
 
-use gonka_model::fixed::FRAC_BITS;
+use gonka_model::fixed::{FRAC_BITS, MAX_BLOCK_WEIGHT};
 
 use crate::data::{Corpus, SEQ_LEN};
-use crate::export::MAX_BLOCK_WEIGHT;
 use crate::params::{param_specs, ParamSet};
 use crate::TrainerError;
 
@@ -103,7 +102,7 @@ impl Net {
     }
 
     /// Clamps every attention and MLP weight to `±MAX_BLOCK_WEIGHT / 2^FRAC_BITS`, the range
-    /// the reference runtime serves exactly (see [`crate::export::MAX_BLOCK_WEIGHT`]). Applied
+    /// the reference runtime serves exactly (see [`gonka_model::fixed::MAX_BLOCK_WEIGHT`]). Applied
     /// after every optimizer step (projected AdamW), so a trained checkpoint exports without
     /// clamping.
     pub(crate) fn project(&self) -> Result<(), TrainerError> {

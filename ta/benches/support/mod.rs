@@ -193,7 +193,7 @@ pub async fn chain_ta(
         .map(|n| pb::Model {
             id: n.model.clone(),
             price_per_token: PRICE.to_string(),
-            min_vram_mib: 0,
+            ..pb::Model::default()
         })
         .collect();
     models.dedup_by(|a, b| a.id == b.id);

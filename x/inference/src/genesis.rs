@@ -2,7 +2,7 @@
 //! ML nodes and transfer agents. Work records stay with the old chain.
 
 use gonka_auth::validate_address;
-use gonka_proto::inference::GenesisState;
+use gonka_proto::inference::{GenesisState, Model};
 use gonka_sdk::{
     parse_amount, ErrorCode, Genesis, HookOutput, Result, SdkError, StateRead, StateWrite,
 };
@@ -10,7 +10,8 @@ use gonka_stake::StakeRead;
 
 use crate::msgs::{check_key_unique, node_from, validate_model_id, validate_pubkey, validate_url};
 use crate::{
-    default_params, validate_params, Inference, InferenceError, InferenceRead, InferenceWrite, NAME,
+    default_params, validate_params, Inference, InferenceError, InferenceRead, InferenceWrite,
+    NAME, TRAINED_MODEL_PREFIX,
 };
 
 impl Genesis for Inference {
@@ -35,6 +36,7 @@ impl Genesis for Inference {
                 &model.price_per_token,
             )
             .map_err(|e| InferenceError::InvalidModel.err(e.log))?;
+            check_model_origin(model).map_err(|log| InferenceError::InvalidModel.err(log))?;
             if state.model(&model.id)?.is_some() {
                 return Err(InferenceError::InvalidModel
                     .err(format!("genesis lists model {} twice", model.id)));
@@ -96,5 +98,58 @@ fn require_participant(state: &dyn StateRead, address: &str) -> Result<()> {
         None => Err(InferenceError::NotStaked.err(format!(
             "genesis registers {address}, which app_state.stake.participants does not list"
         ))),
+    }
+}
+
+/// Ids under [`TRAINED_MODEL_PREFIX`] belong to models trained on chain (a re-imported
+/// export): `pol/job-{trained_by_job}` with a 32-byte weights hash. No other model may take
+/// that prefix or name a job; any model may name its weights' SHA-256.
+fn check_model_origin(model: &Model) -> std::result::Result<(), String> {
+    let field = format!("app_state.inference.models[{}]", model.id);
+    if !model.weights_sha256.is_empty() && model.weights_sha256.len() != 32 {
+        return Err(format!("{field}.weights_sha256 must be empty or 32 bytes"));
+    }
+    let trained = model.id.starts_with(TRAINED_MODEL_PREFIX);
+    if trained
+        && (model.id != format!("{TRAINED_MODEL_PREFIX}{}", model.trained_by_job)
+            || model.weights_sha256.is_empty())
+    {
+        return Err(format!(
+            "{field}: ids starting with {TRAINED_MODEL_PREFIX} are reserved for models trained on chain, {TRAINED_MODEL_PREFIX}<trained_by_job> with their weights_sha256"
+        ));
+    }
+    if !trained && model.trained_by_job != 0 {
+        return Err(format!(
+            "{field}.trained_by_job is set but the id does not start with {TRAINED_MODEL_PREFIX}"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trained_model_prefix_is_reserved_for_models_trained_on_chain() {
+        let model = |id: &str, hash_len: usize, job: u64| Model {
+            id: id.into(),
+            price_per_token: "1".into(),
+            min_vram_mib: 0,
+            weights_sha256: vec![7; hash_len],
+            trained_by_job: job,
+        };
+        check_model_origin(&model("org/m", 0, 0)).unwrap();
+        check_model_origin(&model("org/m", 32, 0)).unwrap();
+        check_model_origin(&model("pol/job-3", 32, 3)).unwrap();
+        for bad in [
+            model("pol/job-3", 32, 4),
+            model("pol/job-3", 0, 3),
+            model("pol/job-x", 32, 0),
+            model("org/m", 32, 3),
+            model("org/m", 31, 0),
+        ] {
+            assert!(check_model_origin(&bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -33,6 +33,10 @@ pub enum PolError {
     NotAssigned = 14,
     /// Too many jobs are forming or running.
     TooManyJobs = 15,
+    /// The job has not completed, so it has no final weights to publish.
+    NotCompleted = 16,
+    /// The worker already attested the job's weights, or the job's model is published.
+    AlreadyAttested = 17,
 }
 
 gonka_sdk::impl_error_code!(PolError, "pol");

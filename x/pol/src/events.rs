@@ -32,6 +32,20 @@ pub fn dropped(job: &TrainingJob, host: &str, reason: &str) -> Event {
         .attr("reason", reason)
 }
 
+/// `model_attested`: `worker` attested `sha256` as the job's final weights.
+pub fn model_attested(job: &TrainingJob, worker: &str, sha256: &[u8]) -> Event {
+    job_event("model_attested", job)
+        .attr("worker", worker)
+        .attr("weights_sha256", hex::encode(sha256))
+}
+
+/// `model_published`: the job's model entered the model table.
+pub fn model_published(job: &TrainingJob, sha256: &[u8]) -> Event {
+    job_event("model_published", job)
+        .attr("model_id", &job.model_id)
+        .attr("weights_sha256", hex::encode(sha256))
+}
+
 /// `budget_returned`: what a job did not pay out went back to its creator.
 pub fn returned(job: &TrainingJob, amount: u128) -> Event {
     job_event("budget_returned", job).attr("amount", format!("{amount}ngnk"))

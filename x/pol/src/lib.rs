@@ -39,6 +39,18 @@
 //! fee pays the re-execution when the checkpoint is sampled. What a job does not pay goes
 //! back to its creator once it ended and nothing of it is in review.
 //!
+//! # The trained model
+//! After the last round, each active worker computes the final weights (the last round's
+//! start after one outer step on the average of its committed pseudo-gradients, the same
+//! rule every round starts by), exports them to the reference runtime's fixed point and
+//! attests their SHA-256 with `MsgPublishModel`. The attestation that gives one hash more than
+//! half of the active workers publishes the model to x/inference's model table as
+//! [`trained_model_id`] (`pol/job-{id}`), priced at `trained_model_price_per_token`, with the
+//! hash every ML node serving it must load; inference on it is validated `exact` like the
+//! reference model's, since it runs in the same integer runtime. Workers are staked and any
+//! holder of the last round's pseudo-gradients can recompute the hash, so a wrong model needs
+//! a colluding majority of the job's workers; a minority's other hash is simply outvoted.
+//!
 //! # Known limits
 //! The claimed hashes are public, so a validator could agree without re-executing; the
 //! verification fee is its only reward for work, and a committee of re-executing members
@@ -66,6 +78,7 @@ pub mod rounds;
 mod state;
 
 pub use errors::PolError;
+pub use msgs::trained_model_id;
 pub use params::{default_params, validate_params};
 pub use state::{pool_address, PolRead, PolWrite};
 

@@ -13,7 +13,8 @@ pub const WORKERS_CEILING: u64 = 256;
 /// 2 to 10,000 blocks, 1,000 blocks to fill a job, 10% of checkpoints re-executed (x/disputes'
 /// highest sampling rate), 20 blocks to verify and 30 for a committee of 3 to vote (as
 /// x/disputes), a 20% slash, 10% of a checkpoint's slot paying its verification, budgets of
-/// at least 1 GNK and at most 100 live jobs.
+/// at least 1 GNK, at most 100 live jobs, and trained models priced at 1 ngnk per token (the
+/// localnet's price of the reference model they share the runtime with).
 pub fn default_params() -> Params {
     Params {
         max_workers: 16,
@@ -30,6 +31,7 @@ pub fn default_params() -> Params {
         verification_fee_ppm: 100_000,
         min_reward_budget: "1000000000".into(),
         max_live_jobs: 100,
+        trained_model_price_per_token: "1".into(),
     }
 }
 
@@ -82,11 +84,16 @@ pub fn validate_params(params: &Params) -> Result<()> {
             return field(name, &format!("at most {PPM}"), value);
         }
     }
-    parse_amount(
-        "app_state.pol.params.min_reward_budget",
-        &params.min_reward_budget,
-    )
-    .map_err(|e| PolError::InvalidParams.err(e.log))?;
+    for (name, amount) in [
+        ("min_reward_budget", &params.min_reward_budget),
+        (
+            "trained_model_price_per_token",
+            &params.trained_model_price_per_token,
+        ),
+    ] {
+        parse_amount(&format!("app_state.pol.params.{name}"), amount)
+            .map_err(|e| PolError::InvalidParams.err(e.log))?;
+    }
     Ok(())
 }
 
@@ -124,6 +131,10 @@ mod tests {
             },
             Params {
                 formation_blocks: 0,
+                ..default_params()
+            },
+            Params {
+                trained_model_price_per_token: String::new(),
                 ..default_params()
             },
         ];

@@ -170,6 +170,7 @@ impl Msg for CreateJob {
             created_height: height,
             formation_deadline: height + params.formation_blocks,
             checkpoints_in_review: 0,
+            model_id: String::new(),
         };
         state.put_next_job_id(id + 1);
         state.put_live_jobs(live + 1);

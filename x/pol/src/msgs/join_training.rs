@@ -64,6 +64,7 @@ impl Msg for JoinTraining {
             rounds_paid: 0,
             earned: "0".into(),
             endpoint: self.0.endpoint.clone(),
+            model_sha256: Vec::new(),
         });
         state.emit(events::joined(&job, host, job.workers.len() - 1));
         if job.workers.len() as u64 == job.worker_count {

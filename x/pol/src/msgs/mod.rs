@@ -2,8 +2,11 @@
 
 mod create_job;
 mod join_training;
+mod publish_model;
 mod submit_checkpoint;
 mod verify_checkpoint;
+
+pub use publish_model::trained_model_id;
 
 use gonka_sdk::{Any, ErrorCode, Msg, Result};
 
@@ -15,6 +18,7 @@ pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
         .or_else(|| join_training::decode(msg))
         .or_else(|| submit_checkpoint::decode(msg))
         .or_else(|| verify_checkpoint::decode(msg))
+        .or_else(|| publish_model::decode(msg))
 }
 
 /// Length of every hash a checkpoint or verdict carries (SHA-256).
