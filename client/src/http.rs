@@ -158,6 +158,29 @@ pub fn authority(url: &str) -> Result<String, String> {
     Ok(host.to_string())
 }
 
+/// `GET url` (`http://HOST:PORT/path`) within `limits`: the body of a 200 answer, or an
+/// error naming the URL and what the server said.
+pub async fn get_bytes(url: &str, limits: Limits) -> anyhow::Result<Vec<u8>> {
+    let authority = authority(url).map_err(|e| anyhow::anyhow!(e))?;
+    let after_scheme = url.strip_prefix("http://").unwrap_or(url);
+    let path = after_scheme.find('/').map_or("/", |at| &after_scheme[at..]);
+    let response = request(&authority, "GET", path, &[], limits)
+        .await
+        .map_err(|e| anyhow::anyhow!("GET {url}: {e}"))?;
+    let status = response.status;
+    let body = response
+        .read_body()
+        .await
+        .map_err(|e| anyhow::anyhow!("reading {url}: {e}"))?;
+    if status != 200 {
+        anyhow::bail!(
+            "GET {url} answered {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    Ok(body)
+}
+
 /// Sends `POST path` with a JSON `body` to `authority` and reads the response header block.
 pub async fn post_json(
     authority: &str,

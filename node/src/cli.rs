@@ -42,6 +42,16 @@ pub struct MlNodeArgs {
     /// Seed of the reference model's weights (every ML node of a network must agree).
     #[arg(long, default_value_t = reference::DEFAULT_SEED)]
     seed: u64,
+    /// Serve the weights file at this URL instead of the seed's: a model trained on chain,
+    /// published by its trainers at http://TRAINER/pol/v1/jobs/{job}/model. Checked against
+    /// the SHA-256 the chain's model table holds for --model-id (with --chain-rpc) or
+    /// --weights-sha256; the node refuses to start on a mismatch.
+    #[arg(long, value_name = "URL", conflicts_with = "upstream_url")]
+    weights_url: Option<String>,
+    /// Hex SHA-256 the --weights-url file must have; needed without --chain-rpc, and must
+    /// equal the model table's hash with it.
+    #[arg(long, value_name = "HEX", requires = "weights_url", value_parser = parse_sha256)]
+    weights_sha256: Option<[u8; 32]>,
     /// Forward requests to this OpenAI-compatible server (vLLM, llama.cpp),
     /// http://HOST:PORT, instead of running the built-in reference model.
     #[arg(long, value_name = "URL")]
@@ -187,6 +197,54 @@ fn load_or_create_response_key(path: &Path) -> anyhow::Result<SigningKey> {
     }
 }
 
+/// A 32-byte hash from its 64 hex digits.
+fn parse_sha256(text: &str) -> Result<[u8; 32], String> {
+    hex::decode(text.trim())
+        .ok()
+        .and_then(|bytes| bytes.try_into().ok())
+        .ok_or_else(|| format!("expected 64 hex digits of a SHA-256, found {text:?}"))
+}
+
+/// The trained weights the node serves, if any: those at --weights-url, checked against the
+/// chain's model table (with --chain-rpc) and --weights-sha256. A model the table names
+/// weights for is never served with the seed's.
+async fn trained_weights(
+    args: &MlNodeArgs,
+    client: Option<&Client>,
+) -> anyhow::Result<Option<std::sync::Arc<reference::weights::Weights>>> {
+    let trained_id = args
+        .model_id
+        .starts_with(gonka_proto::ids::TRAINED_MODEL_PREFIX);
+    let Some(url) = &args.weights_url else {
+        if trained_id {
+            anyhow::bail!(
+                "{} was trained on chain: start with --weights-url http://TRAINER/pol/v1/jobs/{{job}}/model (any of its workers' trainers)",
+                args.model_id
+            );
+        }
+        return Ok(None);
+    };
+    let on_chain = match client {
+        Some(client) => crate::weights::chain_sha256(client, &args.model_id).await?,
+        None => None,
+    };
+    let expected = match (on_chain, args.weights_sha256) {
+        (Some(chain), Some(given)) if chain != given => anyhow::bail!(
+            "--weights-sha256 {} is not the chain's {} for {}",
+            hex::encode(given),
+            hex::encode(chain),
+            args.model_id
+        ),
+        (Some(hash), _) | (None, Some(hash)) => hash,
+        (None, None) => anyhow::bail!(
+            "--weights-url needs --weights-sha256 (or --chain-rpc, whose model table holds the hash of a model trained on chain)"
+        ),
+    };
+    let weights = crate::weights::load(url, &expected).await?;
+    tracing::info!(role = "ml-node", model = %args.model_id, %url, sha256 = %hex::encode(expected), "loaded trained weights");
+    Ok(Some(std::sync::Arc::new(weights)))
+}
+
 /// A response key from the hex of its 32-byte secret.
 fn parse_response_key(text: &str) -> anyhow::Result<SigningKey> {
     gonka_client::keys::parse_secret_key_hex(text)
@@ -218,6 +276,7 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    let trained_weights = trained_weights(&args, chain.as_ref().map(|(client, _)| client)).await?;
     // On chain the node serves its host and the registered transfer agents only.
     let callers = chain.as_ref().map(|(client, host)| {
         let callers = Callers::on_chain(host.address(), client.clone());
@@ -251,6 +310,7 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
         cosigner,
         upstream,
         seed: args.seed,
+        trained_weights,
         max_concurrency: args.max_concurrency as usize,
         max_tokens_cap: args.max_tokens_cap,
         default_max_tokens: args.default_max_tokens,
@@ -274,10 +334,11 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding the ML node to {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let backend = config
-        .upstream
-        .as_ref()
-        .map_or("reference model", |u| u.url());
+    let backend = match (&config.upstream, &config.trained_weights) {
+        (Some(upstream), _) => upstream.url(),
+        (None, Some(_)) => "reference runtime, trained weights",
+        (None, None) => "reference model",
+    };
     tracing::info!(
         role = "ml-node",
         %addr,
@@ -370,6 +431,82 @@ mod tests {
     fn parse(args: &[&str]) -> Result<MlNodeArgs, clap::Error> {
         use clap::Parser;
         Cli::try_parse_from(std::iter::once("ml-node").chain(args.iter().copied())).map(|c| c.args)
+    }
+
+    /// Serves `body` to every connection at 127.0.0.1 (one request each), as a trainer
+    /// serves its model file.
+    async fn serve_file(body: Vec<u8>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = [0u8; 1024];
+                let _ = socket.read(&mut request).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(&body).await;
+            }
+        });
+        format!("http://{addr}/pol/v1/jobs/1/model")
+    }
+
+    #[test]
+    fn trained_weights_load_only_with_the_hash_they_have() {
+        use sha2::{Digest, Sha256};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let bytes = reference::weights::Weights::generate(5).to_bytes();
+            let sha256 = hex::encode(Sha256::digest(&bytes));
+            let url = serve_file(bytes.clone()).await;
+            let with = |extra: &[&str]| {
+                let mut flags = vec!["--model-id", "pol/job-1", "--weights-url", &url];
+                flags.extend_from_slice(extra);
+                parse(&flags).unwrap()
+            };
+            let loaded = trained_weights(&with(&["--weights-sha256", &sha256]), None)
+                .await
+                .unwrap()
+                .expect("weights loaded");
+            assert_eq!(loaded.to_bytes(), bytes);
+            let wrong = "ab".repeat(32);
+            let err = trained_weights(&with(&["--weights-sha256", &wrong]), None)
+                .await
+                .unwrap_err();
+            assert!(format!("{err:#}").contains("not the expected"), "{err:#}");
+            let err = trained_weights(&with(&[]), None).await.unwrap_err();
+            assert!(err.to_string().contains("needs --weights-sha256"), "{err}");
+            // A trained model id without weights is refused; a priced one needs none.
+            let err = trained_weights(&parse(&["--model-id", "pol/job-1"]).unwrap(), None)
+                .await
+                .unwrap_err();
+            assert!(
+                err.to_string().contains("start with --weights-url"),
+                "{err}"
+            );
+            assert!(trained_weights(&parse(&[]).unwrap(), None)
+                .await
+                .unwrap()
+                .is_none());
+        });
+        assert!(
+            parse(&["--weights-sha256", &"ab".repeat(32)]).is_err(),
+            "needs --weights-url"
+        );
+        assert!(parse(&["--weights-url", "http://a:1/m", "--weights-sha256", "abc"]).is_err());
+        assert!(parse(&[
+            "--weights-url",
+            "http://a:1/m",
+            "--upstream-url",
+            "http://b:1"
+        ])
+        .is_err());
     }
 
     #[test]

@@ -49,6 +49,7 @@ pub mod forward;
 pub mod register;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod weights;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -73,6 +74,7 @@ use gonka_client::receipt::{Receipt, HEADER_RECEIPT};
 use gonka_client::request::{body_agrees, verify_request, RequestTerms, HEADER_SIGNATURE};
 use gonka_client::server::{read_body, ServerLimits};
 use gonka_client::unix_now;
+use gonka_model::weights::Weights;
 use gonka_model::{self as reference, ChatTurn, ReferenceModel};
 
 /// Settings of an ML node.
@@ -101,6 +103,9 @@ pub struct MlNodeConfig {
     pub upstream: Option<Upstream>,
     /// Seed of the reference model's weights.
     pub seed: u64,
+    /// Weights the built-in reference model serves instead of the seed's: a model trained on
+    /// chain, loaded and checked against its SHA-256 ([`weights::load`]).
+    pub trained_weights: Option<Arc<Weights>>,
     /// Requests served at once.
     pub max_concurrency: usize,
     /// Largest `max_tokens` accepted.
@@ -141,6 +146,7 @@ impl Default for MlNodeConfig {
             cosigner: Arc::default(),
             upstream: None,
             seed: reference::DEFAULT_SEED,
+            trained_weights: None,
             max_concurrency: 4,
             max_tokens_cap: 4096,
             default_max_tokens: 256,
@@ -229,7 +235,10 @@ impl Node {
 pub fn router(config: MlNodeConfig) -> Router {
     let backend = match &config.upstream {
         Some(upstream) => Backend::Forward(upstream.clone()),
-        None => Backend::Reference(Arc::new(ReferenceModel::new(config.seed))),
+        None => Backend::Reference(Arc::new(match &config.trained_weights {
+            Some(weights) => ReferenceModel::from_weights(config.seed, Weights::clone(weights)),
+            None => ReferenceModel::new(config.seed),
+        })),
     };
     let node = Arc::new(Node {
         backend,

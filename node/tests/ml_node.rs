@@ -287,6 +287,31 @@ async fn two_ml_nodes_give_identical_content() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_given_trained_weights_answers_with_them_not_with_its_seed() {
+    let weights = gonka_model::weights::Weights::generate(99);
+    let trained = start(MlNodeConfig {
+        trained_weights: Some(std::sync::Arc::new(weights)),
+        ..config()
+    })
+    .await;
+    let seed_99 = start(MlNodeConfig {
+        seed: 99,
+        ..config()
+    })
+    .await;
+    let default = start(config()).await;
+    let content = |addr| async move {
+        chat(addr, request("Hello, trained model", 40, false))
+            .await
+            .json()["choices"][0]["message"]["content"]
+            .clone()
+    };
+    let answer = content(trained).await;
+    assert_eq!(answer, content(seed_99).await, "the weights it was given");
+    assert_ne!(answer, content(default).await, "not its seed's");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn models_and_load_endpoints() {
     let addr = start(MlNodeConfig {
         model_id: "gonka/custom".to_string(),

@@ -19,6 +19,11 @@ pub const NODE_ID_RULE: &str = "1 to 64 characters of A-Z, a-z, 0-9, '.', '_', '
 /// node cannot declare a capacity that would draw all of a transfer agent's traffic.
 pub const MAX_NODE_CONCURRENCY: u64 = 4096;
 
+/// Ids of models trained on chain start with this, followed by the training job's id: x/pol
+/// publishes them, x/inference's genesis refuses any other model under the prefix, and an
+/// ML node serving one loads the weights whose SHA-256 the model table holds.
+pub const TRAINED_MODEL_PREFIX: &str = "pol/job-";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,21 +4,31 @@
 //! checkpoint sampled, its verifier re-executes the round and disagrees, the committee agrees
 //! with the verifier, and the cheat is slashed 20% while the honest workers' checkpoints are
 //! verified and paid. The fourth validator's trainer only re-executes.
+//!
+//! Then the network serves what it trained: the honest workers attest the SHA-256 of the
+//! final weights, which publishes the model `pol/job-1` to the model table; an ML node
+//! started with `--model-id pol/job-1 --weights-url <a trainer's model file>` loads and checks
+//! those weights, registers, and answers a signed chat request through a transfer agent,
+//! exactly as the reference runtime with the published weights does.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gonka_app::genesis::GenesisEscrow;
+use gonka_client::chat::{ChatClient, ChatRequest, Message};
 use gonka_client::keys::well_known_mnemonic;
+use gonka_client::Key;
 use gonka_localnet::AppStateFn;
+use gonka_proto::inference::{QueryModelsRequest, QueryNodeRequest};
 use gonka_proto::pol::{
     CheckpointStatus, JobStatus, QueryCheckpointsRequest, QueryJobRequest, TrainingJob,
 };
 use gonka_proto::query as q;
 use gonka_proto::stake::QueryParticipantRequest;
 
-use crate::inference::{genesis_config, sidecars};
-use crate::support::{addr, gonkad, gonkad_json, gonkad_ok, Net, VALIDATORS};
+use crate::inference::{eventually, genesis_config, sidecars, GNK};
+use crate::support::{addr, gonkad, gonkad_json, gonkad_ok, http_get_bytes, Net, VALIDATORS};
 
 /// The cheating trainer's validator.
 const CHEAT: usize = 2;
@@ -48,11 +58,18 @@ async fn bonded(net: &Net, label: &str) -> u128 {
 }
 
 #[test]
-fn three_trainers_train_together_and_the_cheat_is_slashed() {
+fn three_trainers_train_together_the_cheat_is_slashed_and_the_model_is_served() {
     crate::support::run(async {
         let net = Net::start_with("training", VALIDATORS, |config| {
             config.app_state_for_validators = Some(AppStateFn(Arc::new(|keys| {
                 let mut genesis = genesis_config(keys, 100_000);
+                // Alice pays validator 0's transfer agent for the chat with the trained model.
+                genesis.escrows = vec![GenesisEscrow {
+                    requester: addr("alice"),
+                    transfer_agent: addr("validator0"),
+                    ngnk: GNK,
+                    expires_at: 1_000_000,
+                }];
                 genesis.pol_params = Some(gonka_proto::pol::Params {
                     checkpoint_sample_ppm: 1_000_000,
                     verification_deadline_blocks: 60,
@@ -198,5 +215,137 @@ fn three_trainers_train_together_and_the_cheat_is_slashed() {
             "--node", &rpc, "--output", "json", "query", "pol", "job", "1",
         ]);
         assert_eq!(shown["job"]["id"], 1, "{shown}");
+
+        serve_the_trained_model(&net, &done).await;
     });
+}
+
+/// Kills the process when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The honest workers publish the trained model; an ML node of validator 0 loads it from a
+/// trainer, registers, and answers a chat through TA 0 as the reference runtime does with
+/// the published weights.
+async fn serve_the_trained_model(net: &Net, done: &TrainingJob) {
+    let model = eventually("the trained model in the model table", || async {
+        net.clients[0]
+            .query_all::<q::inference::Models>(QueryModelsRequest::default())
+            .await
+            .ok()?
+            .into_iter()
+            .find(|m| m.id == "pol/job-1")
+    })
+    .await;
+    assert_eq!(model.trained_by_job, 1);
+    let published = eventually("job 1 naming its model", || async {
+        job(net).await.filter(|j| !j.model_id.is_empty())
+    })
+    .await;
+    assert_eq!(published.model_id, "pol/job-1");
+
+    // The model file of an honest worker hashes to the published SHA-256.
+    let honest = done
+        .workers
+        .iter()
+        .find(|w| w.active)
+        .expect("an honest worker");
+    let trainer: std::net::SocketAddr = honest
+        .endpoint
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let (status, file) = http_get_bytes(trainer, "/pol/v1/jobs/1/model");
+    assert_eq!(status, 200);
+    use sha2::Digest;
+    assert_eq!(sha2::Sha256::digest(&file).to_vec(), model.weights_sha256);
+
+    // An ML node of validator 0 serving it: the hash comes from the chain.
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let binary = Path::new(env!("CARGO_BIN_EXE_gonkad")).with_file_name("gonka-sidecar");
+    let node_home = &net.node(0).home;
+    let log = std::fs::File::create(node_home.join("trained-ml-node.log")).unwrap();
+    let _node = KillOnDrop(
+        std::process::Command::new(&binary)
+            .args([
+                "ml-node",
+                "--chain-rpc",
+                &net.node(0).rpc_url,
+                "--mnemonic-file",
+            ])
+            .arg(node_home.join("sidecar").join("operator.mnemonic"))
+            .args(["--response-key-file"])
+            .arg(dir.path().join("trained.key"))
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--node-id",
+                "node0-trained",
+                "--model-id",
+                "pol/job-1",
+                "--weights-url",
+                &format!("{}/pol/v1/jobs/1/model", honest.endpoint),
+            ])
+            .env("RUST_LOG", "info")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    eventually("the trained model's ML node registered", || async {
+        net.clients[0]
+            .query::<q::inference::Node>(&QueryNodeRequest {
+                node_id: "node0-trained".into(),
+            })
+            .await
+            .ok()?
+            .node
+            .filter(|n| n.models == ["pol/job-1"])
+    })
+    .await;
+
+    // A chat through TA 0, retried while the TA re-reads the registry.
+    let alice = Key::from_mnemonic(&well_known_mnemonic("alice")).unwrap();
+    let tas = net.net.transfer_agent_urls();
+    let client = ChatClient::new(alice, &tas[..1]).unwrap();
+    let prompt = "Train me, gonka";
+    let mut request = ChatRequest::new("pol/job-1", vec![Message::user(prompt)]);
+    request.max_tokens = Some(24);
+    request.stream = false;
+    request.commission = crate::inference::COMMISSION;
+    let answer = eventually("a chat answered by the trained model", || async {
+        client.chat(&request, |_| {}).await.ok()
+    })
+    .await;
+    assert_eq!(answer.executor.as_deref(), Some("node0-trained"));
+    // Exactly what the reference runtime makes of the published weights, and not what the
+    // untrained reference model says.
+    let prompt_tokens = gonka_model::encode_chat(&[gonka_model::ChatTurn {
+        role: "user",
+        content: prompt,
+    }]);
+    let say = |model: gonka_model::ReferenceModel| {
+        gonka_model::decode(&model.generate(&prompt_tokens, 24))
+    };
+    let weights = gonka_model::weights::Weights::from_bytes(&file).unwrap();
+    assert_eq!(
+        answer.content,
+        say(gonka_model::ReferenceModel::from_weights(0, weights))
+    );
+    assert_ne!(
+        answer.content,
+        say(gonka_model::ReferenceModel::new(gonka_model::DEFAULT_SEED)),
+        "training changed what the model says"
+    );
 }

@@ -18,6 +18,11 @@
 //!    hashes when the re-execution is bit-exact or within the tolerance, its own otherwise,
 //!    and `unavailable` when the worker does not serve what re-execution needs.
 //!
+//! 4. once a job it worked on completed, computes the final weights, exports them to the
+//!    reference runtime, serves them at `GET /pol/v1/jobs/{job}/model` and attests their
+//!    SHA-256 (`MsgPublishModel`); a majority of the workers' attestations publishes the
+//!    model to the chain's model table, where ML nodes find the hash to load it by.
+//!
 //! Everything a round produced is stored before its checkpoint is sent ([`store`]), so a
 //! restarted trainer serves and resubmits the same round rather than training it again.
 
@@ -29,18 +34,21 @@ pub mod store;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use gonka_client::http::{self as upstream, Limits};
 use gonka_client::pol::{
-    msg_join_training, msg_submit_checkpoint, msg_verify_checkpoint, CheckpointHashes, ReExecuted,
+    msg_join_training, msg_publish_model, msg_submit_checkpoint, msg_verify_checkpoint,
+    CheckpointHashes, ReExecuted,
 };
 use gonka_client::{Any, Chain, TxOutcome};
 use gonka_proto::pol::{Checkpoint, JobStatus, QueryCheckpointsRequest, TrainingJob};
 use gonka_proto::query as q;
 
+use sha2::{Digest, Sha256};
+
 use crate::{
-    average, initial_weights, inner_round, outer_step, verify_round, JobSpec, OptimizerState,
-    ParamKind, ParamSet, RoundCommitment, RoundOutput, RoundTask, Tolerance,
+    average, initial_weights, inner_round, outer_step, to_reference, verify_round, JobSpec,
+    OptimizerState, ParamKind, ParamSet, RoundCommitment, RoundOutput, RoundTask, Tolerance,
 };
 use store::{commitment_from_bytes, commitment_to_bytes, Blob, Store};
 
@@ -205,23 +213,12 @@ async fn fetch(
     round: u64,
     blob: Blob,
 ) -> Result<Vec<u8>> {
-    let authority = upstream::authority(endpoint).map_err(|e| anyhow!(e))?;
-    let path = server::blob_path(job, round, blob);
-    let response = upstream::request(&authority, "GET", &path, &[], config.fetch)
-        .await
-        .with_context(|| format!("GET {endpoint}{path}"))?;
-    let status = response.status;
-    let body = response
-        .read_body()
-        .await
-        .with_context(|| format!("reading {endpoint}{path}"))?;
-    if status != 200 {
-        bail!(
-            "GET {endpoint}{path} answered {status}: {}",
-            String::from_utf8_lossy(&body)
-        );
-    }
-    Ok(body)
+    let url = format!(
+        "{}{}",
+        endpoint.trim_end_matches('/'),
+        server::blob_path(job, round, blob)
+    );
+    upstream::get_bytes(&url, config.fetch).await
 }
 
 /// A blob this trainer stored, decoded.
@@ -253,8 +250,10 @@ async fn work_on(
     let Some(index) = job.workers.iter().position(|w| w.host == me && w.active) else {
         return Ok(job.status() == JobStatus::Forming && job.workers.iter().any(|w| w.host == me));
     };
-    if job.status() != JobStatus::Running {
-        return Ok(job.status() == JobStatus::Forming);
+    match job.status() {
+        JobStatus::Running => {}
+        JobStatus::Completed => return publish_model(chain, store, config, progress, &job).await,
+        status => return Ok(status == JobStatus::Forming),
     }
     let round = job.round;
     let spec = progress
@@ -333,6 +332,54 @@ async fn work_on(
     }
     store.prune(id, round)?;
     Ok(true)
+}
+
+/// After the last round: computes the job's final weights (the start of the round after the
+/// last, by the same rule as every round's), exports them to the reference runtime's fixed
+/// point, stores them (served at [`server::model_path`]) and attests their SHA-256 with
+/// `MsgPublishModel`. `false` once attested, published, or refused.
+async fn publish_model(
+    chain: &Chain,
+    store: &Store,
+    config: &TrainerConfig,
+    progress: &mut Progress,
+    job: &TrainingJob,
+) -> Result<bool> {
+    let me = chain.address();
+    let attested = job
+        .workers
+        .iter()
+        .any(|w| w.host == me && !w.model_sha256.is_empty());
+    if !job.model_id.is_empty() || attested {
+        return Ok(false);
+    }
+    let bytes = match store.model(job.id)? {
+        Some(bytes) => bytes,
+        None => {
+            let spec = progress
+                .spec(job)
+                .await?
+                .map_err(|why| anyhow!("this trainer cannot run training job {}: {why}", job.id))?;
+            let last = agreed_start(chain, store, config, job, &spec, job.outer_rounds + 1).await?;
+            let bytes =
+                tokio::task::spawn_blocking(move || to_reference(&last).weights.to_bytes()).await?;
+            store.put_model(job.id, &bytes)?;
+            bytes
+        }
+    };
+    let sha256: [u8; 32] = Sha256::digest(&bytes).into();
+    match submit(chain, config, msg_publish_model(me, job.id, &sha256)).await? {
+        Ok(height) => tracing::info!(
+            job = job.id,
+            height,
+            weights_sha256 = %hex::encode(sha256),
+            "attested the trained model"
+        ),
+        Err(reason) => {
+            tracing::warn!(job = job.id, %reason, "trained model attestation refused")
+        }
+    }
+    Ok(false)
 }
 
 /// Runs this worker's inner steps of `round` off the async runtime.

@@ -1,5 +1,5 @@
 //! The trainer's files: per job and round, the blobs it serves its peers and verifiers and
-//! what it needs to go on after a restart. Every file is written to a temporary name, synced
+//! what it needs to go on after a restart; per completed job, the trained model. Every file is written to a temporary name, synced
 //! and renamed, so a crash leaves either the whole file or none.
 
 use std::io;
@@ -80,29 +80,28 @@ impl Store {
             .join(format!("{}.bin", blob.name()))
     }
 
+    fn model_path(&self, job: u64) -> PathBuf {
+        self.job_dir(job).join("model.gnkw")
+    }
+
     /// Writes a blob durably.
     pub fn put(&self, job: u64, round: u64, blob: Blob, bytes: &[u8]) -> io::Result<()> {
-        let path = self.path(job, round, blob);
-        let dir = path.parent().expect("a blob path has a round directory");
-        std::fs::create_dir_all(dir)?;
-        let tmp = path.with_extension("tmp");
-        {
-            use std::io::Write;
-            let mut file = std::fs::File::create(&tmp)?;
-            file.write_all(bytes)?;
-            file.sync_all()?;
-        }
-        std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(dir)?.sync_all()
+        write_durably(&self.path(job, round, blob), bytes)
+    }
+
+    /// Writes the job's trained model (gonka-model's weights file) durably.
+    pub fn put_model(&self, job: u64, bytes: &[u8]) -> io::Result<()> {
+        write_durably(&self.model_path(job), bytes)
+    }
+
+    /// The job's trained model, if stored.
+    pub fn model(&self, job: u64) -> io::Result<Option<Vec<u8>>> {
+        read_if_present(&self.model_path(job))
     }
 
     /// A blob, if stored.
     pub fn get(&self, job: u64, round: u64, blob: Blob) -> io::Result<Option<Vec<u8>>> {
-        match std::fs::read(self.path(job, round, blob)) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
+        read_if_present(&self.path(job, round, blob))
     }
 
     /// Removes the job's rounds before `round − KEEP_ROUNDS`.
@@ -128,6 +127,29 @@ impl Store {
             }
         }
         Ok(())
+    }
+}
+
+/// Writes `bytes` to a temporary name, syncs, renames to `path` and syncs its directory.
+fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().expect("a store path has a directory");
+    std::fs::create_dir_all(dir)?;
+    let tmp = path.with_extension("tmp");
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+fn read_if_present(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -175,7 +197,10 @@ mod tests {
                 .put(1, round, Blob::EndWeights, &[round as u8])
                 .unwrap();
         }
+        store.put_model(1, b"weights").unwrap();
         store.prune(1, 12).unwrap();
+        assert_eq!(store.model(1).unwrap(), Some(b"weights".to_vec()));
+        assert_eq!(store.model(2).unwrap(), None);
         assert_eq!(store.get(1, 3, Blob::EndWeights).unwrap(), None);
         assert_eq!(store.get(1, 4, Blob::EndWeights).unwrap(), Some(vec![4]));
         assert_eq!(store.get(1, 12, Blob::EndWeights).unwrap(), Some(vec![12]));

@@ -10,9 +10,9 @@ use gonka_stake::StakeRead;
 
 use crate::msgs::{check_key_unique, node_from, validate_model_id, validate_pubkey, validate_url};
 use crate::{
-    default_params, validate_params, Inference, InferenceError, InferenceRead, InferenceWrite,
-    NAME, TRAINED_MODEL_PREFIX,
+    default_params, validate_params, Inference, InferenceError, InferenceRead, InferenceWrite, NAME,
 };
+use gonka_proto::ids::TRAINED_MODEL_PREFIX;
 
 impl Genesis for Inference {
     const NAME: &'static str = NAME;

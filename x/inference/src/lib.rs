@@ -2,7 +2,7 @@
 //! records.
 //!
 //! - Models are priced in genesis (`id`, `price_per_token` in ngnk, `min_vram_mib`), or
-//!   published by x/pol when a training job completes ([`TRAINED_MODEL_PREFIX`], with the
+//!   published by x/pol when a training job completes (`gonka_proto::ids::TRAINED_MODEL_PREFIX`, with the
 //!   SHA-256 of the weights its ML nodes load).
 //! - A staked host (a participant, not jailed, bonded ≥ stake's `min_stake`) registers ML
 //!   nodes (`MsgRegisterNode`, `MsgUpdateNode`, `MsgRemoveNode`): a globally unique id, the
@@ -55,10 +55,6 @@ use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, S
 
 /// Module name: key namespace, codespace and genesis section.
 pub const NAME: &str = "inference";
-
-/// Ids of models trained on chain start with this, followed by the job id (x/pol publishes
-/// them; genesis refuses any other model under it).
-pub const TRAINED_MODEL_PREFIX: &str = "pol/job-";
 
 /// The inference module.
 #[derive(Debug, Default, Clone, Copy)]

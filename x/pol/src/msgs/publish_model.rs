@@ -14,7 +14,7 @@ use crate::{events, PolError, PolRead, PolWrite};
 /// Model table id of the model job `id` trained. x/inference's genesis reserves the `pol/`
 /// prefix, so no priced model can take it.
 pub fn trained_model_id(job: u64) -> String {
-    format!("{}{job}", gonka_inference::TRAINED_MODEL_PREFIX)
+    format!("{}{job}", gonka_proto::ids::TRAINED_MODEL_PREFIX)
 }
 
 struct PublishModel(MsgPublishModel);
