@@ -360,7 +360,8 @@ fn label_of(address: &str) -> String {
 #[test]
 fn a_cheating_trainer_is_faulted_by_the_committee_and_slashed_to_the_honest_side() {
     let mut world = world(1_000_000);
-    let id = started_job(&mut world);
+    // Rounds long enough that round 2 stays open through the dispute.
+    let id = started_job_of(&mut world, 100);
     // p1 skips its inner steps: its weights are not what re-execution gives.
     submit_round(&mut world, id, 1, &["p0", "p1", "p2"], |w| {
         if w == "p1" {
@@ -391,6 +392,8 @@ fn a_cheating_trainer_is_faulted_by_the_committee_and_slashed_to_the_honest_side
             &accuser,
             vec![verdict(&accuser, id, 1, "p1", &honest_weights("p1", 1))],
         ),
+        // p1 commits round 2 at once, before its round-1 checkpoint is decided.
+        world.tx("p1", vec![checkpoint("p1", id, 2, "stale weights")]),
     ];
     let block = world.block(txs);
     assert_ok(&block);
@@ -453,14 +456,25 @@ fn a_cheating_trainer_is_faulted_by_the_committee_and_slashed_to_the_honest_side
         duties(&world, &members[2]).is_empty(),
         "the late member owes nothing"
     );
-    // p1 is dropped: it cannot submit round 2, which closes with p0 and p2.
-    let job = job(&world, id);
-    assert!(!job.workers[1].active);
+    // p1 is dropped: its round-2 checkpoint no longer counts, so p0's does not close the
+    // round on p2, still training; p1 cannot submit again. Round 2 closes with p0 and p2.
+    assert!(!job(&world, id).workers[1].active);
+    submit_round(&mut world, id, 2, &["p0"], |w| honest_weights(w, 2));
+    let open = job(&world, id);
+    assert_eq!((open.status(), open.round), (pb::JobStatus::Running, 2));
+    assert!(
+        open.workers[2].active,
+        "p2 is not dropped from a round still open"
+    );
     let tx = world.tx(
         "p1",
         vec![checkpoint("p1", id, 2, &honest_weights("p1", 2))],
     );
     assert_code(world.block(vec![tx]).result(0), 11, "dropped worker");
+    submit_round(&mut world, id, 2, &["p2"], |w| honest_weights(w, 2));
+    let done = job(&world, id);
+    assert_eq!(done.status(), pb::JobStatus::Completed);
+    assert!(done.workers[0].active && done.workers[2].active);
 }
 
 #[test]

@@ -307,8 +307,9 @@ impl ChatClient {
         Err(ChatError::Exhausted(failed))
     }
 
-    /// The terms to sign for `request` at the TA `url`: its address and chain (asked once
-    /// at its `/v1/identity`), the request's model and budget, and the ceiling price (the
+    /// The terms to sign for `request` at the TA `url`: its address and chain (asked at its
+    /// `/v1/identity` once, and again when it did not list the request's model then, e.g. a
+    /// model published since), the request's model and budget, and the ceiling price (the
     /// request's own, or the price the TA lists for the model).
     async fn terms_at(
         &self,
@@ -320,7 +321,8 @@ impl ChatClient {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(url)
-            .cloned();
+            .cloned()
+            .filter(|ta| ta.models.iter().any(|m| m.id == request.model));
         let ta = match known {
             Some(ta) => ta,
             None => {

@@ -1,6 +1,7 @@
 //! Training on the localnet: three validators' trainers join a job created with `gonkad tx pol
 //! create-job`, train two DiLoCo rounds together (exchanging pseudo-gradients directly), and
-//! commit every checkpoint on chain. One trainer cheats (stale weights); with every
+//! commit every checkpoint on chain. One trainer cheats (stale weights, and it withholds
+//! the pseudo-gradients it commits, which its peers leave out rather than stall); with every
 //! checkpoint sampled, its verifier re-executes the round and disagrees, the committee agrees
 //! with the verifier, and the cheat is slashed 20% while the honest workers' checkpoints are
 //! verified and paid. The fourth validator's trainer only re-executes.
@@ -87,6 +88,7 @@ fn three_trainers_train_together_the_cheat_is_slashed_and_the_model_is_served() 
                         "--auto-join".into(),
                         "--cheat".into(),
                         "stale-weights".into(),
+                        "--withhold-pseudo-gradients".into(),
                     ],
                     3 => Vec::new(),
                     _ => vec!["--auto-join".into()],
@@ -208,6 +210,15 @@ fn three_trainers_train_together_the_cheat_is_slashed_and_the_model_is_served() 
             .collect();
         assert_eq!(round2.len(), 2, "{checkpoints:?}");
         assert_eq!(round2[0].start_weights_hash, round2[1].start_weights_hash);
+        // ... having left out the cheat's pseudo-gradient, which it committed and withheld.
+        for i in [0, 1] {
+            let log =
+                std::fs::read_to_string(net.node(i).app_log.with_file_name("trainer.log")).unwrap();
+            assert!(
+                log.contains("leaving out a committed pseudo-gradient"),
+                "trainer {i} never left out the withheld pseudo-gradient"
+            );
+        }
         assert!(bonded(&net, &cheat).await <= bonded_before - bonded_before / 5);
 
         // The CLI shows the job as JSON.

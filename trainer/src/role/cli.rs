@@ -50,6 +50,10 @@ pub struct TrainerArgs {
     #[cfg(feature = "testing")]
     #[arg(long, value_name = "MODE", value_parser = parse_cheat)]
     cheat: Option<crate::cheat::Cheat>,
+    /// Serve no pseudo-gradients to peers, having committed them (tests only).
+    #[cfg(feature = "testing")]
+    #[arg(long)]
+    withhold_pseudo_gradients: bool,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -111,14 +115,17 @@ pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
         #[cfg(feature = "testing")]
         cheat: args.cheat,
     };
-    let serving = gonka_client::server::serve(
-        listener,
-        server::router(store.clone()),
-        args.server.limits(),
-        async {
-            let _ = tokio::signal::ctrl_c().await;
-        },
-    );
+    let router = server::router(store.clone());
+    #[cfg(feature = "testing")]
+    let router = if args.withhold_pseudo_gradients {
+        tracing::warn!(role = "trainer", "TESTING: this trainer WITHHOLDS the pseudo-gradients it commits; never run this outside tests");
+        server::withholding_pseudo_gradients(router)
+    } else {
+        router
+    };
+    let serving = gonka_client::server::serve(listener, router, args.server.limits(), async {
+        let _ = tokio::signal::ctrl_c().await;
+    });
     tokio::select! {
         () = follow(chain, store, config) => Ok(()),
         served = serving => {

@@ -9,8 +9,9 @@
 //!    (round 1: the reference model's; later: the previous start after one outer Nesterov
 //!    step on the average, in worker order, of every pseudo-gradient committed in the last
 //!    round, each fetched from its worker and accepted only if it hashes to what that worker
-//!    committed on chain), then runs its H inner steps, stores what it will serve, and
-//!    commits its checkpoint;
+//!    committed on chain; one that does not arrive within [`SKIP_PEER_AFTER`] polls is left
+//!    out), then runs its H inner steps, stores what it will serve, and commits its
+//!    checkpoint;
 //! 3. answers each checkpoint it must re-execute (`/pol/duties`): it fetches the worker's
 //!    start weights, end weights and previous optimizer state, checks them against the
 //!    worker's commitments, re-runs the round on the data indices the job assigns
@@ -56,6 +57,11 @@ use store::{commitment_from_bytes, commitment_to_bytes, Blob, Store};
 /// `unavailable`.
 pub const UNAVAILABLE_AFTER: u32 = 5;
 
+/// Polls a peer's committed pseudo-gradient may fail to arrive (unreachable, withheld, or
+/// not hashing to its commitment) before the round's start is computed without it: a worker
+/// that commits and then withholds cannot stall its peers past their round's deadline.
+pub const SKIP_PEER_AFTER: u32 = 10;
+
 /// Settings of a running trainer.
 #[derive(Debug, Clone)]
 pub struct TrainerConfig {
@@ -83,6 +89,9 @@ struct Progress {
     jobs: BTreeMap<u64, ()>,
     /// Failed fetches per owed re-execution (job, round, worker).
     fetch_failures: BTreeMap<(u64, u64, String), u32>,
+    /// Failed fetches of a peer's pseudo-gradient (job, round, worker), until the start
+    /// they are averaged into is computed.
+    peer_failures: BTreeMap<(u64, u64, String), u32>,
     /// The specs of jobs seen (a job's configuration never changes), at most
     /// [`MAX_CACHED_SPECS`].
     specs: BTreeMap<u64, JobSpec>,
@@ -260,7 +269,7 @@ async fn work_on(
         .spec(&job)
         .await?
         .map_err(|why| anyhow!("this trainer cannot run training job {id}: {why}"))?;
-    let start = agreed_start(chain, store, config, &job, &spec, round).await?;
+    let start = agreed_start(chain, store, config, progress, &job, &spec, round).await?;
     if checkpoints(chain, id, round)
         .await?
         .iter()
@@ -360,7 +369,16 @@ async fn publish_model(
                 .spec(job)
                 .await?
                 .map_err(|why| anyhow!("this trainer cannot run training job {}: {why}", job.id))?;
-            let last = agreed_start(chain, store, config, job, &spec, job.outer_rounds + 1).await?;
+            let last = agreed_start(
+                chain,
+                store,
+                config,
+                progress,
+                job,
+                &spec,
+                job.outer_rounds + 1,
+            )
+            .await?;
             let bytes =
                 tokio::task::spawn_blocking(move || to_reference(&last).weights.to_bytes()).await?;
             store.put_model(job.id, &bytes)?;
@@ -418,11 +436,14 @@ async fn train_round(
 /// computed:
 /// the reference model's weights and zero momentum for round 1; after that the previous
 /// round's start after [`outer_step`] on the [`average`] of every pseudo-gradient committed in
-/// it, in worker order.
+/// it, in worker order. A peer whose pseudo-gradient has not arrived after
+/// [`SKIP_PEER_AFTER`] polls is left out (every honest worker meets the same withholding
+/// peer, so they leave out the same one).
 async fn agreed_start(
     chain: &Chain,
     store: &Store,
     config: &TrainerConfig,
+    progress: &mut Progress,
     job: &TrainingJob,
     spec: &JobSpec,
     round: u64,
@@ -455,36 +476,49 @@ async fn agreed_start(
         };
         let committed = checkpoints(chain, id, round - 1).await?;
         let mut pseudo_gradients = Vec::new();
+        let mut waiting = Vec::new();
         // Worker order: the order they joined in.
         for worker in &job.workers {
             let Some(c) = committed.iter().find(|c| c.worker == worker.host) else {
                 continue;
             };
-            let bytes = if worker.host == chain.address() {
-                store
+            if worker.host == chain.address() {
+                let bytes = store
                     .get(id, round - 1, Blob::PseudoGradient)?
-                    .ok_or_else(|| anyhow!("own pseudo-gradient of round {} is gone", round - 1))?
-            } else {
-                fetch(
-                    config,
-                    &worker.endpoint,
-                    id,
-                    round - 1,
-                    Blob::PseudoGradient,
-                )
-                .await?
-            };
-            let pg = ParamSet::from_bytes(ParamKind::PseudoGradient, &bytes)
-                .map_err(|e| anyhow!("pseudo-gradient of {}: {e}", worker.host))?;
-            if pg.hash(ParamKind::PseudoGradient).as_slice() != c.pseudo_gradient_hash {
-                bail!(
-                    "{} served a pseudo-gradient of round {} that is not the one it committed",
-                    worker.host,
-                    round - 1
+                    .ok_or_else(|| anyhow!("own pseudo-gradient of round {} is gone", round - 1))?;
+                pseudo_gradients.push(
+                    ParamSet::from_bytes(ParamKind::PseudoGradient, &bytes)
+                        .map_err(|e| anyhow!("own pseudo-gradient: {e}"))?,
                 );
+                continue;
             }
-            pseudo_gradients.push(pg);
+            let key = (id, round - 1, worker.host.clone());
+            match peer_pseudo_gradient(config, &worker.endpoint, id, round - 1, c).await {
+                Ok(pg) => {
+                    progress.peer_failures.remove(&key);
+                    pseudo_gradients.push(pg);
+                }
+                Err(e) => {
+                    let failures = progress.peer_failures.entry(key).or_default();
+                    *failures += 1;
+                    if *failures < SKIP_PEER_AFTER {
+                        waiting.push(format!("{}: {e:#}", worker.host));
+                    } else if *failures == SKIP_PEER_AFTER {
+                        tracing::warn!(job = id, round = round - 1, worker = %worker.host, error = %format!("{e:#}"), "leaving out a committed pseudo-gradient its worker does not serve");
+                    }
+                }
+            }
         }
+        if !waiting.is_empty() {
+            bail!(
+                "waiting for the pseudo-gradients of round {} of {}",
+                round - 1,
+                waiting.join("; ")
+            );
+        }
+        progress
+            .peer_failures
+            .retain(|(j, r, _), _| (*j, *r) != (id, round - 1));
         let outer = spec.outer;
         tokio::task::spawn_blocking(move || -> Result<(ParamSet, ParamSet)> {
             let averaged = average(&pseudo_gradients)?;
@@ -505,6 +539,25 @@ async fn agreed_start(
         &momentum.to_bytes(ParamKind::OuterMomentum),
     )?;
     Ok(weights)
+}
+
+/// `worker`'s pseudo-gradient of `round`, fetched from `endpoint` and accepted only if it
+/// hashes to what the worker committed in checkpoint `c` (so no worker can send its peers
+/// different updates).
+async fn peer_pseudo_gradient(
+    config: &TrainerConfig,
+    endpoint: &str,
+    job: u64,
+    round: u64,
+    c: &Checkpoint,
+) -> Result<ParamSet> {
+    let bytes = fetch(config, endpoint, job, round, Blob::PseudoGradient).await?;
+    let pg = ParamSet::from_bytes(ParamKind::PseudoGradient, &bytes)
+        .map_err(|e| anyhow!("pseudo-gradient: {e}"))?;
+    if pg.hash(ParamKind::PseudoGradient).as_slice() != c.pseudo_gradient_hash {
+        bail!("served a pseudo-gradient of round {round} that is not the one it committed");
+    }
+    Ok(pg)
 }
 
 /// Answers every re-execution the chain assigns to this trainer's participant.

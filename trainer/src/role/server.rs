@@ -85,3 +85,21 @@ fn octet_stream(
         Err(e) => ApiError::internal(format!("reading the {name} file: {e}")).into_response(),
     }
 }
+
+/// FOR TESTS ONLY (`testing` feature): `router` answering 404 to every pseudo-gradient fetch,
+/// as a worker that commits its round and then withholds its update from its peers.
+#[cfg(feature = "testing")]
+pub fn withholding_pseudo_gradients(router: Router) -> Router {
+    router.layer(axum::middleware::from_fn(
+        |request: axum::extract::Request, next: axum::middleware::Next| async move {
+            if request.uri().path().ends_with(Blob::PseudoGradient.name()) {
+                return ApiError::unavailable_here(
+                    "not_held",
+                    "TESTING: pseudo-gradients withheld".into(),
+                )
+                .into_response();
+            }
+            next.run(request).await
+        },
+    ))
+}

@@ -72,10 +72,16 @@ impl Msg for SubmitCheckpoint {
         };
         state.put_checkpoint(&checkpoint);
         state.emit(events::checkpoint("checkpoint_submitted", &checkpoint));
-        // Bounded by the job's size (at most max_workers).
-        let submitted = state.round_checkpoints(job.id, msg.round)?.len();
-        let active = job.workers.iter().filter(|w| w.active).count();
-        if submitted >= active {
+        // Bounded by the job's size (at most max_workers). Only active workers count: one
+        // dropped after committing this round (its previous checkpoint faulted) must not
+        // close the round on a worker still training.
+        let submitted = state.round_checkpoints(job.id, msg.round)?;
+        let all_in = job
+            .workers
+            .iter()
+            .filter(|w| w.active)
+            .all(|w| submitted.iter().any(|c| c.worker == w.host));
+        if all_in {
             close_early(state, &job, ctx.block.height);
         }
         Ok(())
