@@ -20,9 +20,11 @@ pub struct ValidatorArgs {
     /// payload fetches and the answers.
     #[arg(long, value_name = "PATH")]
     mnemonic_file: PathBuf,
-    /// The validator's own ML node that re-executes requests, http://HOST:PORT.
-    #[arg(long, value_name = "URL", value_parser = parse_http_url)]
-    ml_node: String,
+    /// The validator's own ML node that re-executes requests, http://HOST:PORT; repeat it
+    /// for nodes serving other models (each record goes to the first one serving its
+    /// model, e.g. a model trained on chain).
+    #[arg(long, value_name = "URL", value_parser = parse_http_url, required = true)]
+    ml_node: Vec<String>,
     /// Pause between polls of the chain for pending work, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
@@ -52,9 +54,9 @@ pub async fn run(args: ValidatorArgs) -> anyhow::Result<()> {
             }
         }
     };
-    tracing::info!(role = "validator", address = %chain.address(), chain_id = %chain.chain_id(), ml_node = %args.ml_node, "validator polling for assigned work");
+    tracing::info!(role = "validator", address = %chain.address(), chain_id = %chain.chain_id(), ml_nodes = %args.ml_node.join(", "), "validator polling for assigned work");
     let config = ValidatorConfig {
-        ml_node: args.ml_node,
+        ml_nodes: args.ml_node,
         poll: Duration::from_millis(args.poll_ms),
         connect_timeout: Duration::from_secs(5),
         // Re-execution on a real model may take a while; the deadline is blocks away.
@@ -98,7 +100,15 @@ mod tests {
             "--ml-node=http://127.0.0.1:8080",
         ];
         let a = Cli::try_parse_from(base).unwrap().args;
-        assert_eq!(a.ml_node, "127.0.0.1:8080");
+        assert_eq!(a.ml_node, ["127.0.0.1:8080"]);
+        let two = Cli::try_parse_from(
+            base.iter()
+                .copied()
+                .chain(["--ml-node=http://127.0.0.1:8090"]),
+        )
+        .unwrap()
+        .args;
+        assert_eq!(two.ml_node, ["127.0.0.1:8080", "127.0.0.1:8090"]);
         assert_eq!(a.poll_ms, 1000);
         assert!(
             Cli::try_parse_from(&base[..3]).is_err(),

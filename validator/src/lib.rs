@@ -33,7 +33,7 @@ pub mod cli;
 pub mod dkg;
 
 use gonka_proto::query as q;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -143,8 +143,9 @@ pub fn decide(
 /// Settings of a running validator.
 #[derive(Debug, Clone)]
 pub struct ValidatorConfig {
-    /// `host:port` of the validator's own ML node.
-    pub ml_node: String,
+    /// `host:port` of each of the validator's own ML nodes; a record is re-executed on the
+    /// first one serving its model.
+    pub ml_nodes: Vec<String>,
     /// Pause between polls of the chain.
     pub poll: Duration,
     /// Longest wait to connect to a transfer agent or the ML node.
@@ -186,8 +187,8 @@ impl From<anyhow::Error> for Failure {
 /// Polls the chain and answers the validator's pending work until the process ends.
 pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
     let mut handled: BTreeSet<ItemKey> = BTreeSet::new();
-    // The own ML node's id, asked once (its calls are signed for it).
-    let mut node_id: Option<String> = None;
+    // The own ML nodes' ids and models, asked once (calls are signed for a node's id).
+    let mut nodes = OwnNodes::default();
     let mut keygen = config.bls_dir.as_deref().and_then(|dir| {
         dkg::DkgParticipant::open(dir, &key)
             .map_err(|e| tracing::error!(dir = %dir.display(), error = %format!("{e:#}"), "cannot open the BLS key directory; this validator takes no part in key generation"))
@@ -204,7 +205,7 @@ pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
                     if handled.contains(&k) {
                         continue;
                     }
-                    match answer(&chain, &key, &config, &mut node_id, &item).await {
+                    match answer(&chain, &key, &config, &mut nodes, &item).await {
                         Ok(()) => {
                             handled.insert(k);
                         }
@@ -246,7 +247,7 @@ async fn answer(
     chain: &Chain,
     key: &Key,
     config: &ValidatorConfig,
-    node_id: &mut Option<String>,
+    nodes: &mut OwnNodes,
     work: &dpb::PendingWork,
 ) -> Result<(), Failure> {
     let stored = chain
@@ -285,7 +286,21 @@ async fn answer(
     };
     let ta_url = ta_url.unwrap_or_default();
     let own = if payload_matches(&record, &payload) {
-        reexecute(key, node_id, &payload, record.max_completion_tokens, config).await?
+        let (ml_node, node_id) = nodes.serving(&record.model, config).await?;
+        let own = reexecute(
+            key,
+            &ml_node,
+            &node_id,
+            &payload,
+            record.max_completion_tokens,
+            config,
+        )
+        .await;
+        if own.is_err() {
+            // Perhaps restarted under another id or model: ask again next time.
+            nodes.forget(&ml_node);
+        }
+        own?
     } else {
         tracing::warn!(inference = %work.inference_id, ta = %ta_url, "the transfer agent served a body whose SHA-256 is not the record's prompt_hash; answering with a mismatch");
         OwnAnswer {
@@ -383,31 +398,80 @@ async fn fetch_payload(
     }
 }
 
-/// The id of the validator's own ML node (`config.ml_node`), from its `/v1/identity`.
-async fn own_node_id(config: &ValidatorConfig) -> Result<String> {
-    let ml_node = config.ml_node.as_str();
+/// What the validator's own ML nodes said at `/v1/identity`: id and models, by `host:port`.
+#[derive(Default)]
+struct OwnNodes {
+    known: BTreeMap<String, (String, Vec<String>)>,
+}
+
+impl OwnNodes {
+    /// The first of `config.ml_nodes` serving `model`, with its node id.
+    async fn serving(&mut self, model: &str, config: &ValidatorConfig) -> Result<(String, String)> {
+        for ml_node in &config.ml_nodes {
+            if !self.known.contains_key(ml_node) {
+                match identity(ml_node, config).await {
+                    Ok(identity) => {
+                        self.known.insert(ml_node.clone(), identity);
+                    }
+                    Err(e) => {
+                        tracing::warn!(%ml_node, error = %format!("{e:#}"), "cannot ask the ML node who it is");
+                        continue;
+                    }
+                }
+            }
+            let (id, models) = &self.known[ml_node];
+            if models.iter().any(|m| m == model) {
+                return Ok((ml_node.clone(), id.clone()));
+            }
+        }
+        bail!(
+            "none of this validator's ML nodes ({}) serves model {model}; run one that does (`gonka-sidecar ml-node --model-id {model}`) and pass it with --ml-node",
+            config.ml_nodes.join(", ")
+        )
+    }
+
+    /// Forgets what `ml_node` said, so it is asked again.
+    fn forget(&mut self, ml_node: &str) {
+        self.known.remove(ml_node);
+    }
+}
+
+/// The id and models of the ML node at `ml_node`, from its `/v1/identity`.
+async fn identity(ml_node: &str, config: &ValidatorConfig) -> Result<(String, Vec<String>)> {
     let (status, identity) = exchange(ml_node, "GET", "/v1/identity", &[], b"", config)
         .await
         .context("asking the ML node who it is; is --ml-node running?")?;
-    serde_json::from_slice::<serde_json::Value>(&identity)
+    let identity = serde_json::from_slice::<serde_json::Value>(&identity)
         .ok()
         .filter(|_| status == 200)
-        .and_then(|v| v["node_id"].as_str().map(str::to_string))
-        .ok_or_else(|| anyhow!("the ML node at {ml_node} did not say its node_id at /v1/identity"))
+        .ok_or_else(|| anyhow!("the ML node at {ml_node} answered {status} at /v1/identity"))?;
+    let id = identity["node_id"].as_str().ok_or_else(|| {
+        anyhow!("the ML node at {ml_node} did not say its node_id at /v1/identity")
+    })?;
+    let models = identity["models"]
+        .as_array()
+        .map(|models| {
+            models
+                .iter()
+                .filter_map(|m| m.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((id.to_string(), models))
 }
 
-/// What the validator's own ML node (`config.ml_node`, `host:port`) answers to `payload`,
-/// with `stream` forced to false and `max_tokens` set to the signed budget `max_tokens`. The
-/// call is signed by `key`, the node's host: an ML node on chain runs unreceipted requests for
-/// nobody else.
+/// What the validator's ML node `ml_node` (`host:port`, registered as `node_id`) answers to
+/// `payload`, with `stream` forced to false and `max_tokens` set to the signed budget
+/// `max_tokens`. The call is signed by `key`, the node's host: an ML node on chain runs
+/// unreceipted requests for nobody else.
 async fn reexecute(
     key: &Key,
-    node_id: &mut Option<String>,
+    ml_node: &str,
+    node_id: &str,
     payload: &[u8],
     max_tokens: u64,
     config: &ValidatorConfig,
 ) -> Result<OwnAnswer> {
-    let ml_node = config.ml_node.as_str();
     let mut request: serde_json::Value = serde_json::from_slice(payload)
         .context("the payload is not JSON; the record's request cannot be re-executed")?;
     let Some(fields) = request.as_object_mut() else {
@@ -417,15 +481,7 @@ async fn reexecute(
     fields.remove("max_completion_tokens");
     fields.insert("max_tokens".into(), max_tokens.into());
     let body = serde_json::to_vec(&request).context("re-serializing the request")?;
-    let id = match node_id {
-        Some(id) => id.clone(),
-        None => {
-            let id = own_node_id(config).await?;
-            *node_id = Some(id.clone());
-            id
-        }
-    };
-    let caller = sign_node_call(key, &id, None, &body, unix_now())?;
+    let caller = sign_node_call(key, node_id, None, &body, unix_now())?;
     let caller: Vec<(&str, &str)> = caller.iter().map(|(n, v)| (*n, v.as_str())).collect();
     let (status, answer) = exchange(
         ml_node,
@@ -438,10 +494,6 @@ async fn reexecute(
     .await
     .context("re-executing on the ML node; is --ml-node running?")?;
     if status != 200 {
-        if status == 401 || status == 403 {
-            // Perhaps restarted under another id: ask again next time.
-            *node_id = None;
-        }
         bail!(
             "the ML node at {ml_node} answered {status}: {}",
             String::from_utf8_lossy(&answer)
@@ -565,5 +617,44 @@ mod tests {
             validation_commitment(&d.msg),
             result_commitment("v", &Sha256::digest(tampered).into(), 0, 0)
         );
+    }
+
+    /// Starts an ML node serving `model` as `node_id` on a free port: its `host:port`.
+    async fn ml_node(model: &str, node_id: &str) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config = gonka_node::MlNodeConfig {
+            model_id: model.into(),
+            node_id: node_id.into(),
+            ..gonka_node::MlNodeConfig::default()
+        };
+        tokio::spawn(gonka_node::serve(listener, config, std::future::pending()));
+        addr.to_string()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_record_goes_to_the_own_ml_node_serving_its_model() {
+        let reference = ml_node("gonka/reference-1", "ref-node").await;
+        let trained = ml_node("pol/job-1", "trained-node").await;
+        let config = ValidatorConfig {
+            ml_nodes: vec!["127.0.0.1:1".into(), reference.clone(), trained.clone()],
+            poll: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(5),
+            inclusion_timeout: Duration::from_secs(5),
+            bls_dir: None,
+        };
+        let mut nodes = OwnNodes::default();
+        // The unreachable first node is skipped, not fatal.
+        assert_eq!(
+            nodes.serving("pol/job-1", &config).await.unwrap(),
+            (trained, "trained-node".to_string())
+        );
+        assert_eq!(
+            nodes.serving("gonka/reference-1", &config).await.unwrap(),
+            (reference, "ref-node".to_string())
+        );
+        let err = nodes.serving("pol/job-9", &config).await.unwrap_err();
+        assert!(err.to_string().contains("serves model pol/job-9"), "{err}");
     }
 }
