@@ -399,6 +399,28 @@ fn validate(
 // Validations and disputes
 
 #[test]
+fn records_go_to_validators_serving_their_model_when_any_does() {
+    let mut w = world(scenario_params());
+    // p2 now runs an ML node serving the model; p1, p3 and p4 serve nothing.
+    let tx = w.tx("p2", vec![msg_register_node(&addr("p2"), &spec(2))]);
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    let records: Vec<WorkRecord> = (0..6)
+        .map(|i| record(&format!("served-{i}"), true))
+        .collect();
+    settle(&mut w, &records);
+    for rec in &records {
+        // Not p0 (the executor) nor p5 (the TA): p2 is the one validator serving the model.
+        assert_eq!(
+            validation(&w, &rec.inference_id).validator,
+            addr("p2"),
+            "{}",
+            rec.inference_id
+        );
+    }
+}
+
+#[test]
 fn honest_executor_validation_matches_and_both_are_paid() {
     let mut w = world(scenario_params());
     let rec = record("honest", true);

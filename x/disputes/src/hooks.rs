@@ -7,7 +7,7 @@ use gonka_proto::disputes::Validation;
 use gonka_sdk::{BlockContext, Result, StateWrite};
 
 use crate::sampling::{assign_validator, given_sampled, is_sampled, record_seed, sample_rate_ppm};
-use crate::settle::{self, active_validators, note_miss, Opening};
+use crate::settle::{self, note_miss, ModelValidators, Opening};
 use crate::{events, kind, status, DisputesRead, DisputesWrite};
 
 /// Before the block's transactions: the disputes opened in the last block get their
@@ -88,6 +88,7 @@ fn sample_queued(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
         gonka_bls::beacon::purpose::VALIDATION_SAMPLING,
         ctx.height - 1,
     )?;
+    let mut validators = ModelValidators::default();
     for id in queued {
         let Some(stored) = state.record(&id)? else {
             continue;
@@ -101,7 +102,8 @@ fn sample_queued(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
             // Neither the executor's host nor the record's transfer agent (which holds the
             // answer and could vouch without re-executing) validates it.
             let parties = [host.as_str(), stored.transfer_agent.as_str()];
-            assign_validator(&seed, &active_validators(state, &parties)?)
+            let model = stored.record.as_ref().map_or("", |r| r.model.as_str());
+            assign_validator(&seed, &validators.candidates(state, model, &parties)?)
         } else {
             None
         };

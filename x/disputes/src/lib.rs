@@ -27,8 +27,11 @@
 //! ## Assignment
 //! A sampled record goes to one validator: a participant with power > 0, not jailed, other
 //! than the executor's host and the record's transfer agent (which holds the answer), drawn with probability proportional to power by the seed's
-//! bytes 8..16 (u64 BE) modulo the total power over the candidates in address order. With
-//! no candidate the record is not sampled. The validator has
+//! bytes 8..16 (u64 BE) modulo the total power over the candidates in address order. The
+//! candidates are those hosting a registered ML node that serves the record's model, when
+//! any does (so a validator is not assigned a model it cannot run, e.g. one trained on chain
+//! that few serve); otherwise every such participant, who must then run the model to
+//! validate it (`ModelValidators`). With no candidate the record is not sampled. The validator has
 //! `validation_deadline_blocks` (20) blocks: it answers with `MsgSubmitValidation` in blocks
 //! up to and including the deadline.
 //!
@@ -78,7 +81,8 @@
 //! (`payload_retention_blocks` of x/inference) for the whole challenge window
 //! ([`challenge_window_blocks`]), so nobody is ever assigned a body that may be gone. A committee of
 //! `committee_size` (3) is drawn in the block after the dispute opened at `H`, by power
-//! without replacement from the same candidates as validators, excluding the executor's
+//! without replacement from the same candidates as validators (by the record's model),
+//! excluding the executor's
 //! host, the record's transfer agent and the accuser, with seed
 //! `SHA-256("gonka/dispute-committee/v1" ‖ seed(dispute-committee, H) ‖ id ‖ inference_id)`:
 //! whoever opens a dispute cannot know its committee when sending the transaction. With fewer

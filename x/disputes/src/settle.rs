@@ -1,6 +1,8 @@
 //! Opening, voting on and settling disputes; validation rewards; reputation. Shared by the
 //! messages and the block hooks.
 
+use std::collections::BTreeMap;
+
 use gonka_bank::{transfer, BankRead, Coin, NATIVE_DENOM};
 use gonka_epochs::EpochsRead;
 use gonka_inference::{result_matches, InferenceRead};
@@ -42,6 +44,55 @@ pub fn active_validators(
         .filter(|p| p.power > 0 && !p.jailed && !excluded.contains(&p.operator.as_str()))
         .map(|p| (p.operator, p.power as u64))
         .collect())
+}
+
+/// Who can re-execute a model's records, remembered for one block: the active validators
+/// hosting a registered ML node that serves the model. When none does, every active
+/// validator is a candidate (it must then run the model to validate it): no model's records
+/// go unvalidated for want of a validator serving it.
+#[derive(Default)]
+pub struct ModelValidators {
+    active: Option<Vec<(String, u64)>>,
+    serving: BTreeMap<String, Vec<(String, u64)>>,
+}
+
+impl ModelValidators {
+    /// The candidates to re-execute a record of `model`, other than the `excluded` parties,
+    /// with their power.
+    pub fn candidates(
+        &mut self,
+        state: &(impl StakeRead + InferenceRead + ?Sized),
+        model: &str,
+        excluded: &[&str],
+    ) -> Result<Vec<(String, u64)>> {
+        if self.active.is_none() {
+            self.active = Some(active_validators(state, &[])?);
+        }
+        let active = self.active.as_deref().unwrap_or_default();
+        if !self.serving.contains_key(model) {
+            let mut serving = Vec::new();
+            // Bounded by the validator set and each validator's nodes.
+            for (validator, power) in active {
+                let nodes = state.nodes_of_host(validator)?;
+                if nodes.iter().any(|n| n.models.iter().any(|m| m == model)) {
+                    serving.push((validator.clone(), *power));
+                }
+            }
+            self.serving.insert(model.to_string(), serving);
+        }
+        let without = |list: &[(String, u64)]| -> Vec<(String, u64)> {
+            list.iter()
+                .filter(|(v, _)| !excluded.contains(&v.as_str()))
+                .cloned()
+                .collect()
+        };
+        let serving = without(&self.serving[model]);
+        Ok(if serving.is_empty() {
+            without(active)
+        } else {
+            serving
+        })
+    }
 }
 
 /// Tokens of a stored record (its work units).
@@ -261,7 +312,7 @@ pub fn draw_committee(state: &mut dyn StateWrite, height: u64, id: u64) -> Resul
         dispute.transfer_agent.as_str(),
         dispute.accuser.as_str(),
     ];
-    let candidates = active_validators(state, &parties)?;
+    let candidates = ModelValidators::default().candidates(state, &dispute.model, &parties)?;
     let height_seed = gonka_bls::beacon::seed(
         state,
         gonka_bls::beacon::purpose::DISPUTE_COMMITTEE,
