@@ -205,13 +205,19 @@ pub fn inner_round(task: &RoundTask<'_>) -> Result<RoundOutput, TrainerError> {
     let net = Net::new(task.weights)?;
     let mut optimizer = InnerAdamW::new(net.vars(), task.optimizer, task.params.clone())?;
     let mut loss_sum = 0f64;
-    for step in 0..task.indices.steps() {
+    let steps = task.indices.steps();
+    // Progress about ten times a round (the caller's span names the job and round).
+    let report_every = (steps / 10).max(1);
+    for step in 0..steps {
         let loss = net.loss(task.corpus, task.indices.step(step))?;
         let value = loss.to_scalar::<f32>()?;
         if !value.is_finite() {
             return Err(TrainerError::Diverged(format!(
                 "the loss of inner step {step} is {value}"
             )));
+        }
+        if (step + 1) % report_every == 0 {
+            tracing::info!(step = step + 1, steps, loss = value, "inner step");
         }
         loss_sum += f64::from(value);
         optimizer.step(&loss.backward()?)?;

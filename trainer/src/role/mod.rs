@@ -292,7 +292,8 @@ async fn work_on(
                     None => bail!("this trainer holds no optimizer state of round {} of job {id}; it cannot go on in this job", round - 1),
                 },
             };
-            let output = train_round(config, spec, index, round, start.clone(), optimizer).await?;
+            let output =
+                train_round(config, spec, id, index, round, start.clone(), optimizer).await?;
             let commitment = output.commitment();
             store.put(
                 id,
@@ -404,6 +405,7 @@ async fn publish_model(
 async fn train_round(
     config: &TrainerConfig,
     spec: JobSpec,
+    job: u64,
     index: usize,
     round: u64,
     start: ParamSet,
@@ -414,6 +416,7 @@ async fn train_round(
     #[cfg(not(feature = "testing"))]
     let _ = config;
     tokio::task::spawn_blocking(move || -> Result<RoundOutput> {
+        let _span = tracing::info_span!("training", job, round).entered();
         let corpus = spec.corpus();
         let indices = spec.data_indices(index as u32, round)?;
         let task = RoundTask {
