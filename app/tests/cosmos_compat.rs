@@ -118,6 +118,113 @@ fn cosmos_msg_send_and_standard_queries_work() {
     );
 }
 
+/// What wallets ask before a send: the supply, the native denom's metadata (its display unit
+/// and exponent) and the auth parameters, with the standard types.
+#[test]
+fn supply_denom_metadata_and_auth_params_answer_with_the_standard_types() {
+    use cosmrs::proto::cosmos::auth::v1beta1::{QueryParamsRequest, QueryParamsResponse};
+    use cosmrs::proto::cosmos::bank::v1beta1::{
+        QueryDenomMetadataRequest, QueryDenomMetadataResponse, QueryDenomsMetadataRequest,
+        QueryDenomsMetadataResponse, QuerySupplyOfRequest, QuerySupplyOfResponse,
+        QueryTotalSupplyRequest, QueryTotalSupplyResponse,
+    };
+    let mut fx = Fixture::new();
+    fx.chain.next_block(vec![]);
+    let ask = |path: &str, data: Vec<u8>| {
+        let response = fx.chain.query(path, data);
+        (
+            response.code,
+            response.codespace,
+            response.log,
+            response.value,
+        )
+    };
+    let (code, _, log, value) = ask(
+        "/cosmos.bank.v1beta1.Query/SupplyOf",
+        QuerySupplyOfRequest {
+            denom: "ngnk".into(),
+        }
+        .encode_to_vec(),
+    );
+    assert_eq!(code, 0, "{log}");
+    let amount = QuerySupplyOfResponse::decode(value.as_ref())
+        .unwrap()
+        .amount
+        .unwrap();
+    assert_eq!(amount.denom, "ngnk");
+    let supply = amount.amount;
+    assert!(supply.parse::<u128>().unwrap() >= START_BALANCE);
+
+    let (code, _, log, value) = ask(
+        "/cosmos.bank.v1beta1.Query/TotalSupply",
+        QueryTotalSupplyRequest::default().encode_to_vec(),
+    );
+    assert_eq!(code, 0, "{log}");
+    let total = QueryTotalSupplyResponse::decode(value.as_ref()).unwrap();
+    assert_eq!(
+        total.supply,
+        vec![Coin {
+            denom: "ngnk".into(),
+            amount: supply
+        }]
+    );
+
+    let (code, _, log, value) = ask(
+        "/cosmos.bank.v1beta1.Query/DenomMetadata",
+        QueryDenomMetadataRequest {
+            denom: "ngnk".into(),
+        }
+        .encode_to_vec(),
+    );
+    assert_eq!(code, 0, "{log}");
+    let metadata = QueryDenomMetadataResponse::decode(value.as_ref())
+        .unwrap()
+        .metadata
+        .unwrap();
+    assert_eq!(
+        (metadata.base.as_str(), metadata.display.as_str()),
+        ("ngnk", "gnk")
+    );
+    let display = metadata
+        .denom_units
+        .iter()
+        .find(|u| u.denom == metadata.display)
+        .unwrap();
+    assert_eq!(display.exponent, 9);
+    let (code, codespace, log, _) = ask(
+        "/cosmos.bank.v1beta1.Query/DenomMetadata",
+        QueryDenomMetadataRequest {
+            denom: "uatom".into(),
+        }
+        .encode_to_vec(),
+    );
+    assert_eq!((code, codespace.as_str()), (5, "bank"), "{log}");
+    let (code, _, log, value) = ask(
+        "/cosmos.bank.v1beta1.Query/DenomsMetadata",
+        QueryDenomsMetadataRequest::default().encode_to_vec(),
+    );
+    assert_eq!(code, 0, "{log}");
+    let all = QueryDenomsMetadataResponse::decode(value.as_ref()).unwrap();
+    assert_eq!(all.metadatas, vec![metadata]);
+
+    let (code, _, log, value) = ask(
+        "/cosmos.auth.v1beta1.Query/Params",
+        QueryParamsRequest::default().encode_to_vec(),
+    );
+    assert_eq!(code, 0, "{log}");
+    let params = QueryParamsResponse::decode(value.as_ref())
+        .unwrap()
+        .params
+        .unwrap();
+    let ours = gonka_auth::default_params();
+    assert_eq!(params.tx_sig_limit, 1);
+    assert_eq!(params.tx_size_cost_per_byte, ours.tx_size_cost_per_byte);
+    assert_eq!(
+        params.sig_verify_cost_secp256k1,
+        ours.sig_verify_cost_secp256k1
+    );
+}
+
 /// Asks `/cosmos.tx.v1beta1.Service/Simulate` through the ABCI query path.
 fn simulate(fx: &Fixture, tx_bytes: Vec<u8>) -> Result<SimulateResponse, (String, u32, String)> {
     let request = SimulateRequest {

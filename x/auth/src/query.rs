@@ -16,6 +16,15 @@ impl Query for CosmosAccount {
     type Response = cosmos_auth::QueryAccountResponse;
 }
 
+/// `/cosmos.auth.v1beta1.Query/Params`.
+struct CosmosParams;
+
+impl Query for CosmosParams {
+    const PATH: &'static str = "/cosmos.auth.v1beta1.Query/Params";
+    type Request = cosmos_auth::QueryParamsRequest;
+    type Response = cosmos_auth::QueryParamsResponse;
+}
+
 use crate::{validate_address, AuthError, AuthRead};
 
 /// Answers an auth query; `None` if `path` is not one.
@@ -32,6 +41,20 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
             })
         })
         .on::<CosmosAccount>(|r| cosmos_account(state, &r.address))
+        .on::<CosmosParams>(|_| {
+            let params = state.auth_params()?.to_proto();
+            // In Cosmos terms: one signer per tx, a memo bounded only by the tx's size, and
+            // no ed25519 account keys (so no cost for them).
+            Ok(cosmos_auth::QueryParamsResponse {
+                params: Some(cosmos_auth::Params {
+                    max_memo_characters: params.max_tx_bytes,
+                    tx_sig_limit: 1,
+                    tx_size_cost_per_byte: params.tx_size_cost_per_byte,
+                    sig_verify_cost_ed25519: 0,
+                    sig_verify_cost_secp256k1: params.sig_verify_cost_secp256k1,
+                }),
+            })
+        })
         .answer()
 }
 

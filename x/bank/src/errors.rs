@@ -10,6 +10,8 @@ pub enum BankError {
     ZeroAmount = 3,
     /// The sender holds less than it tries to move.
     InsufficientFunds = 4,
+    /// No metadata for this denom (only the native denom has some).
+    UnknownDenom = 5,
 }
 
 gonka_sdk::impl_error_code!(BankError, "bank");

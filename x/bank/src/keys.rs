@@ -25,9 +25,16 @@ pub fn balance(address: &str, denom: &str) -> Vec<u8> {
     key
 }
 
+/// Prefix of every denom's total supply.
+pub fn supplies() -> Vec<u8> {
+    b"bank/supply/".to_vec()
+}
+
 /// Total supply of `denom`.
 pub fn supply(denom: &str) -> Vec<u8> {
-    format!("bank/supply/{denom}").into_bytes()
+    let mut key = supplies();
+    key.extend_from_slice(denom.as_bytes());
+    key
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! collector.
 //!
 //! Accepts both `/gonka.bank.v1.MsgSend` and the standard `/cosmos.bank.v1beta1.MsgSend`,
-//! and answers the standard `/cosmos.bank.v1beta1.Query/Balance` and `.../AllBalances`
-//! paths, so stock Cosmos clients can send GNK and read balances. Other modules move funds
+//! and answers the standard `/cosmos.bank.v1beta1.Query/Balance`, `AllBalances`, `SupplyOf`,
+//! `TotalSupply`, `DenomMetadata` and `DenomsMetadata` paths ([`native_metadata`]), so stock
+//! Cosmos clients can send GNK, read balances and supply, and display amounts. Other modules move funds
 //! through [`transfer`] and read them through [`BankRead`].
 
 mod coin;
@@ -17,6 +18,7 @@ mod state;
 
 pub use coin::{parse_coins, Coin};
 pub use errors::BankError;
+pub use query::native_metadata;
 pub use state::{fee_collector_address, transfer, BankRead, BankWrite};
 
 use gonka_sdk::{Any, Module, Msg, Result, StateRead};
@@ -26,6 +28,12 @@ pub const NAME: &str = "bank";
 
 /// The native denom: 1 GNK = 10^9 ngnk. Fees are paid in it.
 pub const NATIVE_DENOM: &str = "ngnk";
+
+/// The unit wallets display: 1 GNK = 10^[`DISPLAY_EXPONENT`] ngnk.
+pub const DISPLAY_DENOM: &str = "gnk";
+
+/// Decimal places between [`NATIVE_DENOM`] and [`DISPLAY_DENOM`].
+pub const DISPLAY_EXPONENT: u32 = 9;
 
 /// Name of the module account that collects transaction fees.
 pub const FEE_COLLECTOR: &str = "fee_collector";

@@ -12,7 +12,7 @@ use gonka_proto::query::page::PageRequest;
 use gonka_proto::query::{bank as q, Query};
 use gonka_sdk::{ErrorCode, QueryRouter, Result, SdkError, StateRead};
 
-use crate::{BankRead, Coin};
+use crate::{BankError, BankRead, Coin, DISPLAY_DENOM, DISPLAY_EXPONENT, NATIVE_DENOM};
 
 /// `/cosmos.bank.v1beta1.Query/Balance`.
 struct CosmosBalance;
@@ -30,6 +30,67 @@ impl Query for CosmosAllBalances {
     const PATH: &'static str = "/cosmos.bank.v1beta1.Query/AllBalances";
     type Request = cosmos_bank::QueryAllBalancesRequest;
     type Response = cosmos_bank::QueryAllBalancesResponse;
+}
+
+/// `/cosmos.bank.v1beta1.Query/SupplyOf`.
+struct CosmosSupplyOf;
+
+impl Query for CosmosSupplyOf {
+    const PATH: &'static str = "/cosmos.bank.v1beta1.Query/SupplyOf";
+    type Request = cosmos_bank::QuerySupplyOfRequest;
+    type Response = cosmos_bank::QuerySupplyOfResponse;
+}
+
+/// `/cosmos.bank.v1beta1.Query/TotalSupply`.
+struct CosmosTotalSupply;
+
+impl Query for CosmosTotalSupply {
+    const PATH: &'static str = "/cosmos.bank.v1beta1.Query/TotalSupply";
+    type Request = cosmos_bank::QueryTotalSupplyRequest;
+    type Response = cosmos_bank::QueryTotalSupplyResponse;
+}
+
+/// `/cosmos.bank.v1beta1.Query/DenomMetadata`.
+struct CosmosDenomMetadata;
+
+impl Query for CosmosDenomMetadata {
+    const PATH: &'static str = "/cosmos.bank.v1beta1.Query/DenomMetadata";
+    type Request = cosmos_bank::QueryDenomMetadataRequest;
+    type Response = cosmos_bank::QueryDenomMetadataResponse;
+}
+
+/// `/cosmos.bank.v1beta1.Query/DenomsMetadata`.
+struct CosmosDenomsMetadata;
+
+impl Query for CosmosDenomsMetadata {
+    const PATH: &'static str = "/cosmos.bank.v1beta1.Query/DenomsMetadata";
+    type Request = cosmos_bank::QueryDenomsMetadataRequest;
+    type Response = cosmos_bank::QueryDenomsMetadataResponse;
+}
+
+/// What wallets show of the native denom: base `ngnk`, displayed as `GNK` with exponent 9.
+pub fn native_metadata() -> cosmos_bank::Metadata {
+    cosmos_bank::Metadata {
+        description: "The native token of gonka: fees, stake, escrows and rewards".into(),
+        denom_units: vec![
+            cosmos_bank::DenomUnit {
+                denom: NATIVE_DENOM.into(),
+                exponent: 0,
+                aliases: vec!["nanognk".into()],
+            },
+            cosmos_bank::DenomUnit {
+                denom: DISPLAY_DENOM.into(),
+                exponent: DISPLAY_EXPONENT,
+                aliases: Vec::new(),
+            },
+        ],
+        base: NATIVE_DENOM.into(),
+        display: DISPLAY_DENOM.into(),
+        name: "Gonka".into(),
+        symbol: "GNK".into(),
+        uri: String::new(),
+        uri_hash: String::new(),
+    }
 }
 
 /// Answers a bank query; `None` if `path` is not one.
@@ -61,23 +122,44 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
                 balance: Some(cosmos_coin(&coin)),
             })
         })
+        .on::<CosmosSupplyOf>(|r| {
+            let amount = Coin::new(&r.denom, state.supply(&r.denom)?);
+            Ok(cosmos_bank::QuerySupplyOfResponse {
+                amount: Some(cosmos_coin(&amount)),
+            })
+        })
+        .on::<CosmosTotalSupply>(|r| {
+            let request = cosmos_page(r.pagination)?;
+            let page = state.supply_page(request.as_ref())?;
+            Ok(cosmos_bank::QueryTotalSupplyResponse {
+                supply: page.items.into_iter().map(cosmos_of).collect(),
+                pagination: page.pagination.map(cosmos_page_response),
+            })
+        })
+        .on::<CosmosDenomMetadata>(|r| {
+            if r.denom != NATIVE_DENOM {
+                return Err(BankError::UnknownDenom.err(format!(
+                    "no metadata for denom {:?}; the chain's denom is {NATIVE_DENOM}",
+                    r.denom
+                )));
+            }
+            Ok(cosmos_bank::QueryDenomMetadataResponse {
+                metadata: Some(native_metadata()),
+            })
+        })
+        .on::<CosmosDenomsMetadata>(|_| {
+            Ok(cosmos_bank::QueryDenomsMetadataResponse {
+                metadatas: vec![native_metadata()],
+                pagination: Some(CosmosPageResponse::default()),
+            })
+        })
         .on::<CosmosAllBalances>(|r| {
             validate_address("address", &r.address)?;
             let request = cosmos_page(r.pagination)?;
             let page = state.balances_page(&r.address, request.as_ref())?;
             Ok(cosmos_bank::QueryAllBalancesResponse {
-                balances: page
-                    .items
-                    .into_iter()
-                    .map(|c| CosmosCoin {
-                        denom: c.denom,
-                        amount: c.amount,
-                    })
-                    .collect(),
-                pagination: page.pagination.map(|p| CosmosPageResponse {
-                    next_key: p.next_key,
-                    total: 0,
-                }),
+                balances: page.items.into_iter().map(cosmos_of).collect(),
+                pagination: page.pagination.map(cosmos_page_response),
             })
         })
         .answer()
@@ -106,6 +188,20 @@ fn cosmos_page(request: Option<CosmosPageRequest>) -> Result<Option<PageRequest>
         key: request.key,
         limit: request.limit,
     }))
+}
+
+fn cosmos_of(coin: pb::Coin) -> CosmosCoin {
+    CosmosCoin {
+        denom: coin.denom,
+        amount: coin.amount,
+    }
+}
+
+fn cosmos_page_response(page: gonka_proto::query::page::PageResponse) -> CosmosPageResponse {
+    CosmosPageResponse {
+        next_key: page.next_key,
+        total: 0,
+    }
 }
 
 fn cosmos_coin(coin: &Coin) -> CosmosCoin {

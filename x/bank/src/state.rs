@@ -65,6 +65,11 @@ pub trait BankRead: StateRead {
     fn supply(&self, denom: &str) -> Result<u128> {
         stored_amount(self, &keys::supply(denom))
     }
+
+    /// One page of the total supply, by denom.
+    fn supply_page(&self, page: Option<&PageRequest>) -> Result<Page<pb::Coin>> {
+        paginate_proto(self, &keys::supplies(), page, |_, coin| Ok(Some(coin)))
+    }
 }
 
 impl<T: StateRead + ?Sized> BankRead for T {}
