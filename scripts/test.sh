@@ -12,4 +12,11 @@ source scripts/ensure-cometbft.sh
 # gonka-sidecar package has no integration tests, so cargo builds its binary only as a unit-test
 # harness (under target/debug/deps).
 cargo build -p gonka-sidecar --bin gonka-sidecar --features testing
+# tests/e2e/cosmjs.rs drives the localnet with stock cosmjs under Node.js: install its
+# packages (pinned by tests/cosmjs/package-lock.json) from the npm registry.
+if ! command -v npm >/dev/null 2>&1; then
+    echo "scripts/test.sh: Node.js 18+ and npm are needed (tests/e2e/cosmjs.rs), e.g. apt-get install nodejs npm" >&2
+    exit 1
+fi
+(cd tests/cosmjs && npm ci --no-audit --no-fund --loglevel=error)
 exec cargo test --workspace "$@"

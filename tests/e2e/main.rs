@@ -7,6 +7,7 @@
 //! `cargo test -p gonka-cli --test e2e -- --nocapture`.
 
 mod bls;
+mod cosmjs;
 mod disputes;
 mod inference;
 mod settlement;
