@@ -11,8 +11,8 @@ use gonka_sdk::{decode_as, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 use super::check_hash;
 use crate::{events, PolError, PolRead, PolWrite};
 
-/// Model table id of the model job `id` trained. x/inference's genesis reserves the `pol/`
-/// prefix, so no priced model can take it.
+/// Model table id of the model job `id` trained (`pol/job-{id}`). x/inference's genesis
+/// reserves the prefix, so no priced model can take it.
 pub fn trained_model_id(job: u64) -> String {
     format!("{}{job}", gonka_proto::ids::TRAINED_MODEL_PREFIX)
 }
