@@ -19,4 +19,10 @@ if ! command -v npm >/dev/null 2>&1; then
     exit 1
 fi
 (cd tests/cosmjs && npm ci --no-audit --no-fund --loglevel=error)
+# tests/e2e/proxy.rs runs the official openai Python client (PyPI, pinned by
+# tests/openai/requirements.txt) through `gonkad proxy`, from a virtual environment.
+if [ ! -x tests/openai/.venv/bin/python ]; then
+    python3 -m venv tests/openai/.venv
+fi
+tests/openai/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/openai/requirements.txt
 exec cargo test --workspace "$@"

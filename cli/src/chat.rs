@@ -135,7 +135,7 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
 }
 
 /// The TAs to try: those given (one given TA adds the others it knows), else those on chain.
-async fn transfer_agents(global: &Global, given: &[String]) -> Result<Vec<String>> {
+pub(crate) async fn transfer_agents(global: &Global, given: &[String]) -> Result<Vec<String>> {
     match given {
         [] => {
             let rpc = global.client()?;

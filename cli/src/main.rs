@@ -10,6 +10,7 @@ mod init;
 mod keys;
 mod localnet;
 mod output;
+mod proxy;
 mod query;
 mod start;
 mod status;
@@ -94,6 +95,9 @@ enum Command {
     Localnet(localnet::Args),
     /// Ask a model through a transfer agent: a signed OpenAI chat request, streamed back.
     Chat(chat::Args),
+    /// Serve a local OpenAI endpoint that signs each request with a key and sends it to the
+    /// network's transfer agents, for clients that cannot sign.
+    Proxy(proxy::Args),
     /// Verify every epoch certificate from genesis.json alone (a light client of the chain
     /// of group keys).
     VerifyEpochs(verify_epochs::Args),
@@ -136,6 +140,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Status => status::run(&global).await,
                     Command::Export => export::run(&global),
                     Command::Chat(args) => chat::run(&global, args).await,
+                    Command::Proxy(args) => proxy::run(&global, args).await,
                     Command::VerifyEpochs(args) => verify_epochs::run(&global, args).await,
                     Command::Start(_) | Command::Localnet(_) => unreachable!("handled above"),
                 }
@@ -187,6 +192,7 @@ mod tests {
             "gonkad tx inference remove-node alice n1 --fee 2000",
             "gonkad tx inference register-transfer-agent alice --url https://ta",
             "gonkad chat --from alice Hello there",
+            "gonkad proxy --from alice --listen 127.0.0.1:9000 --ta http://127.0.0.1:26661/v1",
             "gonkad chat --from alice --ta http://a --ta b:8080 --model m --max-tokens 8 \
              --commission 1.5gnk --system Be-brief --no-stream --timeout-secs 3 --output json Hi",
         ] {

@@ -1,7 +1,8 @@
-//! The OpenAI wire types more than one party of gonka reads or writes: the `usage` token
-//! counts (ML node, transfer agent, chat client), the `/v1/models` listing (ML node and
-//! transfer agent) and, with the `server` feature, the `{"error": {...}}` response both
-//! servers return (`ApiError`).
+//! The OpenAI wire types more than one party of gonka reads or writes: the chat-completions
+//! request, answer and stream chunks (ML node, `gonkad proxy`), the `usage` token counts (ML
+//! node, transfer agent, chat client), the `/v1/models` listing (ML node, transfer agent,
+//! proxy) and, with the `server` feature, the `{"error": {...}}` response the servers return
+//! (`ApiError`).
 
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +46,164 @@ pub struct ModelList {
     pub object: &'static str,
     /// The models served.
     pub data: Vec<ModelCard>,
+}
+
+/// `POST /v1/chat/completions` request body. Fields the reference model has no use for
+/// (`temperature`, `top_p`, ...) are accepted and ignored: decoding is always greedy.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ChatCompletionRequest {
+    /// The model id.
+    pub model: String,
+    /// The conversation so far.
+    pub messages: Vec<ChatMessage>,
+    /// Completion budget; a default applies when absent.
+    #[serde(default)]
+    pub max_tokens: Option<i64>,
+    /// OpenAI's newer name for `max_tokens`; used when `max_tokens` is absent.
+    #[serde(default)]
+    pub max_completion_tokens: Option<i64>,
+    /// Send the answer as server-sent `chat.completion.chunk` events.
+    #[serde(default)]
+    pub stream: bool,
+    /// Streaming options (`include_usage`).
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+}
+
+/// `stream_options` of a request.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct StreamOptions {
+    /// Send a final chunk with empty `choices` and the `usage` of the request.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// One message of a request.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user`, `assistant`, ...
+    pub role: String,
+    /// Text, or an array of content parts whose `text` parts are concatenated.
+    #[serde(default)]
+    pub content: Option<MessageContent>,
+}
+
+/// The `content` of a message.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum MessageContent {
+    /// Plain text.
+    Text(String),
+    /// Content parts; only `text` parts carry text the reference model reads.
+    Parts(Vec<ContentPart>),
+}
+
+/// One content part.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ContentPart {
+    /// Part type (`text`, `image_url`, ...).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text of a `text` part.
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+impl ChatMessage {
+    /// The text of the message (content parts concatenated, non-text parts skipped).
+    pub fn text(&self) -> String {
+        match &self.content {
+            None => String::new(),
+            Some(MessageContent::Text(t)) => t.clone(),
+            Some(MessageContent::Parts(parts)) => parts
+                .iter()
+                .filter(|p| p.kind == "text")
+                .filter_map(|p| p.text.as_deref())
+                .collect(),
+        }
+    }
+}
+
+/// A complete assistant message.
+#[derive(Debug, Clone, Serialize)]
+pub struct AssistantMessage {
+    /// Always `assistant`.
+    pub role: &'static str,
+    /// The generated text.
+    pub content: String,
+}
+
+/// One choice of a non-streaming response.
+#[derive(Debug, Clone, Serialize)]
+pub struct Choice {
+    /// Always 0 (one choice per request).
+    pub index: u32,
+    /// The answer.
+    pub message: AssistantMessage,
+    /// Always null: the ML node does not report log-probabilities.
+    pub logprobs: Option<()>,
+    /// `stop` (end token) or `length` (max_tokens reached).
+    pub finish_reason: &'static str,
+}
+
+/// A `chat.completion` response.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChatCompletion {
+    /// `chatcmpl-...`, unique per request.
+    pub id: String,
+    /// Always `chat.completion`.
+    pub object: &'static str,
+    /// Wall-clock seconds since the Unix epoch.
+    pub created: u64,
+    /// The model id served.
+    pub model: String,
+    /// The single choice.
+    pub choices: Vec<Choice>,
+    /// Token counts.
+    pub usage: Usage,
+}
+
+/// The `delta` of a streamed chunk: the role on the first chunk, text on the following ones,
+/// nothing on the last.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Delta {
+    /// `assistant` on the first chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    /// Text added by this chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+/// One choice of a streamed chunk.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChunkChoice {
+    /// Always 0.
+    pub index: u32,
+    /// What this chunk adds.
+    pub delta: Delta,
+    /// Always null.
+    pub logprobs: Option<()>,
+    /// Null until the last content chunk, then `stop` or `length`.
+    pub finish_reason: Option<&'static str>,
+}
+
+/// A `chat.completion.chunk` server-sent event.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChatCompletionChunk {
+    /// The same id on every chunk of a response.
+    pub id: String,
+    /// Always `chat.completion.chunk`.
+    pub object: &'static str,
+    /// The same timestamp on every chunk of a response.
+    pub created: u64,
+    /// The model id served.
+    pub model: String,
+    /// One choice, or none on the usage chunk.
+    pub choices: Vec<ChunkChoice>,
+    /// Present (non-null) only on the usage chunk of `include_usage`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 #[cfg(test)]

@@ -1,0 +1,157 @@
+//! `gonkad proxy` with the official `openai` Python client (PyPI; `tests/openai/`), unchanged
+//! and holding no gonka key: through the proxy, which signs each request with alice's key,
+//! it lists the models, gets a plain and a streamed answer (identical: the reference model is
+//! deterministic) with usage, and an unknown model's refusal as an OpenAI error.
+//! `scripts/test.sh` installs the client in `tests/openai/.venv` first.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gonka_app::genesis::GenesisEscrow;
+use gonka_client::keys::well_known_mnemonic;
+use gonka_localnet::AppStateFn;
+
+use crate::inference::{genesis_config, sidecars, wait_for_registry, GNK, MODEL};
+use crate::support::{addr, gonkad, Net, VALIDATORS};
+
+/// Kills the process when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_official_openai_client_chats_through_the_signing_proxy() {
+    crate::support::run(async {
+        let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/openai/.venv/bin/python");
+        assert!(
+            python.exists(),
+            "the openai client is not installed: run scripts/test.sh (it makes tests/openai/.venv)"
+        );
+        let net = Net::start_with("proxy", VALIDATORS, |config| {
+            config.app_state_for_validators = Some(AppStateFn(Arc::new(|keys| {
+                let mut genesis = genesis_config(keys, 100_000);
+                genesis.escrows = vec![GenesisEscrow {
+                    requester: addr("alice"),
+                    transfer_agent: addr("validator0"),
+                    ngnk: GNK,
+                    expires_at: 1_000_000,
+                }];
+                genesis.app_state()
+            })));
+            config.sidecar = Some(sidecars());
+        })
+        .await;
+        wait_for_registry(&net).await;
+        let tas = net.net.transfer_agent_urls();
+
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path().to_str().unwrap().to_string();
+        let import = gonkad(&[
+            "--home",
+            &home,
+            "keys",
+            "import",
+            "alice",
+            "--mnemonic",
+            &well_known_mnemonic("alice"),
+        ]);
+        assert!(import.status.success(), "{import:?}");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let listen = format!("127.0.0.1:{port}");
+        let log = std::fs::File::create(net.node(0).home.join("proxy.log")).unwrap();
+        let _proxy = KillOnDrop(
+            std::process::Command::new(env!("CARGO_BIN_EXE_gonkad"))
+                .args([
+                    "--home",
+                    &home,
+                    "--node",
+                    &net.node(0).rpc_url,
+                    "proxy",
+                    "--from",
+                    "alice",
+                    "--ta",
+                    &tas[0],
+                    "--listen",
+                    &listen,
+                ])
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        );
+        let started = Instant::now();
+        while std::net::TcpStream::connect(&listen).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the proxy did not listen on {listen}; see {}",
+                net.node(0).home.join("proxy.log").display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // A non-loopback address is refused without --allow-remote.
+        let remote = gonkad(&[
+            "--home",
+            &home,
+            "proxy",
+            "--from",
+            "alice",
+            "--ta",
+            &tas[0],
+            "--listen",
+            "0.0.0.0:0",
+        ]);
+        assert!(!remote.status.success());
+        assert!(
+            String::from_utf8_lossy(&remote.stderr).contains("--allow-remote"),
+            "{remote:?}"
+        );
+
+        let out = tokio::task::block_in_place(|| {
+            std::process::Command::new(&python)
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/openai/chat.py"))
+                .args([&format!("http://{listen}/v1"), MODEL])
+                .output()
+                .unwrap()
+        });
+        assert!(
+            out.status.success(),
+            "chat.py failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            report["models"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m == MODEL),
+            "{report}"
+        );
+        let plain = report["plain"].as_str().unwrap();
+        assert!(!plain.is_empty(), "{report}");
+        assert_eq!(report["streamed"], plain, "{report}");
+        let tokens = report["completion_tokens"].as_u64().unwrap();
+        assert!((1..=16).contains(&tokens), "{report}");
+        assert_eq!(report["stream_completion_tokens"], tokens, "{report}");
+        assert!(
+            matches!(report["finish_reason"].as_str(), Some("stop" | "length")),
+            "{report}"
+        );
+        // The completion id is the network's inference id (hex of the signed request hash).
+        let id = report["id"].as_str().unwrap();
+        let inference = id.strip_prefix("chatcmpl-").unwrap();
+        assert_eq!(inference.len(), 64, "{report}");
+        assert_eq!(report["refused"], 404, "{report}");
+    });
+}
