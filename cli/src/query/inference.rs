@@ -165,11 +165,18 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
 }
 
 fn model_text(m: &pb::Model) -> String {
-    fields(&[
+    let mut lines = vec![
         ("id", m.id.clone()),
         ("price_per_token", show_ngnk(&m.price_per_token)),
         ("min_vram_mib", m.min_vram_mib.to_string()),
-    ])
+    ];
+    if !m.weights_sha256.is_empty() {
+        lines.push(("weights_sha256", hex::encode(&m.weights_sha256)));
+    }
+    if m.trained_by_job != 0 {
+        lines.push(("trained_by_job", m.trained_by_job.to_string()));
+    }
+    fields(&lines)
 }
 
 fn node_text(n: &pb::Node) -> String {

@@ -143,8 +143,8 @@ fn job_text(job: &TrainingJob) -> String {
         .map(|w| {
             let state = if w.active { "active" } else { "dropped" };
             format!(
-                "{} ({state}, {} rounds paid, {}ngnk)",
-                w.host, w.rounds_paid, w.earned
+                "{} ({state}, {} rounds paid, {}ngnk, serving at {})",
+                w.host, w.rounds_paid, w.earned, w.endpoint
             )
         })
         .collect::<Vec<_>>()
@@ -173,6 +173,14 @@ fn job_text(job: &TrainingJob) -> String {
         (
             "budget",
             format!("{}ngnk of {}ngnk left", job.budget_left, job.reward_budget),
+        ),
+        (
+            "trained_model",
+            if job.model_id.is_empty() {
+                "not published yet".to_string()
+            } else {
+                job.model_id.clone()
+            },
         ),
     ])
 }
