@@ -729,3 +729,71 @@ async fn re_execute(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> TrainerConfig {
+        TrainerConfig {
+            endpoint: String::new(),
+            poll: Duration::from_millis(10),
+            auto_join: false,
+            inclusion_timeout: Duration::from_secs(1),
+            fetch: Limits {
+                max_body: crate::format::MAX_BLOB_BYTES,
+                ..Limits::connect(Duration::from_secs(2))
+            },
+            #[cfg(feature = "testing")]
+            cheat: None,
+        }
+    }
+
+    /// A peer that serves a pseudo-gradient other than the one it committed (to send
+    /// different updates to different peers) is refused, as one that serves nothing is.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_pseudo_gradient_is_taken_only_if_it_is_the_committed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let served = initial_weights(crate::DEFAULT_INIT_SEED);
+        store
+            .put(
+                1,
+                1,
+                Blob::PseudoGradient,
+                &served.to_bytes(ParamKind::PseudoGradient),
+            )
+            .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(gonka_client::server::serve(
+            listener,
+            server::router(store),
+            gonka_client::server::ServerLimits::default(),
+            std::future::pending(),
+        ));
+        let committed = |pg: &ParamSet| Checkpoint {
+            pseudo_gradient_hash: pg.hash(ParamKind::PseudoGradient).to_vec(),
+            ..Checkpoint::default()
+        };
+        let config = config();
+        let taken = peer_pseudo_gradient(&config, &endpoint, 1, 1, &committed(&served))
+            .await
+            .unwrap();
+        assert_eq!(
+            taken.hash(ParamKind::PseudoGradient),
+            served.hash(ParamKind::PseudoGradient)
+        );
+        let other = peer_pseudo_gradient(&config, &endpoint, 1, 1, &committed(&ParamSet::zeros()))
+            .await
+            .unwrap_err();
+        assert!(
+            other.to_string().contains("not the one it committed"),
+            "{other:#}"
+        );
+        let missing = peer_pseudo_gradient(&config, &endpoint, 1, 2, &committed(&served))
+            .await
+            .unwrap_err();
+        assert!(format!("{missing:#}").contains("404"), "{missing:#}");
+    }
+}
