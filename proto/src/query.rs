@@ -295,18 +295,48 @@ pub mod pol {
 
 /// Cosmos SDK services that wallets and explorers call, with the stock cosmos-sdk types.
 pub mod cosmos {
+    use cosmos_sdk_proto::cosmos::auth::v1beta1 as auth;
+    use cosmos_sdk_proto::cosmos::bank::v1beta1 as bank;
     use cosmos_sdk_proto::cosmos::tx::v1beta1::{SimulateRequest, SimulateResponse};
 
-    /// `/cosmos.tx.v1beta1.Service/Simulate`: runs a tx (`tx_bytes`) against the node's
-    /// mempool state without checking its signature, keeps nothing, and reports the gas it
-    /// used (what cosmjs `fee: "auto"` and `gonkad tx --gas auto` ask before signing).
-    #[derive(Debug, Clone, Copy)]
-    pub struct Simulate;
+    /// Query markers over the standard Cosmos request and response types.
+    macro_rules! cosmos_queries {
+        ($( $(#[$doc:meta])* $name:ident = $path:literal: $request:ty => $response:ty; )*) => {
+            $(
+                $(#[$doc])*
+                #[derive(Debug, Clone, Copy)]
+                pub struct $name;
 
-    impl super::Query for Simulate {
-        const PATH: &'static str = "/cosmos.tx.v1beta1.Service/Simulate";
-        type Request = SimulateRequest;
-        type Response = SimulateResponse;
+                impl super::Query for $name {
+                    const PATH: &'static str = $path;
+                    type Request = $request;
+                    type Response = $response;
+                }
+            )*
+        };
+    }
+
+    cosmos_queries! {
+        /// `/cosmos.tx.v1beta1.Service/Simulate`: runs a tx (`tx_bytes`) against the node's
+        /// mempool state without checking its signature, keeps nothing, and reports the gas it
+        /// used (what cosmjs `fee: "auto"` and `gonkad tx --gas auto` ask before signing).
+        Simulate = "/cosmos.tx.v1beta1.Service/Simulate": SimulateRequest => SimulateResponse;
+        /// An account as `BaseAccount` packed in an `Any`.
+        AuthAccount = "/cosmos.auth.v1beta1.Query/Account": auth::QueryAccountRequest => auth::QueryAccountResponse;
+        /// The auth parameters in Cosmos terms.
+        AuthParams = "/cosmos.auth.v1beta1.Query/Params": auth::QueryParamsRequest => auth::QueryParamsResponse;
+        /// One balance of an address.
+        BankBalance = "/cosmos.bank.v1beta1.Query/Balance": bank::QueryBalanceRequest => bank::QueryBalanceResponse;
+        /// Every balance of an address, paged by key.
+        BankAllBalances = "/cosmos.bank.v1beta1.Query/AllBalances": bank::QueryAllBalancesRequest => bank::QueryAllBalancesResponse;
+        /// The total supply of one denom.
+        BankSupplyOf = "/cosmos.bank.v1beta1.Query/SupplyOf": bank::QuerySupplyOfRequest => bank::QuerySupplyOfResponse;
+        /// The total supply of every denom, paged by key.
+        BankTotalSupply = "/cosmos.bank.v1beta1.Query/TotalSupply": bank::QueryTotalSupplyRequest => bank::QueryTotalSupplyResponse;
+        /// What wallets display of a denom.
+        BankDenomMetadata = "/cosmos.bank.v1beta1.Query/DenomMetadata": bank::QueryDenomMetadataRequest => bank::QueryDenomMetadataResponse;
+        /// The metadata of every denom.
+        BankDenomsMetadata = "/cosmos.bank.v1beta1.Query/DenomsMetadata": bank::QueryDenomsMetadataRequest => bank::QueryDenomsMetadataResponse;
     }
 }
 

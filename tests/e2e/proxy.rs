@@ -13,17 +13,7 @@ use gonka_client::keys::well_known_mnemonic;
 use gonka_localnet::AppStateFn;
 
 use crate::inference::{genesis_config, sidecars, wait_for_registry, GNK, MODEL};
-use crate::support::{addr, gonkad, Net, VALIDATORS};
-
-/// Kills the process when dropped.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::support::{addr, gonkad, KillOnDrop, Net, VALIDATORS};
 
 #[test]
 fn the_official_openai_client_chats_through_the_signing_proxy() {

@@ -723,3 +723,13 @@ pub struct TxRaw {
     #[prost(bytes = "vec", repeated, tag = "3")]
     pub signatures: Vec<Vec<u8>>,
 }
+
+/// A child process (a sidecar or `gonkad` started by a test) killed when dropped.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -29,7 +29,9 @@ use gonka_proto::query as q;
 use gonka_proto::stake::QueryParticipantRequest;
 
 use crate::inference::{eventually, genesis_config, sidecars, GNK};
-use crate::support::{addr, gonkad, gonkad_json, gonkad_ok, http_get_bytes, Net, VALIDATORS};
+use crate::support::{
+    addr, gonkad, gonkad_json, gonkad_ok, http_get_bytes, KillOnDrop, Net, VALIDATORS,
+};
 
 /// The cheating trainer's validator.
 const CHEAT: usize = 2;
@@ -229,16 +231,6 @@ fn three_trainers_train_together_the_cheat_is_slashed_and_the_model_is_served() 
 
         serve_the_trained_model(&net, &done).await;
     });
-}
-
-/// Kills the process when dropped.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The honest workers publish the trained model; an ML node of validator 0 loads it from a

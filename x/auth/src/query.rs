@@ -3,27 +3,10 @@
 use cosmrs::proto::cosmos::auth::v1beta1 as cosmos_auth;
 use cosmrs::proto::cosmos::crypto::secp256k1::PubKey as CosmosPubKey;
 use gonka_proto::auth::{Account, QueryAccountResponse, QueryParamsResponse};
-use gonka_proto::query::{auth as q, Query};
+use gonka_proto::query::auth as q;
+use gonka_proto::query::cosmos::{AuthAccount, AuthParams};
 use gonka_sdk::{type_url, Any, ErrorCode, QueryRouter, Result, StateRead};
 use prost::Message;
-
-/// `/cosmos.auth.v1beta1.Query/Account`.
-struct CosmosAccount;
-
-impl Query for CosmosAccount {
-    const PATH: &'static str = "/cosmos.auth.v1beta1.Query/Account";
-    type Request = cosmos_auth::QueryAccountRequest;
-    type Response = cosmos_auth::QueryAccountResponse;
-}
-
-/// `/cosmos.auth.v1beta1.Query/Params`.
-struct CosmosParams;
-
-impl Query for CosmosParams {
-    const PATH: &'static str = "/cosmos.auth.v1beta1.Query/Params";
-    type Request = cosmos_auth::QueryParamsRequest;
-    type Response = cosmos_auth::QueryParamsResponse;
-}
 
 use crate::{validate_address, AuthError, AuthRead};
 
@@ -40,8 +23,8 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
                 params: Some(state.auth_params()?.to_proto()),
             })
         })
-        .on::<CosmosAccount>(|r| cosmos_account(state, &r.address))
-        .on::<CosmosParams>(|_| {
+        .on::<AuthAccount>(|r| cosmos_account(state, &r.address))
+        .on::<AuthParams>(|_| {
             let params = state.auth_params()?.to_proto();
             // In Cosmos terms: one signer per tx, a memo bounded only by the tx's size, and
             // no ed25519 account keys (so no cost for them).

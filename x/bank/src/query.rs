@@ -8,65 +8,15 @@ use cosmrs::proto::cosmos::base::query::v1beta1::{
 use cosmrs::proto::cosmos::base::v1beta1::Coin as CosmosCoin;
 use gonka_auth::validate_address;
 use gonka_proto::bank as pb;
+use gonka_proto::query::bank as q;
+use gonka_proto::query::cosmos::{
+    BankAllBalances, BankBalance, BankDenomMetadata, BankDenomsMetadata, BankSupplyOf,
+    BankTotalSupply,
+};
 use gonka_proto::query::page::PageRequest;
-use gonka_proto::query::{bank as q, Query};
 use gonka_sdk::{ErrorCode, QueryRouter, Result, SdkError, StateRead};
 
 use crate::{BankError, BankRead, Coin, DISPLAY_DENOM, DISPLAY_EXPONENT, NATIVE_DENOM};
-
-/// `/cosmos.bank.v1beta1.Query/Balance`.
-struct CosmosBalance;
-
-impl Query for CosmosBalance {
-    const PATH: &'static str = "/cosmos.bank.v1beta1.Query/Balance";
-    type Request = cosmos_bank::QueryBalanceRequest;
-    type Response = cosmos_bank::QueryBalanceResponse;
-}
-
-/// `/cosmos.bank.v1beta1.Query/AllBalances`.
-struct CosmosAllBalances;
-
-impl Query for CosmosAllBalances {
-    const PATH: &'static str = "/cosmos.bank.v1beta1.Query/AllBalances";
-    type Request = cosmos_bank::QueryAllBalancesRequest;
-    type Response = cosmos_bank::QueryAllBalancesResponse;
-}
-
-/// `/cosmos.bank.v1beta1.Query/SupplyOf`.
-struct CosmosSupplyOf;
-
-impl Query for CosmosSupplyOf {
-    const PATH: &'static str = "/cosmos.bank.v1beta1.Query/SupplyOf";
-    type Request = cosmos_bank::QuerySupplyOfRequest;
-    type Response = cosmos_bank::QuerySupplyOfResponse;
-}
-
-/// `/cosmos.bank.v1beta1.Query/TotalSupply`.
-struct CosmosTotalSupply;
-
-impl Query for CosmosTotalSupply {
-    const PATH: &'static str = "/cosmos.bank.v1beta1.Query/TotalSupply";
-    type Request = cosmos_bank::QueryTotalSupplyRequest;
-    type Response = cosmos_bank::QueryTotalSupplyResponse;
-}
-
-/// `/cosmos.bank.v1beta1.Query/DenomMetadata`.
-struct CosmosDenomMetadata;
-
-impl Query for CosmosDenomMetadata {
-    const PATH: &'static str = "/cosmos.bank.v1beta1.Query/DenomMetadata";
-    type Request = cosmos_bank::QueryDenomMetadataRequest;
-    type Response = cosmos_bank::QueryDenomMetadataResponse;
-}
-
-/// `/cosmos.bank.v1beta1.Query/DenomsMetadata`.
-struct CosmosDenomsMetadata;
-
-impl Query for CosmosDenomsMetadata {
-    const PATH: &'static str = "/cosmos.bank.v1beta1.Query/DenomsMetadata";
-    type Request = cosmos_bank::QueryDenomsMetadataRequest;
-    type Response = cosmos_bank::QueryDenomsMetadataResponse;
-}
 
 /// What wallets show of the native denom: base `ngnk`, displayed as `GNK` with exponent 9.
 pub fn native_metadata() -> cosmos_bank::Metadata {
@@ -116,19 +66,19 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
                 amount: Some(amount.to_proto()),
             })
         })
-        .on::<CosmosBalance>(|r| {
+        .on::<BankBalance>(|r| {
             let coin = balance(state, &r.address, &r.denom)?;
             Ok(cosmos_bank::QueryBalanceResponse {
                 balance: Some(cosmos_coin(&coin)),
             })
         })
-        .on::<CosmosSupplyOf>(|r| {
+        .on::<BankSupplyOf>(|r| {
             let amount = Coin::new(&r.denom, state.supply(&r.denom)?);
             Ok(cosmos_bank::QuerySupplyOfResponse {
                 amount: Some(cosmos_coin(&amount)),
             })
         })
-        .on::<CosmosTotalSupply>(|r| {
+        .on::<BankTotalSupply>(|r| {
             let request = cosmos_page(r.pagination)?;
             let page = state.supply_page(request.as_ref())?;
             Ok(cosmos_bank::QueryTotalSupplyResponse {
@@ -136,7 +86,7 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
                 pagination: page.pagination.map(cosmos_page_response),
             })
         })
-        .on::<CosmosDenomMetadata>(|r| {
+        .on::<BankDenomMetadata>(|r| {
             if r.denom != NATIVE_DENOM {
                 return Err(BankError::UnknownDenom.err(format!(
                     "no metadata for denom {:?}; the chain's denom is {NATIVE_DENOM}",
@@ -147,13 +97,13 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
                 metadata: Some(native_metadata()),
             })
         })
-        .on::<CosmosDenomsMetadata>(|_| {
+        .on::<BankDenomsMetadata>(|_| {
             Ok(cosmos_bank::QueryDenomsMetadataResponse {
                 metadatas: vec![native_metadata()],
                 pagination: Some(CosmosPageResponse::default()),
             })
         })
-        .on::<CosmosAllBalances>(|r| {
+        .on::<BankAllBalances>(|r| {
             validate_address("address", &r.address)?;
             let request = cosmos_page(r.pagination)?;
             let page = state.balances_page(&r.address, request.as_ref())?;
@@ -214,6 +164,7 @@ fn cosmos_coin(coin: &Coin) -> CosmosCoin {
 #[cfg(test)]
 mod tests {
     use gonka_auth::module_address;
+    use gonka_proto::query::Query;
     use gonka_sdk::{assert_pages, Delta, MemoryState};
 
     use super::*;
@@ -254,7 +205,7 @@ mod tests {
                 resolve_denom: false,
             };
             route(
-                CosmosAllBalances::PATH,
+                BankAllBalances::PATH,
                 &prost::Message::encode_to_vec(&request),
                 &state,
             )
