@@ -61,6 +61,10 @@
 //! about 100 inner steps, reaches what skipping a tenth of the steps gives (measured in
 //! gonka-trainer). Rounds longer than that are verifiable bit-exactly on the same kind of
 //! CPU only, until workers commit intermediate checkpoints within a round.
+//! A worker that commits its pseudo-gradient and then withholds it from its peers is left out
+//! of their average (they go on after a few polls) but paid unless its checkpoint is sampled:
+//! the economics of any lazy checkpoint (a 10% sample against a 20% slash); peers do not
+//! report withholding on chain.
 //!
 //! Queries: `/pol/job`, `/pol/jobs`, `/pol/checkpoints`, `/pol/duties`, `/pol/params`.
 //! Error codes: [`PolError`].
