@@ -62,6 +62,32 @@ pub fn genesis_config(keys: &[GenesisValidatorKey], epoch_length: u64) -> Genesi
     config
 }
 
+/// Alice's genesis escrow of 1 GNK for the transfer agent of validator `index`.
+pub fn alice_escrow(index: usize) -> GenesisEscrow {
+    GenesisEscrow {
+        requester: addr("alice"),
+        transfer_agent: addr(&format!("validator{index}")),
+        ngnk: GNK,
+        expires_at: 1_000_000,
+    }
+}
+
+/// A temporary keyring home holding alice's well-known key (`gonkad keys import`).
+pub fn keyring_with_alice() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let import = gonkad(&[
+        "--home",
+        home.path().to_str().unwrap(),
+        "keys",
+        "import",
+        "alice",
+        "--mnemonic",
+        &well_known_mnemonic("alice"),
+    ]);
+    assert!(import.status.success(), "{import:?}");
+    home
+}
+
 /// Sidecars for the 4 validators, run as their operator accounts.
 pub fn sidecars() -> SidecarConfig {
     let binary = Path::new(env!("CARGO_BIN_EXE_gonkad")).with_file_name("gonka-sidecar");
@@ -159,14 +185,7 @@ fn signed_chat_requests_fail_over_between_ml_nodes_and_between_transfer_agents()
             // Alice holds an escrow for both transfer agents (validators 0 and 1).
             config.app_state_for_validators = Some(AppStateFn(Arc::new(|keys| {
                 let mut genesis = genesis_config(keys, 100_000);
-                genesis.escrows = (0..2)
-                    .map(|i| GenesisEscrow {
-                        requester: addr("alice"),
-                        transfer_agent: addr(&format!("validator{i}")),
-                        ngnk: GNK,
-                        expires_at: 1_000_000,
-                    })
-                    .collect();
+                genesis.escrows = (0..2).map(alice_escrow).collect();
                 genesis.app_state()
             })));
             config.sidecar = Some(sidecars());
@@ -227,19 +246,8 @@ fn signed_chat_requests_fail_over_between_ml_nodes_and_between_transfer_agents()
         // TA 0 dies: `gonkad chat`, given both TAs, fails over to TA 1 and streams the answer.
         tokio::task::block_in_place(|| net.net.kill_sidecar(0, "transfer-agent"))
             .unwrap_or_else(|e| panic!("{e:#}"));
-        let home = tempfile::tempdir().unwrap();
+        let home = keyring_with_alice();
         let home = home.path().to_str().unwrap();
-        let mnemonic = well_known_mnemonic("alice");
-        let import = gonkad(&[
-            "--home",
-            home,
-            "keys",
-            "import",
-            "alice",
-            "--mnemonic",
-            &mnemonic,
-        ]);
-        assert!(import.status.success(), "{import:?}");
         let out = gonkad(&[
             "--home",
             home,

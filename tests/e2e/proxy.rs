@@ -8,12 +8,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gonka_app::genesis::GenesisEscrow;
-use gonka_client::keys::well_known_mnemonic;
 use gonka_localnet::AppStateFn;
 
-use crate::inference::{genesis_config, sidecars, wait_for_registry, GNK, MODEL};
-use crate::support::{addr, gonkad, KillOnDrop, Net, VALIDATORS};
+use crate::inference::{
+    alice_escrow, genesis_config, keyring_with_alice, sidecars, wait_for_registry, MODEL,
+};
+use crate::support::{gonkad, KillOnDrop, Net, VALIDATORS};
 
 #[test]
 fn the_official_openai_client_chats_through_the_signing_proxy() {
@@ -26,12 +26,7 @@ fn the_official_openai_client_chats_through_the_signing_proxy() {
         let net = Net::start_with("proxy", VALIDATORS, |config| {
             config.app_state_for_validators = Some(AppStateFn(Arc::new(|keys| {
                 let mut genesis = genesis_config(keys, 100_000);
-                genesis.escrows = vec![GenesisEscrow {
-                    requester: addr("alice"),
-                    transfer_agent: addr("validator0"),
-                    ngnk: GNK,
-                    expires_at: 1_000_000,
-                }];
+                genesis.escrows = vec![alice_escrow(0)];
                 genesis.app_state()
             })));
             config.sidecar = Some(sidecars());
@@ -40,18 +35,8 @@ fn the_official_openai_client_chats_through_the_signing_proxy() {
         wait_for_registry(&net).await;
         let tas = net.net.transfer_agent_urls();
 
-        let home = tempfile::tempdir().unwrap();
-        let home = home.path().to_str().unwrap().to_string();
-        let import = gonkad(&[
-            "--home",
-            &home,
-            "keys",
-            "import",
-            "alice",
-            "--mnemonic",
-            &well_known_mnemonic("alice"),
-        ]);
-        assert!(import.status.success(), "{import:?}");
+        let keyring = keyring_with_alice();
+        let home = keyring.path().to_str().unwrap().to_string();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

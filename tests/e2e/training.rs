@@ -16,7 +16,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gonka_app::genesis::GenesisEscrow;
 use gonka_client::chat::{ChatClient, ChatRequest, Message};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
@@ -28,10 +27,8 @@ use gonka_proto::pol::{
 use gonka_proto::query as q;
 use gonka_proto::stake::QueryParticipantRequest;
 
-use crate::inference::{eventually, genesis_config, sidecars, GNK};
-use crate::support::{
-    addr, gonkad, gonkad_json, gonkad_ok, http_get_bytes, KillOnDrop, Net, VALIDATORS,
-};
+use crate::inference::{alice_escrow, eventually, genesis_config, keyring_with_alice, sidecars};
+use crate::support::{addr, gonkad_json, gonkad_ok, http_get_bytes, KillOnDrop, Net, VALIDATORS};
 
 /// The cheating trainer's validator.
 const CHEAT: usize = 2;
@@ -67,12 +64,7 @@ fn three_trainers_train_together_the_cheat_is_slashed_and_the_model_is_served() 
             config.app_state_for_validators = Some(AppStateFn(Arc::new(|keys| {
                 let mut genesis = genesis_config(keys, 100_000);
                 // Alice pays validator 0's transfer agent for the chat with the trained model.
-                genesis.escrows = vec![GenesisEscrow {
-                    requester: addr("alice"),
-                    transfer_agent: addr("validator0"),
-                    ngnk: GNK,
-                    expires_at: 1_000_000,
-                }];
+                genesis.escrows = vec![alice_escrow(0)];
                 genesis.pol_params = Some(gonka_proto::pol::Params {
                     checkpoint_sample_ppm: 1_000_000,
                     verification_deadline_blocks: 60,
@@ -112,18 +104,8 @@ fn three_trainers_train_together_the_cheat_is_slashed_and_the_model_is_served() 
         let root = String::from_utf8(out.stdout).unwrap().trim().to_string();
         assert_eq!(root.len(), 64, "{root}");
 
-        let home = tempfile::tempdir().unwrap();
-        let home = home.path().to_str().unwrap();
-        let import = gonkad(&[
-            "--home",
-            home,
-            "keys",
-            "import",
-            "alice",
-            "--mnemonic",
-            &well_known_mnemonic("alice"),
-        ]);
-        assert!(import.status.success(), "{import:?}");
+        let keyring = keyring_with_alice();
+        let home = keyring.path().to_str().unwrap();
         let rpc = net.node(0).rpc_url.clone();
         gonkad_ok(&[
             "--home",
