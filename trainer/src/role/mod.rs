@@ -415,22 +415,37 @@ async fn train_round(
     let cheat = config.cheat;
     #[cfg(not(feature = "testing"))]
     let _ = config;
-    tokio::task::spawn_blocking(move || -> Result<RoundOutput> {
+    on_round(spec, index, round, start, optimizer, move |task| {
         let _span = tracing::info_span!("training", job, round).entered();
+        #[cfg(feature = "testing")]
+        if let Some(cheat) = cheat {
+            return Ok(crate::cheat::cheating_round(task, cheat)?);
+        }
+        Ok(inner_round(task)?)
+    })
+    .await
+}
+
+/// Runs `work` on worker `index`'s round `round` of `spec`, from `start` and `optimizer`, off
+/// the async runtime: the task training and re-execution share.
+async fn on_round<T: Send + 'static>(
+    spec: JobSpec,
+    index: usize,
+    round: u64,
+    start: ParamSet,
+    optimizer: OptimizerState,
+    work: impl FnOnce(&RoundTask<'_>) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(move || {
         let corpus = spec.corpus();
         let indices = spec.data_indices(index as u32, round)?;
-        let task = RoundTask {
+        work(&RoundTask {
             corpus: &corpus,
             weights: &start,
             optimizer: &optimizer,
             indices: &indices,
             params: &spec.inner,
-        };
-        #[cfg(feature = "testing")]
-        if let Some(cheat) = cheat {
-            return Ok(crate::cheat::cheating_round(&task, cheat)?);
-        }
-        Ok(inner_round(&task)?)
+        })
     })
     .await?
 }
@@ -702,19 +717,15 @@ async fn re_execute(
         loss_micro_nats: c.loss_micro_nats,
     };
     let round = c.round;
-    let verdict = tokio::task::spawn_blocking(move || {
-        let corpus = spec.corpus();
-        let indices = spec.data_indices(index as u32, round)?;
-        let task = RoundTask {
-            corpus: &corpus,
-            weights: &start,
-            optimizer: &optimizer,
-            indices: &indices,
-            params: &spec.inner,
-        };
-        verify_round(&task, &commitment, &claimed_end, &Tolerance::default())
+    let verdict = on_round(spec, index, c.round, start, optimizer, move |task| {
+        Ok(verify_round(
+            task,
+            &commitment,
+            &claimed_end,
+            &Tolerance::default(),
+        )?)
     })
-    .await??;
+    .await?;
     let endorsed = verdict.accepted && agreed == c.start_weights_hash;
     tracing::info!(job = c.job_id, round, worker = %c.worker, accepted = verdict.accepted, bit_exact = verdict.bit_exact, distance = verdict.relative_distance, "re-executed");
     Ok(if endorsed {
