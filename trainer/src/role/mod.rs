@@ -175,12 +175,20 @@ async fn discover(chain: &Chain, config: &TrainerConfig, progress: &mut Progress
             continue;
         }
         let msg = msg_join_training(me, found.id, &config.endpoint);
-        match submit(chain, config, msg).await? {
-            Ok(height) => {
+        match submit(chain, config, msg).await {
+            Ok(Ok(height)) => {
                 tracing::info!(job = found.id, height, "joined training job");
                 progress.jobs.insert(found.id, ());
             }
-            Err(reason) => tracing::info!(job = found.id, %reason, "could not join training job"),
+            Ok(Err(reason)) => {
+                tracing::info!(job = found.id, %reason, "could not join training job")
+            }
+            // Not known to be included (e.g. a timeout): look at this job again next poll,
+            // which finds this trainer among its workers if the join landed after all.
+            Err(e) => {
+                progress.next_job = found.id;
+                return Err(e);
+            }
         }
     }
     Ok(())
