@@ -116,6 +116,17 @@ impl Served {
             cost: gonka_proto::batch::parse_decimal(&leaf.cost)?,
         })
     }
+
+    /// The leaf that carries this served request, its batch chaining fields unset (the
+    /// inverse of [`Served::of_leaf`]).
+    pub fn to_leaf(&self) -> BatchLeaf {
+        BatchLeaf {
+            record: Some(self.record.clone()),
+            executor_host: self.host.clone(),
+            cost: self.cost.to_string(),
+            ..BatchLeaf::default()
+        }
+    }
 }
 
 /// A batch with its tree: what the transfer agent keeps to serve leaves and proofs.

@@ -1,18 +1,23 @@
 //! What making a served request durable costs the transfer agent (its request body in the
 //! payload store, then its work record in the outbox, before the answer's end goes out), at
-//! fixed request rates: one write per request (each its own fsync'd transaction, in
-//! `spawn_blocking`, as the TA did before) beside the group commit of
-//! [`gonka_ta::recorder::Recorder`] (bodies and records of every waiting request in one
-//! transaction of one database), in the same process on the same disk.
+//! fixed request rates, in the same process on the same disk, three ways:
+//! - `one-by-one`: two writes per request, each its own fsync'd transaction of its own
+//!   database file, in `spawn_blocking` (as the TA did first);
+//! - `transaction`: one fsync'd transaction per request holding both writes in one shared
+//!   database (what the recorder's group commit cost per group before its journal: at low
+//!   rates a group is one request);
+//! - `grouped`: [`gonka_ta::recorder::Recorder`] (every waiting request in one journal
+//!   append with one `fdatasync`, then one database transaction without an fsync).
 //!
 //! `cargo bench -p gonka-ta --bench record` (release; `cargo test -p gonka-ta --bench record`
 //! runs a one-second smoke version). Open loop: request `i` starts at
-//! `start + i / rate` whether or not earlier ones finished; its latency runs from that time to
-//! the moment its writes are durable, so waiting for a write in progress counts. Each phase
+//! `start + i / rate` whether or not earlier ones finished; its latency runs from the moment
+//! it starts (tokio's timer wakes it up to a millisecond after that time, which is left out)
+//! to the moment its writes are durable, so waiting for a write in progress counts. Each phase
 //! runs `RECORD_BENCH_SECS` seconds (default 3) at each rate of `RECORD_BENCH_RATES`
 //! (default `100,1000,4000`); a body is 200 bytes, a record a realistic signed one (~600
 //! bytes). Printed per mode and rate: requests, p50/p99/max latency in ms, and the durable
-//! transactions per second the disk had to take.
+//! writes (fsync'd transactions or journal appends) per second the disk had to take.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +27,7 @@ use gonka_proto::inference::WorkRecord;
 use gonka_ta::payloads::{OutputOpening, PayloadStore};
 use gonka_ta::recorder::{Entry, Recorder};
 use gonka_ta::settle::Outbox;
+use redb::Durability;
 
 fn entry(i: u64) -> Entry {
     Entry {
@@ -59,9 +65,15 @@ fn entry(i: u64) -> Entry {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
-    /// Each request writes its body and its record, each in its own transaction.
+    /// Each request writes its body and its record, each in its own durable transaction of
+    /// its own database file (two fsyncs per request).
     OneByOne,
-    /// Requests hand their writes to the recorder.
+    /// Each request writes its body and its record in one durable transaction of one shared
+    /// database: what the recorder cost per group before its journal, at rates where a group
+    /// is one request.
+    Transaction,
+    /// Requests hand their writes to the recorder (journal append, then the database without
+    /// an fsync of its own).
     Grouped,
 }
 
@@ -93,16 +105,16 @@ fn main() {
     );
     let mut next_id = 0u64;
     for &rate in &rates {
-        for mode in [Mode::OneByOne, Mode::Grouped] {
+        for mode in [Mode::OneByOne, Mode::Transaction, Mode::Grouped] {
             let dir = tempfile::tempdir().unwrap();
             // One-by-one: the outbox and the payload store in their own files, as before;
-            // grouped: one database, as the recorder needs.
+            // otherwise one database, as the recorder needs.
             let (outbox, payloads) = match mode {
                 Mode::OneByOne => (
                     Outbox::open(&dir.path().join("outbox.redb")).unwrap(),
                     PayloadStore::open(&dir.path().join("payloads.redb")).unwrap(),
                 ),
-                Mode::Grouped => {
+                Mode::Transaction | Mode::Grouped => {
                     let db = Arc::new(redb::Database::create(dir.path().join("ta.redb")).unwrap());
                     (
                         Outbox::in_database(db.clone()).unwrap(),
@@ -111,8 +123,15 @@ fn main() {
                 }
             };
             let (outbox, payloads) = (Arc::new(outbox), Arc::new(payloads));
-            let recorder = (mode == Mode::Grouped)
-                .then(|| Recorder::start(outbox.clone(), payloads.clone(), Arc::new(|| 1)));
+            let recorder = (mode == Mode::Grouped).then(|| {
+                Recorder::open(
+                    &dir.path().join("journal"),
+                    outbox.clone(),
+                    payloads.clone(),
+                    Arc::new(|| 1),
+                )
+                .unwrap()
+            });
             let count = rate * secs;
             let first = next_id;
             next_id += count;
@@ -125,6 +144,10 @@ fn main() {
                             (outbox.clone(), payloads.clone(), recorder.clone());
                         tokio::spawn(async move {
                             tokio::time::sleep_until(at.into()).await;
+                            // From when the request starts, not from its scheduled time:
+                            // tokio's timer wakes up to a millisecond late, which is not
+                            // the disk's cost.
+                            let began = Instant::now();
                             let e = entry(first + n);
                             match mode {
                                 Mode::OneByOne => tokio::task::spawn_blocking(move || {
@@ -134,11 +157,22 @@ fn main() {
                                 })
                                 .await
                                 .unwrap(),
+                                Mode::Transaction => tokio::task::spawn_blocking(move || {
+                                    let id = e.served.record.inference_id.clone();
+                                    let body = [(id.as_str(), e.body.as_slice(), &e.opening)];
+                                    outbox
+                                        .put_many_with(&[&e.served], Durability::Immediate, |tx| {
+                                            PayloadStore::write(tx, &body, 1)
+                                        })
+                                        .unwrap();
+                                })
+                                .await
+                                .unwrap(),
                                 Mode::Grouped => {
                                     recorder.as_ref().unwrap().record(e).await.unwrap()
                                 }
                             }
-                            at.elapsed()
+                            began.elapsed()
                         })
                     })
                     .collect();
@@ -148,17 +182,25 @@ fn main() {
                 }
                 (latencies, start.elapsed())
             });
+            // The recorder answers once a request is in its journal and applies it to the
+            // outbox just after.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while (outbox.len() as u64) < count && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
             assert_eq!(outbox.len() as u64, count, "every record durable");
             let mut sorted = latencies;
             sorted.sort();
             let commits = match mode {
                 Mode::OneByOne => 2 * count,
+                Mode::Transaction => count,
                 Mode::Grouped => recorder.as_ref().unwrap().groups(),
             };
             println!(
                 "{:<12} {:>7} {:>9} {:>9.3} {:>9.3} {:>9.3} {:>10.0}",
                 match mode {
                     Mode::OneByOne => "one-by-one",
+                    Mode::Transaction => "transaction",
                     Mode::Grouped => "grouped",
                 },
                 rate,

@@ -11,6 +11,7 @@ use super::committer::{CommitPolicy, Committer};
 use super::escrow::EscrowBook;
 use super::leaves::Leaves;
 use super::payloads::{self, PayloadStore, Payloads};
+use super::recorder::Recorder;
 use super::registry::refresh_from_chain;
 use super::settle::Outbox;
 use super::{
@@ -39,7 +40,8 @@ pub struct TransferAgentArgs {
     #[arg(long)]
     mnemonic_file: Option<PathBuf>,
     /// Directory of the TA's database (`ta.redb`: the outbox of work records, committed
-    /// batches and the request bodies kept for validators).
+    /// batches and the request bodies kept for validators) and of its write-ahead journal
+    /// (`journal/`).
     #[arg(long)]
     home: Option<PathBuf>,
     /// Work records per committed batch (capped by the chain's max_batch_records).
@@ -236,6 +238,16 @@ async fn join_chain(
             .with_context(|| format!("opening the TA's database {}", path.display()))?,
     );
     let outbox = Arc::new(Outbox::in_database(db.clone())?);
+    let store = Arc::new(PayloadStore::in_database(db)?);
+    let clock: super::Clock = Arc::new(gonka_client::unix_now);
+    // Before anything reads the outbox: the journal may hold requests answered before a
+    // crash that the database does not have yet.
+    let recorder = Recorder::open(
+        &home.join("journal"),
+        outbox.clone(),
+        store.clone(),
+        clock.clone(),
+    )?;
     if !outbox.is_empty() {
         tracing::info!(
             records = outbox.len(),
@@ -263,8 +275,6 @@ async fn join_chain(
             }
         }
     };
-    let store = Arc::new(PayloadStore::in_database(db)?);
-    let clock: super::Clock = Arc::new(gonka_client::unix_now);
     let retention =
         payload_retention(&chain, Duration::from_secs(args.payload_retention_secs)).await;
     tokio::spawn(payloads::run_pruner(
@@ -294,6 +304,7 @@ async fn join_chain(
         outbox.clone(),
         payloads,
         escrows.clone(),
+        recorder,
     );
     tokio::spawn(background::follow_registry(
         ta.clone(),

@@ -71,6 +71,7 @@ pub mod commit;
 pub mod committer;
 pub mod demands;
 pub mod escrow;
+pub mod journal;
 pub mod leaves;
 pub mod payloads;
 pub mod queue;

@@ -204,8 +204,8 @@ impl TransferAgent {
     /// A TA that routes on the chain's `registry`, checks what requesters can pay from their
     /// escrows on `chain` (tracked in `escrows`), writes completed work records to `outbox`
     /// for settlement in committed batches and keeps their request bodies in `payloads`
-    /// (served at `GET /v1/payloads/{inference_id}`), both durable before an answer ends, in
-    /// groups ([`recorder`](crate::recorder)).
+    /// (served at `GET /v1/payloads/{inference_id}`), both made durable by `recorder` (over
+    /// the same outbox and payload store) before an answer ends.
     pub fn with_chain(
         config: TaConfig,
         registry: Registry,
@@ -213,9 +213,9 @@ impl TransferAgent {
         outbox: Arc<Outbox>,
         payloads: Arc<Payloads>,
         escrows: Arc<EscrowBook>,
+        recorder: Recorder,
     ) -> Arc<Self> {
         let clock: Clock = Arc::new(unix_now);
-        let recorder = Recorder::start(outbox.clone(), payloads.store.clone(), clock.clone());
         Self::build(
             config,
             registry,

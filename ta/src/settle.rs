@@ -1,8 +1,8 @@
 //! Settlement of served requests on chain.
 //!
-//! Every completed request becomes a signed [`WorkRecord`] that is written to the durable
-//! [`Outbox`] (a redb file, one fsync'd write per record) *before* the TA considers it done, so
-//! a crash or restart loses no record. The [`committer`](crate::committer) moves pending
+//! Every completed request becomes a signed [`WorkRecord`] that is made durable (by the
+//! [`recorder`](crate::recorder): its journal, then the [`Outbox`], a redb database) *before*
+//! the TA considers it done, so a crash or restart loses no record. The [`committer`](crate::committer) moves pending
 //! records atomically into a stored committed batch, which stays (with its signed message,
 //! to resubmit after a crash, and its leaves, to serve with proofs) until pruned after its
 //! challenge window; records of a batch the chain refuses come back to pending, or are set
@@ -20,7 +20,9 @@ use gonka_client::settlement::Served;
 use gonka_proto::batch::parse_decimal;
 use gonka_proto::settlement::{BatchLeaf, MsgSettleBatch};
 use prost::Message;
-use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use redb::{
+    Database, Durability, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction,
+};
 use tokio::sync::Notify;
 
 /// Pending records: sequence number → protobuf `BatchLeaf` holding the record, its executor's
@@ -127,13 +129,7 @@ impl std::fmt::Debug for Outbox {
 }
 
 fn encode(served: &Served) -> Vec<u8> {
-    BatchLeaf {
-        record: Some(served.record.clone()),
-        executor_host: served.host.clone(),
-        cost: served.cost.to_string(),
-        ..BatchLeaf::default()
-    }
-    .encode_to_vec()
+    served.to_leaf().encode_to_vec()
 }
 
 fn decode(key: u64, value: &[u8]) -> Result<Pending> {
@@ -201,39 +197,63 @@ impl Outbox {
 
     /// Durably appends every record of `served`, in one write.
     pub fn put_many(&self, served: &[&Served]) -> Result<()> {
-        self.put_many_with(served, |_| Ok(()))
+        self.put_many_with(served, Durability::Immediate, |_| Ok(()))
     }
 
     /// [`Outbox::put_many`], with `first`'s writes (to other tables of the outbox's
-    /// database) in the same transaction: both durable, or neither.
+    /// database) in the same transaction (both written, or neither), committed with
+    /// `durability`. Nothing is owed if the write fails.
     pub fn put_many_with(
         &self,
         served: &[&Served],
+        durability: Durability,
         first: impl FnOnce(&WriteTransaction) -> Result<()>,
     ) -> Result<()> {
-        // The keys are taken first and the counts updated after the commit, so the lock that
-        // every request's payment check takes is never held across an fsync.
-        let first_key = {
-            let mut state = self.state();
-            let key = state.next_key;
-            state.next_key += served.len() as u64;
-            key
-        };
-        let tx = self.db.begin_write()?;
+        let first_key = self.take_keys(served.len());
+        let keyed: Vec<(u64, &Served)> = (first_key..).zip(served.iter().copied()).collect();
+        self.write_at(&keyed, durability, first)?;
+        self.owe_for(served);
+        Ok(())
+    }
+
+    /// Reserves the keys of `count` records about to be written; returns the first.
+    pub fn take_keys(&self, count: usize) -> u64 {
+        let mut state = self.state();
+        let key = state.next_key;
+        state.next_key += count as u64;
+        key
+    }
+
+    /// Counts what the requesters of `served` owe for them (once per record, when it is
+    /// durable: the recorder does before the records reach the outbox's tables, since its
+    /// journal made them durable first).
+    pub fn owe_for(&self, served: &[&Served]) {
+        let mut state = self.state();
+        for s in served {
+            state.owe(&s.record.requester, charge(s));
+        }
+    }
+
+    /// Writes each record at its key (from [`Outbox::take_keys`]), with `first`'s writes in
+    /// the same transaction, committed with `durability`. The lock every request's payment
+    /// check takes is never held across the commit.
+    pub fn write_at(
+        &self,
+        records: &[(u64, &Served)],
+        durability: Durability,
+        first: impl FnOnce(&WriteTransaction) -> Result<()>,
+    ) -> Result<()> {
+        let mut tx = self.db.begin_write()?;
+        tx.set_durability(durability);
         first(&tx)?;
         {
             let mut pending = tx.open_table(PENDING)?;
-            for (key, s) in (first_key..).zip(served) {
-                pending.insert(key, encode(s).as_slice())?;
+            for (key, s) in records {
+                pending.insert(*key, encode(s).as_slice())?;
             }
         }
         tx.commit().context("writing work records to the outbox")?;
-        let mut state = self.state();
-        for s in served {
-            state.pending += 1;
-            state.owe(&s.record.requester, charge(s));
-        }
-        drop(state);
+        self.state().pending += records.len();
         self.added.notify_one();
         Ok(())
     }
@@ -526,9 +546,10 @@ mod tests {
     fn a_record_whose_write_fails_is_neither_pending_nor_owed() {
         let path = temp_outbox("failed-write");
         let outbox = Outbox::open(&path).unwrap();
-        let failed = outbox.put_many_with(&[&served("a", "alice", 9)], |_| {
-            anyhow::bail!("the disk is full")
-        });
+        let failed =
+            outbox.put_many_with(&[&served("a", "alice", 9)], Durability::Immediate, |_| {
+                anyhow::bail!("the disk is full")
+            });
         assert!(failed.is_err());
         assert_eq!((outbox.len(), outbox.owed_by("alice")), (0, 0));
         drop(outbox);

@@ -20,6 +20,7 @@ use gonka_client::{unix_now, Chain, Key};
 use gonka_proto::inference as pb;
 use gonka_ta::escrow::EscrowBook;
 use gonka_ta::payloads::{self, PayloadStore, Payloads};
+use gonka_ta::recorder::Recorder;
 use gonka_ta::settle::Outbox;
 use gonka_ta::{Clock, Registry, TaConfig, TransferAgent};
 use k256::ecdsa::SigningKey;
@@ -186,6 +187,13 @@ pub async fn chain_ta(
     let outbox = Arc::new(Outbox::in_database(db.clone()).expect("outbox"));
     let store = Arc::new(PayloadStore::in_database(db).expect("payload store"));
     let clock: Clock = Arc::new(unix_now);
+    let recorder = Recorder::open(
+        &dir.join("journal"),
+        outbox.clone(),
+        store.clone(),
+        clock.clone(),
+    )
+    .expect("journal");
     let payloads = Payloads::new(store, payloads::chain_access(chain.clone()), clock);
     let escrows = EscrowBook::new(Duration::from_millis(5_000), 100_000);
     let mut models: Vec<pb::Model> = nodes
@@ -226,7 +234,8 @@ pub async fn chain_ta(
         ..Default::default()
     };
     let registry = Registry::from_chain(models, registered, tas, &params);
-    let ta = TransferAgent::with_chain(config, registry, chain, outbox, payloads, escrows);
+    let ta =
+        TransferAgent::with_chain(config, registry, chain, outbox, payloads, escrows, recorder);
     (ta, address)
 }
 
