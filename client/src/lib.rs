@@ -16,6 +16,8 @@ pub mod chat;
 pub mod disputes;
 pub mod http;
 pub mod keys;
+#[cfg(feature = "server")]
+pub mod metrics;
 pub mod node_call;
 pub mod openai;
 pub mod payload_auth;

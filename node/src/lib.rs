@@ -46,6 +46,7 @@ pub mod cheat;
 pub mod cli;
 pub mod cosign;
 pub mod forward;
+mod metrics;
 pub mod register;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -206,6 +207,7 @@ struct Node {
     slots: Arc<Semaphore>,
     started: u64,
     next_request: AtomicU64,
+    metrics: metrics::NodeMetrics,
 }
 
 impl Node {
@@ -247,7 +249,18 @@ pub fn router(config: MlNodeConfig) -> Router {
         slots: Arc::new(Semaphore::new(config.max_concurrency)),
         started: unix_now(),
         next_request: AtomicU64::new(0),
+        metrics: metrics::NodeMetrics::default(),
         config,
+    });
+    let scraped = node.clone();
+    let metrics = gonka_client::metrics::router(node.metrics.registry(), move || {
+        let slots = scraped.config.max_concurrency;
+        let free = scraped.slots.available_permits();
+        scraped.metrics.slots.set(slots as i64);
+        scraped
+            .metrics
+            .busy_slots
+            .set(slots.saturating_sub(free) as i64);
     });
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
@@ -257,6 +270,7 @@ pub fn router(config: MlNodeConfig) -> Router {
         .route("/gonka/v1/cosign", post(cosign::handle))
         .fallback(|uri: Uri| async move { ApiError::route_not_found(uri.path()) })
         .with_state(node)
+        .merge(metrics)
 }
 
 /// Serves the ML node on `listener` until `shutdown` completes, within
@@ -517,6 +531,7 @@ async fn chat_completions(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let started = std::time::Instant::now();
     let served = async {
         let admitted = admit(&node, &headers, body).await?;
         let order = ReceiptOrder::for_request(&node.config, admitted.request_hash);
@@ -530,14 +545,17 @@ async fn chat_completions(
         }
     }
     .await;
-    served.unwrap_or_else(|e| {
+    let response = served.unwrap_or_else(|e| {
         if e.status.is_server_error() {
             tracing::warn!(status = e.status.as_u16(), code = e.code, message = %e.message, "request failed");
         } else {
             tracing::info!(status = e.status.as_u16(), code = e.code, "request refused");
         }
         e.into_response()
-    })
+    });
+    node.metrics
+        .answered(response.status().as_u16(), started.elapsed());
+    response
 }
 
 /// A plain answer as JSON, with its receipt in [`HEADER_RECEIPT`] when one was ordered.

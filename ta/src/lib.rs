@@ -73,6 +73,7 @@ pub mod demands;
 pub mod escrow;
 pub mod journal;
 pub mod leaves;
+pub mod metrics;
 pub mod payloads;
 pub mod queue;
 pub mod ratelimit;

@@ -52,6 +52,7 @@ use gonka_proto::inference::{TransferAgent as RegisteredTa, WorkRecord};
 use super::auth::{self, Authenticated, ReplayCache};
 use super::escrow::{self, EscrowBook, Reservation, Shortfall};
 use super::leaves::{self, Leaves};
+use super::metrics::TaMetrics;
 use super::payloads::{self, OutputOpening, Payloads};
 use super::ratelimit::{Limited, RateLimit, RateLimiter};
 use super::recorder::{Entry, Recorder};
@@ -173,6 +174,7 @@ pub struct TransferAgent {
     rate: Mutex<RateLimiter>,
     sink: Sink,
     clock: Clock,
+    metrics: TaMetrics,
 }
 
 impl std::fmt::Debug for TransferAgent {
@@ -243,6 +245,7 @@ impl TransferAgent {
             sink,
             clock,
             config,
+            metrics: TaMetrics::default(),
         });
         ta.set_registry(registry);
         ta
@@ -309,6 +312,21 @@ impl TransferAgent {
             .nodes()
             .map(|n| (n.info.id.clone(), n.in_flight))
             .collect()
+    }
+
+    /// Sets the gauges of [`TaMetrics`] that are read at scrape time.
+    fn refresh_metrics(&self) {
+        let m = &self.metrics;
+        m.queued.set(self.queued() as i64);
+        m.node_in_flight.clear();
+        for (node, in_flight) in self.in_flight() {
+            m.node_in_flight
+                .get_or_create(&vec![("node", node)])
+                .set(i64::from(in_flight));
+        }
+        if let Sink::Chain { outbox, .. } = &self.sink {
+            m.unsettled.set(outbox.len() as i64);
+        }
     }
 
     /// Scheduling state of every node (load, failures, cooldown), in id order.
@@ -479,6 +497,9 @@ pub fn router(ta: Arc<TransferAgent>) -> axum::Router {
             .merge(leaves::router(Leaves::new(outbox.clone(), chain.address()))),
         Sink::Memory(_) => axum::Router::new(),
     };
+    let scraped = ta.clone();
+    let metrics =
+        gonka_client::metrics::router(ta.metrics.registry(), move || scraped.refresh_metrics());
     axum::Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
@@ -486,6 +507,7 @@ pub fn router(ta: Arc<TransferAgent>) -> axum::Router {
         .fallback(|uri: Uri| async move { ApiError::route_not_found(uri.path()) })
         .with_state(ta)
         .merge(stored)
+        .merge(metrics)
 }
 
 /// Serves the TA on `listener` until `shutdown` completes, within [`TaConfig::server`]
@@ -590,13 +612,21 @@ async fn chat_completions(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match handle_chat(ta, headers, body).await {
+    let started = Instant::now();
+    let mut node_time = None;
+    let response = match handle_chat(ta.clone(), headers, body, &mut node_time).await {
         Ok(r) => r,
         Err(e) => {
             tracing::info!(status = e.status.as_u16(), code = e.code, "request refused");
             e.into_response()
         }
+    };
+    ta.metrics.answered(response.status().as_u16());
+    if let Some(node_time) = node_time {
+        ta.metrics
+            .added(started.elapsed().saturating_sub(node_time));
     }
+    response
 }
 
 /// What the ML node proved about one answer.
@@ -807,10 +837,13 @@ async fn reserve_escrow(
     )))
 }
 
+/// Serves one chat completion request. For a plain answer that went out, `node_time` is
+/// set to how long the ML node that answered took (from the call to its last byte).
 async fn handle_chat(
     ta: Arc<TransferAgent>,
     headers: HeaderMap,
     body: Body,
+    node_time: &mut Option<Duration>,
 ) -> Result<Response, ApiError> {
     let bytes = read_body(
         body,
@@ -911,6 +944,7 @@ async fn handle_chat(
         };
         let mut call_headers = forwarded.clone();
         call_headers.extend(caller.iter().map(|(name, value)| (*name, value.as_str())));
+        let called = Instant::now();
         let resp = match upstream::request_with_headers(
             &registered.authority,
             "POST",
@@ -978,7 +1012,10 @@ async fn handle_chat(
             stream_body(ta.clone(), guard, resp, first, settle)
         } else {
             let full = match resp.read_body().await {
-                Ok(b) => b,
+                Ok(b) => {
+                    *node_time = Some(called.elapsed());
+                    b
+                }
                 Err(e) => {
                     last_error = format!("node `{node}`: reading the answer: {e}");
                     tracing::warn!(%node, attempt, error = %e, "ML node answer failed; retrying elsewhere");

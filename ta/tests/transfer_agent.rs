@@ -466,6 +466,72 @@ async fn saturated_nodes_queue_then_429() {
     assert_eq!(hold.await.unwrap().status, 200);
 }
 
+/// The TA's `/metrics`, parsed: (sample name with labels, value).
+async fn scrape(addr: SocketAddr) -> BTreeMap<String, f64> {
+    let resp = http_request(addr, "GET", "/metrics", &[], &[]).await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(
+        resp.header("content-type"),
+        Some(gonka_client::metrics::OPENMETRICS)
+    );
+    gonka_client::metrics::parse(&resp.body)
+        .into_iter()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metrics_show_answers_by_status_queue_and_node_load() {
+    let (addr, release) = stuck_node().await;
+    let config = TaConfig {
+        address: TA_ADDRESS.to_string(),
+        nodes: vec![node("stuck", addr, 1)],
+        queue_capacity: 1,
+        queue_timeout: Duration::from_secs(10),
+        ..TaConfig::default()
+    };
+    let (ta_addr, ta) = start_ta(config).await;
+    let first = tokio::spawn(async move { signed_chat(ta_addr, &request("a", 4, false)).await });
+    wait_until(|| ta.in_flight()[0].1 == 1).await;
+    let second = tokio::spawn(async move { signed_chat(ta_addr, &request("b", 4, false)).await });
+    wait_until(|| ta.queued() == 1).await;
+    assert_error(
+        &signed_chat(ta_addr, &request("c", 4, false)).await,
+        429,
+        "queue_full",
+    );
+    let busy = scrape(ta_addr).await;
+    assert_eq!(busy.get("gonka_ta_queued_requests"), Some(&1.0));
+    assert_eq!(
+        busy.get("gonka_ta_node_in_flight{node=\"stuck\"}"),
+        Some(&1.0)
+    );
+    assert_eq!(
+        busy.get("gonka_ta_requests_total{status=\"429\"}"),
+        Some(&1.0)
+    );
+    assert_eq!(busy.get("gonka_ta_requests_total{status=\"200\"}"), None);
+    assert_eq!(busy.get("gonka_ta_added_seconds_count"), Some(&0.0));
+    release.notify_one();
+    assert_eq!(first.await.unwrap().status, 200);
+    wait_until(|| ta.in_flight()[0].1 == 1 && ta.queued() == 0).await;
+    release.notify_one();
+    assert_eq!(second.await.unwrap().status, 200);
+    let idle = scrape(ta_addr).await;
+    assert_eq!(idle.get("gonka_ta_queued_requests"), Some(&0.0));
+    assert_eq!(
+        idle.get("gonka_ta_node_in_flight{node=\"stuck\"}"),
+        Some(&0.0)
+    );
+    assert_eq!(
+        idle.get("gonka_ta_requests_total{status=\"200\"}"),
+        Some(&2.0)
+    );
+    assert_eq!(idle.get("gonka_ta_added_seconds_count"), Some(&2.0));
+    // The second request's wait in the queue is time the TA added; the node's time is not.
+    let added = idle["gonka_ta_added_seconds_sum"];
+    assert!(added > 0.0, "added {added} s");
+}
+
 /// Posts a chat request signed now with a fresh nonce and `commission` ngnk.
 async fn signed_chat_with_commission(
     addr: SocketAddr,

@@ -1,0 +1,71 @@
+//! The ML node's Prometheus metrics, served at `GET /metrics` (see
+//! [`gonka_client::metrics`]):
+//!
+//! | name | type | what |
+//! |---|---|---|
+//! | `gonka_node_requests_total{status}` | counter | chat completion requests answered, by HTTP status |
+//! | `gonka_node_response_seconds` | histogram | per answered request, the time to its response headers (a plain answer's whole generation; a stream's first event) |
+//! | `gonka_node_busy_slots` | gauge | generation slots in use |
+//! | `gonka_node_slots` | gauge | generation slots (`--max-concurrency`) |
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gonka_client::metrics::{latency_buckets, ByStatus, Gauge, Histogram, Registry};
+
+/// The metrics an ML node updates as it serves.
+#[derive(Debug)]
+pub(crate) struct NodeMetrics {
+    registry: Arc<Registry>,
+    requests: ByStatus,
+    response: Histogram,
+    /// Set at scrape time.
+    pub busy_slots: Gauge,
+    /// Set at scrape time.
+    pub slots: Gauge,
+}
+
+impl Default for NodeMetrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let requests = ByStatus::register(
+            &mut registry,
+            "gonka_node_requests",
+            "Chat completion requests answered, by HTTP status",
+        );
+        let response = Histogram::new(latency_buckets());
+        let busy_slots = Gauge::default();
+        let slots = Gauge::default();
+        registry.register(
+            "gonka_node_response_seconds",
+            "Per answered request, the time to its response headers",
+            response.clone(),
+        );
+        registry.register(
+            "gonka_node_busy_slots",
+            "Generation slots in use",
+            busy_slots.clone(),
+        );
+        registry.register("gonka_node_slots", "Generation slots", slots.clone());
+        NodeMetrics {
+            registry: Arc::new(registry),
+            requests,
+            response,
+            busy_slots,
+            slots,
+        }
+    }
+}
+
+impl NodeMetrics {
+    /// The registry to serve.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.clone()
+    }
+
+    /// Counts a request answered with `status` after `took`.
+    pub fn answered(&self, status: u16, took: Duration) {
+        self.requests.count(status);
+        self.response.observe(took.as_secs_f64());
+    }
+}
