@@ -30,14 +30,18 @@ use std::path::Path;
 /// File name of the state database inside `<home>/data/`.
 pub const STATE_FILE: &str = "state.redb";
 
-/// Opens the state under `home` and serves ABCI on `addr` (e.g. `127.0.0.1:26658`) until the
-/// process is stopped, signing beacons as `beacon` says. Every commit is durable, so
-/// stopping (even by SIGKILL) loses nothing.
-pub fn serve(home: &Path, addr: &str, beacon: BeaconNode) -> anyhow::Result<()> {
-    let app = App::open_with_beacon(&home.join("data").join(STATE_FILE), beacon)?;
+/// Opens the state under `home`, signing beacons as `beacon` says.
+pub fn open(home: &Path, beacon: BeaconNode) -> anyhow::Result<App> {
+    App::open_with_beacon(&home.join("data").join(STATE_FILE), beacon)
+}
+
+/// Serves `app` (an [`App`], or an application wrapping one) over ABCI on `addr` (e.g.
+/// `127.0.0.1:26658`) until the process is stopped. Every commit is durable, so stopping
+/// (even by SIGKILL) loses nothing.
+pub fn serve(addr: &str, app: impl tendermint_abci::Application) -> anyhow::Result<()> {
     let listener = std::net::TcpListener::bind(addr)
         .map_err(|e| anyhow::anyhow!("cannot listen for ABCI on {addr}: {e}"))?;
-    tracing::info!(addr = %listener.local_addr()?, home = %home.display(), "ABCI server listening");
+    tracing::info!(addr = %listener.local_addr()?, "ABCI server listening");
     server::serve_abci(listener, app)
         .map_err(|e| anyhow::anyhow!("ABCI server on {addr} stopped: {e}"))
 }

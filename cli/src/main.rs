@@ -2,6 +2,7 @@
 //! chain, and start a local multi-validator network.
 
 mod amount;
+mod app_metrics;
 mod b64;
 mod chat;
 mod consensus_key;

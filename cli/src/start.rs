@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 
+use crate::app_metrics::Metered;
 use crate::Global;
 
 /// Arguments of `gonkad start`.
@@ -19,6 +20,10 @@ pub struct Args {
     /// validators must reject them and the chain must go on).
     #[arg(long, hide = true, requires = "bls_dir")]
     testing_corrupt_beacon: bool,
+    /// Serve the app's Prometheus metrics at `GET http://ADDR/metrics` (block execution,
+    /// commit and CheckTx times, txs by result, height); none without it.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
 }
 
 /// Runs the ABCI server until the process is stopped.
@@ -31,5 +36,11 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
         Some(dir) => gonka_app::BeaconNode::signing(dir, args.testing_corrupt_beacon),
         None => gonka_app::BeaconNode::default(),
     };
-    gonka_app::serve(&global.home(), addr, beacon)
+    let home = global.home();
+    let app = gonka_app::open(&home, beacon)?;
+    tracing::info!(home = %home.display(), "state opened");
+    match args.metrics_listen {
+        Some(listen) => gonka_app::serve(addr, Metered::serve_metrics(app, &listen)?.0),
+        None => gonka_app::serve(addr, app),
+    }
 }

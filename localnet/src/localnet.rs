@@ -554,6 +554,10 @@ impl Localnet {
             node.app_home.clone().into(),
             "--abci-addr".into(),
             node.abci_addr.to_string().into(),
+            "--metrics-listen".into(),
+            SocketAddr::new(node.abci_addr.ip(), node.ports.app_metrics())
+                .to_string()
+                .into(),
         ];
         if let Some(sidecar) = &self.config.sidecar {
             if let Some(dir) = crate::sidecar::bls_dir(sidecar, node) {
@@ -673,6 +677,7 @@ fn check_ports_free(node: &NodeInfo, with_sidecars: bool) -> Result<()> {
         ("RPC", node.ports.rpc),
         ("ABCI", node.ports.abci),
         ("Prometheus", node.ports.prometheus),
+        ("app metrics", node.ports.app_metrics()),
     ];
     if with_sidecars {
         named.push(("ML node", sidecar::ml_node_addr(node).port()));

@@ -8,7 +8,8 @@
 //! | 1 | CometBFT RPC (`[rpc] laddr`) |
 //! | 2 | ABCI: the app listens, CometBFT connects (`proxy_app`) |
 //! | 3 | CometBFT Prometheus metrics (`[instrumentation] prometheus_listen_addr`) |
-//! | 4..=9 | reserved for other per-node services (sidecar, OpenAI endpoint, ...) |
+//! | 4..=8 | reserved for other per-node services (sidecar, OpenAI endpoint, ...) |
+//! | 9 | the app's Prometheus metrics (`gonkad start --metrics-listen`) |
 //!
 //! The default base (26700) keeps a 10-node network (26700..=26799) clear of CometBFT's own
 //! defaults (26656..=26660) and below Linux's ephemeral range (32768+), so outgoing connections
@@ -32,6 +33,8 @@ pub const PROMETHEUS_OFFSET: u16 = 3;
 /// First offset free for other per-node services (sidecar and the like); offsets up to 9 are
 /// reserved for them.
 pub const FIRST_EXTRA_OFFSET: u16 = 4;
+/// Offset of the app's Prometheus metrics port (`gonkad start --metrics-listen`).
+pub const APP_METRICS_OFFSET: u16 = 9;
 /// Base port used when the caller does not choose one.
 pub const DEFAULT_BASE_PORT: u16 = 26700;
 
@@ -75,6 +78,11 @@ impl NodePorts {
     /// The ports CometBFT or the app bind, in offset order.
     pub fn bound(&self) -> [u16; 4] {
         [self.p2p, self.rpc, self.abci, self.prometheus]
+    }
+
+    /// The port of the app's Prometheus metrics.
+    pub fn app_metrics(&self) -> u16 {
+        self.block_start + APP_METRICS_OFFSET
     }
 
     /// Port `offset` of this node's block, for services beyond the four above

@@ -23,7 +23,7 @@ use gonka_proto::inference::{
 };
 use gonka_proto::stake::QueryWorkRequest;
 
-use crate::support::{addr, gonkad, stake_validators, Net, START_BALANCE, VALIDATORS};
+use crate::support::{addr, gonkad, scrape, stake_validators, Net, START_BALANCE, VALIDATORS};
 
 /// ngnk per GNK.
 pub const GNK: u128 = 1_000_000_000;
@@ -242,6 +242,38 @@ fn signed_chat_requests_fail_over_between_ml_nodes_and_between_transfer_agents()
             refused(client.chat(&absurd, |_| {}).await),
             (400, "invalid_max_tokens".to_string())
         );
+
+        // Operators see all of it in TA 0's and node 0's app metrics.
+        let ta0 = tas[0]
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+            .parse()
+            .unwrap();
+        let ta_metrics = scrape(ta0);
+        for (status, least) in [("200", 1.0), ("402", 1.0), ("400", 1.0)] {
+            let name = format!("gonka_ta_requests_total{{status=\"{status}\"}}");
+            assert!(
+                ta_metrics.get(&name) >= Some(&least),
+                "{name}: {ta_metrics:?}"
+            );
+        }
+        assert!(ta_metrics["gonka_ta_added_seconds_count"] >= 1.0);
+        let nodes = ta_metrics
+            .keys()
+            .filter(|k| k.starts_with("gonka_ta_node_in_flight{"))
+            .count();
+        assert_eq!(
+            nodes, VALIDATORS,
+            "one in-flight gauge per registered ML node"
+        );
+        let node0 = net.node(0);
+        let app_metrics = scrape(std::net::SocketAddr::new(
+            node0.abci_addr.ip(),
+            node0.ports.app_metrics(),
+        ));
+        assert!(app_metrics["gonka_app_height"] >= 1.0, "{app_metrics:?}");
+        assert!(app_metrics["gonka_app_finalize_block_seconds_count"] >= 1.0);
+        assert!(app_metrics["gonka_app_txs_total{result=\"ok\"}"] >= 1.0);
 
         // TA 0 dies: `gonkad chat`, given both TAs, fails over to TA 1 and streams the answer.
         tokio::task::block_in_place(|| net.net.kill_sidecar(0, "transfer-agent"))

@@ -661,6 +661,14 @@ pub fn http_get(addr: SocketAddr, path_and_query: &str) -> (u16, String) {
     (status, body)
 }
 
+/// The Prometheus metrics served at `addr` (`GET /metrics`), parsed: sample (name with its
+/// labels) → value.
+pub fn scrape(addr: SocketAddr) -> std::collections::BTreeMap<String, f64> {
+    let (status, body) = http_get(addr, "/metrics");
+    assert_eq!(status, 200, "GET /metrics from {addr}: {body}");
+    gonka_client::metrics::parse(&body).into_iter().collect()
+}
+
 /// [`http_get`] of a binary body.
 pub fn http_get_bytes(addr: SocketAddr, path_and_query: &str) -> (u16, Vec<u8>) {
     tokio::task::block_in_place(|| {

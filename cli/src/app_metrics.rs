@@ -1,0 +1,320 @@
+//! `gonkad start --metrics-listen ADDR`: the app's Prometheus metrics at `GET /metrics`.
+//! [`Metered`] wraps the ABCI application, times and counts the calls CometBFT makes and
+//! passes every request and response through unchanged: the clock is read here, around the
+//! state machine, never inside it.
+//!
+//! | name | type | what |
+//! |---|---|---|
+//! | `gonka_app_finalize_block_seconds` | histogram | FinalizeBlock time per block |
+//! | `gonka_app_commit_seconds` | histogram | Commit time per block |
+//! | `gonka_app_check_tx_seconds` | histogram | CheckTx time per tx (new and recheck) |
+//! | `gonka_app_check_tx_total{result}` | counter | CheckTx answers: `accepted` or `rejected` |
+//! | `gonka_app_txs_total{result}` | counter | txs of finalized blocks: `ok` or `failed` |
+//! | `gonka_app_height` | gauge | height of the last finalized block |
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use gonka_client::metrics::{latency_buckets, Counter, Family, Gauge, Histogram, Labels, Registry};
+use tendermint_abci::Application;
+use tendermint_proto::v0_38::abci::{
+    RequestApplySnapshotChunk, RequestCheckTx, RequestEcho, RequestExtendVote,
+    RequestFinalizeBlock, RequestInfo, RequestInitChain, RequestLoadSnapshotChunk,
+    RequestOfferSnapshot, RequestPrepareProposal, RequestProcessProposal, RequestQuery,
+    RequestVerifyVoteExtension, ResponseApplySnapshotChunk, ResponseCheckTx, ResponseCommit,
+    ResponseEcho, ResponseExtendVote, ResponseFinalizeBlock, ResponseFlush, ResponseInfo,
+    ResponseInitChain, ResponseListSnapshots, ResponseLoadSnapshotChunk, ResponseOfferSnapshot,
+    ResponsePrepareProposal, ResponseProcessProposal, ResponseQuery, ResponseVerifyVoteExtension,
+};
+
+/// What the app's metrics record.
+#[derive(Debug)]
+struct AppMetrics {
+    registry: Arc<Registry>,
+    finalize_block: Histogram,
+    commit: Histogram,
+    check_tx: Histogram,
+    check_tx_results: Family<Labels, Counter>,
+    tx_results: Family<Labels, Counter>,
+    height: Gauge,
+}
+
+impl Default for AppMetrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let metrics = AppMetrics {
+            registry: Arc::default(),
+            finalize_block: Histogram::new(latency_buckets()),
+            commit: Histogram::new(latency_buckets()),
+            check_tx: Histogram::new(latency_buckets()),
+            check_tx_results: Family::default(),
+            tx_results: Family::default(),
+            height: Gauge::default(),
+        };
+        let m = &metrics;
+        registry.register(
+            "gonka_app_finalize_block_seconds",
+            "FinalizeBlock time per block",
+            m.finalize_block.clone(),
+        );
+        registry.register(
+            "gonka_app_commit_seconds",
+            "Commit time per block",
+            m.commit.clone(),
+        );
+        registry.register(
+            "gonka_app_check_tx_seconds",
+            "CheckTx time per tx (new and recheck)",
+            m.check_tx.clone(),
+        );
+        registry.register(
+            "gonka_app_check_tx",
+            "CheckTx answers: accepted or rejected",
+            m.check_tx_results.clone(),
+        );
+        registry.register(
+            "gonka_app_txs",
+            "Txs of finalized blocks: ok or failed",
+            m.tx_results.clone(),
+        );
+        registry.register(
+            "gonka_app_height",
+            "Height of the last finalized block",
+            m.height.clone(),
+        );
+        AppMetrics {
+            registry: Arc::new(registry),
+            ..metrics
+        }
+    }
+}
+
+fn result(ok: bool, yes: &str, no: &str) -> Labels {
+    vec![("result", if ok { yes } else { no }.to_string())]
+}
+
+/// An ABCI application whose calls are timed and counted.
+#[derive(Debug, Clone)]
+pub struct Metered<A> {
+    app: A,
+    metrics: Arc<AppMetrics>,
+}
+
+impl<A: Application> Metered<A> {
+    /// Wraps `app` and serves its metrics on `listen` from a thread of its own; returns the
+    /// wrapper and the address it listens on.
+    pub fn serve_metrics(app: A, listen: &str) -> Result<(Metered<A>, SocketAddr)> {
+        let metrics = Arc::new(AppMetrics::default());
+        let listener = TcpListener::bind(listen)
+            .with_context(|| format!("cannot listen for metrics on {listen}"))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        tracing::info!(%addr, "metrics at GET /metrics");
+        let registry = metrics.registry.clone();
+        std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a tokio runtime for the metrics server");
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener)
+                        .expect("a listener for the metrics server");
+                    let router = gonka_client::metrics::router(registry, || {});
+                    let limits = gonka_client::server::ServerLimits::default();
+                    if let Err(e) = gonka_client::server::serve(
+                        listener,
+                        router,
+                        limits,
+                        std::future::pending(),
+                    )
+                    .await
+                    {
+                        tracing::error!(error = %e, "the metrics server stopped");
+                    }
+                })
+            })?;
+        Ok((Metered { app, metrics }, addr))
+    }
+}
+
+impl<A: Application> Application for Metered<A> {
+    fn echo(&self, request: RequestEcho) -> ResponseEcho {
+        self.app.echo(request)
+    }
+
+    fn info(&self, request: RequestInfo) -> ResponseInfo {
+        self.app.info(request)
+    }
+
+    fn init_chain(&self, request: RequestInitChain) -> ResponseInitChain {
+        self.app.init_chain(request)
+    }
+
+    fn query(&self, request: RequestQuery) -> ResponseQuery {
+        self.app.query(request)
+    }
+
+    fn check_tx(&self, request: RequestCheckTx) -> ResponseCheckTx {
+        let started = Instant::now();
+        let response = self.app.check_tx(request);
+        let m = &self.metrics;
+        m.check_tx.observe(started.elapsed().as_secs_f64());
+        m.check_tx_results
+            .get_or_create(&result(response.code == 0, "accepted", "rejected"))
+            .inc();
+        response
+    }
+
+    fn flush(&self) -> ResponseFlush {
+        self.app.flush()
+    }
+
+    fn commit(&self) -> ResponseCommit {
+        let started = Instant::now();
+        let response = self.app.commit();
+        self.metrics.commit.observe(started.elapsed().as_secs_f64());
+        response
+    }
+
+    fn list_snapshots(&self) -> ResponseListSnapshots {
+        self.app.list_snapshots()
+    }
+
+    fn offer_snapshot(&self, request: RequestOfferSnapshot) -> ResponseOfferSnapshot {
+        self.app.offer_snapshot(request)
+    }
+
+    fn load_snapshot_chunk(&self, request: RequestLoadSnapshotChunk) -> ResponseLoadSnapshotChunk {
+        self.app.load_snapshot_chunk(request)
+    }
+
+    fn apply_snapshot_chunk(
+        &self,
+        request: RequestApplySnapshotChunk,
+    ) -> ResponseApplySnapshotChunk {
+        self.app.apply_snapshot_chunk(request)
+    }
+
+    fn prepare_proposal(&self, request: RequestPrepareProposal) -> ResponsePrepareProposal {
+        self.app.prepare_proposal(request)
+    }
+
+    fn process_proposal(&self, request: RequestProcessProposal) -> ResponseProcessProposal {
+        self.app.process_proposal(request)
+    }
+
+    fn extend_vote(&self, request: RequestExtendVote) -> ResponseExtendVote {
+        self.app.extend_vote(request)
+    }
+
+    fn verify_vote_extension(
+        &self,
+        request: RequestVerifyVoteExtension,
+    ) -> ResponseVerifyVoteExtension {
+        self.app.verify_vote_extension(request)
+    }
+
+    fn finalize_block(&self, request: RequestFinalizeBlock) -> ResponseFinalizeBlock {
+        let height = request.height;
+        let started = Instant::now();
+        let response = self.app.finalize_block(request);
+        let m = &self.metrics;
+        m.finalize_block.observe(started.elapsed().as_secs_f64());
+        for tx in &response.tx_results {
+            m.tx_results
+                .get_or_create(&result(tx.code == 0, "ok", "failed"))
+                .inc();
+        }
+        m.height.set(height);
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::io::{Read, Write};
+    use tendermint_proto::v0_38::abci::ExecTxResult;
+
+    /// Accepts a tx that starts with `ok`; a block's txs succeed likewise.
+    #[derive(Clone)]
+    struct Judge;
+
+    impl Application for Judge {
+        fn check_tx(&self, request: RequestCheckTx) -> ResponseCheckTx {
+            ResponseCheckTx {
+                code: u32::from(!request.tx.starts_with(b"ok")),
+                ..Default::default()
+            }
+        }
+
+        fn finalize_block(&self, request: RequestFinalizeBlock) -> ResponseFinalizeBlock {
+            ResponseFinalizeBlock {
+                tx_results: request
+                    .txs
+                    .iter()
+                    .map(|tx| ExecTxResult {
+                        code: u32::from(!tx.starts_with(b"ok")),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }
+        }
+    }
+
+    fn scrape(addr: SocketAddr) -> BTreeMap<String, f64> {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(head.contains(gonka_client::metrics::OPENMETRICS), "{head}");
+        gonka_client::metrics::parse(body).into_iter().collect()
+    }
+
+    #[test]
+    fn calls_are_counted_and_timed_and_answers_pass_through() {
+        let (app, addr) = Metered::serve_metrics(Judge, "127.0.0.1:0").unwrap();
+        let check = |tx: &[u8]| {
+            app.check_tx(RequestCheckTx {
+                tx: tx.to_vec().into(),
+                ..Default::default()
+            })
+            .code
+        };
+        assert_eq!((check(b"ok 1"), check(b"ok 2"), check(b"bad")), (0, 0, 1));
+        let finalized = app.finalize_block(RequestFinalizeBlock {
+            txs: vec![b"ok".to_vec().into(), b"no".to_vec().into()],
+            height: 7,
+            ..Default::default()
+        });
+        let codes: Vec<u32> = finalized.tx_results.iter().map(|r| r.code).collect();
+        assert_eq!(codes, vec![0, 1]);
+        app.commit();
+        let metrics = scrape(addr);
+        let get = |name: &str| metrics.get(name).copied();
+        assert_eq!(
+            get("gonka_app_check_tx_total{result=\"accepted\"}"),
+            Some(2.0)
+        );
+        assert_eq!(
+            get("gonka_app_check_tx_total{result=\"rejected\"}"),
+            Some(1.0)
+        );
+        assert_eq!(get("gonka_app_check_tx_seconds_count"), Some(3.0));
+        assert_eq!(get("gonka_app_txs_total{result=\"ok\"}"), Some(1.0));
+        assert_eq!(get("gonka_app_txs_total{result=\"failed\"}"), Some(1.0));
+        assert_eq!(get("gonka_app_finalize_block_seconds_count"), Some(1.0));
+        assert_eq!(get("gonka_app_commit_seconds_count"), Some(1.0));
+        assert_eq!(get("gonka_app_height"), Some(7.0));
+    }
+}
