@@ -34,6 +34,20 @@ impl HttpResponse {
     }
 }
 
+/// The Prometheus metrics a role serves at `addr` (`GET /metrics`, in the OpenMetrics text
+/// format), parsed: sample (name with its labels) → value.
+pub async fn scrape_metrics(addr: SocketAddr) -> std::collections::BTreeMap<String, f64> {
+    let resp = http_request(addr, "GET", "/metrics", &[], &[]).await;
+    assert_eq!(resp.status, 200, "GET /metrics: {}", resp.body);
+    assert_eq!(
+        resp.header("content-type"),
+        Some(gonka_client::metrics::OPENMETRICS)
+    );
+    gonka_client::metrics::parse(&resp.body)
+        .into_iter()
+        .collect()
+}
+
 /// Sends one request with `Connection: close` and extra `headers`, and reads the whole
 /// response, de-chunking a chunked body.
 pub async fn http_request(

@@ -758,18 +758,7 @@ async fn metrics_count_answers_by_status_and_show_slots() {
         ..config()
     })
     .await;
-    let scrape = || async move {
-        let resp = http(addr, "GET", "/metrics", b"").await;
-        assert_eq!(resp.status, 200);
-        assert_eq!(
-            resp.header("content-type"),
-            Some(gonka_client::metrics::OPENMETRICS)
-        );
-        gonka_client::metrics::parse(&resp.body)
-            .into_iter()
-            .collect::<std::collections::BTreeMap<_, _>>()
-    };
-    let before = scrape().await;
+    let before = scrape_metrics(addr).await;
     assert_eq!(before.get("gonka_node_slots"), Some(&3.0));
     assert_eq!(before.get("gonka_node_busy_slots"), Some(&0.0));
     assert_eq!(before.get("gonka_node_response_seconds_count"), Some(&0.0));
@@ -778,7 +767,7 @@ async fn metrics_count_answers_by_status_and_show_slots() {
     let mut wrong_model = request("hi", 2, false);
     wrong_model["model"] = json!("no-such-model");
     assert_eq!(chat(addr, wrong_model).await.status, 404);
-    let after = scrape().await;
+    let after = scrape_metrics(addr).await;
     assert_eq!(
         after.get("gonka_node_requests_total{status=\"200\"}"),
         Some(&2.0)

@@ -419,12 +419,23 @@ async fn wait_until(mut f: impl FnMut() -> bool) {
     panic!("condition not reached");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn saturated_nodes_queue_then_429() {
-    let (addr, release) = stuck_node().await;
+/// A TA in front of one node that holds every request until released, with room for one
+/// more request in its queue, and both taken: the first request on the node, the second
+/// queued.
+struct Saturated {
+    node_addr: SocketAddr,
+    ta_addr: SocketAddr,
+    ta: Arc<TransferAgent>,
+    release: Arc<tokio::sync::Notify>,
+    first: JoinHandle<HttpResponse>,
+    second: JoinHandle<HttpResponse>,
+}
+
+async fn saturated() -> Saturated {
+    let (node_addr, release) = stuck_node().await;
     let config = TaConfig {
         address: TA_ADDRESS.to_string(),
-        nodes: vec![node("stuck", addr, 1)],
+        nodes: vec![node("stuck", node_addr, 1)],
         queue_capacity: 1,
         queue_timeout: Duration::from_secs(10),
         ..TaConfig::default()
@@ -434,6 +445,26 @@ async fn saturated_nodes_queue_then_429() {
     wait_until(|| ta.in_flight()[0].1 == 1).await;
     let second = tokio::spawn(async move { signed_chat(ta_addr, &request("b", 4, false)).await });
     wait_until(|| ta.queued() == 1).await;
+    Saturated {
+        node_addr,
+        ta_addr,
+        ta,
+        release,
+        first,
+        second,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn saturated_nodes_queue_then_429() {
+    let Saturated {
+        node_addr: addr,
+        ta_addr,
+        ta,
+        release,
+        first,
+        second,
+    } = saturated().await;
     // Node busy and queue full: refused at once.
     let third = signed_chat(ta_addr, &request("c", 4, false)).await;
     assert_error(&third, 429, "queue_full");
@@ -466,40 +497,22 @@ async fn saturated_nodes_queue_then_429() {
     assert_eq!(hold.await.unwrap().status, 200);
 }
 
-/// The TA's `/metrics`, parsed: (sample name with labels, value).
-async fn scrape(addr: SocketAddr) -> BTreeMap<String, f64> {
-    let resp = http_request(addr, "GET", "/metrics", &[], &[]).await;
-    assert_eq!(resp.status, 200);
-    assert_eq!(
-        resp.header("content-type"),
-        Some(gonka_client::metrics::OPENMETRICS)
-    );
-    gonka_client::metrics::parse(&resp.body)
-        .into_iter()
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn metrics_show_answers_by_status_queue_and_node_load() {
-    let (addr, release) = stuck_node().await;
-    let config = TaConfig {
-        address: TA_ADDRESS.to_string(),
-        nodes: vec![node("stuck", addr, 1)],
-        queue_capacity: 1,
-        queue_timeout: Duration::from_secs(10),
-        ..TaConfig::default()
-    };
-    let (ta_addr, ta) = start_ta(config).await;
-    let first = tokio::spawn(async move { signed_chat(ta_addr, &request("a", 4, false)).await });
-    wait_until(|| ta.in_flight()[0].1 == 1).await;
-    let second = tokio::spawn(async move { signed_chat(ta_addr, &request("b", 4, false)).await });
-    wait_until(|| ta.queued() == 1).await;
+    let Saturated {
+        ta_addr,
+        ta,
+        release,
+        first,
+        second,
+        ..
+    } = saturated().await;
     assert_error(
         &signed_chat(ta_addr, &request("c", 4, false)).await,
         429,
         "queue_full",
     );
-    let busy = scrape(ta_addr).await;
+    let busy = scrape_metrics(ta_addr).await;
     assert_eq!(busy.get("gonka_ta_queued_requests"), Some(&1.0));
     assert_eq!(
         busy.get("gonka_ta_node_in_flight{node=\"stuck\"}"),
@@ -516,7 +529,7 @@ async fn metrics_show_answers_by_status_queue_and_node_load() {
     wait_until(|| ta.in_flight()[0].1 == 1 && ta.queued() == 0).await;
     release.notify_one();
     assert_eq!(second.await.unwrap().status, 200);
-    let idle = scrape(ta_addr).await;
+    let idle = scrape_metrics(ta_addr).await;
     assert_eq!(idle.get("gonka_ta_queued_requests"), Some(&0.0));
     assert_eq!(
         idle.get("gonka_ta_node_in_flight{node=\"stuck\"}"),
