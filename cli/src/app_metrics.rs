@@ -123,16 +123,7 @@ impl<A: Application> Metered<A> {
                 runtime.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(listener)
                         .expect("a listener for the metrics server");
-                    let router = gonka_client::metrics::router(registry, || {});
-                    let limits = gonka_client::server::ServerLimits::default();
-                    if let Err(e) = gonka_client::server::serve(
-                        listener,
-                        router,
-                        limits,
-                        std::future::pending(),
-                    )
-                    .await
-                    {
+                    if let Err(e) = gonka_client::metrics::serve(listener, registry).await {
                         tracing::error!(error = %e, "the metrics server stopped");
                     }
                 })

@@ -65,6 +65,21 @@ pub fn router<S: Clone + Send + Sync + 'static>(
     )
 }
 
+/// Serves `registry` alone at `GET /metrics` on `listener` (a role or process whose metrics
+/// have a port of their own) until the process ends.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    registry: Arc<Registry>,
+) -> std::io::Result<()> {
+    crate::server::serve(
+        listener,
+        router(registry, || {}),
+        crate::server::ServerLimits::default(),
+        std::future::pending(),
+    )
+    .await
+}
+
 /// `registry` in the OpenMetrics text format.
 pub fn render(registry: &Registry) -> String {
     let mut text = String::new();
