@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use gonka_client::metrics::{latency_buckets, Counter, Family, Gauge, Histogram, Labels, Registry};
+use gonka_client::metrics::{
+    latency_buckets, register, Counter, Family, Gauge, Histogram, Labels, Registry,
+};
 use tendermint_abci::Application;
 use tendermint_proto::v0_38::abci::{
     RequestApplySnapshotChunk, RequestCheckTx, RequestEcho, RequestExtendVote,
@@ -43,50 +45,46 @@ struct AppMetrics {
 
 impl Default for AppMetrics {
     fn default() -> Self {
-        let mut registry = Registry::default();
-        let metrics = AppMetrics {
-            registry: Arc::default(),
-            finalize_block: Histogram::new(latency_buckets()),
-            commit: Histogram::new(latency_buckets()),
-            check_tx: Histogram::new(latency_buckets()),
-            check_tx_results: Family::default(),
-            tx_results: Family::default(),
-            height: Gauge::default(),
-        };
-        let m = &metrics;
-        registry.register(
-            "gonka_app_finalize_block_seconds",
-            "FinalizeBlock time per block",
-            m.finalize_block.clone(),
-        );
-        registry.register(
-            "gonka_app_commit_seconds",
-            "Commit time per block",
-            m.commit.clone(),
-        );
-        registry.register(
-            "gonka_app_check_tx_seconds",
-            "CheckTx time per tx (new and recheck)",
-            m.check_tx.clone(),
-        );
-        registry.register(
-            "gonka_app_check_tx",
-            "CheckTx answers: accepted or rejected",
-            m.check_tx_results.clone(),
-        );
-        registry.register(
-            "gonka_app_txs",
-            "Txs of finalized blocks: ok or failed",
-            m.tx_results.clone(),
-        );
-        registry.register(
-            "gonka_app_height",
-            "Height of the last finalized block",
-            m.height.clone(),
-        );
+        let mut r = Registry::default();
+        let histogram = || Histogram::new(latency_buckets());
         AppMetrics {
-            registry: Arc::new(registry),
-            ..metrics
+            finalize_block: register(
+                &mut r,
+                "gonka_app_finalize_block_seconds",
+                "FinalizeBlock time per block",
+                histogram(),
+            ),
+            commit: register(
+                &mut r,
+                "gonka_app_commit_seconds",
+                "Commit time per block",
+                histogram(),
+            ),
+            check_tx: register(
+                &mut r,
+                "gonka_app_check_tx_seconds",
+                "CheckTx time per tx (new and recheck)",
+                histogram(),
+            ),
+            check_tx_results: register(
+                &mut r,
+                "gonka_app_check_tx",
+                "CheckTx answers: accepted or rejected",
+                Family::default(),
+            ),
+            tx_results: register(
+                &mut r,
+                "gonka_app_txs",
+                "Txs of finalized blocks: ok or failed",
+                Family::default(),
+            ),
+            height: register(
+                &mut r,
+                "gonka_app_height",
+                "Height of the last finalized block",
+                Gauge::default(),
+            ),
+            registry: Arc::new(r),
         }
     }
 }

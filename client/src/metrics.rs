@@ -26,6 +26,16 @@ pub fn latency_buckets() -> impl Iterator<Item = f64> {
     exponential_buckets(0.000_05, 2.0, 16)
 }
 
+/// Registers `metric` as `name` in `registry` and returns it (metrics are handles: the
+/// registry and the caller share it).
+pub fn register<M>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M
+where
+    M: prometheus_client::registry::Metric + Clone,
+{
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 /// Requests answered, by HTTP status (a counter family labelled `status`).
 #[derive(Debug, Clone, Default)]
 pub struct ByStatus(Family<Labels, Counter>);
@@ -33,9 +43,7 @@ pub struct ByStatus(Family<Labels, Counter>);
 impl ByStatus {
     /// Registers a new family as `name` (exported as `name_total`) in `registry`.
     pub fn register(registry: &mut Registry, name: &str, help: &str) -> ByStatus {
-        let family = ByStatus::default();
-        registry.register(name, help, family.0.clone());
-        family
+        ByStatus(register(registry, name, help, Family::default()))
     }
 
     /// Counts one answer with `status`.

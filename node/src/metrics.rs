@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gonka_client::metrics::{latency_buckets, ByStatus, Gauge, Histogram, Registry};
+use gonka_client::metrics::{latency_buckets, register, ByStatus, Gauge, Histogram, Registry};
 
 /// The metrics an ML node updates as it serves.
 #[derive(Debug)]
@@ -27,32 +27,32 @@ pub(crate) struct NodeMetrics {
 
 impl Default for NodeMetrics {
     fn default() -> Self {
-        let mut registry = Registry::default();
-        let requests = ByStatus::register(
-            &mut registry,
-            "gonka_node_requests",
-            "Chat completion requests answered, by HTTP status",
-        );
-        let response = Histogram::new(latency_buckets());
-        let busy_slots = Gauge::default();
-        let slots = Gauge::default();
-        registry.register(
-            "gonka_node_response_seconds",
-            "Per answered request, the time to its response headers",
-            response.clone(),
-        );
-        registry.register(
-            "gonka_node_busy_slots",
-            "Generation slots in use",
-            busy_slots.clone(),
-        );
-        registry.register("gonka_node_slots", "Generation slots", slots.clone());
+        let mut r = Registry::default();
         NodeMetrics {
-            registry: Arc::new(registry),
-            requests,
-            response,
-            busy_slots,
-            slots,
+            requests: ByStatus::register(
+                &mut r,
+                "gonka_node_requests",
+                "Chat completion requests answered, by HTTP status",
+            ),
+            response: register(
+                &mut r,
+                "gonka_node_response_seconds",
+                "Per answered request, the time to its response headers",
+                Histogram::new(latency_buckets()),
+            ),
+            busy_slots: register(
+                &mut r,
+                "gonka_node_busy_slots",
+                "Generation slots in use",
+                Gauge::default(),
+            ),
+            slots: register(
+                &mut r,
+                "gonka_node_slots",
+                "Generation slots",
+                Gauge::default(),
+            ),
+            registry: Arc::new(r),
         }
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gonka_client::metrics::{
-    latency_buckets, ByStatus, Family, Gauge, Histogram, Labels, Registry,
+    latency_buckets, register, ByStatus, Family, Gauge, Histogram, Labels, Registry,
 };
 
 /// The metrics a transfer agent updates as it serves.
@@ -32,43 +32,38 @@ pub struct TaMetrics {
 
 impl Default for TaMetrics {
     fn default() -> Self {
-        let mut registry = Registry::default();
-        let requests = ByStatus::register(
-            &mut registry,
-            "gonka_ta_requests",
-            "Chat completion requests answered, by HTTP status",
-        );
-        let added = Histogram::new(latency_buckets());
-        let queued = Gauge::default();
-        let node_in_flight = Family::<Labels, Gauge>::default();
-        let unsettled = Gauge::default();
-        registry.register(
-            "gonka_ta_added_seconds",
-            "Per plain answer, the transfer agent's time minus the ML node's",
-            added.clone(),
-        );
-        registry.register(
-            "gonka_ta_queued_requests",
-            "Requests waiting for a free ML node",
-            queued.clone(),
-        );
-        registry.register(
-            "gonka_ta_node_in_flight",
-            "Requests in flight on each registered ML node",
-            node_in_flight.clone(),
-        );
-        registry.register(
-            "gonka_ta_unsettled_records",
-            "Served records not yet in a committed batch",
-            unsettled.clone(),
-        );
+        let mut r = Registry::default();
         TaMetrics {
-            registry: Arc::new(registry),
-            requests,
-            added,
-            queued,
-            node_in_flight,
-            unsettled,
+            requests: ByStatus::register(
+                &mut r,
+                "gonka_ta_requests",
+                "Chat completion requests answered, by HTTP status",
+            ),
+            added: register(
+                &mut r,
+                "gonka_ta_added_seconds",
+                "Per plain answer, the transfer agent's time minus the ML node's",
+                Histogram::new(latency_buckets()),
+            ),
+            queued: register(
+                &mut r,
+                "gonka_ta_queued_requests",
+                "Requests waiting for a free ML node",
+                Gauge::default(),
+            ),
+            node_in_flight: register(
+                &mut r,
+                "gonka_ta_node_in_flight",
+                "Requests in flight on each registered ML node",
+                Family::default(),
+            ),
+            unsettled: register(
+                &mut r,
+                "gonka_ta_unsettled_records",
+                "Served records not yet in a committed batch",
+                Gauge::default(),
+            ),
+            registry: Arc::new(r),
         }
     }
 }

@@ -155,13 +155,14 @@ impl Recorder {
                         .context("a journal frame is not a journal entry")?;
                     entries.push(decoded.entry()?);
                 }
-                let served: Vec<&Served> = entries.iter().map(|(e, _)| &e.served).collect();
-                let first_key = outbox.take_keys(served.len());
-                let keyed: Vec<(u64, &Served)> =
-                    (first_key..).zip(served.iter().copied()).collect();
-                let bodies: Vec<(&Entry, u64)> = entries.iter().map(|(e, at)| (e, *at)).collect();
+                let first_key = outbox.take_keys(entries.len());
+                let keyed: Vec<(u64, &Entry, u64)> = (first_key..)
+                    .zip(&entries)
+                    .map(|(key, (entry, at))| (key, entry, *at))
+                    .collect();
                 applied = chunk.last().expect("chunks are not empty").seq;
-                apply(&outbox, &keyed, &bodies, applied, Durability::Immediate)?;
+                apply(&outbox, &keyed, applied, Durability::Immediate)?;
+                let served: Vec<&Served> = entries.iter().map(|(e, _)| &e.served).collect();
                 outbox.owe_for(&served);
             }
             tracing::info!(
@@ -322,20 +323,20 @@ impl Applier {
     }
 
     fn apply(&self, groups: &[Journaled], checkpoint: bool) -> Result<()> {
-        let mut keyed = Vec::new();
-        let mut bodies = Vec::new();
-        for group in groups {
-            for (key, entry) in (group.first_key..).zip(&group.entries) {
-                keyed.push((key, &entry.served));
-                bodies.push((entry, group.received_at));
-            }
-        }
+        let keyed: Vec<(u64, &Entry, u64)> = groups
+            .iter()
+            .flat_map(|g| {
+                (g.first_key..)
+                    .zip(&g.entries)
+                    .map(|(key, entry)| (key, entry, g.received_at))
+            })
+            .collect();
         let last = groups.last().map_or(0, |g| g.last_seq);
         let durability = match checkpoint {
             true => Durability::Immediate,
             false => Durability::None,
         };
-        apply(&self.outbox, &keyed, &bodies, last, durability)?;
+        apply(&self.outbox, &keyed, last, durability)?;
         if checkpoint {
             journal::release(&self.journal_dir, last)?;
         }
@@ -343,22 +344,22 @@ impl Applier {
     }
 }
 
-/// Writes the records `keyed` at their outbox keys and `bodies` (each with the time it was
-/// received) in one transaction committed with `durability`, marking journal frames up to
+/// Writes each entry of `keyed` (outbox key, entry, when its body was received) — record
+/// and body — in one transaction committed with `durability`, marking journal frames up to
 /// `last` applied.
 fn apply(
     outbox: &Outbox,
-    keyed: &[(u64, &Served)],
-    bodies: &[(&Entry, u64)],
+    keyed: &[(u64, &Entry, u64)],
     last: u64,
     durability: Durability,
 ) -> Result<()> {
-    outbox.write_at(keyed, durability, |tx| {
+    let records: Vec<(u64, &Served)> = keyed.iter().map(|(k, e, _)| (*k, &e.served)).collect();
+    outbox.write_at(&records, durability, |tx| {
         // One write per run of bodies received at the same second.
-        for run in bodies.chunk_by(|a, b| a.1 == b.1) {
+        for run in keyed.chunk_by(|a, b| a.2 == b.2) {
             let items: Vec<(&str, &[u8], &OutputOpening)> = run
                 .iter()
-                .map(|(entry, _)| {
+                .map(|(_, entry, _)| {
                     (
                         entry.served.record.inference_id.as_str(),
                         entry.body.as_slice(),
@@ -366,7 +367,7 @@ fn apply(
                     )
                 })
                 .collect();
-            PayloadStore::write(tx, &items, run[0].1)?;
+            PayloadStore::write(tx, &items, run[0].2)?;
         }
         journal::mark_applied(tx, last)
     })
