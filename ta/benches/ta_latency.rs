@@ -77,6 +77,11 @@
 //! Servers and client share this machine's cores (and, on a shared machine, other people's
 //! processes), so compare the paths within one run, and distrust a run with high `CPU wait`.
 //!
+//! For each chain phase the bench then times the journal's durable append alone (one
+//! frame, `write` + `fdatasync`, at the phase's rate, on the same disk): a chain TA answers
+//! only once the request is durable, so the disk's own tail is a floor under the chain rows'
+//! added p99 that no change in the TA removes.
+//!
 //! Settings (environment): `TA_BENCH_PHASES` (`backend@req/s`, comma-separated, default
 //! `reference@100,stub@100,stub@1000,chain@100,chain@1000`), `TA_BENCH_SECS` (counted seconds
 //! per phase, default 5), `TA_BENCH_WARMUP_SECS` (default 1). The defaults run 5 × 2 phases
@@ -423,6 +428,34 @@ impl CpuUse {
                 .map(|(b, a)| (a - b) as f64 / 1e6 / wall),
         }
     }
+}
+
+/// Bytes of each frame the disk probe appends: about one journaled chat request (its record
+/// with two signatures, its body and output opening).
+const JOURNAL_PROBE_BYTES: usize = 1_024;
+
+/// Appends one frame to a fresh journal `rate` times a second for `duration`, each made
+/// durable as the recorder does (`Journal::append`: write + `fdatasync`); returns each
+/// append's time.
+fn journal_appends(rate: f64, duration: Duration) -> Vec<Duration> {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let db = redb::Database::create(dir.path().join("probe.redb")).expect("probe database");
+    let (mut journal, _) =
+        gonka_ta::journal::Journal::open(&dir.path().join("journal"), &db).expect("journal");
+    let frame = vec![0x5a; JOURNAL_PROBE_BYTES];
+    let count = (rate * duration.as_secs_f64()) as usize;
+    let start = Instant::now();
+    (0..count)
+        .map(|i| {
+            let at = start + Duration::from_secs_f64(i as f64 / rate);
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            let began = Instant::now();
+            journal
+                .append(std::slice::from_ref(&frame))
+                .expect("journal append");
+            began.elapsed()
+        })
+        .collect()
 }
 
 /// Nearest-rank percentile of sorted `values`.
@@ -836,6 +869,22 @@ fn main() {
             direct.rate,
             diff(50.0),
             diff(99.0)
+        );
+    }
+    // The floor under the chain rows: what the journal's durable append alone takes on this
+    // disk, at the same rates, in this run. The answer waits for it, so the TA cannot add
+    // less than it (its tail included) unless the disk gets faster.
+    for &(backend, rate) in settings.phases.iter().filter(|(b, _)| *b == Backend::Chain) {
+        let mut syncs = journal_appends(rate, settings.duration);
+        syncs.sort();
+        println!(
+            "  {:<9} {:>6.0} /s: the journal's append + fdatasync alone (one {JOURNAL_PROBE_BYTES}-byte frame each, {} appends): p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+            backend.name(),
+            rate,
+            syncs.len(),
+            ms(percentile(&syncs, 50.0)),
+            ms(percentile(&syncs, 99.0)),
+            ms(syncs.last().copied().unwrap_or_default()),
         );
     }
     sign_times.sort();
