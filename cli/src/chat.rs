@@ -72,7 +72,7 @@ pub struct Args {
 
 /// Runs `gonkad chat`.
 pub async fn run(global: &Global, args: Args) -> Result<()> {
-    let key = load_key(&global.home(), &args.from)?;
+    let key = load_key(global, &args.from)?;
     let timeout = Duration::from_secs(args.timeout_secs);
     let transfer_agents = transfer_agents(global, &args.transfer_agents).await?;
     let client = ChatClient::new(key, &transfer_agents)?.with_timeout(timeout);

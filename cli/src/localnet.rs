@@ -14,6 +14,7 @@ use gonka_localnet::{
     find_cometbft, AppStateFn, GenesisValidatorKey, Localnet, LocalnetConfig, SidecarConfig,
 };
 
+use crate::keys::{Backend, Keyring};
 use crate::Global;
 
 /// Names of the funded test accounts; their mnemonics are derived from these names and
@@ -222,9 +223,12 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
     }
     let mut net = Localnet::prepare(config)?;
 
+    // The accounts' mnemonics are public: they go to the unencrypted test keyring, never
+    // into the (encrypted) file keyring a user keeps real keys in.
+    let test_keyring = Keyring::new(global.home(), Backend::Test, None);
     if !args.no_import_keys {
         for (name, mnemonic, _) in &accounts {
-            crate::keys::import_if_absent(&global.home(), name, mnemonic)?;
+            test_keyring.import_if_absent(name, mnemonic)?;
         }
     }
     let stopper = net.stopper();
@@ -277,14 +281,14 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
     }
     if !args.no_import_keys {
         println!(
-            "\nimported into {}/keyring.json: {}",
-            global.home().display(),
+            "\nimported into the test keyring {} (unencrypted; use it with --keyring-backend test or GONKA_KEYRING_BACKEND=test): {}",
+            test_keyring.path().display(),
             TEST_ACCOUNTS.join(", ")
         );
     }
     let first = &net.nodes()[0].rpc_url;
     println!(
-        "\ntry:\n  gonkad --node {first} tx bank send alice {} 5gnk\n  gonkad --node {first} query bank balance {}\n  gonkad --node {first} chat --from alice \"Hello, gonka\"\n\nCtrl-C stops every node; run again to resume, --reset to start over.",
+        "\ntry:\n  export GONKA_KEYRING_BACKEND=test\n  gonkad --node {first} tx bank send alice {} 5gnk\n  gonkad --node {first} query bank balance {}\n  gonkad --node {first} chat --from alice \"Hello, gonka\"\n\nCtrl-C stops every node; run again to resume, --reset to start over.",
         accounts[1].2.address(),
         accounts[1].2.address()
     );

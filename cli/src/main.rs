@@ -4,6 +4,7 @@
 mod amount;
 mod app_metrics;
 mod b64;
+mod chain_info;
 mod chat;
 mod consensus_key;
 mod export;
@@ -50,9 +51,13 @@ pub struct Global {
     /// Output format.
     #[arg(long, global = true, value_enum, default_value_t = Output::Text)]
     pub output: Output,
-    /// Home directory: keyring.json and, for `start`, the state database in data/.
+    /// Home directory: the keyring and, for `start`, the state database in data/.
     #[arg(long, global = true, env = "GONKA_HOME")]
     pub home: Option<PathBuf>,
+    /// Keyring backend: `file` encrypts keys with a passphrase (asked on the terminal, or
+    /// from GONKA_KEYRING_PASSPHRASE); `test` keeps them unencrypted, for local test networks.
+    #[arg(long, global = true, value_enum, env = "GONKA_KEYRING_BACKEND", default_value_t = keys::Backend::File)]
+    pub keyring_backend: keys::Backend,
 }
 
 impl Global {
@@ -64,6 +69,12 @@ impl Global {
                 .unwrap_or_else(|| PathBuf::from("."))
                 .join(".gonka")
         })
+    }
+
+    /// The keyring `--home` and `--keyring-backend` select.
+    pub fn keyring(&self) -> keys::Keyring {
+        let passphrase = std::env::var(keys::PASSPHRASE_ENV).ok();
+        keys::Keyring::new(self.home(), self.keyring_backend, passphrase)
     }
 
     /// An RPC client for `--node`.
@@ -89,6 +100,9 @@ enum Command {
     Query(query::Command),
     /// Show the node's chain id, height and app hash.
     Status,
+    /// Print the network's Keplr `suggestChain` config and chain-registry `chain.json`, read
+    /// from the chain (chain id, denom, minimum gas price).
+    ChainInfo(chain_info::Args),
     /// Print the state at the last committed height as a genesis `app_state` for a new
     /// chain (the node must be stopped).
     Export,
@@ -139,6 +153,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Tx(command) => tx::run(&global, command).await,
                     Command::Query(command) => query::run(&global, command).await,
                     Command::Status => status::run(&global).await,
+                    Command::ChainInfo(args) => chain_info::run(&global, args).await,
                     Command::Export => export::run(&global),
                     Command::Chat(args) => chat::run(&global, args).await,
                     Command::Proxy(args) => proxy::run(&global, args).await,

@@ -99,7 +99,7 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
             args.from
         );
     }
-    let key = load_key(&global.home(), &args.from)?;
+    let key = load_key(global, &args.from)?;
     let signer = key.address().to_string();
     let transfer_agents = crate::chat::transfer_agents(global, &args.transfer_agents).await?;
     let client = ChatClient::new(key, &transfer_agents)?

@@ -132,7 +132,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
 }
 
 async fn send(global: &Global, args: SendArgs) -> Result<()> {
-    let key = load_key(&global.home(), &args.from)?;
+    let key = load_key(global, &args.from)?;
     let amount = parse_ngnk(&args.amount)?;
     if !args.to.starts_with("gonka1") {
         bail!(

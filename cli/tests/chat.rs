@@ -277,10 +277,15 @@ async fn a_refusal_is_returned_at_once() {
     assert_eq!(next_hits.load(Ordering::SeqCst), 0, "no fail-over on 4xx");
 }
 
-/// Runs the gonkad binary with `args` under `home`.
+/// Runs the gonkad binary with `args` under `home`, its keyring the encrypted default.
 async fn gonkad(home: &Path, args: &[&str]) -> Output {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gonkad"));
-    command.arg("--home").arg(home).args(args);
+    command
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .env_remove("GONKA_KEYRING_BACKEND")
+        .env("GONKA_KEYRING_PASSPHRASE", "chat test passphrase");
     tokio::task::spawn_blocking(move || command.output().unwrap())
         .await
         .unwrap()

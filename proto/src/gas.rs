@@ -60,6 +60,13 @@ impl GasPrice {
         Ok(GasPrice { atto_ngnk })
     }
 
+    /// The price `factor` times over (`None` past 128 bits): the higher tiers wallets offer.
+    pub fn times(&self, factor: u64) -> Option<GasPrice> {
+        self.atto_ngnk
+            .checked_mul(u128::from(factor))
+            .map(|atto_ngnk| GasPrice { atto_ngnk })
+    }
+
     /// Whether the price is zero (fees are then free).
     pub fn is_zero(&self) -> bool {
         self.atto_ngnk == 0
@@ -105,6 +112,20 @@ mod tests {
         ] {
             assert_eq!(GasPrice::parse(text).unwrap().to_string(), shown, "{text}");
         }
+        let price = GasPrice::parse("0.015").unwrap();
+        assert_eq!(price.times(4).unwrap().to_string(), "0.06");
+        assert_eq!(
+            GasPrice::parse("1")
+                .unwrap()
+                .times(u64::MAX)
+                .unwrap()
+                .to_string(),
+            u64::MAX.to_string()
+        );
+        assert!(GasPrice::parse(&u128::MAX.to_string()[..20])
+            .unwrap()
+            .times(u64::MAX)
+            .is_none());
         for bad in [
             "",
             ".5",

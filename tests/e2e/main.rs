@@ -360,6 +360,40 @@ fn cli_and_http_against_a_real_network() {
         );
         assert_eq!(status["catching_up"], false, "{status}");
 
+        // chain-info: the wallet and registry documents say what the chain says.
+        let info = support::gonkad_json(&["--node", &rpc(0), "chain-info"]);
+        let (keplr, registry) = (&info["keplr"], &info["chain_registry"]);
+        let min = support::min_gas_price();
+        let number = |p: gonka_proto::gas::GasPrice| -> serde_json::Value {
+            serde_json::from_str(&p.to_string()).unwrap()
+        };
+        assert_eq!(keplr["chainId"], CHAIN_ID, "{info}");
+        assert_eq!(keplr["rpc"], rpc(0).as_str(), "{info}");
+        assert_eq!(
+            keplr["bech32Config"]["bech32PrefixAccAddr"], "gonka",
+            "{info}"
+        );
+        assert_eq!(keplr["bip44"]["coinType"], 118, "{info}");
+        let fee_currency = &keplr["feeCurrencies"][0];
+        assert_eq!(fee_currency["coinMinimalDenom"], "ngnk", "{info}");
+        assert_eq!(fee_currency["coinDecimals"], 9, "{info}");
+        assert_eq!(fee_currency["gasPriceStep"]["low"], number(min), "{info}");
+        assert_eq!(
+            fee_currency["gasPriceStep"]["high"],
+            number(min.times(4).unwrap()),
+            "{info}"
+        );
+        assert_eq!(registry["chain_id"], CHAIN_ID, "{info}");
+        assert_eq!(
+            registry["fees"]["fee_tokens"][0]["fixed_min_gas_price"],
+            number(min),
+            "{info}"
+        );
+        assert_eq!(
+            registry["staking"]["staking_tokens"][0]["denom"], "ngnk",
+            "{info}"
+        );
+
         // query tx through node 3.
         net.wait_for_height(3, height + 1, BLOCKS_TIMEOUT).await;
         let found =

@@ -46,6 +46,11 @@ fn the_official_openai_client_chats_through_the_signing_proxy() {
         let log = std::fs::File::create(net.node(0).home.join("proxy.log")).unwrap();
         let _proxy = KillOnDrop(
             std::process::Command::new(env!("CARGO_BIN_EXE_gonkad"))
+                .env_remove("GONKA_KEYRING_BACKEND")
+                .env(
+                    "GONKA_KEYRING_PASSPHRASE",
+                    crate::support::KEYRING_PASSPHRASE,
+                )
                 .args([
                     "--home",
                     &home,

@@ -617,8 +617,11 @@ fn strip_ansi(text: &str) -> String {
     out
 }
 
+/// The passphrase of the tests' keyrings: they use the default, encrypted `file` backend.
+pub const KEYRING_PASSPHRASE: &str = "e2e keyring passphrase";
+
 /// Runs the `gonkad` binary under test with `args`, with no `GONKA_*` variables from the
-/// environment leaking in.
+/// environment leaking in but the keyring passphrase ([`KEYRING_PASSPHRASE`]).
 pub fn gonkad(args: &[&str]) -> Output {
     tokio::task::block_in_place(|| {
         Command::new(env!("CARGO_BIN_EXE_gonkad"))
@@ -626,6 +629,8 @@ pub fn gonkad(args: &[&str]) -> Output {
             .env_remove("GONKA_NODE")
             .env_remove("GONKA_CHAIN_ID")
             .env_remove("GONKA_HOME")
+            .env_remove("GONKA_KEYRING_BACKEND")
+            .env("GONKA_KEYRING_PASSPHRASE", KEYRING_PASSPHRASE)
             .env_remove("RUST_LOG")
             .output()
             .unwrap_or_else(|e| panic!("running gonkad {args:?}: {e}"))

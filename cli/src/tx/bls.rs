@@ -34,7 +34,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
     match command {
         Command::RegisterKey(args) => {
             let home = global.home();
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let path = args
                 .key_file
                 .unwrap_or_else(|| home.join("bls").join(format!("{}.key", args.from)));

@@ -99,10 +99,9 @@ fn re_execution(hash: &Hash, prompt_tokens: u64, completion_tokens: u64) -> ReEx
 
 /// Runs a `gonkad tx disputes` subcommand.
 pub async fn run(global: &Global, command: Command) -> Result<()> {
-    let home = global.home();
     let (key, msg, tx) = match command {
         Command::Validate(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let found = re_execution(
                 &args.result_hash,
                 args.prompt_tokens,
@@ -112,7 +111,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
             (key, msg, args.tx)
         }
         Command::Open(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let msg = msg_open_dispute(
                 key.address(),
                 &args.inference_id,
@@ -121,7 +120,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
             (key, msg, args.tx)
         }
         Command::Vote(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let found = re_execution(
                 &args.result_hash,
                 args.prompt_tokens,

@@ -128,25 +128,24 @@ impl NodeArgs {
 
 /// Runs a `gonkad tx inference` subcommand.
 pub async fn run(global: &Global, command: Command) -> Result<()> {
-    let home = global.home();
     let (key, msg, tx) = match command {
         Command::RegisterNode(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let msg = msg_register_node(key.address(), &args.spec(global, key.address()).await?);
             (key, msg, args.tx)
         }
         Command::UpdateNode(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let msg = msg_update_node(key.address(), &args.spec(global, key.address()).await?);
             (key, msg, args.tx)
         }
         Command::RemoveNode(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let msg = msg_remove_node(key.address(), &args.id);
             (key, msg, args.tx)
         }
         Command::RegisterTransferAgent(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let pubkey = args
                 .pubkey
                 .map(|p| p.0)

@@ -109,10 +109,9 @@ fn parse_ppm(flag: &str, text: &str) -> Result<u64> {
 
 /// Runs a `gonkad tx pol` subcommand.
 pub async fn run(global: &Global, command: Command) -> Result<()> {
-    let home = global.home();
     match command {
         Command::CreateJob(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let msg = MsgCreateTrainingJob {
                 creator: key.address().into(),
                 config: Some(TrainingConfig {
@@ -138,7 +137,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
             sign_broadcast_print(global, &key, vec![any_of(&msg)], &args.tx).await
         }
         Command::Join(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let msg = msg_join_training(key.address(), args.job_id, &args.endpoint);
             sign_broadcast_print(global, &key, vec![msg], &args.tx).await
         }

@@ -76,17 +76,16 @@ async fn height_in(global: &Global, blocks: u64) -> Result<u64> {
 
 /// Runs a `gonkad tx settlement` subcommand.
 pub async fn run(global: &Global, command: Command) -> Result<()> {
-    let home = global.home();
     match command {
         Command::Open(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let amount = parse_ngnk(&args.amount)?;
             let expires_at = height_in(global, args.expires_in).await?;
             let msg = msg_open_escrow(key.address(), &args.transfer_agent, amount, expires_at);
             sign_broadcast_print(global, &key, vec![msg], &args.tx).await
         }
         Command::TopUp(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let amount = parse_ngnk(&args.amount)?;
             let expires_at = match args.expires_in {
                 Some(blocks) => height_in(global, blocks).await?,
@@ -96,7 +95,7 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
             sign_broadcast_print(global, &key, vec![msg], &args.tx).await
         }
         Command::Close(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let msg = msg_close_escrow(key.address(), &args.transfer_agent);
             sign_broadcast_print(global, &key, vec![msg], &args.tx).await
         }

@@ -59,7 +59,6 @@ pub struct UnjailArgs {
 
 /// Runs a `gonkad tx stake` subcommand.
 pub async fn run(global: &Global, command: Command) -> Result<()> {
-    let home = global.home();
     let (key, msg, tx) = match command {
         Command::Create(args) => {
             let consensus_key = args
@@ -67,23 +66,23 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
                 .as_deref()
                 .map(parse_consensus_key)
                 .transpose()?;
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let amount = parse_ngnk(&args.amount)?;
             let msg = msg_stake(key.address(), amount, &args.moniker, consensus_key);
             (key, msg, args.tx)
         }
         Command::Add(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let msg = msg_stake(key.address(), parse_ngnk(&args.amount)?, "", None);
             (key, msg, args.tx)
         }
         Command::Unstake(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let msg = msg_unstake(key.address(), parse_ngnk(&args.amount)?);
             (key, msg, args.tx)
         }
         Command::Unjail(args) => {
-            let key = load_key(&home, &args.from)?;
+            let key = load_key(global, &args.from)?;
             let msg = msg_unjail(key.address());
             (key, msg, args.tx)
         }
