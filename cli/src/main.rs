@@ -12,6 +12,7 @@ mod init;
 mod keys;
 mod localnet;
 mod output;
+mod prove;
 mod proxy;
 mod query;
 mod start;

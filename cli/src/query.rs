@@ -12,9 +12,11 @@ mod stake;
 use anyhow::{bail, Context, Result};
 use gonka_proto::bank::QueryAllBalancesRequest;
 use gonka_proto::query::{self as q, ListQuery, Query};
+use prost::Message;
 use serde_json::json;
 
 use crate::output::to_json;
+use crate::prove::{self, ProveArgs};
 use crate::Global;
 
 /// `gonkad query` modules.
@@ -67,6 +69,8 @@ pub enum BankQuery {
         /// Denom to read.
         #[arg(long, default_value = "ngnk")]
         denom: String,
+        #[command(flatten)]
+        prove: ProveArgs,
     },
     /// The balances of an account, by denom.
     Balances {
@@ -84,6 +88,8 @@ pub enum AuthQuery {
     Account {
         /// Account address.
         address: String,
+        #[command(flatten)]
+        prove: ProveArgs,
     },
     /// Transaction parameters: size limits, the minimum gas price and the gas costs.
     Params,
@@ -102,7 +108,31 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         Command::Bls(query) => return bls::run(global, query).await,
         Command::Settlement(query) => return settlement::run(global, query).await,
         Command::Pol(query) => return pol::run(global, query).await,
-        Command::Bank(BankQuery::Balance { address, denom }) => {
+        Command::Bank(BankQuery::Balance {
+            address,
+            denom,
+            prove,
+        }) if prove.prove => {
+            let proven = prove::read(
+                &client,
+                &prove,
+                &gonka_bank::keys::balance(&address, &denom),
+            )
+            .await?;
+            let amount = match &proven.value {
+                Some(bytes) => {
+                    gonka_proto::bank::Coin::decode(bytes.as_slice())
+                        .context("the proven balance is not a Coin")?
+                        .amount
+                }
+                None => "0".into(),
+            };
+            out.print(
+                json!({"address": address, "denom": denom, "amount": amount, "verified_at_height": proven.height}),
+                || format!("{amount}{denom}\nverified at height {}", proven.height),
+            );
+        }
+        Command::Bank(BankQuery::Balance { address, denom, .. }) => {
             let amount = client.balance(&address, &denom).await?;
             out.print(
                 json!({"address": address, "denom": denom, "amount": amount.to_string()}),
@@ -127,23 +157,47 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
             })
             .await?;
         }
-        Command::Auth(AuthQuery::Account { address }) => {
-            let Some(account) = client.account(&address).await? else {
+        Command::Auth(AuthQuery::Account { address, prove }) => {
+            let (account, verified) = if prove.prove {
+                let proven =
+                    prove::read(&client, &prove, &gonka_auth::keys::account(&address)).await?;
+                let account = proven
+                    .value
+                    .map(|bytes| gonka_proto::auth::Account::decode(bytes.as_slice()))
+                    .transpose()
+                    .context("the proven account is not an Account")?;
+                (account, Some(proven.height))
+            } else {
+                (client.account(&address).await?, None)
+            };
+            let Some(account) = account else {
+                let at = verified.map_or(String::new(), |h| format!(" (verified at height {h})"));
                 bail!(
-                    "account {address} does not exist; it is created when it first receives funds"
+                    "account {address} does not exist{at}; it is created when it first receives funds"
                 );
             };
             let pub_key = hex::encode(&account.pub_key);
-            out.print(
-                json!({"address": account.address, "account_number": account.account_number, "sequence": account.sequence, "pub_key": pub_key}),
-                || format!(
+            let mut json = json!({"address": account.address, "account_number": account.account_number, "sequence": account.sequence, "pub_key": pub_key});
+            if let Some(height) = verified {
+                json["verified_at_height"] = json!(height);
+            }
+            out.print(json, || {
+                let mut text = format!(
                     "address: {}\naccount_number: {}\nsequence: {}\npub_key: {}",
                     account.address,
                     account.account_number,
                     account.sequence,
-                    if pub_key.is_empty() { "(none yet)" } else { &pub_key }
-                ),
-            );
+                    if pub_key.is_empty() {
+                        "(none yet)"
+                    } else {
+                        &pub_key
+                    }
+                );
+                if let Some(height) = verified {
+                    text.push_str(&format!("\nverified at height {height}"));
+                }
+                text
+            });
         }
         Command::Auth(AuthQuery::Params) => {
             let params = client

@@ -10,6 +10,7 @@ mod bls;
 mod cosmjs;
 mod disputes;
 mod inference;
+mod prove;
 mod proxy;
 mod settlement;
 mod stake;

@@ -8,7 +8,7 @@
 mod address;
 mod errors;
 mod genesis;
-mod keys;
+pub mod keys;
 mod params;
 mod query;
 mod state;

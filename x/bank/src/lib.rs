@@ -11,7 +11,7 @@ mod coin;
 mod errors;
 mod events;
 mod genesis;
-mod keys;
+pub mod keys;
 mod msgs;
 mod query;
 mod state;
