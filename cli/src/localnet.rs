@@ -11,7 +11,8 @@ use gonka_client::bls::account_bls_key;
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
 use gonka_localnet::{
-    find_cometbft, AppStateFn, GenesisValidatorKey, Localnet, LocalnetConfig, SidecarConfig,
+    find_cometbft, AppStateFn, CrashPolicy, GenesisValidatorKey, Localnet, LocalnetConfig,
+    SidecarConfig,
 };
 
 use crate::keys::{Backend, Keyring};
@@ -149,6 +150,11 @@ pub struct Args {
     /// The `gonka-sidecar` binary (default: next to this gonkad).
     #[arg(long)]
     sidecar_bin: Option<PathBuf>,
+    /// Start a node (or sidecar) that exits on its own again, after a backoff (1 s, doubling
+    /// to 30 s while it keeps crashing). Without it a crashed node is reported and stays
+    /// down while the rest of the network runs on.
+    #[arg(long)]
+    restart_crashed: bool,
 }
 
 /// The `gonka-sidecar` binary: `explicit`, or the one built next to this `gonkad`.
@@ -292,5 +298,9 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
         accounts[1].2.address(),
         accounts[1].2.address()
     );
-    net.wait()
+    let policy = match args.restart_crashed {
+        true => CrashPolicy::Restart,
+        false => CrashPolicy::Report,
+    };
+    net.supervise(policy)
 }

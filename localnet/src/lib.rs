@@ -41,6 +41,6 @@ pub use layout::{
     DEFAULT_CHAIN_ID, DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT_COMMIT, DEFAULT_VALIDATORS,
     MANIFEST_FILE,
 };
-pub use localnet::{Localnet, Stopper, STOP_GRACE};
+pub use localnet::{CrashPolicy, Localnet, Stopper, MAX_RESTART_BACKOFF, STOP_GRACE};
 pub use ports::{find_free_base_port, NodePorts, DEFAULT_BASE_PORT};
 pub use sidecar::SidecarConfig;

@@ -41,6 +41,80 @@ impl NodeProcs {
     }
 }
 
+/// What [`Localnet::supervise`] does when a process exits on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPolicy {
+    /// Report it; the node (or sidecar) stays down, the rest keeps running.
+    Report,
+    /// Report it and start the node (or sidecar) again after a backoff.
+    Restart,
+}
+
+/// Longest wait before restarting a node that keeps crashing.
+pub const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
+/// A node that ran this long since its last restart starts over at the shortest backoff.
+const STABLE_AFTER: Duration = Duration::from_secs(60);
+
+/// A process that exited on its own.
+struct Crash {
+    node: usize,
+    role: String,
+    /// The sidecar role, `None` when the node itself (app or CometBFT) went down.
+    sidecar: Option<String>,
+    status: std::process::ExitStatus,
+    log: std::path::PathBuf,
+}
+
+/// A pending restart of a node or a sidecar, with its backoff.
+struct Restart {
+    node: usize,
+    sidecar: Option<String>,
+    backoff: Duration,
+    last_crash: Instant,
+    /// When to start it; `None` once started.
+    due: Option<Instant>,
+}
+
+impl Restart {
+    /// Schedules the restart of `node` (or its `sidecar`) after its backoff, doubled when it
+    /// crashed again within [`STABLE_AFTER`]; returns the backoff.
+    fn schedule(restarts: &mut Vec<Restart>, node: usize, sidecar: Option<String>) -> Duration {
+        let now = Instant::now();
+        let at = match restarts
+            .iter()
+            .position(|r| r.node == node && r.sidecar == sidecar)
+        {
+            Some(at) => at,
+            None => {
+                restarts.push(Restart {
+                    node,
+                    sidecar,
+                    backoff: Duration::ZERO,
+                    last_crash: now,
+                    due: None,
+                });
+                restarts.len() - 1
+            }
+        };
+        let restart = &mut restarts[at];
+        restart.backoff = if restart.backoff.is_zero() || now - restart.last_crash > STABLE_AFTER {
+            Duration::from_secs(1)
+        } else {
+            (restart.backoff * 2).min(MAX_RESTART_BACKOFF)
+        };
+        restart.last_crash = now;
+        restart.due = Some(now + restart.backoff);
+        restart.backoff
+    }
+
+    /// Schedules another attempt after a failed restart; returns the backoff.
+    fn retry(&mut self) -> Duration {
+        self.backoff = (self.backoff * 2).min(MAX_RESTART_BACKOFF);
+        self.due = Some(Instant::now() + self.backoff);
+        self.backoff
+    }
+}
+
 /// State shared between a [`Localnet`] and its [`Stopper`]s.
 #[derive(Debug)]
 struct Shared {
@@ -414,36 +488,136 @@ impl Localnet {
         }
     }
 
-    /// Blocks until a [`Stopper`] stops the localnet (returns `Ok`) or one of its processes
-    /// exits on its own (returns an error naming the node, the process, its exit status and
-    /// log). Processes removed by [`Localnet::kill_node`] do not count. For the CLI's
-    /// foreground loop.
-    pub fn wait(&self) -> Result<()> {
+    /// Blocks until a [`Stopper`] stops the localnet, watching its processes meanwhile (the
+    /// CLI's foreground loop). A process that exits on its own is reported (node, process,
+    /// exit status, log tail) and the rest of the network keeps running, as a real network
+    /// does when one validator falls over:
+    ///
+    /// - an app or CometBFT node that exits takes its node down: the node's other processes
+    ///   are killed too (CometBFT without its app, or sidecars without their node, only fail
+    ///   noisily), and the number of nodes still running is reported;
+    /// - a sidecar that exits is reported alone.
+    ///
+    /// With [`CrashPolicy::Restart`] the node (or the sidecar) is started again after a
+    /// backoff that doubles while it keeps crashing (1 s up to [`MAX_RESTART_BACKOFF`]) and the
+    /// node catches up with the others through CometBFT. Processes removed by
+    /// [`Localnet::kill_node`] or [`Localnet::kill_sidecar`] are not watched.
+    pub fn supervise(&mut self, policy: CrashPolicy) -> Result<()> {
+        let mut restarts: Vec<Restart> = Vec::new();
         loop {
             if self.shared.shutdown.load(Ordering::SeqCst) {
                 return Ok(());
             }
+            for crash in self.crashes()? {
+                if self.shared.shutdown.load(Ordering::SeqCst) {
+                    return Ok(());
+                }
+                let down = match &crash.sidecar {
+                    None => {
+                        self.kill_procs(crash.node);
+                        let running = (0..self.nodes.len())
+                            .filter(|&i| self.is_running(i))
+                            .count();
+                        format!(
+                            "node {} is down; {running} of {} nodes running",
+                            crash.node,
+                            self.nodes.len()
+                        )
+                    }
+                    Some(role) => format!("node {} {role} is down", crash.node),
+                };
+                let next = match policy {
+                    CrashPolicy::Report => {
+                        "it stays down (`gonkad localnet --restart-crashed` restarts crashed nodes)"
+                            .to_string()
+                    }
+                    CrashPolicy::Restart => {
+                        let backoff =
+                            Restart::schedule(&mut restarts, crash.node, crash.sidecar.clone());
+                        format!("restarting it in {backoff:?}")
+                    }
+                };
+                tracing::error!(
+                    "node {} {} exited unexpectedly ({}); {down}; {next}; see {}\n{}",
+                    crash.node,
+                    crash.role,
+                    crash.status,
+                    crash.log.display(),
+                    log_tail(&crash.log, TAIL_LINES)
+                );
+            }
+            let now = Instant::now();
+            for due in restarts
+                .iter_mut()
+                .filter(|r| r.due.is_some_and(|d| d <= now))
             {
-                let mut table = self.shared.lock();
-                for node in table.iter_mut() {
-                    for p in node.all() {
-                        if let Some(status) = p.exited()? {
-                            if self.shared.shutdown.load(Ordering::SeqCst) {
-                                return Ok(());
-                            }
-                            bail!(
-                                "node {} {} exited unexpectedly ({status}); see {}\n{}",
-                                p.node,
-                                p.role,
-                                p.log.display(),
-                                log_tail(&p.log, TAIL_LINES)
-                            );
+                due.due = None;
+                let started = match &due.sidecar {
+                    None => self.start_node(due.node),
+                    Some(role) => self.start_sidecar(due.node, role),
+                };
+                match started {
+                    Ok(()) => {
+                        tracing::info!(node = due.node, sidecar = ?due.sidecar, "restarted after a crash")
+                    }
+                    Err(e) => {
+                        if self.shared.shutdown.load(Ordering::SeqCst) {
+                            return Ok(());
                         }
+                        let backoff = due.retry();
+                        tracing::error!(node = due.node, sidecar = ?due.sidecar, error = %format!("{e:#}"), ?backoff, "restart failed; trying again");
                     }
                 }
             }
             thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// The processes that exited on their own since the last look: a node's first dead app
+    /// or CometBFT (the node counts as one crash), and dead sidecars of nodes still up, each
+    /// taken out of the table.
+    fn crashes(&self) -> Result<Vec<Crash>> {
+        let mut found = Vec::new();
+        let mut table = self.shared.lock();
+        for (i, node) in table.iter_mut().enumerate() {
+            let mut node_down = None;
+            for slot in [&mut node.app, &mut node.cometbft] {
+                if let Some(p) = slot {
+                    if let Some(status) = p.exited()? {
+                        node_down.get_or_insert(Crash {
+                            node: i,
+                            role: p.role.to_string(),
+                            sidecar: None,
+                            status,
+                            log: p.log.clone(),
+                        });
+                        *slot = None;
+                    }
+                }
+            }
+            if let Some(crash) = node_down {
+                found.push(crash);
+                continue;
+            }
+            let mut still = Vec::with_capacity(node.sidecars.len());
+            for mut p in std::mem::take(&mut node.sidecars) {
+                match p.exited()? {
+                    None => still.push(p),
+                    Some(status) => found.push(Crash {
+                        node: i,
+                        role: p.role.to_string(),
+                        sidecar: match p.role {
+                            Role::Sidecar(role) => Some(role.to_string()),
+                            _ => None,
+                        },
+                        status,
+                        log: p.log.clone(),
+                    }),
+                }
+            }
+            node.sidecars = still;
+        }
+        Ok(found)
     }
 
     /// Errors if node `i` has a live process; forgets processes that already exited.

@@ -10,6 +10,7 @@ mod bls;
 mod cosmjs;
 mod disputes;
 mod inference;
+mod localnet_cli;
 mod prove;
 mod proxy;
 mod settlement;
