@@ -25,4 +25,10 @@ if [ ! -x tests/openai/.venv/bin/python ]; then
     python3 -m venv tests/openai/.venv
 fi
 tests/openai/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/openai/requirements.txt
+# tests/e2e/cosmpy.rs runs cosmpy (PyPI, pinned by tests/cosmpy/requirements.txt) against
+# `gonkad gateway`, from its own virtual environment.
+if [ ! -x tests/cosmpy/.venv/bin/python ]; then
+    python3 -m venv tests/cosmpy/.venv
+fi
+tests/cosmpy/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/cosmpy/requirements.txt
 exec cargo test --workspace "$@"

@@ -8,6 +8,7 @@ mod chain_info;
 mod chat;
 mod consensus_key;
 mod export;
+mod grpc;
 mod init;
 mod keys;
 mod localnet;

@@ -24,6 +24,11 @@ pub struct Args {
     /// commit and CheckTx times, txs by result, height); none without it.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
+    /// Serve gRPC for stock Cosmos clients at ADDR (h2c): every query the app answers, and
+    /// BroadcastTx, GetTx and the consensus parameters through the CometBFT RPC of --node
+    /// (the node this app serves); none without it.
+    #[arg(long, value_name = "ADDR")]
+    grpc_listen: Option<std::net::SocketAddr>,
 }
 
 /// Runs the ABCI server until the process is stopped.
@@ -36,6 +41,9 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
         Some(dir) => gonka_app::BeaconNode::signing(dir, args.testing_corrupt_beacon),
         None => gonka_app::BeaconNode::default(),
     };
+    if let Some(listen) = args.grpc_listen {
+        crate::grpc::spawn(global, listen)?;
+    }
     let home = global.home();
     let app = gonka_app::open(&home, beacon)?;
     tracing::info!(home = %home.display(), "state opened");

@@ -732,6 +732,13 @@ impl Localnet {
             SocketAddr::new(node.abci_addr.ip(), node.ports.app_metrics())
                 .to_string()
                 .into(),
+            // gRPC for stock Cosmos clients, backed by this node's RPC.
+            "--grpc-listen".into(),
+            SocketAddr::new(node.abci_addr.ip(), node.ports.grpc())
+                .to_string()
+                .into(),
+            "--node".into(),
+            node.rpc_url.clone().into(),
         ];
         if let Some(sidecar) = &self.config.sidecar {
             if let Some(dir) = crate::sidecar::bls_dir(sidecar, node) {
@@ -852,6 +859,7 @@ fn check_ports_free(node: &NodeInfo, with_sidecars: bool) -> Result<()> {
         ("ABCI", node.ports.abci),
         ("Prometheus", node.ports.prometheus),
         ("app metrics", node.ports.app_metrics()),
+        ("gRPC", node.ports.grpc()),
     ];
     if with_sidecars {
         named.push(("ML node", sidecar::ml_node_addr(node).port()));

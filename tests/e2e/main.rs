@@ -8,6 +8,7 @@
 
 mod bls;
 mod cosmjs;
+mod cosmpy;
 mod disputes;
 mod inference;
 mod localnet_cli;

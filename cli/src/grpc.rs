@@ -1,0 +1,460 @@
+//! The node's gRPC endpoint (`gonkad start --grpc-listen`), which stock Cosmos clients speak
+//! (cosmpy, Go clients, grpcurl), backed by the node's CometBFT RPC (`--node`).
+//!
+//! As in the Cosmos SDK, a gRPC query is an ABCI query: the method's full name
+//! (`/cosmos.bank.v1beta1.Query/Balance`, `/gonka.stake.v1.Query/...`) is the query path and
+//! the request message its data, so every query the app answers over `abci_query` is
+//! answered here by the same code, with no second implementation. The tx service's
+//! `BroadcastTx` and `GetTx`, and `cosmos.consensus.v1.Query/Params` (which the app cannot
+//! answer: they are the node's) go to CometBFT's `broadcast_tx_sync`, `tx` and
+//! `consensus_params`, as do the `cosmos.base.tendermint.v1beta1.Service` calls
+//! `GetLatestBlock`, `GetBlockByHeight` and `GetSyncing`, answered with the standard Cosmos
+//! messages.
+//!
+//! Transport: HTTP/2 without TLS (h2c, "prior knowledge"), as Cosmos nodes serve gRPC on
+//! 9090; gRPC framing by hand (uncompressed messages only; a compressed one is refused with
+//! `UNIMPLEMENTED`). Bounds: a request message is at most [`MAX_MESSAGE`] bytes, a
+//! connection at most [`MAX_STREAMS`] concurrent calls; the node's own limits apply behind.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use cosmos_sdk_proto::cosmos::base::abci::v1beta1::TxResponse;
+use cosmos_sdk_proto::cosmos::base::tendermint::v1beta1::{
+    GetBlockByHeightRequest, GetLatestBlockResponse, GetSyncingResponse,
+};
+use cosmos_sdk_proto::cosmos::tx::v1beta1::{
+    BroadcastTxRequest, BroadcastTxResponse, GetTxRequest, GetTxResponse, Tx,
+};
+use gonka_client::rpc::QueryError;
+use gonka_client::Client;
+use http_body::Frame;
+use http_body_util::{BodyExt, Limited, StreamBody};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use prost::Message;
+use tendermint_rpc::Client as _;
+
+use crate::Global;
+
+/// Largest request message accepted (a tx is far smaller; the node bounds it again).
+pub const MAX_MESSAGE: usize = 4 << 20;
+/// Concurrent calls per connection.
+pub const MAX_STREAMS: u32 = 64;
+
+/// A gRPC status: its code and message.
+#[derive(Debug)]
+struct Status {
+    code: u32,
+    message: String,
+}
+
+const UNKNOWN: u32 = 2;
+const INVALID_ARGUMENT: u32 = 3;
+const NOT_FOUND: u32 = 5;
+const UNIMPLEMENTED: u32 = 12;
+const UNAVAILABLE: u32 = 14;
+
+impl Status {
+    fn new(code: u32, message: impl Into<String>) -> Status {
+        Status {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The status of a failed ABCI query: its code mapped the way Cosmos clients read it
+    /// ("not found" is `NOT_FOUND`, an unknown path `UNIMPLEMENTED`), its log the message.
+    fn of(error: anyhow::Error) -> Status {
+        let Some(query) = error.downcast_ref::<QueryError>() else {
+            return Status::new(UNAVAILABLE, format!("{error:#}"));
+        };
+        let log = &query.log;
+        let code = if log.contains("no module answers query path") {
+            UNIMPLEMENTED
+        } else if log.contains("not found")
+            || log.contains("NotFound")
+            || log.contains("does not exist")
+        {
+            NOT_FOUND
+        } else if log.contains("not a valid") || log.contains("decode") {
+            INVALID_ARGUMENT
+        } else {
+            UNKNOWN
+        };
+        Status::new(code, format!("{} {}: {log}", query.codespace, query.code))
+    }
+}
+
+type Body =
+    StreamBody<futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>>;
+
+/// The HTTP response of a gRPC call: headers, the message framed (if any), trailers.
+fn respond(answer: Result<Vec<u8>, Status>) -> Response<Body> {
+    let mut frames = Vec::new();
+    let mut trailers = hyper::HeaderMap::new();
+    match answer {
+        Ok(message) => {
+            let mut framed = BytesMut::with_capacity(5 + message.len());
+            framed.put_u8(0);
+            framed.put_u32(message.len() as u32);
+            framed.put_slice(&message);
+            frames.push(Ok(Frame::data(framed.freeze())));
+            trailers.insert("grpc-status", "0".parse().expect("a valid header"));
+        }
+        Err(status) => {
+            trailers.insert(
+                "grpc-status",
+                status.code.to_string().parse().expect("digits"),
+            );
+            // Percent-encoded as the gRPC spec asks, so any text is a valid header value.
+            let message: String = status
+                .message
+                .bytes()
+                .map(|b| match b {
+                    b' '..=b'~' if b != b'%' => (b as char).to_string(),
+                    _ => format!("%{b:02X}"),
+                })
+                .collect();
+            trailers.insert("grpc-message", message.parse().expect("printable ASCII"));
+        }
+    }
+    frames.push(Ok(Frame::trailers(trailers)));
+    Response::builder()
+        .header("content-type", "application/grpc")
+        .body(StreamBody::new(futures_util::stream::iter(frames)))
+        .expect("a valid response")
+}
+
+/// The one message of a unary gRPC request body.
+fn unframe(mut body: Bytes) -> Result<Bytes, Status> {
+    if body.len() < 5 {
+        return Err(Status::new(
+            INVALID_ARGUMENT,
+            "the request holds no gRPC message",
+        ));
+    }
+    let compressed = body.get_u8();
+    let len = body.get_u32() as usize;
+    if compressed != 0 {
+        return Err(Status::new(
+            UNIMPLEMENTED,
+            "compressed messages are not supported; send them uncompressed",
+        ));
+    }
+    if len != body.len() {
+        return Err(Status::new(
+            INVALID_ARGUMENT,
+            "one unary message per call, whose length matches its prefix",
+        ));
+    }
+    Ok(body)
+}
+
+fn decode<M: Message + Default>(bytes: &[u8], what: &str) -> Result<M, Status> {
+    M::decode(bytes).map_err(|e| Status::new(INVALID_ARGUMENT, format!("not a valid {what}: {e}")))
+}
+
+/// `BroadcastTx`: CheckTx through CometBFT's `broadcast_tx_sync` (every mode; Cosmos SDK 0.50
+/// dropped the blocking one); a refused tx is a `TxResponse` with its code, as in Cosmos.
+async fn broadcast(client: &Client, message: &[u8]) -> Result<Vec<u8>, Status> {
+    let request: BroadcastTxRequest = decode(message, "cosmos.tx.v1beta1.BroadcastTxRequest")?;
+    let answer = client
+        .http()
+        .broadcast_tx_sync(request.tx_bytes)
+        .await
+        .map_err(|e| Status::new(UNAVAILABLE, format!("the node did not answer: {e}")))?;
+    let response = BroadcastTxResponse {
+        tx_response: Some(TxResponse {
+            txhash: answer.hash.to_string(),
+            code: answer.code.value(),
+            codespace: answer.codespace,
+            raw_log: answer.log,
+            data: hex::encode_upper(answer.data),
+            ..Default::default()
+        }),
+    };
+    Ok(response.encode_to_vec())
+}
+
+/// `GetTx`: an included tx by hash, from CometBFT's index, with its result and events.
+async fn get_tx(client: &Client, message: &[u8]) -> Result<Vec<u8>, Status> {
+    let request: GetTxRequest = decode(message, "cosmos.tx.v1beta1.GetTxRequest")?;
+    let hash: tendermint::Hash = request.hash.to_uppercase().parse().map_err(|_| {
+        Status::new(
+            INVALID_ARGUMENT,
+            format!("{:?} is not a tx hash (64 hex digits)", request.hash),
+        )
+    })?;
+    let found = match client.http().tx(hash, false).await {
+        Ok(found) => found,
+        Err(e) if e.to_string().contains("not found") => {
+            return Err(Status::new(NOT_FOUND, format!("tx not found: {hash}")))
+        }
+        Err(e) => {
+            return Err(Status::new(
+                UNAVAILABLE,
+                format!("the node did not answer: {e}"),
+            ))
+        }
+    };
+    let tx: Tx = decode(&found.tx, "cosmos.tx.v1beta1.Tx")?;
+    let result = found.tx_result;
+    let events = result
+        .events
+        .into_iter()
+        .map(|event| tendermint_proto::abci::Event {
+            r#type: event.kind,
+            attributes: event
+                .attributes
+                .iter()
+                .map(|a| tendermint_proto::abci::EventAttribute {
+                    key: String::from_utf8_lossy(a.key_bytes()).into_owned(),
+                    value: String::from_utf8_lossy(a.value_bytes()).into_owned(),
+                    index: a.index(),
+                })
+                .collect(),
+        })
+        .collect();
+    let response = GetTxResponse {
+        tx_response: Some(TxResponse {
+            height: found.height.value() as i64,
+            txhash: found.hash.to_string(),
+            codespace: result.codespace,
+            code: result.code.value(),
+            data: hex::encode_upper(&result.data),
+            raw_log: result.log,
+            info: result.info,
+            gas_wanted: result.gas_wanted,
+            gas_used: result.gas_used,
+            tx: Some(cosmos_sdk_proto::Any {
+                type_url: "/cosmos.tx.v1beta1.Tx".into(),
+                value: found.tx.clone(),
+            }),
+            events,
+            ..Default::default()
+        }),
+        tx: Some(tx),
+    };
+    Ok(response.encode_to_vec())
+}
+
+/// `cosmos.consensus.v1.QueryParamsResponse` (cosmos-sdk-proto does not export that
+/// package): the consensus parameters wallets read the block gas limit from.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ConsensusParamsResponse {
+    #[prost(message, optional, tag = "1")]
+    params: Option<tendermint_proto::types::ConsensusParams>,
+}
+
+/// `cosmos.consensus.v1.Query/Params`: the node's current consensus parameters (CometBFT's,
+/// set by the app at genesis).
+async fn consensus_params(client: &Client) -> Result<Vec<u8>, Status> {
+    let latest = client
+        .http()
+        .latest_consensus_params()
+        .await
+        .map_err(|e| Status::new(UNAVAILABLE, format!("the node did not answer: {e}")))?;
+    let response = ConsensusParamsResponse {
+        params: Some(latest.consensus_params.into()),
+    };
+    Ok(response.encode_to_vec())
+}
+
+/// `cosmos.base.tendermint.v1beta1.Service/GetLatestBlock` and `GetBlockByHeight`: the
+/// block (with its id) from the node's RPC; `sdk_block` is left out (clients read `block`).
+async fn block(client: &Client, height: Option<i64>) -> Result<Vec<u8>, Status> {
+    let rpc = client.http();
+    let unavailable = |e: tendermint_rpc::Error| {
+        // CometBFT: "height H must be less than or equal to the current blockchain height".
+        if e.to_string().contains("must be less than or equal") {
+            Status::new(NOT_FOUND, format!("no such block: {e}"))
+        } else {
+            Status::new(UNAVAILABLE, format!("the node did not answer: {e}"))
+        }
+    };
+    let answer = match height {
+        None => rpc.latest_block().await.map_err(unavailable)?,
+        Some(height) => {
+            let height = tendermint::block::Height::try_from(height)
+                .map_err(|e| Status::new(INVALID_ARGUMENT, format!("height {height}: {e}")))?;
+            rpc.block(height).await.map_err(unavailable)?
+        }
+    };
+    let response = GetLatestBlockResponse {
+        block_id: Some(answer.block_id.into()),
+        block: Some(answer.block.into()),
+        sdk_block: None,
+    };
+    // GetBlockByHeightResponse has the same fields and tags.
+    Ok(response.encode_to_vec())
+}
+
+/// `cosmos.base.tendermint.v1beta1.Service/GetSyncing`: whether the node is catching up.
+async fn syncing(client: &Client) -> Result<Vec<u8>, Status> {
+    let status = client
+        .status()
+        .await
+        .map_err(|e| Status::new(UNAVAILABLE, format!("{e:#}")))?;
+    Ok(GetSyncingResponse {
+        syncing: status.sync_info.catching_up,
+    }
+    .encode_to_vec())
+}
+
+/// Answers one gRPC call.
+async fn call(client: &Client, request: Request<Incoming>) -> Result<Vec<u8>, Status> {
+    let path = request.uri().path().to_string();
+    let body = Limited::new(request.into_body(), MAX_MESSAGE + 5)
+        .collect()
+        .await
+        .map_err(|e| {
+            Status::new(
+                INVALID_ARGUMENT,
+                format!("reading the request (at most {MAX_MESSAGE} bytes): {e}"),
+            )
+        })?
+        .to_bytes();
+    let message = unframe(body)?;
+    match path.as_str() {
+        "/cosmos.tx.v1beta1.Service/BroadcastTx" => broadcast(client, &message).await,
+        "/cosmos.tx.v1beta1.Service/GetTx" => get_tx(client, &message).await,
+        "/cosmos.consensus.v1.Query/Params" => consensus_params(client).await,
+        "/cosmos.base.tendermint.v1beta1.Service/GetLatestBlock" => block(client, None).await,
+        "/cosmos.base.tendermint.v1beta1.Service/GetBlockByHeight" => {
+            let request: GetBlockByHeightRequest = decode(
+                &message,
+                "cosmos.base.tendermint.v1beta1.GetBlockByHeightRequest",
+            )?;
+            block(client, Some(request.height)).await
+        }
+        "/cosmos.base.tendermint.v1beta1.Service/GetSyncing" => syncing(client).await,
+        _ => client
+            .query_raw(&path, message.to_vec())
+            .await
+            .map_err(Status::of),
+    }
+}
+
+/// Serves gRPC for the node `client` talks to on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, client: Arc<Client>) -> Result<()> {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "accepting a gRPC connection");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let client = client.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let client = client.clone();
+                async move {
+                    let path = request.uri().path().to_string();
+                    let answer = call(&client, request).await;
+                    if let Err(status) = &answer {
+                        tracing::debug!(%path, code = status.code, message = %status.message, "gRPC call failed");
+                    }
+                    Ok::<_, Infallible>(respond(answer))
+                }
+            });
+            let served = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .max_concurrent_streams(MAX_STREAMS)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            if let Err(e) = served {
+                tracing::debug!(%peer, error = %e, "gRPC connection ended");
+            }
+        });
+    }
+}
+
+/// Serves gRPC for `--node` on `listen` from a thread of its own; binds before returning, so
+/// a taken address fails the start.
+pub fn spawn(global: &Global, listen: SocketAddr) -> Result<()> {
+    let client = Arc::new(global.client()?);
+    let listener = std::net::TcpListener::bind(listen)
+        .with_context(|| format!("binding the gRPC address {listen}"))?;
+    listener.set_nonblocking(true)?;
+    std::thread::Builder::new()
+        .name("grpc".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a tokio runtime for gRPC");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener)
+                    .expect("a bound, non-blocking listener");
+                serve(listener, client).await
+            })
+        })
+        .context("starting the gRPC thread")?;
+    tracing::info!(%listen, node = %global.node, "serving gRPC");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_unframed_only_when_whole_and_uncompressed() {
+        let framed = |flag: u8, len: u32, body: &[u8]| {
+            let mut b = BytesMut::new();
+            b.put_u8(flag);
+            b.put_u32(len);
+            b.put_slice(body);
+            b.freeze()
+        };
+        assert_eq!(
+            unframe(framed(0, 3, b"abc")).unwrap(),
+            Bytes::from_static(b"abc")
+        );
+        assert_eq!(unframe(framed(0, 0, b"")).unwrap(), Bytes::new());
+        assert_eq!(
+            unframe(framed(1, 3, b"abc")).unwrap_err().code,
+            UNIMPLEMENTED
+        );
+        assert_eq!(
+            unframe(framed(0, 4, b"abc")).unwrap_err().code,
+            INVALID_ARGUMENT
+        );
+        assert_eq!(
+            unframe(framed(0, 2, b"abc")).unwrap_err().code,
+            INVALID_ARGUMENT
+        );
+        assert_eq!(
+            unframe(Bytes::from_static(b"\0\0")).unwrap_err().code,
+            INVALID_ARGUMENT
+        );
+    }
+
+    #[test]
+    fn query_errors_map_to_the_codes_clients_read() {
+        let error = |log: &str| {
+            anyhow::Error::from(QueryError {
+                codespace: "sdk".into(),
+                code: 6,
+                log: log.into(),
+            })
+        };
+        assert_eq!(Status::of(error("account x not found")).code, NOT_FOUND);
+        assert_eq!(
+            Status::of(error("no module answers query path \"/x\"")).code,
+            UNIMPLEMENTED
+        );
+        assert_eq!(
+            Status::of(anyhow::anyhow!("connection refused")).code,
+            UNAVAILABLE
+        );
+        let status = Status::of(error("account x not found"));
+        assert_eq!(status.message, "sdk 6: account x not found");
+    }
+}
