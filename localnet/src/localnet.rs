@@ -864,6 +864,10 @@ fn check_ports_free(node: &NodeInfo, with_sidecars: bool) -> Result<()> {
     if with_sidecars {
         named.push(("ML node", sidecar::ml_node_addr(node).port()));
         named.push(("transfer agent", sidecar::transfer_agent_addr(node).port()));
+        named.push((
+            "validator metrics",
+            sidecar::validator_metrics_addr(node).port(),
+        ));
     }
     for (what, port) in named {
         let addr = SocketAddr::new(node.abci_addr.ip(), port);

@@ -6,7 +6,8 @@
 //! `node{i}/<role>.log`.
 //!
 //! Ports (see [`crate::ports`]): the ML node listens on offset [`ML_NODE_OFFSET`] of the node's
-//! block, the transfer agent on [`TRANSFER_AGENT_OFFSET`], the trainer on [`TRAINER_OFFSET`].
+//! block, the transfer agent on [`TRANSFER_AGENT_OFFSET`], the trainer on [`TRAINER_OFFSET`],
+//! the validation worker's metrics on [`VALIDATOR_METRICS_OFFSET`].
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -23,6 +24,8 @@ pub const ML_NODE_OFFSET: u16 = 4;
 pub const TRANSFER_AGENT_OFFSET: u16 = 5;
 /// Port offset of a node's trainer (its round-output server).
 pub const TRAINER_OFFSET: u16 = 6;
+/// Port offset of a node's validation worker's metrics.
+pub const VALIDATOR_METRICS_OFFSET: u16 = 8;
 
 /// What sidecars a localnet runs.
 #[derive(Debug, Clone)]
@@ -107,6 +110,15 @@ pub(crate) fn trainer_addr(node: &NodeInfo) -> std::net::SocketAddr {
     loopback(
         node.ports
             .extra(TRAINER_OFFSET)
+            .expect("offset within the block"),
+    )
+}
+
+/// Address of node's validation worker's metrics.
+pub fn validator_metrics_addr(node: &NodeInfo) -> std::net::SocketAddr {
+    loopback(
+        node.ports
+            .extra(VALIDATOR_METRICS_OFFSET)
             .expect("offset within the block"),
     )
 }
@@ -196,6 +208,10 @@ pub(crate) fn specs(config: &SidecarConfig, node: &NodeInfo) -> Result<Vec<Sidec
     if config.validator_role {
         let mut args = common("validator");
         args.extend(["--ml-node".into(), format!("http://{ml}").into()]);
+        args.extend([
+            "--metrics-listen".into(),
+            validator_metrics_addr(node).to_string().into(),
+        ]);
         if let Some(bls) = bls_dir(config, node) {
             args.extend(["--bls-dir".into(), bls.into()]);
         }

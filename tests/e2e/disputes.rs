@@ -24,7 +24,9 @@ use gonka_client::chat::{ChatClient, ChatRequest, Message};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
 use gonka_localnet::AppStateFn;
-use gonka_proto::disputes::{Dispute, QueryDisputesRequest, QueryValidationRequest};
+use gonka_proto::disputes::{
+    Dispute, QueryDisputesRequest, QueryStatsRequest, QueryValidationRequest,
+};
 use gonka_proto::stake::QueryParticipantRequest;
 use serde_json::json;
 
@@ -279,6 +281,48 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
         assert!(
             to_honest > 0 && to_honest <= slashed_total,
             "{to_honest} of {slashed_total}"
+        );
+        // Each validation worker's metrics show the chain's count of its answers in time,
+        // and the answers it saw included.
+        let mut included = 0.0;
+        for (i, host) in hosts.iter().enumerate() {
+            let metrics = gonka_localnet::sidecar::validator_metrics_addr(net.node(i));
+            let answered = eventually(
+                &format!("validator {i}'s metrics agree with the chain"),
+                || async {
+                    let reputation = net.clients[0]
+                        .query::<q::disputes::Stats>(&QueryStatsRequest {
+                            address: host.clone(),
+                        })
+                        .await
+                        .ok()?
+                        .reputation?;
+                    let scraped = crate::support::scrape(metrics);
+                    (scraped.get("gonka_validator_answered_in_time")
+                        == Some(&(reputation.answered as f64)))
+                    .then_some(reputation.answered)
+                },
+            )
+            .await;
+            let scraped = crate::support::scrape(metrics);
+            included += scraped
+                .get("gonka_validator_answers_total{kind=\"validation\",outcome=\"included\"}")
+                .copied()
+                .unwrap_or(0.0);
+            assert!(
+                scraped.contains_key("gonka_validator_missed_deadlines"),
+                "{scraped:?}"
+            );
+            if txs.contains_key(host.as_str()) {
+                assert!(
+                    answered > 0,
+                    "validator {i} answered on chain but its metrics say 0"
+                );
+            }
+        }
+        assert!(
+            included > 0.0,
+            "no validation worker counted an included answer"
         );
         // Hosts are paid for their records when the batches become final.
         let batches = net.clients[0]

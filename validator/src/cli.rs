@@ -3,6 +3,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use super::metrics::ValidatorMetrics;
 use super::{follow, ValidatorConfig};
 use gonka_client::http as upstream;
 use gonka_client::{key_from_mnemonic_file, Chain};
@@ -33,6 +38,10 @@ pub struct ValidatorArgs {
     /// file].
     #[arg(long, value_name = "PATH")]
     bls_dir: Option<PathBuf>,
+    /// Serve Prometheus metrics at `GET http://ADDR/metrics` (answers by outcome, pending
+    /// work, and the chain's count of this validator's answers and missed deadlines).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// `host:port` of an `http://HOST:PORT` URL.
@@ -55,6 +64,18 @@ pub async fn run(args: ValidatorArgs) -> anyhow::Result<()> {
         }
     };
     tracing::info!(role = "validator", address = %chain.address(), chain_id = %chain.chain_id(), ml_nodes = %args.ml_node.join(", "), "validator polling for assigned work");
+    let metrics = match args.metrics_listen {
+        Some(listen) => {
+            let metrics = Arc::new(ValidatorMetrics::default());
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("binding the metrics address {listen}"))?;
+            tracing::info!(role = "validator", %listen, "serving metrics");
+            tokio::spawn(gonka_client::metrics::serve(listener, metrics.registry()));
+            Some(metrics)
+        }
+        None => None,
+    };
     let config = ValidatorConfig {
         ml_nodes: args.ml_node,
         poll: Duration::from_millis(args.poll_ms),
@@ -68,6 +89,7 @@ pub async fn run(args: ValidatorArgs) -> anyhow::Result<()> {
                 .unwrap_or(std::path::Path::new("."))
                 .join("bls")
         })),
+        metrics,
     };
     tokio::select! {
         () = follow(chain, key, config) => Ok(()),

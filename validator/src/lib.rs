@@ -31,6 +31,7 @@
 
 pub mod cli;
 pub mod dkg;
+pub mod metrics;
 
 use gonka_proto::query as q;
 use std::collections::{BTreeMap, BTreeSet};
@@ -52,6 +53,7 @@ use sha2::{Digest, Sha256};
 use gonka_client::http as upstream;
 use gonka_client::receipt::response_hash;
 use gonka_client::{unix_now, Chain};
+use metrics::Outcome;
 use Finding::{Committed, TamperedPayload};
 
 /// Pending-work kind answered with `MsgSubmitValidation`.
@@ -157,6 +159,8 @@ pub struct ValidatorConfig {
     /// The directory of the validator's BLS key and key generation secrets ([`dkg`]); no
     /// key generation without one.
     pub bls_dir: Option<std::path::PathBuf>,
+    /// Where to count what it does ([`metrics`]), when its metrics are served.
+    pub metrics: Option<std::sync::Arc<metrics::ValidatorMetrics>>,
 }
 
 /// Identifies one pending item across polls.
@@ -197,6 +201,9 @@ pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
     loop {
         match pending(&chain).await {
             Ok(work) => {
+                if let Some(m) = &config.metrics {
+                    m.pending(work.len());
+                }
                 // Items leave the pending list once answered or expired; forget those.
                 let current: BTreeSet<ItemKey> = work.iter().map(item_key).collect();
                 handled.retain(|k| current.contains(k));
@@ -205,7 +212,16 @@ pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
                     if handled.contains(&k) {
                         continue;
                     }
-                    match answer(&chain, &key, &config, &mut nodes, &item).await {
+                    let answered = answer(&chain, &key, &config, &mut nodes, &item).await;
+                    if let Some(m) = &config.metrics {
+                        let outcome = match &answered {
+                            Ok(()) => Outcome::Included,
+                            Err(Failure::Refused(_)) => Outcome::Refused,
+                            Err(Failure::Retry(_)) => Outcome::Retry,
+                        };
+                        m.answer(&item.kind, outcome);
+                    }
+                    match answered {
                         Ok(()) => {
                             handled.insert(k);
                         }
@@ -223,6 +239,15 @@ pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
                 tracing::warn!(error = %format!("{e:#}"), "cannot read pending work from the chain; is --chain-rpc reachable? retrying")
             }
         }
+        if let Some(m) = &config.metrics {
+            match reputation(&chain).await {
+                Ok(Some(reputation)) => m.reputation(&reputation),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::debug!(error = %format!("{e:#}"), "cannot read this validator's reputation for its metrics")
+                }
+            }
+        }
         if let Some(participant) = keygen.as_mut() {
             if let Err(e) = participant.step(&chain, config.inclusion_timeout).await {
                 tracing::warn!(error = %format!("{e:#}"), "key generation step failed; retrying at the next poll");
@@ -230,6 +255,17 @@ pub async fn follow(chain: Chain, key: Key, config: ValidatorConfig) {
         }
         tokio::time::sleep(config.poll).await;
     }
+}
+
+/// The chain's record of this validator's answers in time and missed deadlines.
+async fn reputation(chain: &Chain) -> Result<Option<dpb::Reputation>> {
+    let stats = chain
+        .client()
+        .query::<q::disputes::Stats>(&dpb::QueryStatsRequest {
+            address: chain.address().to_string(),
+        })
+        .await?;
+    Ok(stats.reputation)
 }
 
 async fn pending(chain: &Chain) -> Result<Vec<dpb::PendingWork>> {
@@ -643,6 +679,7 @@ mod tests {
             request_timeout: Duration::from_secs(5),
             inclusion_timeout: Duration::from_secs(5),
             bls_dir: None,
+            metrics: None,
         };
         let mut nodes = OwnNodes::default();
         // The unreachable first node is skipped, not fatal.
