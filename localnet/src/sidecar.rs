@@ -106,7 +106,7 @@ pub(crate) fn transfer_agent_addr(node: &NodeInfo) -> std::net::SocketAddr {
 }
 
 /// Address of node's trainer.
-pub(crate) fn trainer_addr(node: &NodeInfo) -> std::net::SocketAddr {
+pub fn trainer_addr(node: &NodeInfo) -> std::net::SocketAddr {
     loopback(
         node.ports
             .extra(TRAINER_OFFSET)

@@ -205,6 +205,32 @@ fn three_trainers_train_together_the_cheat_is_slashed_and_the_model_is_served() 
         }
         assert!(bonded(&net, &cheat).await <= bonded_before - bonded_before / 5);
 
+        // Each honest trainer's metrics count the checkpoints the chain holds of it, and the
+        // trainers together count the re-executions the chain's verdicts came from.
+        let mut reexecuted = 0.0;
+        for i in 0..VALIDATORS {
+            let metrics =
+                crate::support::scrape(gonka_localnet::sidecar::trainer_addr(net.node(i)));
+            let worker = addr(&format!("validator{i}"));
+            let on_chain = checkpoints.iter().filter(|c| c.worker == worker).count();
+            if worker != addr(&cheat) {
+                let committed = metrics
+                    .get("gonka_trainer_checkpoints_total{outcome=\"committed\"}")
+                    .copied()
+                    .unwrap_or(0.0);
+                assert!(
+                    committed >= on_chain as f64,
+                    "trainer {i}: {committed} counted, {on_chain} on chain: {metrics:?}"
+                );
+            }
+            reexecuted += metrics
+                .iter()
+                .filter(|(name, _)| name.starts_with("gonka_trainer_reexecutions_total"))
+                .map(|(_, v)| v)
+                .sum::<f64>();
+        }
+        assert!(reexecuted > 0.0, "no trainer counted a re-execution");
+
         // The CLI shows the job as JSON.
         let shown = gonkad_json(&[
             "--node", &rpc, "--output", "json", "query", "pol", "job", "1",

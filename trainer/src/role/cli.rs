@@ -114,8 +114,9 @@ pub async fn run(args: TrainerArgs) -> anyhow::Result<()> {
         },
         #[cfg(feature = "testing")]
         cheat: args.cheat,
+        metrics: Default::default(),
     };
-    let router = server::router(store.clone());
+    let router = server::router(store.clone(), config.metrics.registry());
     #[cfg(feature = "testing")]
     let router = if args.withhold_pseudo_gradients {
         tracing::warn!(role = "trainer", "TESTING: this trainer WITHHOLDS the pseudo-gradients it commits; never run this outside tests");

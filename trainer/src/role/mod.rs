@@ -28,6 +28,7 @@
 //! restarted trainer serves and resubmits the same round rather than training it again.
 
 pub mod cli;
+pub mod metrics;
 pub mod server;
 pub mod spec;
 pub mod store;
@@ -78,6 +79,8 @@ pub struct TrainerConfig {
     /// How this trainer fakes its rounds (tests only).
     #[cfg(feature = "testing")]
     pub cheat: Option<crate::cheat::Cheat>,
+    /// What it counts, served at `/metrics` ([`metrics`]).
+    pub metrics: std::sync::Arc<metrics::TrainerMetrics>,
 }
 
 /// What the trainer keeps between polls.
@@ -129,6 +132,7 @@ pub async fn follow(chain: Chain, store: Store, config: TrainerConfig) {
             tracing::warn!(error = %format!("{e:#}"), "cannot read new training jobs; retrying");
         }
         let jobs: Vec<u64> = progress.jobs.keys().copied().collect();
+        config.metrics.jobs(jobs.len());
         for id in jobs {
             match work_on(&chain, &store, &config, &mut progress, id).await {
                 Ok(true) => {}
@@ -344,7 +348,11 @@ async fn work_on(
         pseudo_gradient: commitment.pseudo_gradient_hash,
     };
     let msg = msg_submit_checkpoint(me, id, round, &hashes, commitment.loss_micro_nats);
-    match submit(chain, config, msg).await? {
+    let submitted = submit(chain, config, msg).await?;
+    config
+        .metrics
+        .checkpoint(submitted.is_ok(), commitment.loss_micro_nats);
+    match submitted {
         Ok(height) => tracing::info!(job = id, round, height, "checkpoint committed"),
         Err(reason) => tracing::warn!(job = id, round, %reason, "checkpoint refused"),
     }
@@ -619,12 +627,20 @@ async fn answer_duties(
                 ReExecuted::Unavailable
             }
         };
+        let endorsed = matches!(found, ReExecuted::Hashes { weights, .. } if weights.as_slice() == c.weights_hash);
+        let verdict = match found {
+            ReExecuted::Unavailable => "unavailable",
+            _ if endorsed => "endorsed",
+            _ => "disputed",
+        };
         let msg = msg_verify_checkpoint(chain.address(), c.job_id, c.round, &c.worker, found);
         match submit(chain, config, msg).await? {
             Ok(height) => {
-                tracing::info!(job = c.job_id, round = c.round, worker = %c.worker, endorsed = matches!(found, ReExecuted::Hashes { weights, .. } if weights.as_slice() == c.weights_hash), height, "re-executed checkpoint")
+                config.metrics.reexecution(verdict);
+                tracing::info!(job = c.job_id, round = c.round, worker = %c.worker, endorsed, height, "re-executed checkpoint")
             }
             Err(reason) => {
+                config.metrics.reexecution("refused");
                 tracing::warn!(job = c.job_id, round = c.round, worker = %c.worker, %reason, "re-execution answer refused")
             }
         }
@@ -765,6 +781,7 @@ mod tests {
             },
             #[cfg(feature = "testing")]
             cheat: None,
+            metrics: Default::default(),
         }
     }
 
@@ -787,7 +804,7 @@ mod tests {
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(gonka_client::server::serve(
             listener,
-            server::router(store),
+            server::router(store, Default::default()),
             gonka_client::server::ServerLimits::default(),
             std::future::pending(),
         ));

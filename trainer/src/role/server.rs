@@ -3,7 +3,8 @@
 //! `end-weights`, `pseudo-gradient`, `optimizer-state` (canonical `format` bytes,
 //! `application/octet-stream`), and a completed job's trained model,
 //! `GET /pol/v1/jobs/{job}/model` (gonka-model's weights file, whose SHA-256 the chain's
-//! model table holds once published). Unknown routes, blobs, rounds and models get a 404
+//! model table holds once published), and its metrics, `GET /metrics`
+//! ([`super::metrics`]). Unknown routes, blobs, rounds and models get a 404
 //! with an OpenAI-style JSON error. Reads only: nothing a stranger sends changes the trainer.
 
 use axum::extract::{Path, State};
@@ -31,11 +32,12 @@ pub fn blob_path(job: u64, round: u64, blob: Blob) -> String {
     format!("/pol/v1/jobs/{job}/rounds/{round}/{}", blob.name())
 }
 
-/// The trainer's routes over `store`.
-pub fn router(store: Store) -> Router {
+/// The trainer's routes over `store`, and its metrics from `metrics` at `/metrics`.
+pub fn router(store: Store, metrics: std::sync::Arc<gonka_client::metrics::Registry>) -> Router {
     Router::new()
         .route(BLOB_ROUTE, get(blob))
         .route(MODEL_ROUTE, get(model))
+        .merge(gonka_client::metrics::router(metrics, || {}))
         .fallback(|uri: axum::http::Uri| async move {
             ApiError::unavailable_here(
                 "not_found",
