@@ -12,11 +12,11 @@
 //! | `gonka_app_txs_total{result}` | counter | txs of finalized blocks: `ok` or `failed` |
 //! | `gonka_app_height` | gauge | height of the last finalized block |
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use gonka_client::metrics::{
     latency_buckets, register, Counter, Family, Gauge, Histogram, Labels, Registry,
 };
@@ -105,27 +105,14 @@ impl<A: Application> Metered<A> {
     /// wrapper and the address it listens on.
     pub fn serve_metrics(app: A, listen: &str) -> Result<(Metered<A>, SocketAddr)> {
         let metrics = Arc::new(AppMetrics::default());
-        let listener = TcpListener::bind(listen)
-            .with_context(|| format!("cannot listen for metrics on {listen}"))?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        tracing::info!(%addr, "metrics at GET /metrics");
         let registry = metrics.registry.clone();
-        std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a tokio runtime for the metrics server");
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .expect("a listener for the metrics server");
-                    if let Err(e) = gonka_client::metrics::serve(listener, registry).await {
-                        tracing::error!(error = %e, "the metrics server stopped");
-                    }
-                })
+        let addr =
+            crate::background::serve_in_thread("metrics", listen, move |listener| async move {
+                if let Err(e) = gonka_client::metrics::serve(listener, registry).await {
+                    tracing::error!(error = %e, "the metrics server stopped");
+                }
             })?;
+        tracing::info!(%addr, "metrics at GET /metrics");
         Ok((Metered { app, metrics }, addr))
     }
 }

@@ -20,7 +20,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use cosmos_sdk_proto::cosmos::base::abci::v1beta1::TxResponse;
 use cosmos_sdk_proto::cosmos::base::tendermint::v1beta1::{
@@ -379,23 +379,11 @@ pub async fn serve(listener: tokio::net::TcpListener, client: Arc<Client>) -> Re
 /// a taken address fails the start.
 pub fn spawn(global: &Global, listen: SocketAddr) -> Result<()> {
     let client = Arc::new(global.client()?);
-    let listener = std::net::TcpListener::bind(listen)
-        .with_context(|| format!("binding the gRPC address {listen}"))?;
-    listener.set_nonblocking(true)?;
-    std::thread::Builder::new()
-        .name("grpc".into())
-        .spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a tokio runtime for gRPC");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener)
-                    .expect("a bound, non-blocking listener");
-                serve(listener, client).await
-            })
-        })
-        .context("starting the gRPC thread")?;
+    crate::background::serve_in_thread("grpc", &listen.to_string(), move |listener| async move {
+        if let Err(e) = serve(listener, client).await {
+            tracing::error!(error = %format!("{e:#}"), "the gRPC server stopped");
+        }
+    })?;
     tracing::info!(%listen, node = %global.node, "serving gRPC");
     Ok(())
 }

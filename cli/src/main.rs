@@ -4,6 +4,7 @@
 mod amount;
 mod app_metrics;
 mod b64;
+mod background;
 mod chain_info;
 mod chat;
 mod consensus_key;
