@@ -31,12 +31,14 @@ use cosmos_sdk_proto::cosmos::tx::v1beta1::{
 };
 use gonka_client::rpc::QueryError;
 use gonka_client::Client;
+use gonka_client::TxRejected;
 use http_body::Frame;
 use http_body_util::{BodyExt, Limited, StreamBody};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
+use sha2::{Digest, Sha256};
 use tendermint_rpc::Client as _;
 
 use crate::Global;
@@ -163,11 +165,31 @@ fn decode<M: Message + Default>(bytes: &[u8], what: &str) -> Result<M, Status> {
 /// dropped the blocking one); a refused tx is a `TxResponse` with its code, as in Cosmos.
 async fn broadcast(client: &Client, message: &[u8]) -> Result<Vec<u8>, Status> {
     let request: BroadcastTxRequest = decode(message, "cosmos.tx.v1beta1.BroadcastTxRequest")?;
-    let answer = client
-        .http()
-        .broadcast_tx_sync(request.tx_bytes)
-        .await
-        .map_err(|e| Status::new(UNAVAILABLE, format!("the node did not answer: {e}")))?;
+    let hash = tendermint::Hash::Sha256(Sha256::digest(&request.tx_bytes).into());
+    let answer = match client.http().broadcast_tx_sync(request.tx_bytes).await {
+        Ok(answer) => answer,
+        // A duplicate is a refused tx, as Cosmos nodes answer it, not a transport failure.
+        Err(e) => match TxRejected::of_rpc_error(&e) {
+            Some(duplicate) => {
+                let response = BroadcastTxResponse {
+                    tx_response: Some(TxResponse {
+                        txhash: hash.to_string(),
+                        code: duplicate.code,
+                        codespace: duplicate.codespace,
+                        raw_log: duplicate.log,
+                        ..Default::default()
+                    }),
+                };
+                return Ok(response.encode_to_vec());
+            }
+            None => {
+                return Err(Status::new(
+                    UNAVAILABLE,
+                    format!("the node did not answer: {e}"),
+                ))
+            }
+        },
+    };
     let response = BroadcastTxResponse {
         tx_response: Some(TxResponse {
             txhash: answer.hash.to_string(),

@@ -98,6 +98,23 @@ impl TxRejected {
     }
 }
 
+impl TxRejected {
+    /// CometBFT's answer to a tx its mempool cache already holds (these exact bytes were
+    /// submitted before: pending or included), which it gives as a bare JSON-RPC "Internal
+    /// error" before the app sees the tx, as the Cosmos SDK codes it (`sdk` 19); `None` for
+    /// any other RPC error.
+    pub fn of_rpc_error(error: &tendermint_rpc::Error) -> Option<TxRejected> {
+        error
+            .to_string()
+            .contains("tx already exists in cache")
+            .then(|| TxRejected {
+                codespace: "sdk".into(),
+                code: 19,
+                log: "this exact tx was already submitted (the node's mempool cache holds it): it is pending or included; look it up by its hash".into(),
+            })
+    }
+}
+
 impl std::fmt::Display for TxRejected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -342,11 +359,12 @@ impl Client {
     /// Broadcasts `tx` with `broadcast_tx_sync`; fails with [`TxRejected`] if `CheckTx`
     /// rejects it. Returns the tx hash.
     pub async fn broadcast(&self, tx: Vec<u8>) -> Result<Hash> {
-        let response = self
-            .http
-            .broadcast_tx_sync(tx)
-            .await
-            .map_err(|e| self.unreachable(e))?;
+        let response = self.http.broadcast_tx_sync(tx).await.map_err(|e| {
+            match TxRejected::of_rpc_error(&e) {
+                Some(duplicate) => duplicate.into(),
+                None => self.unreachable(e),
+            }
+        })?;
         if response.code.is_err() {
             return Err(TxRejected {
                 codespace: response.codespace,

@@ -14,6 +14,9 @@ from datetime import timedelta
 import grpc
 
 from cosmpy.aerial.client import LedgerClient, NetworkConfig
+from cosmpy.aerial.client.bank import create_bank_send_msg
+from cosmpy.aerial.client.utils import prepare_basic_transaction
+from cosmpy.aerial.tx import Transaction
 from cosmpy.aerial.wallet import LocalWallet
 from cosmpy.crypto.keypairs import PrivateKey
 
@@ -43,6 +46,16 @@ def main() -> None:
     tx = client.send_tokens(recipient, int(amount), "ngnk", wallet, memo="cosmpy")
     tx.wait_to_complete(timeout=timedelta(seconds=60))
     result = tx.response
+    # One signed tx broadcast twice: the second is refused, as Cosmos nodes refuse a duplicate.
+    twice = Transaction()
+    twice.add_message(create_bank_send_msg(wallet.address(), sender, 1, "ngnk"))
+    twice = prepare_basic_transaction(client, twice, wallet)
+    client.broadcast_tx(twice).wait_to_complete(timeout=timedelta(seconds=60))
+    try:
+        client.broadcast_tx(twice)
+        duplicate = "accepted"
+    except Exception as error:  # pylint: disable=broad-except
+        duplicate = str(error)
     print(
         json.dumps(
             {
@@ -60,6 +73,7 @@ def main() -> None:
                 "latestHeight": client.query_height(),
                 "chainId": client.query_chain_id(),
                 "txInBlock": result.hash in client.query_block(result.height).tx_hashes,
+                "duplicate": duplicate,
             }
         )
     )

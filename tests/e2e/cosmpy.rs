@@ -67,6 +67,9 @@ fn cosmpy_reads_and_sends_over_a_nodes_grpc() {
             "{report}"
         );
         assert_eq!(report["txInBlock"], true, "{report}");
+        // The same signed tx twice: the second is refused with Cosmos's code for it.
+        let duplicate = report["duplicate"].as_str().unwrap();
+        assert!(duplicate.contains("already submitted"), "{report}");
 
         // What cosmpy saw is what the chain says, asked of another node.
         let hash: tendermint::Hash = report["hash"].as_str().unwrap().parse().unwrap();

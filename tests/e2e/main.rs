@@ -581,6 +581,21 @@ fn rejections_over_the_wire() {
                 "unexpected error re-sending an included tx: {e:#}"
             ),
         }
+        // Through the client, CometBFT's bare "Internal error" for it becomes a refusal with
+        // the code Cosmos gives it (sdk 19) and a log that says what happened.
+        let again = net.clients[1]
+            .broadcast(signed_send("alice", &to, 5_000, &signer, seq))
+            .await
+            .expect_err("the same bytes a third time");
+        let refused = again
+            .downcast_ref::<gonka_client::TxRejected>()
+            .unwrap_or_else(|| panic!("not a refusal: {again:#}"));
+        assert_eq!(
+            (refused.codespace.as_str(), refused.code),
+            ("sdk", 19),
+            "{refused}"
+        );
+        assert!(refused.log.contains("already submitted"), "{refused}");
 
         // A few blocks later: nothing refused was included, and alice paid for one tx only.
         let now = net.height(0).await;
