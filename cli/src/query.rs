@@ -317,6 +317,37 @@ where
     show_as::<Q>(global, request, to_json, text).await
 }
 
+/// [`show`] for a query that answers one stored value; with `--prove`, the value is read
+/// from the store at `key` with its proof instead ([`prove::read`]) and answered as the module
+/// would (`wrap` puts it into the response), with the height it was verified at. `absent`
+/// says what a proven absence means.
+async fn show_value<Q: Query, V: Message + Default>(
+    global: &Global,
+    request: Q::Request,
+    (prove, key): (&ProveArgs, Vec<u8>),
+    wrap: impl FnOnce(V) -> Q::Response,
+    absent: impl FnOnce() -> String,
+    text: impl FnOnce(&Q::Response) -> String,
+) -> Result<()>
+where
+    Q::Response: serde::Serialize,
+{
+    if !prove.prove {
+        return show::<Q>(global, request, text).await;
+    }
+    let proven = prove::read(&global.client()?, prove, &key).await?;
+    let Some(bytes) = proven.value else {
+        bail!("{} (verified at height {})", absent(), proven.height);
+    };
+    let response = wrap(V::decode(bytes.as_slice()).context("the proven value does not decode")?);
+    let mut json = to_json(&response);
+    json["verified_at_height"] = json!(proven.height);
+    global.output.print(json, || {
+        format!("{}\nverified at height {}", text(&response), proven.height)
+    });
+    Ok(())
+}
+
 /// Like [`show`], rendering the JSON output with `json`.
 async fn show_as<Q: Query>(
     global: &Global,

@@ -90,7 +90,21 @@ async fn relay(State(proxy): State<Arc<Proxy>>, body: String) -> String {
 #[test]
 fn prove_verifies_reads_and_catches_a_tampering_node() {
     support::run(async {
-        let net = Net::start("prove", &["alice"]).await;
+        let net = Net::start("prove", &["alice", "bob"]).await;
+        // bob becomes a stake participant, whose record is proven below.
+        let bob = addr("bob");
+        net.tx_ok(
+            0,
+            "bob",
+            vec![gonka_client::tx::msg_stake(
+                &bob,
+                1_000 * 1_000_000_000,
+                "bob",
+                None,
+            )],
+            "bob stakes",
+        )
+        .await;
         let proxy = Arc::new(Proxy {
             node: net.node(0).rpc_url.clone(),
             tamper: Mutex::new(Tamper::Nothing),
@@ -135,6 +149,29 @@ fn prove_verifies_reads_and_catches_a_tampering_node() {
         assert!(account.status.success(), "{account:?}");
         let account: Value = serde_json::from_slice(&account.stdout).unwrap();
         assert_eq!(account["address"], alice.as_str(), "{account}");
+        // A genesis validator's participant record, proven and printed as the module does.
+        let operator = bob.clone();
+        let participant = query(&["stake", "participant", &operator]);
+        assert!(participant.status.success(), "{participant:?}");
+        let participant: Value = serde_json::from_slice(&participant.stdout).unwrap();
+        assert_eq!(
+            participant["participant"]["operator"],
+            operator.as_str(),
+            "{participant}"
+        );
+        assert!(
+            participant["verified_at_height"].as_u64().is_some(),
+            "{participant}"
+        );
+        // A proven absence is said as such.
+        let none = query(&["settlement", "escrow", &alice, &operator]);
+        let stderr = String::from_utf8_lossy(&none.stderr);
+        assert!(
+            !none.status.success()
+                && stderr.contains("holds no escrow")
+                && stderr.contains("verified at height"),
+            "{stderr}"
+        );
         // An address with no balance is proven absent: 0, verified.
         let nobody = addr("prove-nobody");
         let empty = query(&["bank", "balance", &nobody]);

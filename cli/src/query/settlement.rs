@@ -9,8 +9,9 @@ use gonka_proto::settlement::{
     QueryEscrowResponse, QueryParamsRequest, QueryParamsResponse,
 };
 
-use super::show;
+use super::{show, show_value};
 use crate::output::{fields, list};
+use crate::prove::ProveArgs;
 use crate::Global;
 
 /// `gonkad query settlement` subcommands.
@@ -22,6 +23,8 @@ pub enum Query {
         requester: String,
         /// Transfer agent address.
         transfer_agent: String,
+        #[command(flatten)]
+        prove: ProveArgs,
     },
     /// A settled batch: its root, totals, lines and status.
     Batch {
@@ -52,21 +55,32 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
         Query::Escrow {
             requester,
             transfer_agent,
+            prove,
         } => {
+            let key = gonka_settlement::keys::escrow(&requester, &transfer_agent);
+            let absent = format!("{requester} holds no escrow for transfer agent {transfer_agent}");
             let request = QueryEscrowRequest {
                 requester,
                 transfer_agent,
             };
-            show::<q::settlement::Escrow>(global, request, |r: &QueryEscrowResponse| {
-                let e = r.escrow.clone().unwrap_or_default();
-                fields(&[
-                    ("requester", e.requester),
-                    ("transfer_agent", e.transfer_agent),
-                    ("balance", format!("{}ngnk", e.balance)),
-                    ("expires_at", e.expires_at.to_string()),
-                    ("release_at", e.release_at.to_string()),
-                ])
-            })
+            let wrap = |e| QueryEscrowResponse { escrow: Some(e) };
+            show_value::<q::settlement::Escrow, gonka_proto::settlement::Escrow>(
+                global,
+                request,
+                (&prove, key),
+                wrap,
+                || absent,
+                |r: &QueryEscrowResponse| {
+                    let e = r.escrow.clone().unwrap_or_default();
+                    fields(&[
+                        ("requester", e.requester),
+                        ("transfer_agent", e.transfer_agent),
+                        ("balance", format!("{}ngnk", e.balance)),
+                        ("expires_at", e.expires_at.to_string()),
+                        ("release_at", e.release_at.to_string()),
+                    ])
+                },
+            )
             .await
         }
         Query::Batch { id } => {

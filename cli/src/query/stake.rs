@@ -9,9 +9,10 @@ use gonka_proto::stake::{
     QueryUnbondingRequest, QueryUnbondingResponse, QueryWorkRequest, QueryWorkResponse,
 };
 
-use super::{show, show_page, PageArgs};
+use super::{show, show_page, show_value, PageArgs};
 use crate::amount::show_ngnk;
 use crate::output::{fields, list, percent};
+use crate::prove::ProveArgs;
 use crate::Global;
 
 /// `gonkad query stake` subcommands.
@@ -26,6 +27,8 @@ pub enum Query {
     Participant {
         /// Operator address (gonka1...).
         address: String,
+        #[command(flatten)]
+        prove: ProveArgs,
     },
     /// Stake on its way back to its operators.
     Unbonding {
@@ -60,13 +63,24 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             )
             .await
         }
-        Query::Participant { address } => {
+        Query::Participant { address, prove } => {
+            let key = gonka_stake::keys::participant(&address);
+            let absent = format!("{address} is not a participant");
             let request = QueryParticipantRequest { operator: address };
-            show::<q::stake::Participant>(global, request, |r: &QueryParticipantResponse| {
-                r.participant
-                    .as_ref()
-                    .map_or("no participant in the answer".into(), participant_text)
-            })
+            show_value::<q::stake::Participant, Participant>(
+                global,
+                request,
+                (&prove, key),
+                |p| QueryParticipantResponse {
+                    participant: Some(p),
+                },
+                || absent,
+                |r: &QueryParticipantResponse| {
+                    r.participant
+                        .as_ref()
+                        .map_or("no participant in the answer".into(), participant_text)
+                },
+            )
             .await
         }
         Query::Unbonding { address, page } => {

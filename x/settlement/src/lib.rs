@@ -46,7 +46,7 @@ mod errors;
 mod events;
 mod genesis;
 mod hooks;
-mod keys;
+pub mod keys;
 pub mod ledger;
 mod msgs;
 pub use msgs::check_batch;

@@ -27,7 +27,7 @@ mod errors;
 mod events;
 mod genesis;
 mod hooks;
-mod keys;
+pub mod keys;
 mod msgs;
 mod params;
 pub mod power;
