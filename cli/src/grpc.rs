@@ -1,5 +1,6 @@
-//! The node's gRPC endpoint (`gonkad start --grpc-listen`), which stock Cosmos clients speak
-//! (cosmpy, Go clients, grpcurl), backed by the node's CometBFT RPC (`--node`).
+//! The node's API port (`gonkad start --api-listen`): the gRPC endpoint stock Cosmos clients
+//! speak (cosmpy, Go clients, grpcurl), backed by the node's CometBFT RPC (`--node`), and on
+//! the same port the REST routes ([`crate::rest`]) for requests without the gRPC content type.
 //!
 //! As in the Cosmos SDK, a gRPC query is an ABCI query: the method's full name
 //! (`/cosmos.bank.v1beta1.Query/Balance`, `/gonka.stake.v1.Query/...`) is the query path and
@@ -50,19 +51,20 @@ pub const MAX_STREAMS: u32 = 64;
 
 /// A gRPC status: its code and message.
 #[derive(Debug)]
-struct Status {
-    code: u32,
-    message: String,
+pub(crate) struct Status {
+    pub code: u32,
+    pub message: String,
 }
 
 const UNKNOWN: u32 = 2;
-const INVALID_ARGUMENT: u32 = 3;
-const NOT_FOUND: u32 = 5;
-const UNIMPLEMENTED: u32 = 12;
-const UNAVAILABLE: u32 = 14;
+pub(crate) const INVALID_ARGUMENT: u32 = 3;
+pub(crate) const NOT_FOUND: u32 = 5;
+pub(crate) const UNIMPLEMENTED: u32 = 12;
+pub(crate) const INTERNAL: u32 = 13;
+pub(crate) const UNAVAILABLE: u32 = 14;
 
 impl Status {
-    fn new(code: u32, message: impl Into<String>) -> Status {
+    pub fn new(code: u32, message: impl Into<String>) -> Status {
         Status {
             code,
             message: message.into(),
@@ -71,7 +73,7 @@ impl Status {
 
     /// The status of a failed ABCI query: its code mapped the way Cosmos clients read it
     /// ("not found" is `NOT_FOUND`, an unknown path `UNIMPLEMENTED`), its log the message.
-    fn of(error: anyhow::Error) -> Status {
+    pub fn of(error: anyhow::Error) -> Status {
         let Some(query) = error.downcast_ref::<QueryError>() else {
             return Status::new(UNAVAILABLE, format!("{error:#}"));
         };
@@ -132,6 +134,16 @@ fn respond(answer: Result<Vec<u8>, Status>) -> Response<Body> {
         .expect("a valid response")
 }
 
+/// A REST answer: `json` with `status`.
+fn json_response(status: hyper::StatusCode, json: &serde_json::Value) -> Response<Body> {
+    let frames = vec![Ok(Frame::data(Bytes::from(json.to_string())))];
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(StreamBody::new(futures_util::stream::iter(frames)))
+        .expect("a valid response")
+}
+
 /// The one message of a unary gRPC request body.
 fn unframe(mut body: Bytes) -> Result<Bytes, Status> {
     if body.len() < 5 {
@@ -163,7 +175,7 @@ fn decode<M: Message + Default>(bytes: &[u8], what: &str) -> Result<M, Status> {
 
 /// `BroadcastTx`: CheckTx through CometBFT's `broadcast_tx_sync` (every mode; Cosmos SDK 0.50
 /// dropped the blocking one); a refused tx is a `TxResponse` with its code, as in Cosmos.
-async fn broadcast(client: &Client, message: &[u8]) -> Result<Vec<u8>, Status> {
+pub(crate) async fn broadcast(client: &Client, message: &[u8]) -> Result<Vec<u8>, Status> {
     let request: BroadcastTxRequest = decode(message, "cosmos.tx.v1beta1.BroadcastTxRequest")?;
     let hash = tendermint::Hash::Sha256(Sha256::digest(&request.tx_bytes).into());
     let answer = match client.http().broadcast_tx_sync(request.tx_bytes).await {
@@ -204,7 +216,7 @@ async fn broadcast(client: &Client, message: &[u8]) -> Result<Vec<u8>, Status> {
 }
 
 /// `GetTx`: an included tx by hash, from CometBFT's index, with its result and events.
-async fn get_tx(client: &Client, message: &[u8]) -> Result<Vec<u8>, Status> {
+pub(crate) async fn get_tx(client: &Client, message: &[u8]) -> Result<Vec<u8>, Status> {
     let request: GetTxRequest = decode(message, "cosmos.tx.v1beta1.GetTxRequest")?;
     let hash: tendermint::Hash = request.hash.to_uppercase().parse().map_err(|_| {
         Status::new(
@@ -317,7 +329,7 @@ async fn block(client: &Client, height: Option<i64>) -> Result<Vec<u8>, Status> 
 }
 
 /// `cosmos.base.tendermint.v1beta1.Service/GetSyncing`: whether the node is catching up.
-async fn syncing(client: &Client) -> Result<Vec<u8>, Status> {
+pub(crate) async fn syncing(client: &Client) -> Result<Vec<u8>, Status> {
     let status = client
         .status()
         .await
@@ -379,19 +391,28 @@ pub async fn serve(listener: tokio::net::TcpListener, client: Arc<Client>) -> Re
                 let client = client.clone();
                 async move {
                     let path = request.uri().path().to_string();
+                    let grpc = request
+                        .headers()
+                        .get(hyper::header::CONTENT_TYPE)
+                        .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
+                    if !grpc {
+                        let (status, json) = crate::rest::answer(&client, request).await;
+                        return Ok::<_, Infallible>(json_response(status, &json));
+                    }
                     let answer = call(&client, request).await;
                     if let Err(status) = &answer {
                         tracing::debug!(%path, code = status.code, message = %status.message, "gRPC call failed");
                     }
-                    Ok::<_, Infallible>(respond(answer))
+                    Ok(respond(answer))
                 }
             });
-            let served = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                .max_concurrent_streams(MAX_STREAMS)
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder.http2().max_concurrent_streams(MAX_STREAMS);
+            let served = builder
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
             if let Err(e) = served {
-                tracing::debug!(%peer, error = %e, "gRPC connection ended");
+                tracing::debug!(%peer, error = %e, "API connection ended");
             }
         });
     }

@@ -17,6 +17,7 @@ mod output;
 mod prove;
 mod proxy;
 mod query;
+mod rest;
 mod start;
 mod status;
 mod tx;

@@ -24,11 +24,12 @@ pub struct Args {
     /// commit and CheckTx times, txs by result, height); none without it.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
-    /// Serve gRPC for stock Cosmos clients at ADDR (h2c): every query the app answers, and
-    /// BroadcastTx, GetTx and the consensus parameters through the CometBFT RPC of --node
-    /// (the node this app serves); none without it.
+    /// Serve the API stock Cosmos clients speak at ADDR: gRPC (HTTP/2 without TLS) and the
+    /// REST routes (HTTP/1.1) on one port; every query the app answers, and broadcasting,
+    /// txs and blocks through the CometBFT RPC of --node (the node this app serves). None
+    /// without it.
     #[arg(long, value_name = "ADDR")]
-    grpc_listen: Option<std::net::SocketAddr>,
+    api_listen: Option<std::net::SocketAddr>,
 }
 
 /// Runs the ABCI server until the process is stopped.
@@ -41,7 +42,7 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
         Some(dir) => gonka_app::BeaconNode::signing(dir, args.testing_corrupt_beacon),
         None => gonka_app::BeaconNode::default(),
     };
-    if let Some(listen) = args.grpc_listen {
+    if let Some(listen) = args.api_listen {
         crate::grpc::spawn(global, listen)?;
     }
     let home = global.home();

@@ -733,8 +733,8 @@ impl Localnet {
                 .to_string()
                 .into(),
             // gRPC for stock Cosmos clients, backed by this node's RPC.
-            "--grpc-listen".into(),
-            SocketAddr::new(node.abci_addr.ip(), node.ports.grpc())
+            "--api-listen".into(),
+            SocketAddr::new(node.abci_addr.ip(), node.ports.api())
                 .to_string()
                 .into(),
             "--node".into(),
@@ -859,7 +859,7 @@ fn check_ports_free(node: &NodeInfo, with_sidecars: bool) -> Result<()> {
         ("ABCI", node.ports.abci),
         ("Prometheus", node.ports.prometheus),
         ("app metrics", node.ports.app_metrics()),
-        ("gRPC", node.ports.grpc()),
+        ("API (gRPC and REST)", node.ports.api()),
     ];
     if with_sidecars {
         named.push(("ML node", sidecar::ml_node_addr(node).port()));

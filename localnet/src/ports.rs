@@ -33,9 +33,9 @@ pub const PROMETHEUS_OFFSET: u16 = 3;
 /// First offset free for other per-node services (sidecar and the like); offsets up to 9 are
 /// reserved for them.
 pub const FIRST_EXTRA_OFFSET: u16 = 4;
-/// Offset of the node's gRPC port (`gonkad start --grpc-listen`), where stock Cosmos clients
+/// Offset of the node's API port (`gonkad start --api-listen`): gRPC and REST, where stock Cosmos clients
 /// query and broadcast.
-pub const GRPC_OFFSET: u16 = 7;
+pub const API_OFFSET: u16 = 7;
 /// Offset of the app's Prometheus metrics port (`gonkad start --metrics-listen`).
 pub const APP_METRICS_OFFSET: u16 = 9;
 /// Base port used when the caller does not choose one.
@@ -88,9 +88,9 @@ impl NodePorts {
         self.block_start + APP_METRICS_OFFSET
     }
 
-    /// The port of the node's gRPC endpoint.
-    pub fn grpc(&self) -> u16 {
-        self.block_start + GRPC_OFFSET
+    /// The port of the node's API (gRPC and REST).
+    pub fn api(&self) -> u16 {
+        self.block_start + API_OFFSET
     }
 
     /// Port `offset` of this node's block, for services beyond the four above

@@ -1,4 +1,4 @@
-"""Stock cosmpy against gonka over a node's gRPC (`gonkad start --grpc-listen`): read a balance, send tokens with
+"""Stock cosmpy against gonka over a node's gRPC (`gonkad start --api-listen`): read a balance, send tokens with
 a simulated gas limit, wait for the tx and read the recipient's balance. Prints one JSON
 report for tests/e2e/cosmpy.rs.
 

@@ -1,6 +1,7 @@
-//! Stock cosmpy (0.12.2, from PyPI; `tests/cosmpy/`) against a real network over gRPC, node
-//! 0's own endpoint (`gonkad start --grpc-listen`): a balance read, a send with a simulated gas limit (auth `Account`, tx
-//! `Simulate`, `BroadcastTx`), the tx found again with `GetTx`, and the recipient's balance.
+//! Node 0's API port (`gonkad start --api-listen`) as stock clients use it: cosmpy (0.12.2,
+//! from PyPI; `tests/cosmpy/`) over gRPC — a balance read, a send with a simulated gas limit
+//! (auth `Account`, tx `Simulate`, `BroadcastTx`), the tx found again with `GetTx`, blocks, a
+//! duplicate refused — and a wallet's REST calls over plain HTTP on the same port.
 //! `scripts/test.sh` makes `tests/cosmpy/.venv` first.
 
 use std::path::Path;
@@ -11,7 +12,7 @@ use gonka_proto::query as q;
 use crate::support::{addr, key, Net, MIN_GAS_PRICE, START_BALANCE};
 
 #[test]
-fn cosmpy_reads_and_sends_over_a_nodes_grpc() {
+fn cosmpy_over_grpc_and_a_wallet_over_rest_on_a_nodes_api_port() {
     crate::support::run(async {
         let net = Net::start("cosmpy", &["alice"]).await;
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/cosmpy");
@@ -20,8 +21,8 @@ fn cosmpy_reads_and_sends_over_a_nodes_grpc() {
             python.exists(),
             "cosmpy is not installed: run `python3 -m venv tests/cosmpy/.venv && tests/cosmpy/.venv/bin/pip install -r tests/cosmpy/requirements.txt` (scripts/test.sh does)"
         );
-        // Every localnet node serves gRPC (`gonkad start --grpc-listen`).
-        let grpc = format!("127.0.0.1:{}", net.node(0).ports.grpc());
+        // Every localnet node serves gRPC and REST (`gonkad start --api-listen`).
+        let grpc = format!("127.0.0.1:{}", net.node(0).ports.api());
         let recipient = addr("e2e-cosmpy-recipient");
         let out = tokio::task::block_in_place(|| {
             std::process::Command::new(&python)
@@ -77,7 +78,7 @@ fn cosmpy_reads_and_sends_over_a_nodes_grpc() {
         assert_eq!(found.height, report["height"].as_u64().unwrap(), "{report}");
         let received = net.clients[1]
             .query::<q::bank::Balance>(&QueryBalanceRequest {
-                address: recipient,
+                address: recipient.clone(),
                 denom: "ngnk".into(),
             })
             .await
@@ -85,5 +86,139 @@ fn cosmpy_reads_and_sends_over_a_nodes_grpc() {
             .balance
             .unwrap();
         assert_eq!(received.amount, "4242");
+
+        rest_routes_answer_in_the_cosmos_shapes(&net, &grpc, &recipient).await;
     });
+}
+
+/// The REST routes on the same port, as a wallet calls them (plain HTTP/1.1, JSON).
+async fn rest_routes_answer_in_the_cosmos_shapes(net: &Net, api: &str, recipient: &str) {
+    let http = reqwest::Client::new();
+    let get = |path: String| {
+        let http = http.clone();
+        async move {
+            let r = http
+                .get(format!("http://{api}{path}"))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (
+                status,
+                serde_json::from_slice::<serde_json::Value>(&r.bytes().await.unwrap()).unwrap(),
+            )
+        }
+    };
+    let alice = addr("alice");
+    let (status, balance) = get(format!("/cosmos/bank/v1beta1/balances/{recipient}")).await;
+    assert_eq!(status, 200, "{balance}");
+    assert_eq!(
+        balance["balances"][0],
+        serde_json::json!({"denom": "ngnk", "amount": "4242"}),
+        "{balance}"
+    );
+    let (_, by_denom) = get(format!(
+        "/cosmos/bank/v1beta1/balances/{alice}/by_denom?denom=ngnk"
+    ))
+    .await;
+    let chain = net.clients[0].balance(&alice, "ngnk").await.unwrap();
+    assert_eq!(
+        by_denom["balance"]["amount"],
+        chain.to_string(),
+        "{by_denom}"
+    );
+    let (_, account) = get(format!("/cosmos/auth/v1beta1/accounts/{alice}")).await;
+    assert_eq!(
+        account["account"]["@type"], "/cosmos.auth.v1beta1.BaseAccount",
+        "{account}"
+    );
+    assert_eq!(
+        account["account"]["pub_key"]["@type"], "/cosmos.crypto.secp256k1.PubKey",
+        "{account}"
+    );
+    let signer = net.signer(0, "alice").await;
+    assert_eq!(
+        account["account"]["sequence"],
+        signer.sequence.to_string(),
+        "{account}"
+    );
+    assert_eq!(
+        account["account"]["account_number"],
+        signer.account_number.to_string(),
+        "{account}"
+    );
+    let (_, metadata) = get("/cosmos/bank/v1beta1/denoms_metadata".into()).await;
+    assert_eq!(metadata["metadatas"][0]["base"], "ngnk", "{metadata}");
+
+    // Simulate and broadcast a signed tx as Keplr does (tx_bytes), then find it.
+    let tx = gonka_client::sign(
+        key("alice"),
+        vec![gonka_client::msg_send(&alice, recipient, 1)],
+        &signer,
+        crate::support::tx_fee(),
+        "rest",
+    )
+    .unwrap();
+    let body = serde_json::json!({"tx_bytes": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &tx), "mode": "BROADCAST_MODE_SYNC"});
+    let post = |path: &'static str| {
+        let (http, body) = (http.clone(), body.clone());
+        async move {
+            let r = http
+                .post(format!("http://{api}{path}"))
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let json: serde_json::Value =
+                serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+            (status, json)
+        }
+    };
+    let (status, simulated) = post("/cosmos/tx/v1beta1/simulate").await;
+    assert_eq!(status, 200, "{simulated}");
+    assert!(
+        simulated["gas_info"]["gas_used"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            > 0,
+        "{simulated}"
+    );
+    let (status, sent) = post("/cosmos/tx/v1beta1/txs").await;
+    assert_eq!(
+        (status, &sent["tx_response"]["code"]),
+        (200, &serde_json::json!(0)),
+        "{sent}"
+    );
+    let hash = sent["tx_response"]["txhash"].as_str().unwrap().to_string();
+    let found = crate::inference::eventually("the REST tx by hash", || async {
+        let (status, found) = get(format!("/cosmos/tx/v1beta1/txs/{hash}")).await;
+        (status == 200).then_some(found)
+    })
+    .await;
+    assert_eq!(found["tx_response"]["code"], 0, "{found}");
+    assert!(
+        found["tx_response"]["height"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            > 0,
+        "{found}"
+    );
+
+    // Errors are gRPC statuses with the gateway's HTTP status.
+    let (status, missing) =
+        get("/cosmos/auth/v1beta1/accounts/gonka1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqrk8pql".into())
+            .await;
+    assert_eq!(
+        (status, &missing["code"]),
+        (404, &serde_json::json!(5)),
+        "{missing}"
+    );
+    let (status, unknown) = get("/cosmos/staking/v1beta1/validators".into()).await;
+    assert_eq!(status, 501, "{unknown}");
 }

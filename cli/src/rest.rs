@@ -1,0 +1,335 @@
+//! The node's REST (LCD) routes wallets and explorers call, in the Cosmos JSON shapes
+//! (snake_case fields, 64-bit integers as strings, bytes as base64, `Any` as `{"@type", ...}`),
+//! served on the same port as gRPC ([`crate::grpc`]; HTTP/1.1, or HTTP/2 without the gRPC
+//! content type). Each route is the gRPC call of the same name — the same ABCI query or node
+//! call — with its answer rendered as JSON, so there is still one implementation:
+//!
+//! | route | answers |
+//! |---|---|
+//! | `GET /cosmos/bank/v1beta1/balances/{address}` | `AllBalances` (`pagination.key`, `pagination.limit`) |
+//! | `GET /cosmos/bank/v1beta1/balances/{address}/by_denom?denom=` | `Balance` |
+//! | `GET /cosmos/bank/v1beta1/supply/by_denom?denom=` | `SupplyOf` |
+//! | `GET /cosmos/bank/v1beta1/denoms_metadata` | `DenomsMetadata` |
+//! | `GET /cosmos/auth/v1beta1/accounts/{address}` | `Account` (a `BaseAccount`) |
+//! | `POST /cosmos/tx/v1beta1/simulate` `{"tx_bytes"}` | `Simulate` |
+//! | `POST /cosmos/tx/v1beta1/txs` `{"tx_bytes","mode"}` | `BroadcastTx` |
+//! | `GET /cosmos/tx/v1beta1/txs/{hash}` | `GetTx` (its `tx_response`) |
+//! | `GET /cosmos/base/tendermint/v1beta1/syncing` | `GetSyncing` |
+//!
+//! Errors are the gRPC status as Cosmos gateways render it, `{"code", "message", "details"}`,
+//! with the matching HTTP status (404 for `NOT_FOUND`, 400 for `INVALID_ARGUMENT`, 501 for
+//! an unknown route). Request bodies are bounded by [`crate::grpc::MAX_MESSAGE`].
+
+use base64::Engine as _;
+use bytes::Bytes;
+use cosmos_sdk_proto::cosmos::auth::v1beta1::{
+    BaseAccount, QueryAccountRequest, QueryAccountResponse,
+};
+use cosmos_sdk_proto::cosmos::bank::v1beta1::{
+    QueryAllBalancesRequest, QueryAllBalancesResponse, QueryBalanceRequest, QueryBalanceResponse,
+    QueryDenomsMetadataRequest, QueryDenomsMetadataResponse, QuerySupplyOfRequest,
+    QuerySupplyOfResponse,
+};
+use cosmos_sdk_proto::cosmos::base::abci::v1beta1::TxResponse;
+use cosmos_sdk_proto::cosmos::base::query::v1beta1::{PageRequest, PageResponse};
+use cosmos_sdk_proto::cosmos::base::tendermint::v1beta1::GetSyncingResponse;
+use cosmos_sdk_proto::cosmos::base::v1beta1::Coin;
+use cosmos_sdk_proto::cosmos::tx::v1beta1::{
+    BroadcastTxRequest, BroadcastTxResponse, GetTxRequest, GetTxResponse, SimulateRequest,
+    SimulateResponse,
+};
+use gonka_client::Client;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::{Method, Request, StatusCode};
+use prost::Message;
+use serde_json::{json, Value};
+
+use crate::grpc::{self, Status, INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED};
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn coin(c: &Coin) -> Value {
+    json!({"denom": c.denom, "amount": c.amount})
+}
+
+fn pagination(p: Option<&PageResponse>) -> Value {
+    match p {
+        Some(p) => json!({
+            "next_key": (!p.next_key.is_empty()).then(|| b64(&p.next_key)),
+            "total": p.total.to_string(),
+        }),
+        None => Value::Null,
+    }
+}
+
+fn tx_response(r: &TxResponse) -> Value {
+    let events: Vec<Value> = r
+        .events
+        .iter()
+        .map(|e| {
+            let attributes: Vec<Value> = e
+                .attributes
+                .iter()
+                .map(|a| json!({"key": a.key, "value": a.value, "index": a.index}))
+                .collect();
+            json!({"type": e.r#type, "attributes": attributes})
+        })
+        .collect();
+    json!({
+        "height": r.height.to_string(),
+        "txhash": r.txhash,
+        "codespace": r.codespace,
+        "code": r.code,
+        "data": r.data,
+        "raw_log": r.raw_log,
+        "logs": [],
+        "info": r.info,
+        "gas_wanted": r.gas_wanted.to_string(),
+        "gas_used": r.gas_used.to_string(),
+        "timestamp": r.timestamp,
+        "events": events,
+    })
+}
+
+/// The HTTP status a gRPC status code maps to, as Cosmos's gateway maps it.
+fn http_status(code: u32) -> StatusCode {
+    match code {
+        INVALID_ARGUMENT => StatusCode::BAD_REQUEST,
+        NOT_FOUND => StatusCode::NOT_FOUND,
+        UNIMPLEMENTED => StatusCode::NOT_IMPLEMENTED,
+        grpc::UNAVAILABLE => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The query string's `name` parameter, percent-decoded.
+fn param(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        (key == name).then(|| percent_decode(value))
+    })
+}
+
+fn percent_decode(text: &str) -> String {
+    let mut out = Vec::with_capacity(text.len());
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1..i + 3)) {
+            (b'%', Some(hex)) => match u8::from_str_radix(&String::from_utf8_lossy(hex), 16) {
+                Ok(b) => {
+                    out.push(b);
+                    i += 3;
+                    continue;
+                }
+                Err(_) => out.push(b'%'),
+            },
+            (b'+', _) => out.push(b' '),
+            (b, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn decode<M: Message + Default>(bytes: &[u8]) -> Result<M, Status> {
+    M::decode(bytes)
+        .map_err(|e| Status::new(grpc::INTERNAL, format!("the answer does not decode: {e}")))
+}
+
+/// `tx_bytes` of a POSTed JSON body.
+fn tx_bytes(body: &[u8]) -> Result<Vec<u8>, Status> {
+    let json: Value = serde_json::from_slice(body)
+        .map_err(|e| Status::new(INVALID_ARGUMENT, format!("the body is not JSON: {e}")))?;
+    let text = json["tx_bytes"].as_str().ok_or_else(|| {
+        Status::new(
+            INVALID_ARGUMENT,
+            "the body carries no \"tx_bytes\" (base64 of a TxRaw)",
+        )
+    })?;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| Status::new(INVALID_ARGUMENT, format!("tx_bytes is not base64: {e}")))
+}
+
+/// Answers one REST call as (HTTP status, JSON).
+pub async fn answer(client: &Client, request: Request<Incoming>) -> (StatusCode, Value) {
+    match route(client, request).await {
+        Ok(json) => (StatusCode::OK, json),
+        Err(status) => (
+            http_status(status.code),
+            json!({"code": status.code, "message": status.message, "details": []}),
+        ),
+    }
+}
+
+async fn route(client: &Client, request: Request<Incoming>) -> Result<Value, Status> {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let query = request.uri().query().unwrap_or_default().to_string();
+    let body: Bytes = Limited::new(request.into_body(), grpc::MAX_MESSAGE)
+        .collect()
+        .await
+        .map_err(|e| {
+            Status::new(
+                INVALID_ARGUMENT,
+                format!(
+                    "reading the request (at most {} bytes): {e}",
+                    grpc::MAX_MESSAGE
+                ),
+            )
+        })?
+        .to_bytes();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let abci = |path: &'static str, message: Vec<u8>| async move {
+        client.query_raw(path, message).await.map_err(Status::of)
+    };
+    match (&method, segments.as_slice()) {
+        (&Method::GET, ["cosmos", "bank", "v1beta1", "balances", address]) => {
+            let page = PageRequest {
+                key: param(&query, "pagination.key")
+                    .map(|k| base64::engine::general_purpose::STANDARD.decode(k).unwrap_or_default())
+                    .unwrap_or_default(),
+                limit: param(&query, "pagination.limit").and_then(|l| l.parse().ok()).unwrap_or(0),
+                ..Default::default()
+            };
+            let request = QueryAllBalancesRequest {
+                address: address.to_string(),
+                pagination: Some(page),
+                resolve_denom: false,
+            };
+            let r: QueryAllBalancesResponse =
+                decode(&abci("/cosmos.bank.v1beta1.Query/AllBalances", request.encode_to_vec()).await?)?;
+            let balances: Vec<Value> = r.balances.iter().map(coin).collect();
+            Ok(json!({"balances": balances, "pagination": pagination(r.pagination.as_ref())}))
+        }
+        (&Method::GET, ["cosmos", "bank", "v1beta1", "balances", address, "by_denom"]) => {
+            let request = QueryBalanceRequest {
+                address: address.to_string(),
+                denom: param(&query, "denom").unwrap_or_default(),
+            };
+            let r: QueryBalanceResponse =
+                decode(&abci("/cosmos.bank.v1beta1.Query/Balance", request.encode_to_vec()).await?)?;
+            Ok(json!({"balance": r.balance.as_ref().map(coin)}))
+        }
+        (&Method::GET, ["cosmos", "bank", "v1beta1", "supply", "by_denom"]) => {
+            let request = QuerySupplyOfRequest {
+                denom: param(&query, "denom").unwrap_or_default(),
+            };
+            let r: QuerySupplyOfResponse =
+                decode(&abci("/cosmos.bank.v1beta1.Query/SupplyOf", request.encode_to_vec()).await?)?;
+            Ok(json!({"amount": r.amount.as_ref().map(coin)}))
+        }
+        (&Method::GET, ["cosmos", "bank", "v1beta1", "denoms_metadata"]) => {
+            let request = QueryDenomsMetadataRequest::default();
+            let r: QueryDenomsMetadataResponse = decode(
+                &abci("/cosmos.bank.v1beta1.Query/DenomsMetadata", request.encode_to_vec()).await?,
+            )?;
+            let metadatas: Vec<Value> = r
+                .metadatas
+                .iter()
+                .map(|m| {
+                    let units: Vec<Value> = m
+                        .denom_units
+                        .iter()
+                        .map(|u| json!({"denom": u.denom, "exponent": u.exponent, "aliases": u.aliases}))
+                        .collect();
+                    json!({
+                        "description": m.description, "denom_units": units, "base": m.base,
+                        "display": m.display, "name": m.name, "symbol": m.symbol,
+                        "uri": m.uri, "uri_hash": m.uri_hash,
+                    })
+                })
+                .collect();
+            Ok(json!({"metadatas": metadatas, "pagination": pagination(r.pagination.as_ref())}))
+        }
+        (&Method::GET, ["cosmos", "auth", "v1beta1", "accounts", address]) => {
+            let request = QueryAccountRequest {
+                address: address.to_string(),
+            };
+            let r: QueryAccountResponse =
+                decode(&abci("/cosmos.auth.v1beta1.Query/Account", request.encode_to_vec()).await?)?;
+            let any = r
+                .account
+                .ok_or_else(|| Status::new(NOT_FOUND, format!("account {address} not found")))?;
+            let base: BaseAccount = decode(&any.value)?;
+            let pub_key = base.pub_key.as_ref().map(|k| {
+                // The key's Any holds `cosmos.crypto.secp256k1.PubKey { bytes key = 1 }`.
+                let key = cosmos_sdk_proto::cosmos::crypto::secp256k1::PubKey::decode(k.value.as_slice())
+                    .map(|p| b64(&p.key))
+                    .unwrap_or_default();
+                json!({"@type": k.type_url, "key": key})
+            });
+            Ok(json!({"account": {
+                "@type": any.type_url,
+                "address": base.address,
+                "pub_key": pub_key,
+                "account_number": base.account_number.to_string(),
+                "sequence": base.sequence.to_string(),
+            }}))
+        }
+        (&Method::POST, ["cosmos", "tx", "v1beta1", "simulate"]) => {
+            let request = SimulateRequest {
+                tx_bytes: tx_bytes(&body)?,
+                ..Default::default()
+            };
+            let r: SimulateResponse =
+                decode(&abci("/cosmos.tx.v1beta1.Service/Simulate", request.encode_to_vec()).await?)?;
+            let gas = r.gas_info.unwrap_or_default();
+            let log = r.result.map(|result| result.log).unwrap_or_default();
+            Ok(json!({
+                "gas_info": {"gas_wanted": gas.gas_wanted.to_string(), "gas_used": gas.gas_used.to_string()},
+                "result": {"data": "", "log": log, "events": []},
+            }))
+        }
+        (&Method::POST, ["cosmos", "tx", "v1beta1", "txs"]) => {
+            let request = BroadcastTxRequest {
+                tx_bytes: tx_bytes(&body)?,
+                mode: 2, // BROADCAST_MODE_SYNC, whatever was asked (see grpc::broadcast)
+            };
+            let r: BroadcastTxResponse = decode(&grpc::broadcast(client, &request.encode_to_vec()).await?)?;
+            Ok(json!({"tx_response": r.tx_response.as_ref().map(tx_response)}))
+        }
+        (&Method::GET, ["cosmos", "tx", "v1beta1", "txs", hash]) => {
+            let request = GetTxRequest {
+                hash: hash.to_string(),
+            };
+            let r: GetTxResponse = decode(&grpc::get_tx(client, &request.encode_to_vec()).await?)?;
+            Ok(json!({"tx_response": r.tx_response.as_ref().map(tx_response)}))
+        }
+        (&Method::GET, ["cosmos", "base", "tendermint", "v1beta1", "syncing"]) => {
+            let r: GetSyncingResponse = decode(&grpc::syncing(client).await?)?;
+            Ok(json!({"syncing": r.syncing}))
+        }
+        _ => Err(Status::new(
+            UNIMPLEMENTED,
+            format!("no REST route {method} {path}; see the routes in the README (gRPC serves every query)"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_parameters_are_found_and_percent_decoded() {
+        let query = "denom=ibc%2F27A&pagination.limit=5&x=a+b";
+        assert_eq!(param(query, "denom").as_deref(), Some("ibc/27A"));
+        assert_eq!(param(query, "pagination.limit").as_deref(), Some("5"));
+        assert_eq!(param(query, "x").as_deref(), Some("a b"));
+        assert_eq!(param(query, "missing"), None);
+        assert_eq!(percent_decode("100%"), "100%");
+    }
+
+    #[test]
+    fn grpc_codes_become_the_gateways_http_statuses() {
+        assert_eq!(http_status(NOT_FOUND), StatusCode::NOT_FOUND);
+        assert_eq!(http_status(INVALID_ARGUMENT), StatusCode::BAD_REQUEST);
+        assert_eq!(http_status(UNIMPLEMENTED), StatusCode::NOT_IMPLEMENTED);
+        assert_eq!(http_status(2), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+}
