@@ -15,6 +15,7 @@
 //! | `POST /cosmos/tx/v1beta1/txs` `{"tx_bytes","mode"}` | `BroadcastTx` |
 //! | `GET /cosmos/tx/v1beta1/txs/{hash}` | `GetTx` (its `tx_response`) |
 //! | `GET /cosmos/base/tendermint/v1beta1/syncing` | `GetSyncing` |
+//! | `GET /gonka/{module}/v1/{query}?field=value` | the module query `/{module}/{query}` (its JSON as `gonkad query --output json` prints it) |
 //!
 //! Errors are the gRPC status as Cosmos gateways render it, `{"code", "message", "details"}`,
 //! with the matching HTTP status (404 for `NOT_FOUND`, 400 for `INVALID_ARGUMENT`, 501 for
@@ -133,6 +134,36 @@ fn percent_decode(text: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A module query's request from the query string: `field=value` pairs, each value taken as
+/// a JSON number or boolean when it is one (`epoch=5`), else as text; `pagination.key` and
+/// `pagination.limit` fill the request's page.
+fn request_json(query: &str) -> Value {
+    let mut request = serde_json::Map::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
+        let text = percent_decode(raw);
+        let value = match serde_json::from_str::<Value>(&text) {
+            Ok(v @ (Value::Number(_) | Value::Bool(_))) => v,
+            _ => Value::String(text),
+        };
+        match key.strip_prefix("pagination.") {
+            Some("key") => {
+                let key = base64::engine::general_purpose::STANDARD
+                    .decode(percent_decode(raw))
+                    .unwrap_or_default();
+                request.entry("pagination").or_insert_with(|| json!({}))["key"] = json!(key);
+            }
+            Some(field) => {
+                request.entry("pagination").or_insert_with(|| json!({}))[field] = value;
+            }
+            None => {
+                request.insert(percent_decode(key), value);
+            }
+        }
+    }
+    Value::Object(request)
 }
 
 fn decode<M: Message + Default>(bytes: &[u8]) -> Result<M, Status> {
@@ -304,6 +335,18 @@ async fn route(client: &Client, request: Request<Incoming>) -> Result<Value, Sta
             let r: GetSyncingResponse = decode(&grpc::syncing(client).await?)?;
             Ok(json!({"syncing": r.syncing}))
         }
+        (&Method::GET, ["gonka", module, "v1", name]) => {
+            let path = format!("/{module}/{name}");
+            let route = gonka_proto::query::json_route(&path).ok_or_else(|| {
+                Status::new(UNIMPLEMENTED, format!("no module query {path}"))
+            })?;
+            let message = (route.request)(request_json(&query))
+                .map_err(|e| Status::new(INVALID_ARGUMENT, format!("the query parameters do not make a request of {path}: {e}")))?;
+            let answer = client.query_raw(&path, message).await.map_err(Status::of)?;
+            let json = (route.response)(&answer)
+                .map_err(|e| Status::new(grpc::INTERNAL, format!("the answer does not decode: {e}")))?;
+            Ok(crate::output::to_json(&json))
+        }
         _ => Err(Status::new(
             UNIMPLEMENTED,
             format!("no REST route {method} {path}; see the routes in the README (gRPC serves every query)"),
@@ -323,6 +366,28 @@ mod tests {
         assert_eq!(param(query, "x").as_deref(), Some("a b"));
         assert_eq!(param(query, "missing"), None);
         assert_eq!(percent_decode("100%"), "100%");
+    }
+
+    #[test]
+    fn module_requests_come_from_the_query_string() {
+        let request = request_json(
+            "address=gonka1x&epoch=5&ok=true&pagination.limit=2&pagination.key=AQI%3D",
+        );
+        assert_eq!(
+            request,
+            json!({"address": "gonka1x", "epoch": 5, "ok": true, "pagination": {"limit": 2, "key": [1, 2]}})
+        );
+        let bytes = (gonka_proto::query::json_route("/bank/balance")
+            .unwrap()
+            .request)(request_json("address=gonka1x&denom=ngnk"))
+        .unwrap();
+        let decoded =
+            <gonka_proto::bank::QueryBalanceRequest as Message>::decode(bytes.as_slice()).unwrap();
+        assert_eq!(
+            (decoded.address.as_str(), decoded.denom.as_str()),
+            ("gonka1x", "ngnk")
+        );
+        assert!(gonka_proto::query::json_route("/bank/nothing").is_none());
     }
 
     #[test]

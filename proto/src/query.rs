@@ -94,7 +94,58 @@ lists! {
     pol::Checkpoints: checkpoints => crate::pol::Checkpoint;
 }
 
-/// Declares marker types implementing [`Query`] for the messages of one proto package.
+/// A module query reached by its path with JSON in and out (the node's REST routes): the
+/// request's protobuf bytes from its JSON form and the response's JSON form from its bytes,
+/// through the messages' serde forms (the same JSON `gonkad query --output json` prints).
+#[derive(Debug, Clone, Copy)]
+pub struct JsonRoute {
+    /// The `abci_query` path.
+    pub path: &'static str,
+    /// The request's protobuf bytes from its JSON form.
+    pub request: fn(serde_json::Value) -> Result<Vec<u8>, String>,
+    /// The response's JSON form from its protobuf bytes.
+    pub response: fn(&[u8]) -> Result<serde_json::Value, String>,
+}
+
+/// [`JsonRoute::request`] of `M`.
+pub fn request_from_json<M: prost::Message + serde::de::DeserializeOwned>(
+    json: serde_json::Value,
+) -> Result<Vec<u8>, String> {
+    serde_json::from_value::<M>(json)
+        .map(|m| m.encode_to_vec())
+        .map_err(|e| e.to_string())
+}
+
+/// [`JsonRoute::response`] of `M`.
+pub fn response_to_json<M: prost::Message + Default + serde::Serialize>(
+    bytes: &[u8],
+) -> Result<serde_json::Value, String> {
+    let message = M::decode(bytes).map_err(|e| e.to_string())?;
+    serde_json::to_value(&message).map_err(|e| e.to_string())
+}
+
+/// The module query at `path` (`/<module>/<query>`), for the REST routes.
+pub fn json_route(path: &str) -> Option<JsonRoute> {
+    [
+        auth::ROUTES,
+        bank::ROUTES,
+        epochs::ROUTES,
+        stake::ROUTES,
+        rewards::ROUTES,
+        inference::ROUTES,
+        bls::ROUTES,
+        settlement::ROUTES,
+        disputes::ROUTES,
+        pol::ROUTES,
+    ]
+    .into_iter()
+    .flatten()
+    .find(|route| route.path == path)
+    .copied()
+}
+
+/// Declares marker types implementing [`Query`] for the messages of one proto package, and
+/// the package's [`JsonRoute`]s.
 macro_rules! queries {
     ($package:ident; $( $(#[$doc:meta])* $name:ident = $path:literal: $request:ident => $response:ident; )*) => {
         $(
@@ -108,6 +159,17 @@ macro_rules! queries {
                 type Response = $crate::$package::$response;
             }
         )*
+
+        /// This package's queries with JSON in and out.
+        pub const ROUTES: &[$crate::query::JsonRoute] = &[
+            $(
+                $crate::query::JsonRoute {
+                    path: $path,
+                    request: $crate::query::request_from_json::<$crate::$package::$request>,
+                    response: $crate::query::response_to_json::<$crate::$package::$response>,
+                },
+            )*
+        ];
     };
 }
 

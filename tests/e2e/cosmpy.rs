@@ -210,6 +210,28 @@ async fn rest_routes_answer_in_the_cosmos_shapes(net: &Net, api: &str, recipient
         "{found}"
     );
 
+    // The chain's own module queries, as `gonkad query --output json` prints them.
+    let (status, balance) = get(format!("/gonka/bank/v1/balance?address={alice}&denom=ngnk")).await;
+    assert_eq!(status, 200, "{balance}");
+    let chain = net.clients[0].balance(&alice, "ngnk").await.unwrap();
+    assert!(
+        balance["balance"]["amount"]
+            .as_str()
+            .unwrap()
+            .parse::<u128>()
+            .unwrap()
+            >= chain,
+        "{balance}"
+    );
+    let (status, page) = get(format!(
+        "/gonka/bank/v1/balances?address={recipient}&pagination.limit=1"
+    ))
+    .await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["balances"].as_array().map(Vec::len), Some(1), "{page}");
+    let (status, none) = get("/gonka/bank/v1/nothing".into()).await;
+    assert_eq!(status, 501, "{none}");
+
     // Errors are gRPC statuses with the gateway's HTTP status.
     let (status, missing) =
         get("/cosmos/auth/v1beta1/accounts/gonka1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqrk8pql".into())
