@@ -301,7 +301,7 @@ async fn consensus_params(client: &Client) -> Result<Vec<u8>, Status> {
 
 /// `cosmos.base.tendermint.v1beta1.Service/GetLatestBlock` and `GetBlockByHeight`: the
 /// block (with its id) from the node's RPC; `sdk_block` is left out (clients read `block`).
-async fn block(client: &Client, height: Option<i64>) -> Result<Vec<u8>, Status> {
+pub(crate) async fn block(client: &Client, height: Option<i64>) -> Result<Vec<u8>, Status> {
     let rpc = client.http();
     let unavailable = |e: tendermint_rpc::Error| {
         // CometBFT: "height H must be less than or equal to the current blockchain height".

@@ -15,6 +15,8 @@
 //! | `POST /cosmos/tx/v1beta1/txs` `{"tx_bytes","mode"}` | `BroadcastTx` |
 //! | `GET /cosmos/tx/v1beta1/txs/{hash}` | `GetTx` (its `tx_response`) |
 //! | `GET /cosmos/base/tendermint/v1beta1/syncing` | `GetSyncing` |
+//! | `GET /cosmos/base/tendermint/v1beta1/blocks/{latest,H}` | `GetLatestBlock`, `GetBlockByHeight` |
+//! | `GET /cosmos/base/tendermint/v1beta1/node_info` | `GetNodeInfo` (id, network, version, moniker) |
 //! | `GET /gonka/{module}/v1/{query}?field=value` | the module query `/{module}/{query}` (its JSON as `gonkad query --output json` prints it) |
 //!
 //! Errors are the gRPC status as Cosmos gateways render it, `{"code", "message", "details"}`,
@@ -33,7 +35,9 @@ use cosmos_sdk_proto::cosmos::bank::v1beta1::{
 };
 use cosmos_sdk_proto::cosmos::base::abci::v1beta1::TxResponse;
 use cosmos_sdk_proto::cosmos::base::query::v1beta1::{PageRequest, PageResponse};
-use cosmos_sdk_proto::cosmos::base::tendermint::v1beta1::GetSyncingResponse;
+use cosmos_sdk_proto::cosmos::base::tendermint::v1beta1::{
+    GetLatestBlockResponse, GetSyncingResponse,
+};
 use cosmos_sdk_proto::cosmos::base::v1beta1::Coin;
 use cosmos_sdk_proto::cosmos::tx::v1beta1::{
     BroadcastTxRequest, BroadcastTxResponse, GetTxRequest, GetTxResponse, SimulateRequest,
@@ -92,6 +96,38 @@ fn tx_response(r: &TxResponse) -> Value {
         "gas_used": r.gas_used.to_string(),
         "timestamp": r.timestamp,
         "events": events,
+    })
+}
+
+/// A block as the tendermint service's REST route shows it (hashes in base64).
+fn block_json(r: &GetLatestBlockResponse) -> Value {
+    let block = r.block.clone().unwrap_or_default();
+    let header = block.header.unwrap_or_default();
+    let time = header
+        .time
+        .and_then(|t| tendermint::Time::try_from(t).ok())
+        .map(|t| t.to_rfc3339());
+    let id = |b: Option<&tendermint_proto::types::BlockId>| json!({"hash": b.map(|b| b64(&b.hash)).unwrap_or_default()});
+    let txs: Vec<String> = block
+        .data
+        .map(|d| d.txs.iter().map(|t| b64(t)).collect())
+        .unwrap_or_default();
+    json!({
+        "block_id": id(r.block_id.as_ref()),
+        "block": {
+            "header": {
+                "chain_id": header.chain_id,
+                "height": header.height.to_string(),
+                "time": time,
+                "last_block_id": id(header.last_block_id.as_ref()),
+                "data_hash": b64(&header.data_hash),
+                "validators_hash": b64(&header.validators_hash),
+                "next_validators_hash": b64(&header.next_validators_hash),
+                "app_hash": b64(&header.app_hash),
+                "proposer_address": b64(&header.proposer_address),
+            },
+            "data": {"txs": txs},
+        },
     })
 }
 
@@ -330,6 +366,37 @@ async fn route(client: &Client, request: Request<Incoming>) -> Result<Value, Sta
             };
             let r: GetTxResponse = decode(&grpc::get_tx(client, &request.encode_to_vec()).await?)?;
             Ok(json!({"tx_response": r.tx_response.as_ref().map(tx_response)}))
+        }
+        (&Method::GET, ["cosmos", "base", "tendermint", "v1beta1", "blocks", which]) => {
+            let height = match *which {
+                "latest" => None,
+                h => Some(h.parse::<i64>().map_err(|_| {
+                    Status::new(INVALID_ARGUMENT, format!("{h:?} is not a height; use a number or `latest`"))
+                })?),
+            };
+            let r: GetLatestBlockResponse = decode(&grpc::block(client, height).await?)?;
+            Ok(block_json(&r))
+        }
+        (&Method::GET, ["cosmos", "base", "tendermint", "v1beta1", "node_info"]) => {
+            let status = client
+                .status()
+                .await
+                .map_err(|e| Status::new(grpc::UNAVAILABLE, format!("{e:#}")))?;
+            let info = &status.node_info;
+            Ok(json!({
+                "default_node_info": {
+                    "default_node_id": info.id.to_string(),
+                    "listen_addr": info.listen_addr.to_string(),
+                    "network": info.network.to_string(),
+                    "version": info.version.to_string(),
+                    "moniker": info.moniker.to_string(),
+                },
+                "application_version": {
+                    "name": "gonka",
+                    "app_name": "gonkad",
+                    "version": env!("CARGO_PKG_VERSION"),
+                },
+            }))
         }
         (&Method::GET, ["cosmos", "base", "tendermint", "v1beta1", "syncing"]) => {
             let r: GetSyncingResponse = decode(&grpc::syncing(client).await?)?;

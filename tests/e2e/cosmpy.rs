@@ -210,6 +210,47 @@ async fn rest_routes_answer_in_the_cosmos_shapes(net: &Net, api: &str, recipient
         "{found}"
     );
 
+    // Blocks and node info: the tx's block holds it, and names the chain.
+    let height = found["tx_response"]["height"].as_str().unwrap().to_string();
+    let (status, block) = get(format!("/cosmos/base/tendermint/v1beta1/blocks/{height}")).await;
+    assert_eq!(status, 200, "{block}");
+    assert_eq!(
+        block["block"]["header"]["chain_id"],
+        crate::support::CHAIN_ID,
+        "{block}"
+    );
+    assert_eq!(
+        block["block"]["header"]["height"],
+        height.as_str(),
+        "{block}"
+    );
+    assert!(
+        block["block"]["data"]["txs"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(base64::Engine::encode(
+                &base64::engine::general_purpose::STANDARD,
+                &tx
+            ))),
+        "{block}"
+    );
+    let (_, latest) = get("/cosmos/base/tendermint/v1beta1/blocks/latest".into()).await;
+    assert!(
+        latest["block"]["header"]["height"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= height.parse::<u64>().unwrap(),
+        "{latest}"
+    );
+    let (_, info) = get("/cosmos/base/tendermint/v1beta1/node_info".into()).await;
+    assert_eq!(
+        info["default_node_info"]["network"],
+        crate::support::CHAIN_ID,
+        "{info}"
+    );
+
     // The chain's own module queries, as `gonkad query --output json` prints them.
     let (status, balance) = get(format!("/gonka/bank/v1/balance?address={alice}&denom=ngnk")).await;
     assert_eq!(status, 200, "{balance}");
