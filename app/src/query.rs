@@ -12,8 +12,7 @@ use tendermint_proto::v0_38::crypto::{ProofOp, ProofOps};
 
 use crate::App;
 
-/// Proof op type of the JMT's ics23 proofs in `/store/key` answers.
-pub const PROOF_OP_TYPE: &str = "ics23:jmt";
+use gonka_store::PROOF_OP_TYPE;
 
 /// Answers one ABCI query. Errors are reported in the response, never by panicking.
 pub fn answer(app: &App, path: &str, data: &[u8], height: i64, prove: bool) -> ResponseQuery {

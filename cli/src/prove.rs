@@ -30,8 +30,7 @@ use tendermint_rpc::{Client as _, Paging};
 /// How many headers the bisection may fetch before giving up.
 const MAX_BISECTION_STEPS: usize = 64;
 
-/// The proof op type of the store's ics23 proofs (`/store/key` answers).
-const PROOF_OP_TYPE: &str = "ics23:jmt";
+use gonka_store::PROOF_OP_TYPE;
 
 /// `--prove` and the trust anchor it verifies from.
 #[derive(clap::Args, Clone, Debug)]

@@ -142,34 +142,11 @@ fn http_status(code: u32) -> StatusCode {
     }
 }
 
-/// The query string's `name` parameter, percent-decoded.
+/// The query string's `name` parameter, form-decoded.
 fn param(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (key, value) = pair.split_once('=')?;
-        (key == name).then(|| percent_decode(value))
-    })
-}
-
-fn percent_decode(text: &str) -> String {
-    let mut out = Vec::with_capacity(text.len());
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match (bytes[i], bytes.get(i + 1..i + 3)) {
-            (b'%', Some(hex)) => match u8::from_str_radix(&String::from_utf8_lossy(hex), 16) {
-                Ok(b) => {
-                    out.push(b);
-                    i += 3;
-                    continue;
-                }
-                Err(_) => out.push(b'%'),
-            },
-            (b'+', _) => out.push(b' '),
-            (b, _) => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.into_owned())
 }
 
 /// A module query's request from the query string: `field=value` pairs, each value taken as
@@ -177,17 +154,15 @@ fn percent_decode(text: &str) -> String {
 /// `pagination.limit` fill the request's page.
 fn request_json(query: &str) -> Value {
     let mut request = serde_json::Map::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
-        let text = percent_decode(raw);
+    for (key, text) in form_urlencoded::parse(query.as_bytes()) {
         let value = match serde_json::from_str::<Value>(&text) {
             Ok(v @ (Value::Number(_) | Value::Bool(_))) => v,
-            _ => Value::String(text),
+            _ => Value::String(text.to_string()),
         };
         match key.strip_prefix("pagination.") {
             Some("key") => {
                 let key = base64::engine::general_purpose::STANDARD
-                    .decode(percent_decode(raw))
+                    .decode(text.as_bytes())
                     .unwrap_or_default();
                 request.entry("pagination").or_insert_with(|| json!({}))["key"] = json!(key);
             }
@@ -195,7 +170,7 @@ fn request_json(query: &str) -> Value {
                 request.entry("pagination").or_insert_with(|| json!({}))[field] = value;
             }
             None => {
-                request.insert(percent_decode(key), value);
+                request.insert(key.into_owned(), value);
             }
         }
     }
@@ -426,13 +401,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn query_parameters_are_found_and_percent_decoded() {
+    fn query_parameters_are_found_and_form_decoded() {
         let query = "denom=ibc%2F27A&pagination.limit=5&x=a+b";
         assert_eq!(param(query, "denom").as_deref(), Some("ibc/27A"));
         assert_eq!(param(query, "pagination.limit").as_deref(), Some("5"));
         assert_eq!(param(query, "x").as_deref(), Some("a b"));
         assert_eq!(param(query, "missing"), None);
-        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(param("x=100%", "x").as_deref(), Some("100%"));
     }
 
     #[test]

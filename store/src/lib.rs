@@ -20,7 +20,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 
-pub use proof::{proof_spec, verify_membership, verify_non_membership};
+pub use proof::{proof_spec, verify_membership, verify_non_membership, PROOF_OP_TYPE};
 pub use store::{PreparedCommit, Store, StoreError};
 
 /// The `ics23` crate, re-exported so users name the same `CommitmentProof` type the store uses.

@@ -3,6 +3,10 @@
 //! These are what a light client or an explorer runs against an app hash taken from a
 //! CometBFT header; they use only the `ics23` crate, never the store.
 
+/// The proof op type of the store's ics23 proofs in `/store/key` answers (the app writes it,
+/// light clients such as `gonkad query --prove` look for it).
+pub const PROOF_OP_TYPE: &str = "ics23:jmt";
+
 /// The ics23 spec of the tree (`jmt::ics23_spec()`): SHA-256 leaves and inner nodes of a
 /// binary sparse Merkle tree over SHA-256 key hashes.
 pub fn proof_spec() -> ics23::ProofSpec {

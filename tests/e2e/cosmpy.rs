@@ -91,6 +91,14 @@ fn cosmpy_over_grpc_and_a_wallet_over_rest_on_a_nodes_api_port() {
     });
 }
 
+/// A 64-bit (or wider) integer the Cosmos JSON shapes carry as a string.
+fn number(value: &serde_json::Value) -> u128 {
+    value
+        .as_str()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(|| panic!("{value} is not an integer in a string"))
+}
+
 /// The REST routes on the same port, as a wallet calls them (plain HTTP/1.1, JSON).
 async fn rest_routes_answer_in_the_cosmos_shapes(net: &Net, api: &str, recipient: &str) {
     let http = reqwest::Client::new();
@@ -179,12 +187,7 @@ async fn rest_routes_answer_in_the_cosmos_shapes(net: &Net, api: &str, recipient
     let (status, simulated) = post("/cosmos/tx/v1beta1/simulate").await;
     assert_eq!(status, 200, "{simulated}");
     assert!(
-        simulated["gas_info"]["gas_used"]
-            .as_str()
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-            > 0,
+        number(&simulated["gas_info"]["gas_used"]) > 0,
         "{simulated}"
     );
     let (status, sent) = post("/cosmos/tx/v1beta1/txs").await;
@@ -200,15 +203,7 @@ async fn rest_routes_answer_in_the_cosmos_shapes(net: &Net, api: &str, recipient
     })
     .await;
     assert_eq!(found["tx_response"]["code"], 0, "{found}");
-    assert!(
-        found["tx_response"]["height"]
-            .as_str()
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-            > 0,
-        "{found}"
-    );
+    assert!(number(&found["tx_response"]["height"]) > 0, "{found}");
 
     // Blocks and node info: the tx's block holds it, and names the chain.
     let height = found["tx_response"]["height"].as_str().unwrap().to_string();
@@ -236,12 +231,7 @@ async fn rest_routes_answer_in_the_cosmos_shapes(net: &Net, api: &str, recipient
     );
     let (_, latest) = get("/cosmos/base/tendermint/v1beta1/blocks/latest".into()).await;
     assert!(
-        latest["block"]["header"]["height"]
-            .as_str()
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-            >= height.parse::<u64>().unwrap(),
+        number(&latest["block"]["header"]["height"]) >= height.parse::<u128>().unwrap(),
         "{latest}"
     );
     let (_, info) = get("/cosmos/base/tendermint/v1beta1/node_info".into()).await;
@@ -255,15 +245,7 @@ async fn rest_routes_answer_in_the_cosmos_shapes(net: &Net, api: &str, recipient
     let (status, balance) = get(format!("/gonka/bank/v1/balance?address={alice}&denom=ngnk")).await;
     assert_eq!(status, 200, "{balance}");
     let chain = net.clients[0].balance(&alice, "ngnk").await.unwrap();
-    assert!(
-        balance["balance"]["amount"]
-            .as_str()
-            .unwrap()
-            .parse::<u128>()
-            .unwrap()
-            >= chain,
-        "{balance}"
-    );
+    assert!(number(&balance["balance"]["amount"]) >= chain, "{balance}");
     let (status, page) = get(format!(
         "/gonka/bank/v1/balances?address={recipient}&pagination.limit=1"
     ))
