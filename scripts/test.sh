@@ -19,6 +19,13 @@ if ! command -v npm >/dev/null 2>&1; then
     exit 1
 fi
 (cd tests/cosmjs && npm ci --no-audit --no-fund --loglevel=error)
+# tests/e2e/explorer.rs drives `gonkad explorer` in headless Chromium (Debian's `chromium`
+# package; .ci/run installs it) with puppeteer-core, which downloads no browser.
+if ! command -v chromium >/dev/null 2>&1 && [ -z "${GONKA_CHROMIUM:-}" ]; then
+    echo "scripts/test.sh: Chromium is needed (tests/e2e/explorer.rs), e.g. apt-get install chromium, or set GONKA_CHROMIUM" >&2
+    exit 1
+fi
+(cd tests/explorer && npm ci --no-audit --no-fund --loglevel=error)
 # tests/e2e/proxy.rs runs the official openai Python client (PyPI, pinned by
 # tests/openai/requirements.txt) through `gonkad proxy`, from a virtual environment.
 if [ ! -x tests/openai/.venv/bin/python ]; then

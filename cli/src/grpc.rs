@@ -6,9 +6,9 @@
 //! (`/cosmos.bank.v1beta1.Query/Balance`, `/gonka.stake.v1.Query/...`) is the query path and
 //! the request message its data, so every query the app answers over `abci_query` is
 //! answered here by the same code, with no second implementation. The tx service's
-//! `BroadcastTx` and `GetTx`, and `cosmos.consensus.v1.Query/Params` (which the app cannot
-//! answer: they are the node's) go to CometBFT's `broadcast_tx_sync`, `tx` and
-//! `consensus_params`, as do the `cosmos.base.tendermint.v1beta1.Service` calls
+//! `BroadcastTx`, `GetTx` and `GetTxsEvent`, and `cosmos.consensus.v1.Query/Params` (which the app cannot
+//! answer: they are the node's) go to CometBFT's `broadcast_tx_sync`, `tx`,
+//! `tx_search` and `consensus_params`, as do the `cosmos.base.tendermint.v1beta1.Service` calls
 //! `GetLatestBlock`, `GetBlockByHeight` and `GetSyncing`, answered with the standard Cosmos
 //! messages.
 //!
@@ -28,7 +28,8 @@ use cosmos_sdk_proto::cosmos::base::tendermint::v1beta1::{
     GetBlockByHeightRequest, GetLatestBlockResponse, GetSyncingResponse,
 };
 use cosmos_sdk_proto::cosmos::tx::v1beta1::{
-    BroadcastTxRequest, BroadcastTxResponse, GetTxRequest, GetTxResponse, Tx,
+    BroadcastTxRequest, BroadcastTxResponse, GetTxRequest, GetTxResponse, GetTxsEventRequest,
+    GetTxsEventResponse, Tx,
 };
 use gonka_client::rpc::QueryError;
 use gonka_client::Client;
@@ -236,7 +237,17 @@ pub(crate) async fn get_tx(client: &Client, message: &[u8]) -> Result<Vec<u8>, S
             ))
         }
     };
-    let tx: Tx = decode(&found.tx, "cosmos.tx.v1beta1.Tx")?;
+    let (tx_response, tx) = indexed_tx(found)?;
+    let response = GetTxResponse {
+        tx_response: Some(tx_response),
+        tx: Some(tx),
+    };
+    Ok(response.encode_to_vec())
+}
+
+/// A tx CometBFT indexed, as the tx service answers it: its `TxResponse` and decoded `Tx`.
+fn indexed_tx(found: tendermint_rpc::endpoint::tx::Response) -> Result<(TxResponse, Tx), Status> {
+    let tx = block_tx(&found.tx)?;
     let result = found.tx_result;
     let events = result
         .events
@@ -254,26 +265,97 @@ pub(crate) async fn get_tx(client: &Client, message: &[u8]) -> Result<Vec<u8>, S
                 .collect(),
         })
         .collect();
-    let response = GetTxResponse {
-        tx_response: Some(TxResponse {
-            height: found.height.value() as i64,
-            txhash: found.hash.to_string(),
-            codespace: result.codespace,
-            code: result.code.value(),
-            data: hex::encode_upper(&result.data),
-            raw_log: result.log,
-            info: result.info,
-            gas_wanted: result.gas_wanted,
-            gas_used: result.gas_used,
-            tx: Some(cosmos_sdk_proto::Any {
-                type_url: "/cosmos.tx.v1beta1.Tx".into(),
-                value: found.tx.clone(),
+    let tx_response = TxResponse {
+        height: found.height.value() as i64,
+        txhash: found.hash.to_string(),
+        codespace: result.codespace,
+        code: result.code.value(),
+        data: hex::encode_upper(&result.data),
+        raw_log: result.log,
+        info: result.info,
+        gas_wanted: result.gas_wanted,
+        gas_used: result.gas_used,
+        tx: Some(cosmos_sdk_proto::Any {
+            type_url: "/cosmos.tx.v1beta1.Tx".into(),
+            value: found.tx.clone(),
+        }),
+        events,
+        ..Default::default()
+    };
+    Ok((tx_response, tx))
+}
+
+/// A block's tx as a `Tx`: a signed tx as it is; the beacon tx a proposer puts first in its
+/// block (no Cosmos tx: see `gonka_bls::beacon`) as an unsigned tx whose one message is the
+/// `gonka.bls.v1.BeaconTx`, so explorers show it like any other.
+fn block_tx(bytes: &[u8]) -> Result<Tx, Status> {
+    match bytes.strip_prefix(gonka_bls::beacon::TX_PREFIX) {
+        Some(beacon) => Ok(Tx {
+            body: Some(cosmos_sdk_proto::cosmos::tx::v1beta1::TxBody {
+                messages: vec![cosmos_sdk_proto::Any {
+                    type_url: format!(
+                        "/{}",
+                        <gonka_proto::bls::BeaconTx as prost::Name>::full_name()
+                    ),
+                    value: beacon.to_vec(),
+                }],
+                ..Default::default()
             }),
-            events,
             ..Default::default()
         }),
-        tx: Some(tx),
+        None => decode(bytes, "cosmos.tx.v1beta1.Tx"),
+    }
+}
+
+/// Most txs one `GetTxsEvent` page holds (CometBFT's own `tx_search` cap).
+pub(crate) const MAX_TXS_PER_PAGE: u64 = 100;
+
+/// `cosmos.tx.v1beta1.Service/GetTxsEvent`: the txs matching a CometBFT event query
+/// (`query`, or the older `events` joined with AND), by page (`page` from 1, `limit` at most
+/// [`MAX_TXS_PER_PAGE`], default 100), oldest first unless `order_by` is `ORDER_BY_DESC`.
+pub(crate) async fn get_txs_event(client: &Client, message: &[u8]) -> Result<Vec<u8>, Status> {
+    let request: GetTxsEventRequest = decode(message, "cosmos.tx.v1beta1.GetTxsEventRequest")?;
+    #[allow(deprecated)]
+    let text = match (request.query.is_empty(), request.events.is_empty()) {
+        (false, _) => request.query.clone(),
+        (true, false) => request.events.join(" AND "),
+        (true, true) => {
+            return Err(Status::new(
+                INVALID_ARGUMENT,
+                "no query: give one such as `message.sender='gonka1...'` or `tx.height=5`",
+            ))
+        }
     };
+    let query: tendermint_rpc::query::Query = text.parse().map_err(|e| {
+        Status::new(
+            INVALID_ARGUMENT,
+            format!("{text:?} is not an event query: {e}"),
+        )
+    })?;
+    let limit = match request.limit {
+        0 => MAX_TXS_PER_PAGE,
+        n => n.min(MAX_TXS_PER_PAGE),
+    };
+    let page = u32::try_from(request.page.max(1))
+        .map_err(|_| Status::new(INVALID_ARGUMENT, "page is out of range"))?;
+    let order = match request.order_by {
+        2 => tendermint_rpc::Order::Descending,
+        _ => tendermint_rpc::Order::Ascending,
+    };
+    let found = client
+        .http()
+        .tx_search(query, false, page, limit as u8, order)
+        .await
+        .map_err(|e| Status::new(UNAVAILABLE, format!("the node did not answer: {e}")))?;
+    let mut response = GetTxsEventResponse {
+        total: u64::from(found.total_count),
+        ..Default::default()
+    };
+    for tx in found.txs {
+        let (tx_response, tx) = indexed_tx(tx)?;
+        response.tx_responses.push(tx_response);
+        response.txs.push(tx);
+    }
     Ok(response.encode_to_vec())
 }
 
@@ -357,6 +439,7 @@ async fn call(client: &Client, request: Request<Incoming>) -> Result<Vec<u8>, St
     match path.as_str() {
         "/cosmos.tx.v1beta1.Service/BroadcastTx" => broadcast(client, &message).await,
         "/cosmos.tx.v1beta1.Service/GetTx" => get_tx(client, &message).await,
+        "/cosmos.tx.v1beta1.Service/GetTxsEvent" => get_txs_event(client, &message).await,
         "/cosmos.consensus.v1.Query/Params" => consensus_params(client).await,
         "/cosmos.base.tendermint.v1beta1.Service/GetLatestBlock" => block(client, None).await,
         "/cosmos.base.tendermint.v1beta1.Service/GetBlockByHeight" => {

@@ -155,6 +155,10 @@ pub struct Args {
     /// down while the rest of the network runs on.
     #[arg(long)]
     restart_crashed: bool,
+    /// Where to serve the web explorer (`gonkad explorer` over node 0's RPC); default the
+    /// loopback port just after the network's last port block (base + 10 × validators).
+    #[arg(long)]
+    explorer_listen: Option<String>,
 }
 
 /// The `gonka-sidecar` binary: `explicit`, or the one built next to this `gonkad`.
@@ -263,6 +267,23 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
             node.cometbft_log.display()
         );
     }
+    let explorer_listen = args.explorer_listen.clone().unwrap_or_else(|| {
+        format!(
+            "127.0.0.1:{}",
+            usize::from(args.base_port) + 10 * args.validators
+        )
+    });
+    let explorer_node = net.nodes()[0].rpc_url.clone();
+    let explorer = crate::background::serve_in_thread(
+        "explorer",
+        &explorer_listen,
+        move |listener| async move {
+            if let Err(e) = crate::explorer::serve(listener, &explorer_node).await {
+                tracing::error!(error = %format!("{e:#}"), "the explorer stopped");
+            }
+        },
+    )?;
+    println!("\nexplorer (blocks, txs, accounts, validators, epochs, work, disputes): http://{explorer}/");
     if !args.no_sidecars {
         println!("\nML nodes (reference model, registered on chain by each validator):");
         for node in net.nodes() {

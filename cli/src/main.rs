@@ -8,6 +8,7 @@ mod background;
 mod chain_info;
 mod chat;
 mod consensus_key;
+mod explorer;
 mod export;
 mod grpc;
 mod init;
@@ -110,6 +111,9 @@ enum Command {
     /// Print the state at the last committed height as a genesis `app_state` for a new
     /// chain (the node must be stopped).
     Export,
+    /// Serve a web explorer of the chain (blocks, txs, accounts, validators, epochs, work,
+    /// disputes, training, BLS) read from `--node`.
+    Explorer(explorer::Args),
     /// Run a local multi-validator network (apps + CometBFT) on 127.0.0.1.
     Localnet(localnet::Args),
     /// Ask a model through a transfer agent: a signed OpenAI chat request, streamed back.
@@ -159,6 +163,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Status => status::run(&global).await,
                     Command::ChainInfo(args) => chain_info::run(&global, args).await,
                     Command::Export => export::run(&global),
+                    Command::Explorer(args) => explorer::run(&global, args).await,
                     Command::Chat(args) => chat::run(&global, args).await,
                     Command::Proxy(args) => proxy::run(&global, args).await,
                     Command::VerifyEpochs(args) => verify_epochs::run(&global, args).await,

@@ -13,7 +13,8 @@
 //! | `GET /cosmos/auth/v1beta1/accounts/{address}` | `Account` (a `BaseAccount`) |
 //! | `POST /cosmos/tx/v1beta1/simulate` `{"tx_bytes"}` | `Simulate` |
 //! | `POST /cosmos/tx/v1beta1/txs` `{"tx_bytes","mode"}` | `BroadcastTx` |
-//! | `GET /cosmos/tx/v1beta1/txs/{hash}` | `GetTx` (its `tx_response`) |
+//! | `GET /cosmos/tx/v1beta1/txs/{hash}` | `GetTx` (`tx` with its messages decoded, and `tx_response`) |
+//! | `GET /cosmos/tx/v1beta1/txs?query=&page=&limit=&order_by=` | `GetTxsEvent` (or `events=` repeated, as before SDK 0.50) |
 //! | `GET /cosmos/base/tendermint/v1beta1/syncing` | `GetSyncing` |
 //! | `GET /cosmos/base/tendermint/v1beta1/blocks/{latest,H}` | `GetLatestBlock`, `GetBlockByHeight` |
 //! | `GET /cosmos/base/tendermint/v1beta1/node_info` | `GetNodeInfo` (id, network, version, moniker) |
@@ -40,8 +41,8 @@ use cosmos_sdk_proto::cosmos::base::tendermint::v1beta1::{
 };
 use cosmos_sdk_proto::cosmos::base::v1beta1::Coin;
 use cosmos_sdk_proto::cosmos::tx::v1beta1::{
-    BroadcastTxRequest, BroadcastTxResponse, GetTxRequest, GetTxResponse, SimulateRequest,
-    SimulateResponse,
+    BroadcastTxRequest, BroadcastTxResponse, GetTxRequest, GetTxResponse, GetTxsEventRequest,
+    GetTxsEventResponse, SimulateRequest, SimulateResponse, Tx,
 };
 use gonka_client::Client;
 use http_body_util::{BodyExt, Limited};
@@ -97,6 +98,58 @@ fn tx_response(r: &TxResponse) -> Value {
         "timestamp": r.timestamp,
         "events": events,
     })
+}
+
+/// A tx in the Cosmos JSON shape, its messages decoded by type URL
+/// ([`gonka_proto::tx_messages`]; a type no module accepts keeps its bytes as `value`).
+fn tx_json(tx: &Tx) -> Value {
+    let body = tx.body.clone().unwrap_or_default();
+    let messages: Vec<Value> = body
+        .messages
+        .iter()
+        .map(
+            |any| match gonka_proto::tx_messages::to_json(&any.type_url, &any.value) {
+                Some(Ok(json)) => crate::output::to_json(&json),
+                _ => json!({"@type": any.type_url, "value": b64(&any.value)}),
+            },
+        )
+        .collect();
+    let auth_info = tx.auth_info.clone().unwrap_or_default();
+    let signer_infos: Vec<Value> = auth_info
+        .signer_infos
+        .iter()
+        .map(|info| {
+            json!({
+                "public_key": info.public_key.as_ref().map(|k| json!({"@type": k.type_url, "key": pub_key(k)})),
+                "sequence": info.sequence.to_string(),
+            })
+        })
+        .collect();
+    let fee = auth_info.fee.unwrap_or_default();
+    json!({
+        "body": {
+            "messages": messages,
+            "memo": body.memo,
+            "timeout_height": body.timeout_height.to_string(),
+        },
+        "auth_info": {
+            "signer_infos": signer_infos,
+            "fee": {
+                "amount": fee.amount.iter().map(coin).collect::<Vec<_>>(),
+                "gas_limit": fee.gas_limit.to_string(),
+                "payer": fee.payer,
+                "granter": fee.granter,
+            },
+        },
+        "signatures": tx.signatures.iter().map(|s| b64(s)).collect::<Vec<_>>(),
+    })
+}
+
+/// The base64 key of a `cosmos.crypto.secp256k1.PubKey` `Any` (`{ bytes key = 1 }`).
+fn pub_key(any: &cosmos_sdk_proto::Any) -> String {
+    cosmos_sdk_proto::cosmos::crypto::secp256k1::PubKey::decode(any.value.as_slice())
+        .map(|p| b64(&p.key))
+        .unwrap_or_default()
 }
 
 /// A block as the tendermint service's REST route shows it (hashes in base64).
@@ -298,13 +351,10 @@ async fn route(client: &Client, request: Request<Incoming>) -> Result<Value, Sta
                 .account
                 .ok_or_else(|| Status::new(NOT_FOUND, format!("account {address} not found")))?;
             let base: BaseAccount = decode(&any.value)?;
-            let pub_key = base.pub_key.as_ref().map(|k| {
-                // The key's Any holds `cosmos.crypto.secp256k1.PubKey { bytes key = 1 }`.
-                let key = cosmos_sdk_proto::cosmos::crypto::secp256k1::PubKey::decode(k.value.as_slice())
-                    .map(|p| b64(&p.key))
-                    .unwrap_or_default();
-                json!({"@type": k.type_url, "key": key})
-            });
+            let pub_key = base
+                .pub_key
+                .as_ref()
+                .map(|k| json!({"@type": k.type_url, "key": pub_key(k)}));
             Ok(json!({"account": {
                 "@type": any.type_url,
                 "address": base.address,
@@ -340,7 +390,35 @@ async fn route(client: &Client, request: Request<Incoming>) -> Result<Value, Sta
                 hash: hash.to_string(),
             };
             let r: GetTxResponse = decode(&grpc::get_tx(client, &request.encode_to_vec()).await?)?;
-            Ok(json!({"tx_response": r.tx_response.as_ref().map(tx_response)}))
+            Ok(json!({
+                "tx": r.tx.as_ref().map(tx_json),
+                "tx_response": r.tx_response.as_ref().map(tx_response),
+            }))
+        }
+        (&Method::GET, ["cosmos", "tx", "v1beta1", "txs"]) => {
+            #[allow(deprecated)]
+            let request = GetTxsEventRequest {
+                query: param(&query, "query").unwrap_or_default(),
+                events: form_urlencoded::parse(query.as_bytes())
+                    .filter(|(key, _)| key == "events")
+                    .map(|(_, value)| value.into_owned())
+                    .collect(),
+                page: param(&query, "page").and_then(|p| p.parse().ok()).unwrap_or(1),
+                limit: param(&query, "limit").and_then(|l| l.parse().ok()).unwrap_or(0),
+                order_by: match param(&query, "order_by").as_deref() {
+                    Some("ORDER_BY_DESC" | "2") => 2,
+                    _ => 0,
+                },
+                ..Default::default()
+            };
+            let r: GetTxsEventResponse =
+                decode(&grpc::get_txs_event(client, &request.encode_to_vec()).await?)?;
+            Ok(json!({
+                "txs": r.txs.iter().map(tx_json).collect::<Vec<_>>(),
+                "tx_responses": r.tx_responses.iter().map(tx_response).collect::<Vec<_>>(),
+                "pagination": null,
+                "total": r.total.to_string(),
+            }))
         }
         (&Method::GET, ["cosmos", "base", "tendermint", "v1beta1", "blocks", which]) => {
             let height = match *which {

@@ -99,3 +99,4 @@ pub mod gas;
 pub mod ids;
 pub mod query;
 pub mod signing;
+pub mod tx_messages;

@@ -34,6 +34,7 @@ use gonka_client::settlement::msg_open_escrow;
 use gonka_proto::bls::QueryKeyRequest;
 use gonka_proto::settlement::{BatchStatus, QueryBatchNumberRequest, QueryBatchRequest};
 
+use crate::explorer::History;
 use crate::inference::{eventually, genesis_config, settled, sidecars, wait_for_registry, GNK};
 use crate::support::{addr, Net, VALIDATORS};
 
@@ -353,5 +354,7 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
                 "honest host {i}: payouts {paid:?}, txs {txs:?}, fees {fees}"
             );
         }
+        // The explorer shows this network's work, rewards and dispute as RPC reads them.
+        crate::explorer::browse_and_check(&net, "alice", History::Dispute, "disputes").await;
     });
 }

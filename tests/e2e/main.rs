@@ -10,6 +10,7 @@ mod bls;
 mod cosmjs;
 mod cosmpy;
 mod disputes;
+mod explorer;
 mod inference;
 mod localnet_cli;
 mod prove;

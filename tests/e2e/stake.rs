@@ -663,5 +663,8 @@ fn a_new_account_stakes_validates_with_its_own_node_and_unstakes() {
              {gap:?} (before block {gap_at}); test took {:?}",
             started.elapsed()
         );
+        // The explorer shows the settled epochs and the power changes as RPC reads them.
+        crate::explorer::browse_and_check(&net, STAKER, crate::explorer::History::Epoch, "stake")
+            .await;
     });
 }
