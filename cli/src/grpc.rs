@@ -288,7 +288,7 @@ fn indexed_tx(found: tendermint_rpc::endpoint::tx::Response) -> Result<(TxRespon
 /// A block's tx as a `Tx`: a signed tx as it is; the beacon tx a proposer puts first in its
 /// block (no Cosmos tx: see `gonka_bls::beacon`) as an unsigned tx whose one message is the
 /// `gonka.bls.v1.BeaconTx`, so explorers show it like any other.
-fn block_tx(bytes: &[u8]) -> Result<Tx, Status> {
+pub(crate) fn block_tx(bytes: &[u8]) -> Result<Tx, Status> {
     match bytes.strip_prefix(gonka_bls::beacon::TX_PREFIX) {
         Some(beacon) => Ok(Tx {
             body: Some(cosmos_sdk_proto::cosmos::tx::v1beta1::TxBody {
@@ -362,14 +362,14 @@ pub(crate) async fn get_txs_event(client: &Client, message: &[u8]) -> Result<Vec
 /// `cosmos.consensus.v1.QueryParamsResponse` (cosmos-sdk-proto does not export that
 /// package): the consensus parameters wallets read the block gas limit from.
 #[derive(Clone, PartialEq, prost::Message)]
-struct ConsensusParamsResponse {
+pub(crate) struct ConsensusParamsResponse {
     #[prost(message, optional, tag = "1")]
-    params: Option<tendermint_proto::types::ConsensusParams>,
+    pub params: Option<tendermint_proto::types::ConsensusParams>,
 }
 
 /// `cosmos.consensus.v1.Query/Params`: the node's current consensus parameters (CometBFT's,
 /// set by the app at genesis).
-async fn consensus_params(client: &Client) -> Result<Vec<u8>, Status> {
+pub(crate) async fn consensus_params(client: &Client) -> Result<Vec<u8>, Status> {
     let latest = client
         .http()
         .latest_consensus_params()

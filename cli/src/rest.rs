@@ -11,10 +11,11 @@
 //! | `GET /cosmos/bank/v1beta1/supply/by_denom?denom=` | `SupplyOf` |
 //! | `GET /cosmos/bank/v1beta1/denoms_metadata` | `DenomsMetadata` |
 //! | `GET /cosmos/auth/v1beta1/accounts/{address}` | `Account` (a `BaseAccount`) |
-//! | `POST /cosmos/tx/v1beta1/simulate` `{"tx_bytes"}` | `Simulate` |
+//! | `POST /cosmos/tx/v1beta1/simulate` `{"tx_bytes"}` or `{"tx"}` (proto-JSON) | `Simulate` |
 //! | `POST /cosmos/tx/v1beta1/txs` `{"tx_bytes","mode"}` | `BroadcastTx` |
 //! | `GET /cosmos/tx/v1beta1/txs/{hash}` | `GetTx` (`tx` with its messages decoded, and `tx_response`) |
 //! | `GET /cosmos/tx/v1beta1/txs?query=&page=&limit=&order_by=` | `GetTxsEvent` (or `events=` repeated, as before SDK 0.50) |
+//! | `GET /cosmos/consensus/v1/params` | the consensus `Params` (block size and gas limits) |
 //! | `GET /cosmos/base/tendermint/v1beta1/syncing` | `GetSyncing` |
 //! | `GET /cosmos/base/tendermint/v1beta1/blocks/{latest,H}` | `GetLatestBlock`, `GetBlockByHeight` |
 //! | `GET /cosmos/base/tendermint/v1beta1/node_info` | `GetNodeInfo` (id, network, version, moniker) |
@@ -72,6 +73,12 @@ fn pagination(p: Option<&PageResponse>) -> Value {
 }
 
 fn tx_response(r: &TxResponse) -> Value {
+    // The tx itself, as `GetTx` and `GetTxsEvent` carry it in `tx_response.tx` too.
+    let tx = r.tx.as_ref().and_then(|any| {
+        let mut json = tx_json(&grpc::block_tx(&any.value).ok()?);
+        json["@type"] = json!("/cosmos.tx.v1beta1.Tx");
+        Some(json)
+    });
     let events: Vec<Value> = r
         .events
         .iter()
@@ -95,6 +102,7 @@ fn tx_response(r: &TxResponse) -> Value {
         "info": r.info,
         "gas_wanted": r.gas_wanted.to_string(),
         "gas_used": r.gas_used.to_string(),
+        "tx": tx,
         "timestamp": r.timestamp,
         "events": events,
     })
@@ -235,11 +243,15 @@ fn decode<M: Message + Default>(bytes: &[u8]) -> Result<M, Status> {
         .map_err(|e| Status::new(grpc::INTERNAL, format!("the answer does not decode: {e}")))
 }
 
+/// A POSTed JSON body.
+fn body_json(body: &[u8]) -> Result<Value, Status> {
+    serde_json::from_slice(body)
+        .map_err(|e| Status::new(INVALID_ARGUMENT, format!("the body is not JSON: {e}")))
+}
+
 /// `tx_bytes` of a POSTed JSON body.
-fn tx_bytes(body: &[u8]) -> Result<Vec<u8>, Status> {
-    let json: Value = serde_json::from_slice(body)
-        .map_err(|e| Status::new(INVALID_ARGUMENT, format!("the body is not JSON: {e}")))?;
-    let text = json["tx_bytes"].as_str().ok_or_else(|| {
+fn tx_bytes(json: &Value) -> Result<Vec<u8>, Status> {
+    let text = get(json, "tx_bytes").as_str().ok_or_else(|| {
         Status::new(
             INVALID_ARGUMENT,
             "the body carries no \"tx_bytes\" (base64 of a TxRaw)",
@@ -248,6 +260,156 @@ fn tx_bytes(body: &[u8]) -> Result<Vec<u8>, Status> {
     base64::engine::general_purpose::STANDARD
         .decode(text)
         .map_err(|e| Status::new(INVALID_ARGUMENT, format!("tx_bytes is not base64: {e}")))
+}
+
+/// The field `name` (snake_case) of a proto-JSON object, which clients may also spell in
+/// lowerCamelCase.
+fn get<'a>(object: &'a Value, name: &str) -> &'a Value {
+    match &object[name] {
+        Value::Null => {
+            let mut camel = String::with_capacity(name.len());
+            let mut upper = false;
+            for c in name.chars() {
+                match (c, upper) {
+                    ('_', _) => upper = true,
+                    (c, true) => {
+                        camel.push(c.to_ascii_uppercase());
+                        upper = false;
+                    }
+                    (c, false) => camel.push(c),
+                }
+            }
+            &object[camel.as_str()]
+        }
+        value => value,
+    }
+}
+
+/// A 64-bit integer of proto-JSON: a string of digits, or a number.
+fn uint(value: &Value) -> Result<u64, Status> {
+    match value {
+        Value::Null => Some(0),
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        Status::new(
+            INVALID_ARGUMENT,
+            format!("{value} is not an unsigned integer"),
+        )
+    })
+}
+
+fn coins_from_json(value: &Value) -> Result<Vec<Coin>, Status> {
+    let bad = || Status::new(INVALID_ARGUMENT, format!("{value} is not a list of coins"));
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items
+            .iter()
+            .map(|c| {
+                Ok(Coin {
+                    denom: c["denom"].as_str().ok_or_else(bad)?.to_string(),
+                    amount: c["amount"].as_str().ok_or_else(bad)?.to_string(),
+                })
+            })
+            .collect(),
+        _ => Err(bad()),
+    }
+}
+
+/// A `Tx` from its proto-JSON form (what older clients, cosmpy's REST client among them,
+/// post to `simulate`). Messages are read by type URL ([`gonka_proto::tx_messages`]); keys
+/// are `secp256k1` public keys.
+fn tx_from_json(json: &Value) -> Result<Tx, Status> {
+    use cosmos_sdk_proto::cosmos::tx::v1beta1::{
+        mode_info, AuthInfo, Fee, ModeInfo, SignerInfo, TxBody,
+    };
+    let invalid = |message: String| Status::new(INVALID_ARGUMENT, message);
+    let body = get(json, "body");
+    let messages = get(body, "messages")
+        .as_array()
+        .ok_or_else(|| invalid("the tx has no body.messages".into()))?
+        .iter()
+        .map(|message| {
+            let type_url = message["@type"]
+                .as_str()
+                .ok_or_else(|| invalid(format!("a message has no @type: {message}")))?;
+            let value = gonka_proto::tx_messages::from_json(type_url, message.clone())
+                .ok_or_else(|| invalid(format!("no module accepts {type_url}")))?
+                .map_err(|e| {
+                    invalid(format!(
+                        "{type_url} does not read from this JSON ({e}); post tx_bytes instead"
+                    ))
+                })?;
+            Ok(cosmos_sdk_proto::Any {
+                type_url: type_url.into(),
+                value,
+            })
+        })
+        .collect::<Result<Vec<_>, Status>>()?;
+    let auth_info = get(json, "auth_info");
+    let signer_infos = get(auth_info, "signer_infos")
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|info| {
+            let key = get(info, "public_key");
+            let public_key = match key["@type"].as_str() {
+                None => None,
+                Some(type_url) => {
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(key["key"].as_str().unwrap_or_default())
+                        .map_err(|e| invalid(format!("a public key is not base64: {e}")))?;
+                    let key = cosmos_sdk_proto::cosmos::crypto::secp256k1::PubKey { key: bytes };
+                    Some(cosmos_sdk_proto::Any {
+                        type_url: type_url.into(),
+                        value: key.encode_to_vec(),
+                    })
+                }
+            };
+            Ok(SignerInfo {
+                public_key,
+                // SIGN_MODE_DIRECT, the one mode this chain verifies.
+                mode_info: Some(ModeInfo {
+                    sum: Some(mode_info::Sum::Single(mode_info::Single { mode: 1 })),
+                }),
+                sequence: uint(get(info, "sequence"))?,
+            })
+        })
+        .collect::<Result<Vec<_>, Status>>()?;
+    let fee = get(auth_info, "fee");
+    let signatures = get(json, "signatures")
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|s| {
+            base64::engine::general_purpose::STANDARD
+                .decode(s.as_str().unwrap_or_default())
+                .map_err(|e| invalid(format!("a signature is not base64: {e}")))
+        })
+        .collect::<Result<Vec<_>, Status>>()?;
+    Ok(Tx {
+        body: Some(TxBody {
+            messages,
+            memo: get(body, "memo").as_str().unwrap_or_default().into(),
+            timeout_height: uint(get(body, "timeout_height"))?,
+            ..Default::default()
+        }),
+        auth_info: Some(AuthInfo {
+            signer_infos,
+            fee: Some(Fee {
+                amount: coins_from_json(get(fee, "amount"))?,
+                gas_limit: uint(get(fee, "gas_limit"))?,
+                payer: get(fee, "payer").as_str().unwrap_or_default().into(),
+                granter: get(fee, "granter").as_str().unwrap_or_default().into(),
+            }),
+            ..Default::default()
+        }),
+        signatures,
+    })
 }
 
 /// Answers one REST call as (HTTP status, JSON).
@@ -364,9 +526,17 @@ async fn route(client: &Client, request: Request<Incoming>) -> Result<Value, Sta
             }}))
         }
         (&Method::POST, ["cosmos", "tx", "v1beta1", "simulate"]) => {
-            let request = SimulateRequest {
-                tx_bytes: tx_bytes(&body)?,
-                ..Default::default()
+            let json = body_json(&body)?;
+            #[allow(deprecated)] // `tx`, which older clients post instead of tx_bytes
+            let request = match &json["tx"] {
+                Value::Null => SimulateRequest {
+                    tx_bytes: tx_bytes(&json)?,
+                    ..Default::default()
+                },
+                tx => SimulateRequest {
+                    tx: Some(tx_from_json(tx)?),
+                    ..Default::default()
+                },
             };
             let r: SimulateResponse =
                 decode(&abci("/cosmos.tx.v1beta1.Service/Simulate", request.encode_to_vec()).await?)?;
@@ -379,7 +549,7 @@ async fn route(client: &Client, request: Request<Incoming>) -> Result<Value, Sta
         }
         (&Method::POST, ["cosmos", "tx", "v1beta1", "txs"]) => {
             let request = BroadcastTxRequest {
-                tx_bytes: tx_bytes(&body)?,
+                tx_bytes: tx_bytes(&body_json(&body)?)?,
                 mode: 2, // BROADCAST_MODE_SYNC, whatever was asked (see grpc::broadcast)
             };
             let r: BroadcastTxResponse = decode(&grpc::broadcast(client, &request.encode_to_vec()).await?)?;
@@ -451,6 +621,16 @@ async fn route(client: &Client, request: Request<Incoming>) -> Result<Value, Sta
                 },
             }))
         }
+        (&Method::GET, ["cosmos", "consensus", "v1", "params"]) => {
+            let r: grpc::ConsensusParamsResponse = decode(&grpc::consensus_params(client).await?)?;
+            let params = r.params.unwrap_or_default();
+            let block = params.block.unwrap_or_default();
+            let validator = params.validator.unwrap_or_default();
+            Ok(json!({"params": {
+                "block": {"max_bytes": block.max_bytes.to_string(), "max_gas": block.max_gas.to_string()},
+                "validator": {"pub_key_types": validator.pub_key_types},
+            }}))
+        }
         (&Method::GET, ["cosmos", "base", "tendermint", "v1beta1", "syncing"]) => {
             let r: GetSyncingResponse = decode(&grpc::syncing(client).await?)?;
             Ok(json!({"syncing": r.syncing}))
@@ -508,6 +688,58 @@ mod tests {
             ("gonka1x", "ngnk")
         );
         assert!(gonka_proto::query::json_route("/bank/nothing").is_none());
+    }
+
+    #[test]
+    fn a_tx_read_back_from_its_json_is_the_same_tx() {
+        use cosmos_sdk_proto::cosmos::tx::v1beta1::{
+            mode_info, AuthInfo, Fee, ModeInfo, SignerInfo, TxBody,
+        };
+        let send = cosmos_sdk_proto::cosmos::bank::v1beta1::MsgSend {
+            from_address: "gonka1a".into(),
+            to_address: "gonka1b".into(),
+            amount: vec![Coin {
+                denom: "ngnk".into(),
+                amount: "7".into(),
+            }],
+        };
+        let key = cosmos_sdk_proto::cosmos::crypto::secp256k1::PubKey { key: vec![2; 33] };
+        let tx = Tx {
+            body: Some(TxBody {
+                messages: vec![cosmos_sdk_proto::Any {
+                    type_url: "/cosmos.bank.v1beta1.MsgSend".into(),
+                    value: send.encode_to_vec(),
+                }],
+                memo: "m".into(),
+                timeout_height: 9,
+                ..Default::default()
+            }),
+            auth_info: Some(AuthInfo {
+                signer_infos: vec![SignerInfo {
+                    public_key: Some(cosmos_sdk_proto::Any {
+                        type_url: "/cosmos.crypto.secp256k1.PubKey".into(),
+                        value: key.encode_to_vec(),
+                    }),
+                    mode_info: Some(ModeInfo {
+                        sum: Some(mode_info::Sum::Single(mode_info::Single { mode: 1 })),
+                    }),
+                    sequence: 4,
+                }],
+                fee: Some(Fee {
+                    amount: vec![Coin {
+                        denom: "ngnk".into(),
+                        amount: "100".into(),
+                    }],
+                    gas_limit: 200_000,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            signatures: vec![vec![1; 64]],
+        };
+        assert_eq!(tx_from_json(&tx_json(&tx)).unwrap(), tx);
+        let bad = json!({"body": {"messages": [{"@type": "/gonka.nothing.v1.MsgNone"}]}});
+        assert_eq!(tx_from_json(&bad).unwrap_err().code, INVALID_ARGUMENT);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! A tx's messages as JSON, by type URL: what explorers and the REST `GetTx` show of a tx.
+//! A tx's messages as JSON, by type URL: what explorers and the REST `GetTx` show of a tx,
+//! and the way back for clients that post a tx as JSON (the REST `Simulate`).
 //! Every gonka `Msg*` is listed by the build script from the .proto files, so a new message
 //! is decoded without touching this file; the Cosmos bank `MsgSend` wallets sign and the
 //! `BeaconTx` a proposer puts first in its block (which the node's API shows as a tx's one
@@ -10,6 +11,9 @@ use serde_json::{json, Value};
 
 /// Renders a message's protobuf bytes as JSON.
 type Renderer = fn(&[u8]) -> Result<Value, String>;
+/// Encodes a message from its JSON fields (proto-JSON's lowerCamelCase names or the .proto
+/// snake_case ones).
+type Parser = fn(Value) -> Result<Vec<u8>, String>;
 
 include!(concat!(env!("OUT_DIR"), "/tx_messages.rs"));
 
@@ -19,6 +23,71 @@ pub(crate) fn json_of<M: Message + Default + serde::Serialize>(
 ) -> Result<Value, String> {
     let message = M::decode(bytes).map_err(|e| e.to_string())?;
     serde_json::to_value(&message).map_err(|e| e.to_string())
+}
+
+/// [`Parser`] of a gonka message type: its fields as serde reads them (byte fields as arrays
+/// of numbers, as [`json_of`] writes them).
+pub(crate) fn from_json_of<M: Message + serde::de::DeserializeOwned>(
+    json: Value,
+) -> Result<Vec<u8>, String> {
+    serde_json::from_value::<M>(snake_case_keys(json))
+        .map(|m| m.encode_to_vec())
+        .map_err(|e| e.to_string())
+}
+
+/// `json` with every object key in snake_case (`fromAddress` → `from_address`).
+fn snake_case_keys(json: Value) -> Value {
+    match json {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(key, value)| {
+                    let mut snake = String::with_capacity(key.len() + 4);
+                    for c in key.chars() {
+                        if c.is_ascii_uppercase() {
+                            snake.push('_');
+                            snake.push(c.to_ascii_lowercase());
+                        } else {
+                            snake.push(c);
+                        }
+                    }
+                    (snake, snake_case_keys(value))
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(snake_case_keys).collect()),
+        other => other,
+    }
+}
+
+/// `cosmos.bank.v1beta1.MsgSend` read from JSON.
+fn cosmos_send_from_json(json: Value) -> Result<Vec<u8>, String> {
+    let json = snake_case_keys(json);
+    let text = |name: &str| {
+        json[name]
+            .as_str()
+            .map(str::to_string)
+            .ok_or(format!("MsgSend has no {name}"))
+    };
+    let amount = json["amount"]
+        .as_array()
+        .ok_or("MsgSend has no amount")?
+        .iter()
+        .map(|c| {
+            Ok(cosmos_sdk_proto::cosmos::base::v1beta1::Coin {
+                denom: c["denom"].as_str().ok_or("a coin has no denom")?.into(),
+                amount: c["amount"]
+                    .as_str()
+                    .ok_or("a coin's amount is not a string")?
+                    .into(),
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(cosmos_sdk_proto::cosmos::bank::v1beta1::MsgSend {
+        from_address: text("from_address")?,
+        to_address: text("to_address")?,
+        amount,
+    }
+    .encode_to_vec())
 }
 
 /// `cosmos.bank.v1beta1.MsgSend` (cosmos-sdk-proto types carry no serde).
@@ -39,7 +108,12 @@ pub fn to_json(type_url: &str, value: &[u8]) -> Option<Result<Value, String>> {
     let render: Renderer = match type_url {
         "/cosmos.bank.v1beta1.MsgSend" => cosmos_send,
         "/gonka.bls.v1.BeaconTx" => json_of::<crate::bls::BeaconTx>,
-        _ => GONKA_MESSAGES.iter().find(|(url, _)| *url == type_url)?.1,
+        _ => {
+            GONKA_MESSAGES
+                .iter()
+                .find(|(url, _, _)| *url == type_url)?
+                .1
+        }
     };
     Some(render(value).map(|mut json| {
         if let Value::Object(fields) = &mut json {
@@ -49,11 +123,26 @@ pub fn to_json(type_url: &str, value: &[u8]) -> Option<Result<Value, String>> {
     }))
 }
 
+/// The protobuf bytes of a tx message from its JSON fields (without `@type`); `None` for a
+/// type URL no module accepts.
+pub fn from_json(type_url: &str, fields: Value) -> Option<Result<Vec<u8>, String>> {
+    let parse: Parser = match type_url {
+        "/cosmos.bank.v1beta1.MsgSend" => cosmos_send_from_json,
+        _ => {
+            GONKA_MESSAGES
+                .iter()
+                .find(|(url, _, _)| *url == type_url)?
+                .2
+        }
+    };
+    Some(parse(fields))
+}
+
 /// The type URLs [`to_json`] renders.
 pub fn type_urls() -> impl Iterator<Item = &'static str> {
     ["/cosmos.bank.v1beta1.MsgSend", "/gonka.bls.v1.BeaconTx"]
         .into_iter()
-        .chain(GONKA_MESSAGES.iter().map(|(url, _)| *url))
+        .chain(GONKA_MESSAGES.iter().map(|(url, _, _)| *url))
 }
 
 #[cfg(test)]
@@ -99,5 +188,36 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(json["amount"][0]["amount"], "5");
+    }
+
+    #[test]
+    fn messages_read_back_from_proto_json_and_from_their_own_json() {
+        let camel = json!({"fromAddress": "gonka1a", "toAddress": "gonka1b", "amount": [{"denom": "ngnk", "amount": "5"}]});
+        let bytes = from_json("/cosmos.bank.v1beta1.MsgSend", camel)
+            .unwrap()
+            .unwrap();
+        let send =
+            cosmos_sdk_proto::cosmos::bank::v1beta1::MsgSend::decode(bytes.as_slice()).unwrap();
+        assert_eq!(
+            (send.to_address.as_str(), send.amount[0].amount.as_str()),
+            ("gonka1b", "5")
+        );
+        assert!(
+            from_json("/cosmos.bank.v1beta1.MsgSend", json!({"toAddress": "x"}))
+                .unwrap()
+                .is_err()
+        );
+
+        let unjail = crate::stake::MsgUnjail {
+            operator: "gonka1a".into(),
+        };
+        let url = format!("/{}", crate::stake::MsgUnjail::full_name());
+        let json = to_json(&url, &unjail.encode_to_vec()).unwrap().unwrap();
+        let bytes = from_json(&url, json).unwrap().unwrap();
+        assert_eq!(
+            crate::stake::MsgUnjail::decode(bytes.as_slice()).unwrap(),
+            unjail
+        );
+        assert!(from_json("/gonka.stake.v1.MsgNothing", json!({})).is_none());
     }
 }

@@ -1,8 +1,8 @@
-"""Stock cosmpy against gonka over a node's gRPC (`gonkad start --api-listen`): read a balance, send tokens with
+"""Stock cosmpy against gonka over a node's gRPC or REST (`gonkad start --api-listen`): read a balance, send tokens with
 a simulated gas limit, wait for the tx and read the recipient's balance. Prints one JSON
 report for tests/e2e/cosmpy.rs.
 
-Usage: wallet.py GRPC_URL CHAIN_ID MIN_GAS_PRICE RECIPIENT AMOUNT, the sender's private key
+Usage: wallet.py URL CHAIN_ID MIN_GAS_PRICE RECIPIENT AMOUNT, the sender's private key
 (hex) in GONKA_PRIVATE_KEY.
 """
 
@@ -43,6 +43,8 @@ def main() -> None:
         unknown = "found"
     except grpc.RpcError as error:
         unknown = error.code().name
+    except RuntimeError as error:  # cosmpy's REST client: the HTTP status in the message
+        unknown = "NOT_FOUND" if "Response: 404" in str(error) else str(error)
     tx = client.send_tokens(recipient, int(amount), "ngnk", wallet, memo="cosmpy")
     tx.wait_to_complete(timeout=timedelta(seconds=60))
     result = tx.response

@@ -1,7 +1,8 @@
 //! Node 0's API port (`gonkad start --api-listen`) as stock clients use it: cosmpy (0.12.2,
-//! from PyPI; `tests/cosmpy/`) over gRPC — a balance read, a send with a simulated gas limit
-//! (auth `Account`, tx `Simulate`, `BroadcastTx`), the tx found again with `GetTx`, blocks, a
-//! duplicate refused — and a wallet's REST calls over plain HTTP on the same port.
+//! from PyPI; `tests/cosmpy/`) over gRPC and over REST — a balance read, a send with a
+//! simulated gas limit (auth `Account`, consensus `Params`, tx `Simulate`, `BroadcastTx`), the
+//! tx found again with `GetTx`, blocks, a duplicate refused — and a wallet's REST calls over
+//! plain HTTP on the same port.
 //! `scripts/test.sh` makes `tests/cosmpy/.venv` first.
 
 use std::path::Path;
@@ -12,83 +13,102 @@ use gonka_proto::query as q;
 use crate::support::{addr, key, Net, MIN_GAS_PRICE, START_BALANCE};
 
 #[test]
-fn cosmpy_over_grpc_and_a_wallet_over_rest_on_a_nodes_api_port() {
+fn cosmpy_over_grpc_and_rest_and_a_wallet_over_rest_on_a_nodes_api_port() {
     crate::support::run(async {
-        let net = Net::start("cosmpy", &["alice"]).await;
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/cosmpy");
-        let python = dir.join(".venv/bin/python");
-        assert!(
-            python.exists(),
-            "cosmpy is not installed: run `python3 -m venv tests/cosmpy/.venv && tests/cosmpy/.venv/bin/pip install -r tests/cosmpy/requirements.txt` (scripts/test.sh does)"
-        );
+        let net = Net::start("cosmpy", &["alice", "bob"]).await;
         // Every localnet node serves gRPC and REST (`gonkad start --api-listen`).
-        let grpc = format!("127.0.0.1:{}", net.node(0).ports.api());
-        let recipient = addr("e2e-cosmpy-recipient");
-        let out = tokio::task::block_in_place(|| {
-            std::process::Command::new(&python)
-                .arg(dir.join("wallet.py"))
-                .args([
-                    &format!("grpc+http://{grpc}"),
-                    crate::support::CHAIN_ID,
-                    MIN_GAS_PRICE,
-                    &recipient,
-                    "4242",
-                ])
-                .env(
-                    "GONKA_PRIVATE_KEY",
-                    hex::encode(key("alice").secret_bytes()),
-                )
-                .output()
-                .unwrap()
-        });
-        assert!(
-            out.status.success(),
-            "wallet.py failed: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
-        assert_eq!(report["sender"], addr("alice"), "{report}");
-        assert_eq!(report["balanceBefore"], START_BALANCE as u64, "{report}");
-        assert_eq!(report["sequence"], 0, "{report}");
-        // An account that does not exist is gRPC's NOT_FOUND, as Cosmos nodes answer.
-        assert_eq!(report["unknownAccount"], "NOT_FOUND", "{report}");
-        assert_eq!(report["code"], 0, "{report}");
-        let (used, wanted) = (
-            report["gasUsed"].as_u64().unwrap(),
-            report["gasWanted"].as_u64().unwrap(),
-        );
-        assert!(used > 0 && used <= wanted, "{report}");
-        assert_eq!(report["recipientBalance"], 4242, "{report}");
-        // Blocks as the tendermint service serves them.
-        assert_eq!(report["chainId"], crate::support::CHAIN_ID, "{report}");
-        assert!(
-            report["latestHeight"].as_u64() >= report["height"].as_u64(),
-            "{report}"
-        );
-        assert_eq!(report["txInBlock"], true, "{report}");
-        // The same signed tx twice: the second is refused with Cosmos's code for it.
-        let duplicate = report["duplicate"].as_str().unwrap();
-        assert!(duplicate.contains("already submitted"), "{report}");
-
-        // What cosmpy saw is what the chain says, asked of another node.
-        let hash: tendermint::Hash = report["hash"].as_str().unwrap().parse().unwrap();
-        let found = net.clients[2].find_tx(hash).await.unwrap().unwrap();
-        assert_eq!(found.height, report["height"].as_u64().unwrap(), "{report}");
-        let received = net.clients[1]
-            .query::<q::bank::Balance>(&QueryBalanceRequest {
-                address: recipient.clone(),
-                denom: "ngnk".into(),
-            })
-            .await
-            .unwrap()
-            .balance
-            .unwrap();
-        assert_eq!(received.amount, "4242");
-
-        rest_routes_answer_in_the_cosmos_shapes(&net, &grpc, &recipient).await;
+        let api = format!("127.0.0.1:{}", net.node(0).ports.api());
+        // cosmpy over each transport, each with a sender of its own.
+        for (transport, sender, amount) in [("grpc", "alice", 4242), ("rest", "bob", 4343)] {
+            let recipient = addr(&format!("e2e-cosmpy-{transport}-recipient"));
+            let url = format!("{transport}+http://{api}");
+            cosmpy_sends_and_reads(&net, &url, sender, &recipient, amount).await;
+        }
+        rest_routes_answer_in_the_cosmos_shapes(&net, &api, &addr("e2e-cosmpy-grpc-recipient"))
+            .await;
     });
+}
+
+/// Runs `tests/cosmpy/wallet.py` against `url` as `sender` and checks what it reports
+/// against the chain.
+async fn cosmpy_sends_and_reads(net: &Net, url: &str, sender: &str, recipient: &str, amount: u64) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/cosmpy");
+    let python = dir.join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "cosmpy is not installed: run `python3 -m venv tests/cosmpy/.venv && tests/cosmpy/.venv/bin/pip install -r tests/cosmpy/requirements.txt` (scripts/test.sh does)"
+    );
+    let out = tokio::task::block_in_place(|| {
+        std::process::Command::new(&python)
+            .arg(dir.join("wallet.py"))
+            .args([
+                url,
+                crate::support::CHAIN_ID,
+                MIN_GAS_PRICE,
+                recipient,
+                &amount.to_string(),
+            ])
+            .env("GONKA_PRIVATE_KEY", hex::encode(key(sender).secret_bytes()))
+            .output()
+            .unwrap()
+    });
+    assert!(
+        out.status.success(),
+        "wallet.py over {url} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(report["sender"], addr(sender), "{url}: {report}");
+    assert_eq!(
+        report["balanceBefore"], START_BALANCE as u64,
+        "{url}: {report}"
+    );
+    assert_eq!(report["sequence"], 0, "{url}: {report}");
+    // An account that does not exist is NOT_FOUND (gRPC's status, REST's 404), as Cosmos
+    // nodes answer.
+    assert_eq!(report["unknownAccount"], "NOT_FOUND", "{url}: {report}");
+    assert_eq!(report["code"], 0, "{url}: {report}");
+    let (used, wanted) = (
+        report["gasUsed"].as_u64().unwrap(),
+        report["gasWanted"].as_u64().unwrap(),
+    );
+    assert!(used > 0 && used <= wanted, "{url}: {report}");
+    assert_eq!(report["recipientBalance"], amount, "{url}: {report}");
+    // Blocks as the tendermint service serves them.
+    assert_eq!(
+        report["chainId"],
+        crate::support::CHAIN_ID,
+        "{url}: {report}"
+    );
+    assert!(
+        report["latestHeight"].as_u64() >= report["height"].as_u64(),
+        "{url}: {report}"
+    );
+    assert_eq!(report["txInBlock"], true, "{url}: {report}");
+    // The same signed tx twice: the second is refused with Cosmos's code for it.
+    let duplicate = report["duplicate"].as_str().unwrap();
+    assert!(duplicate.contains("already submitted"), "{url}: {report}");
+
+    // What cosmpy saw is what the chain says, asked of another node.
+    let hash: tendermint::Hash = report["hash"].as_str().unwrap().parse().unwrap();
+    let found = net.clients[2].find_tx(hash).await.unwrap().unwrap();
+    assert_eq!(
+        found.height,
+        report["height"].as_u64().unwrap(),
+        "{url}: {report}"
+    );
+    let received = net.clients[1]
+        .query::<q::bank::Balance>(&QueryBalanceRequest {
+            address: recipient.to_string(),
+            denom: "ngnk".into(),
+        })
+        .await
+        .unwrap()
+        .balance
+        .unwrap();
+    assert_eq!(received.amount, amount.to_string());
 }
 
 /// A 64-bit (or wider) integer the Cosmos JSON shapes carry as a string.
@@ -204,6 +224,39 @@ async fn rest_routes_answer_in_the_cosmos_shapes(net: &Net, api: &str, recipient
     .await;
     assert_eq!(found["tx_response"]["code"], 0, "{found}");
     assert!(number(&found["tx_response"]["height"]) > 0, "{found}");
+    // The tx itself, its message decoded, in `tx` and again in `tx_response.tx`.
+    for tx in [&found["tx"], &found["tx_response"]["tx"]] {
+        assert_eq!(tx["body"]["memo"], "rest", "{found}");
+        let message = &tx["body"]["messages"][0];
+        assert!(
+            message["@type"].as_str().unwrap().ends_with(".MsgSend"),
+            "{found}"
+        );
+        assert_eq!(message["to_address"], recipient, "{found}");
+        assert_eq!(
+            tx["auth_info"]["signer_infos"][0]["sequence"],
+            signer.sequence.to_string(),
+            "{found}"
+        );
+    }
+    // Txs by event (`GetTxsEvent`): the sender's, newest first.
+    let (status, by_sender) = get(format!(
+        "/cosmos/tx/v1beta1/txs?query=message.sender%3D%27{alice}%27&order_by=ORDER_BY_DESC&limit=1"
+    ))
+    .await;
+    assert_eq!(status, 200, "{by_sender}");
+    assert_eq!(
+        by_sender["tx_responses"][0]["txhash"],
+        hash.as_str(),
+        "{by_sender}"
+    );
+    assert!(number(&by_sender["total"]) >= 2, "{by_sender}");
+    let (status, bad) = get("/cosmos/tx/v1beta1/txs?query=%3D%3D".into()).await;
+    assert_eq!(
+        (status, &bad["code"]),
+        (400, &serde_json::json!(3)),
+        "{bad}"
+    );
 
     // Blocks and node info: the tx's block holds it, and names the chain.
     let height = found["tx_response"]["height"].as_str().unwrap().to_string();
@@ -266,4 +319,20 @@ async fn rest_routes_answer_in_the_cosmos_shapes(net: &Net, api: &str, recipient
     );
     let (status, unknown) = get("/cosmos/staking/v1beta1/validators".into()).await;
     assert_eq!(status, 501, "{unknown}");
+
+    // A body over the 4 MiB bound is refused before it is read whole.
+    let huge = vec![b' '; 5 << 20];
+    let r = http
+        .post(format!("http://{api}/cosmos/tx/v1beta1/simulate"))
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let refused: serde_json::Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().contains("at most"),
+        "{refused}"
+    );
 }
