@@ -165,12 +165,17 @@ impl TestChain {
 
     /// Runs an ABCI query at the latest height.
     pub fn query(&self, path: &str, data: Vec<u8>) -> ResponseQuery {
+        self.query_at(path, data, 0)
+    }
+
+    /// [`TestChain::query`] of the state committed at `height` (0: the latest).
+    pub fn query_at(&self, path: &str, data: Vec<u8>, height: i64) -> ResponseQuery {
         Application::query(
             &self.app,
             RequestQuery {
                 data: data.into(),
                 path: path.into(),
-                height: 0,
+                height,
                 prove: false,
             },
         )

@@ -1,11 +1,12 @@
 //! The query router: `/store/key` (raw value, optionally with an ics23 proof, at any
 //! committed height), `/cosmos.tx.v1beta1.Service/Simulate` (against the mempool state) and
-//! module paths (at the latest committed height).
+//! module paths (at the latest committed height, or at a past one for queries of single
+//! items: [`StoreAt`]).
 
 use cosmrs::proto::cosmos::base::abci::v1beta1::{GasInfo, Result as AbciResult};
 use cosmrs::proto::cosmos::tx::v1beta1::{SimulateRequest, SimulateResponse};
 use gonka_proto::query::{cosmos::Simulate, Query};
-use gonka_sdk::{Error, ErrorCode, SdkError};
+use gonka_sdk::{Error, ErrorCode, SdkError, StateRead, StoreAt};
 use prost::Message;
 use tendermint_proto::v0_38::abci::ResponseQuery;
 use tendermint_proto::v0_38::crypto::{ProofOp, ProofOps};
@@ -35,25 +36,33 @@ pub fn answer(app: &App, path: &str, data: &[u8], height: i64, prove: bool) -> R
     };
     let mut response = if path == "/store/key" {
         store_key(app, data, requested, prove)
-    } else if requested != latest {
-        Err(SdkError::UnknownQuery.err(format!(
-            "module queries read the latest height {latest}; for height {requested} use /store/key"
-        )))
     } else if path == Simulate::PATH {
-        simulate(app, data)
+        match requested == latest {
+            true => simulate(app, data),
+            false => Err(SdkError::UnknownQuery.err(format!(
+                "simulation runs on the latest state, not at height {requested}"
+            ))),
+        }
+    } else if requested == latest {
+        module_query(app, path, data, app.store())
     } else {
-        module_query(app, path, data)
+        module_query(app, path, data, &StoreAt::new(app.store(), requested))
     }
     .unwrap_or_else(error);
     response.height = requested as i64;
     response
 }
 
-fn module_query(app: &App, path: &str, data: &[u8]) -> Result<ResponseQuery, Error> {
+fn module_query(
+    app: &App,
+    path: &str,
+    data: &[u8],
+    state: &dyn StateRead,
+) -> Result<ResponseQuery, Error> {
     let value = app
         .modules()
         .iter()
-        .find_map(|module| module.query(path, data, app.store()))
+        .find_map(|module| module.query(path, data, state))
         .unwrap_or_else(|| {
             Err(SdkError::UnknownQuery.err(format!(
                 "no module answers query path {path:?}; paths look like /bank/balance, /auth/account or /store/key"

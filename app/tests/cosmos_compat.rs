@@ -338,3 +338,67 @@ fn simulate_estimates_the_gas_a_tx_uses_and_keeps_nothing() {
     let (codespace, code, log) = simulate(&fx, vec![0; 9_000]).unwrap_err();
     assert_eq!((codespace.as_str(), code), ("sdk", 2), "{log}");
 }
+
+#[test]
+fn module_queries_answer_at_a_past_height_and_lists_only_at_the_latest() {
+    let mut fx = Fixture::new();
+    let (alice, bob) = (key("alice"), key("bob"));
+    let balance_at = |fx: &Fixture, height: i64| {
+        let response = fx.chain.query_at(
+            "/bank/balance",
+            gonka_proto::bank::QueryBalanceRequest {
+                address: bob.address().into(),
+                denom: "ngnk".into(),
+            }
+            .encode_to_vec(),
+            height,
+        );
+        assert_eq!(response.code, 0, "{}", response.log);
+        // Height 0 asks for the latest, and the answer names it.
+        let answered = if height == 0 {
+            fx.chain.height() as i64
+        } else {
+            height
+        };
+        assert_eq!(response.height, answered);
+        gonka_proto::bank::QueryBalanceResponse::decode(response.value.as_ref())
+            .unwrap()
+            .balance
+            .unwrap()
+            .amount
+    };
+    let send = |fx: &mut Fixture, sequence: u64| {
+        let tx = sign(
+            alice,
+            vec![msg_send(alice.address(), bob.address(), 1_000)],
+            &signer("alice", sequence),
+            tx_fee(),
+            "",
+        )
+        .unwrap();
+        let block = fx.chain.next_block(vec![tx]);
+        assert_eq!(block.tx_results[0].code, 0, "{}", block.tx_results[0].log);
+        fx.chain.height() as i64
+    };
+    let first = send(&mut fx, 0);
+    let second = send(&mut fx, 1);
+    let (then, now) = (balance_at(&fx, first), balance_at(&fx, second));
+    assert_eq!(
+        now.parse::<u128>().unwrap() - then.parse::<u128>().unwrap(),
+        1_000
+    );
+    assert_eq!(balance_at(&fx, 0), now);
+
+    // A list at a past height is refused with a reason; so is a height not committed yet.
+    let list = gonka_proto::bank::QueryAllBalancesRequest {
+        address: bob.address().into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let past = fx.chain.query_at("/bank/balances", list.clone(), first);
+    assert_ne!(past.code, 0);
+    assert!(past.log.contains("latest height only"), "{}", past.log);
+    assert_eq!(fx.chain.query_at("/bank/balances", list.clone(), 0).code, 0);
+    let future = fx.chain.query_at("/bank/balances", list, second + 5);
+    assert!(future.log.contains("not committed"), "{}", future.log);
+}

@@ -12,6 +12,10 @@
 //! `GetLatestBlock`, `GetBlockByHeight` and `GetSyncing`, answered with the standard Cosmos
 //! messages.
 //!
+//! A request with the `x-cosmos-block-height` header (gRPC metadata or an HTTP header, as
+//! Cosmos nodes take it) is answered from the state committed at that height: queries of
+//! single items work at any committed height, lists only at the latest.
+//!
 //! Transport: HTTP/2 without TLS (h2c, "prior knowledge"), as Cosmos nodes serve gRPC on
 //! 9090; gRPC framing by hand (uncompressed messages only; a compressed one is refused with
 //! `UNIMPLEMENTED`). Bounds: a request message is at most [`MAX_MESSAGE`] bytes, a
@@ -478,6 +482,16 @@ pub async fn serve(listener: tokio::net::TcpListener, client: Arc<Client>) -> Re
                         .headers()
                         .get(hyper::header::CONTENT_TYPE)
                         .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
+                    // Cosmos gateways' way to ask for a past height, on gRPC and REST alike.
+                    let client = match (height_header(&request), grpc) {
+                        (Ok(None), _) => client,
+                        (Ok(Some(height)), _) => Arc::new((*client).clone().at_height(height)),
+                        (Err(status), true) => return Ok(respond(Err(status))),
+                        (Err(status), false) => {
+                            let json = serde_json::json!({"code": status.code, "message": status.message, "details": []});
+                            return Ok(json_response(hyper::StatusCode::BAD_REQUEST, &json));
+                        }
+                    };
                     if !grpc {
                         let (status, json) = crate::rest::answer(&client, request).await;
                         return Ok::<_, Infallible>(json_response(status, &json));
@@ -499,6 +513,27 @@ pub async fn serve(listener: tokio::net::TcpListener, client: Arc<Client>) -> Re
             }
         });
     }
+}
+
+/// The header clients name a past height in (`x-cosmos-block-height`, as Cosmos nodes read
+/// it): queries of single items are answered from the state committed at that height.
+pub const HEIGHT_HEADER: &str = "x-cosmos-block-height";
+
+fn height_header<B>(request: &Request<B>) -> Result<Option<u64>, Status> {
+    let Some(value) = request.headers().get(HEIGHT_HEADER) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            Status::new(
+                INVALID_ARGUMENT,
+                format!("{HEIGHT_HEADER} is not a height: {value:?}"),
+            )
+        })
 }
 
 /// Serves gRPC for `--node` on `listen` from a thread of its own; binds before returning, so

@@ -63,6 +63,9 @@ pub struct Global {
     /// from GONKA_KEYRING_PASSPHRASE); `test` keeps them unencrypted, for local test networks.
     #[arg(long, global = true, value_enum, env = "GONKA_KEYRING_BACKEND", default_value_t = keys::Backend::File)]
     pub keyring_backend: keys::Backend,
+    /// The committed height queries read (`gonkad query --height`; none: the latest).
+    #[arg(skip)]
+    pub query_height: Option<u64>,
 }
 
 impl Global {
@@ -82,9 +85,9 @@ impl Global {
         keys::Keyring::new(self.home(), self.keyring_backend, passphrase)
     }
 
-    /// An RPC client for `--node`.
+    /// An RPC client for `--node` (reading at `gonkad query --height`, if given).
     pub fn client(&self) -> anyhow::Result<gonka_client::Client> {
-        gonka_client::Client::new(&self.node)
+        Ok(gonka_client::Client::new(&self.node)?.at_height(self.query_height.unwrap_or(0)))
     }
 }
 
@@ -101,8 +104,7 @@ enum Command {
     #[command(subcommand)]
     Tx(tx::Command),
     /// Read chain state.
-    #[command(subcommand)]
-    Query(query::Command),
+    Query(query::Args),
     /// Show the node's chain id, height and app hash.
     Status,
     /// Print the network's Keplr `suggestChain` config and chain-registry `chain.json`, read
@@ -159,7 +161,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Init(args) => init::run(&global, args),
                     Command::Keys(command) => keys::run(&global, command),
                     Command::Tx(command) => tx::run(&global, command).await,
-                    Command::Query(command) => query::run(&global, command).await,
+                    Command::Query(args) => {
+                        let global = Global {
+                            query_height: args.height,
+                            ..global.clone()
+                        };
+                        query::run(&global, args.command).await
+                    }
                     Command::Status => status::run(&global).await,
                     Command::ChainInfo(args) => chain_info::run(&global, args).await,
                     Command::Export => export::run(&global),

@@ -19,6 +19,18 @@ use crate::output::to_json;
 use crate::prove::{self, ProveArgs};
 use crate::Global;
 
+/// `gonkad query`: the module to ask, and the height to read.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Read the state committed at this height instead of the latest (single items only:
+    /// lists are kept at the latest height; epoch history needs none, it stays in the
+    /// latest state).
+    #[arg(long, global = true)]
+    pub height: Option<u64>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
 /// `gonkad query` modules.
 #[derive(clap::Subcommand)]
 pub enum Command {

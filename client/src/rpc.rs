@@ -41,6 +41,8 @@ pub struct Included {
 pub struct Client {
     http: HttpClient,
     url: String,
+    /// The committed height queries read (`None`: the latest).
+    height: Option<u64>,
 }
 
 /// An `abci_query` answered with a non-zero code.
@@ -141,7 +143,16 @@ impl Client {
         Ok(Client {
             http,
             url: url.to_string(),
+            height: None,
         })
+    }
+
+    /// This client reading chain state as committed at `height` (0: the latest) in its
+    /// queries. The chain answers queries of single items at any committed height; lists
+    /// exist at the latest height only.
+    pub fn at_height(mut self, height: u64) -> Client {
+        self.height = (height > 0).then_some(height);
+        self
     }
 
     /// The node's URL.
@@ -171,7 +182,8 @@ impl Client {
         Ok(self.status().await?.node_info.network.to_string())
     }
 
-    /// Runs `abci_query` at the latest height; a non-zero code becomes a [`QueryError`].
+    /// Runs `abci_query` (at the latest height, or at [`Client::at_height`]'s); a non-zero
+    /// code becomes a [`QueryError`].
     pub async fn query_raw(&self, path: &str, data: Vec<u8>) -> Result<Vec<u8>> {
         Ok(self.query_raw_with_height(path, data).await?.1)
     }
@@ -180,7 +192,14 @@ impl Client {
     async fn query_raw_with_height(&self, path: &str, data: Vec<u8>) -> Result<(u64, Vec<u8>)> {
         let response = self
             .http
-            .abci_query(Some(path.to_string()), data, None, false)
+            .abci_query(
+                Some(path.to_string()),
+                data,
+                self.height
+                    .map(tendermint::block::Height::try_from)
+                    .transpose()?,
+                false,
+            )
             .await
             .map_err(|e| self.unreachable(e))?;
         if response.code.is_err() {

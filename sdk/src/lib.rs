@@ -30,7 +30,9 @@ pub use gonka_proto::query::Query;
 pub use module::{HookOutput, Module, Msg, ValidatorUpdate};
 pub use page::{assert_pages, paginate, paginate_proto, walk_pages, Page, Pager};
 pub use query::QueryRouter;
-pub use state::{Delta, MemoryState, Overlay, StateRead, StateReadExt, StateWrite, StateWriteExt};
+pub use state::{
+    Delta, MemoryState, Overlay, StateRead, StateReadExt, StateWrite, StateWriteExt, StoreAt,
+};
 
 /// The Any type used in transactions and queries (shared with cosmrs and tendermint-proto).
 pub use tendermint_proto::google::protobuf::Any;

@@ -99,6 +99,34 @@ impl StateRead for Store {
     }
 }
 
+/// The committed state at a past height, read through the authenticated tree: what a module
+/// query asked at `--height` answers from. Point reads only: the tree is keyed by hash, so
+/// prefix scans (list queries) exist at the latest height alone.
+#[derive(Clone, Copy)]
+pub struct StoreAt<'a> {
+    store: &'a Store,
+    version: u64,
+}
+
+impl<'a> StoreAt<'a> {
+    /// `store` as it was at committed `version`.
+    pub fn new(store: &'a Store, version: u64) -> StoreAt<'a> {
+        StoreAt { store, version }
+    }
+}
+
+impl StateRead for StoreAt<'_> {
+    fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.store.get_at(key, self.version).map_err(internal)
+    }
+    fn range_raw(&self, _: &[u8], _: &[u8], _: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Err(SdkError::UnknownQuery.err(format!(
+            "lists are kept at the latest height only, not at height {}: ask without a height, or ask for one item",
+            self.version
+        )))
+    }
+}
+
 /// Reads `writes` on top of `parent`, shared by [`Overlay`] and [`Delta`].
 fn layered_get(parent: &dyn StateRead, writes: &ChangeSet, key: &[u8]) -> Result<Option<Vec<u8>>> {
     match writes.get(key) {

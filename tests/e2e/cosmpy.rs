@@ -239,6 +239,49 @@ async fn rest_routes_answer_in_the_cosmos_shapes(net: &Net, api: &str, recipient
             "{found}"
         );
     }
+    // The recipient's balance before that tx, read at the height before its block: over
+    // REST with the Cosmos height header, and with `gonkad query --height`.
+    let before = number(&found["tx_response"]["height"]) - 1;
+    let past = http
+        .get(format!(
+            "http://{api}/gonka/bank/v1/balance?address={recipient}&denom=ngnk"
+        ))
+        .header("x-cosmos-block-height", before.to_string())
+        .send()
+        .await
+        .unwrap();
+    let past: serde_json::Value = serde_json::from_slice(&past.bytes().await.unwrap()).unwrap();
+    let latest = net.clients[0].balance(recipient, "ngnk").await.unwrap();
+    assert_eq!(number(&past["balance"]["amount"]), latest - 1, "{past}");
+    let cli = crate::support::gonkad_json(&[
+        "--node",
+        &net.node(0).rpc_url,
+        "--output",
+        "json",
+        "query",
+        "--height",
+        &before.to_string(),
+        "bank",
+        "balance",
+        recipient,
+    ]);
+    assert_eq!(number(&cli["amount"]), latest - 1, "{cli}");
+    let (status, refused) = {
+        let r = http
+            .get(format!(
+                "http://{api}/gonka/bank/v1/balances?address={recipient}"
+            ))
+            .header("x-cosmos-block-height", before.to_string())
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    assert!(
+        status >= 400 && refused.contains("latest height only"),
+        "{status} {refused}"
+    );
+
     // Txs by event (`GetTxsEvent`): the sender's, newest first.
     let (status, by_sender) = get(format!(
         "/cosmos/tx/v1beta1/txs?query=message.sender%3D%27{alice}%27&order_by=ORDER_BY_DESC&limit=1"
