@@ -73,6 +73,7 @@ fn main() {
                 time_nanos: 0,
                 block_hash: [block as u8; 32],
                 beacon_tx: None,
+                ..BlockContext::default()
             };
             let started = Instant::now();
             sampler.end_block(&ctx, &mut state).unwrap();

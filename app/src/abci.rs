@@ -221,8 +221,15 @@ impl Application for App {
                 ),
             )
         });
+        let consensus_info = consensus_info(&request);
         let finalized = self
-            .finalize_block(height, block_time(request.time), block_hash, &request.txs)
+            .finalize_block(
+                height,
+                block_time(request.time),
+                block_hash,
+                &request.txs,
+                consensus_info,
+            )
             .unwrap_or_else(|e| fatal("FinalizeBlock", e));
         ResponseFinalizeBlock {
             events: to_abci_events(finalized.events),
@@ -240,5 +247,42 @@ impl Application for App {
     fn commit(&self) -> ResponseCommit {
         self.commit().unwrap_or_else(|e| fatal("Commit", e));
         ResponseCommit { retain_height: 0 }
+    }
+}
+
+/// Who signed the last commit, and the block's evidence, as the modules see them. Entries
+/// whose address is not 20 bytes (no CometBFT sends one) are left out.
+fn consensus_info(request: &RequestFinalizeBlock) -> crate::app::ConsensusInfo {
+    use tendermint_proto::v0_38::types::BlockIdFlag;
+    let address = |bytes: &[u8]| <[u8; 20]>::try_from(bytes).ok();
+    let last_commit = request
+        .decided_last_commit
+        .iter()
+        .flat_map(|commit| &commit.votes)
+        .filter_map(|vote| {
+            let validator = vote.validator.as_ref()?;
+            Some(gonka_sdk::CommitVote {
+                validator_address: address(&validator.address)?,
+                // A vote for nil is a signature all the same (as the Cosmos SDK counts it).
+                signed: vote.block_id_flag != BlockIdFlag::Absent as i32,
+            })
+        })
+        .collect();
+    let misbehavior = request
+        .misbehavior
+        .iter()
+        .filter_map(|evidence| {
+            let validator = evidence.validator.as_ref()?;
+            Some(gonka_sdk::Misbehavior {
+                validator_address: address(&validator.address)?,
+                height: u64::try_from(evidence.height).ok()?,
+                duplicate_vote: evidence.r#type
+                    == tendermint_proto::v0_38::abci::MisbehaviorType::DuplicateVote as i32,
+            })
+        })
+        .collect();
+    crate::app::ConsensusInfo {
+        last_commit,
+        misbehavior,
     }
 }

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use anyhow::{bail, Context};
 use gonka_auth::AuthRead;
 use gonka_sdk::{
-    BlockContext, Delta, Event, HookOutput, Module, Overlay, StateWrite, StateWriteExt,
-    ValidatorUpdate,
+    BlockContext, CommitVote, Delta, Event, HookOutput, Misbehavior, Module, Overlay, StateWrite,
+    StateWriteExt, ValidatorUpdate,
 };
 use gonka_store::{ChangeSet, PreparedCommit, Store};
 
@@ -117,9 +117,7 @@ impl App {
             chain_id: tx::chain_id(&store)?,
             height: store.latest_version()?.unwrap_or(0) + 1,
             time_seconds: 0,
-            time_nanos: 0,
-            block_hash: [0; 32],
-            beacon_tx: None,
+            ..BlockContext::default()
         };
         Ok(App {
             inner: Arc::new(Inner {
@@ -239,10 +237,7 @@ impl App {
         check.block = BlockContext {
             chain_id: chain_id.to_string(),
             height: 1,
-            time_seconds: 0,
-            time_nanos: 0,
-            block_hash: [0; 32],
-            beacon_tx: None,
+            ..BlockContext::default()
         };
         consensus.genesis = Some(writes);
         consensus.pending = None;
@@ -292,6 +287,7 @@ impl App {
         (time_seconds, time_nanos): (i64, u32),
         block_hash: [u8; 32],
         txs: &[impl AsRef<[u8]>],
+        consensus_info: ConsensusInfo,
     ) -> anyhow::Result<FinalizedBlock> {
         let mut consensus = lock(&self.inner.consensus);
         let store = &self.inner.store;
@@ -321,6 +317,8 @@ impl App {
             time_nanos,
             block_hash,
             beacon_tx: beacon.as_ref().map(prost::Message::encode_to_vec),
+            last_commit: consensus_info.last_commit,
+            misbehavior: consensus_info.misbehavior,
         };
 
         for module in self.modules() {
@@ -410,11 +408,21 @@ impl App {
             height: height + 1,
             block_hash: [0; 32],
             beacon_tx: None,
+            last_commit: Vec::new(),
+            misbehavior: Vec::new(),
             ..block
         };
         tracing::info!(height, "committed");
         Ok(height)
     }
+}
+
+/// What CometBFT tells `FinalizeBlock` about the validators: who signed the last commit and
+/// the evidence of misbehavior in the block (see [`BlockContext`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ConsensusInfo {
+    pub last_commit: Vec<CommitVote>,
+    pub misbehavior: Vec<Misbehavior>,
 }
 
 /// The span a module's hook runs in: whatever the module logs carries its name and the height.

@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 use tendermint_abci::Application;
 use tendermint_proto::google::protobuf::Timestamp;
 use tendermint_proto::v0_38::abci::{
-    RequestCheckTx, RequestFinalizeBlock, RequestInitChain, RequestQuery, ResponseCheckTx,
-    ResponseFinalizeBlock, ResponseQuery,
+    CommitInfo, Misbehavior, RequestCheckTx, RequestFinalizeBlock, RequestInitChain, RequestQuery,
+    ResponseCheckTx, ResponseFinalizeBlock, ResponseQuery,
 };
 
 use tendermint_proto::v0_38::types::{AbciParams, ConsensusParams};
@@ -114,6 +114,17 @@ impl TestChain {
     /// Finalizes the next block with `txs` without committing it (a crash test's "before
     /// Commit" point).
     pub fn finalize(&mut self, txs: Vec<Vec<u8>>) -> ResponseFinalizeBlock {
+        self.finalize_with(txs, None, Vec::new())
+    }
+
+    /// [`TestChain::finalize`] with what CometBFT tells the app about the validators: who
+    /// signed the last commit, and evidence of misbehavior.
+    pub fn finalize_with(
+        &mut self,
+        txs: Vec<Vec<u8>>,
+        decided_last_commit: Option<CommitInfo>,
+        misbehavior: Vec<Misbehavior>,
+    ) -> ResponseFinalizeBlock {
         let height = self.height + 1;
         Application::finalize_block(
             &self.app,
@@ -122,6 +133,8 @@ impl TestChain {
                 hash: self.block_hash(height).to_vec().into(),
                 height: height as i64,
                 time: Some(timestamp(height)),
+                decided_last_commit,
+                misbehavior,
                 ..Default::default()
             },
         )
@@ -129,7 +142,18 @@ impl TestChain {
 
     /// Finalizes and commits the next block with `txs`.
     pub fn next_block(&mut self, txs: Vec<Vec<u8>>) -> ResponseFinalizeBlock {
-        let response = self.finalize(txs);
+        self.next_block_with(txs, None, Vec::new())
+    }
+
+    /// [`TestChain::next_block`] with the last commit's signatures and the block's evidence
+    /// (see [`TestChain::finalize_with`]).
+    pub fn next_block_with(
+        &mut self,
+        txs: Vec<Vec<u8>>,
+        decided_last_commit: Option<CommitInfo>,
+        misbehavior: Vec<Misbehavior>,
+    ) -> ResponseFinalizeBlock {
+        let response = self.finalize_with(txs, decided_last_commit, misbehavior);
         Application::commit(&self.app);
         self.height += 1;
         response

@@ -67,6 +67,7 @@ fn rows_read_by_the_sampler(stored: usize) -> usize {
         time_nanos: 0,
         block_hash: [7; 32],
         beacon_tx: None,
+        ..BlockContext::default()
     };
     committed.reset_reads();
     let sampler = gonka_disputes::Disputes;

@@ -63,11 +63,12 @@ fn golden_app_hash() {
     // default unbonding (longer than the default challenge window); + the auth gas cost of a
     // BLS pairing check; + the bls parameters; + the settlement parameters' leaf_sample_ppm;
     // - the inference parameter max_records_per_batch (the per-record path is gone);
-    // + the pol parameters, live-job count and next job id.
+    // + the pol parameters, live-job count and next job id; + the stake liveness parameters
+    // (downtime and double-sign jailing).
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "710f73d346aece2f7a38b0bc98d8023f7b6c8e75700e44cd76e60775c389e17a";
+const GOLDEN: &str = "8582ce5798c06a6eadb8927e230bd90fa7eb6770caa340b3f58b77450d3b16af";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

@@ -3,7 +3,7 @@
 use crate::GasMeter;
 
 /// The block being executed (or, for `CheckTx`, the block that would come next).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BlockContext {
     /// Chain id from genesis.
     pub chain_id: String,
@@ -22,6 +22,32 @@ pub struct BlockContext {
     /// previous height's beacon and a signing request's signature (x/bls checks and records
     /// them); `None` without one, and in `CheckTx`.
     pub beacon_tx: Option<Vec<u8>>,
+    /// Who signed the previous block's commit (FinalizeBlock's `decided_last_commit`): what
+    /// downtime jailing counts. Empty in `CheckTx` and for the first block.
+    pub last_commit: Vec<CommitVote>,
+    /// Evidence of validators' misbehavior CometBFT committed in this block (FinalizeBlock's
+    /// `misbehavior`); empty in `CheckTx`.
+    pub misbehavior: Vec<Misbehavior>,
+}
+
+/// One validator's part in a commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitVote {
+    /// The validator's consensus address: the first 20 bytes of SHA-256 of its ed25519 key.
+    pub validator_address: [u8; 20],
+    /// Whether its vote is in the commit (for the block or for nil); false when absent.
+    pub signed: bool,
+}
+
+/// Evidence that a validator misbehaved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Misbehavior {
+    /// The offender's consensus address.
+    pub validator_address: [u8; 20],
+    /// Height of the offence.
+    pub height: u64,
+    /// A duplicate vote (double signing) rather than a light-client attack.
+    pub duplicate_vote: bool,
 }
 
 /// The transaction a message runs in.

@@ -21,7 +21,7 @@ mod page;
 mod query;
 mod state;
 
-pub use context::{BlockContext, TxContext};
+pub use context::{BlockContext, CommitVote, Misbehavior, TxContext};
 pub use error::{Error, ErrorCode, Result, SdkError};
 pub use events::{Event, EventAttribute};
 pub use gas::{GasCosts, GasMeter, GasState};

@@ -12,6 +12,7 @@ mod cosmpy;
 mod disputes;
 mod explorer;
 mod inference;
+mod liveness;
 mod localnet_cli;
 mod prove;
 mod proxy;

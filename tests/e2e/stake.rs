@@ -85,6 +85,7 @@ fn stake_params() -> Params {
         stake_weight_ppm: STAKE_WEIGHT_PPM,
         max_power_share_ppm: MAX_POWER_SHARE_PPM,
         jail_epochs: 2,
+        ..gonka_stake::default_params()
     }
 }
 

@@ -22,7 +22,9 @@ use gonka_sdk::{Any, ErrorCode, Module, Msg, Result, SdkError, StateRead, StateW
 use k256::ecdsa::SigningKey;
 use k256::sha2::{Digest, Sha256};
 use prost::Message;
-use tendermint_proto::v0_38::abci::{Event, ExecTxResult, ResponseFinalizeBlock, ResponseQuery};
+use tendermint_proto::v0_38::abci::{
+    CommitInfo, Event, ExecTxResult, Misbehavior, ResponseFinalizeBlock, ResponseQuery,
+};
 use tendermint_proto::v0_38::crypto::public_key;
 
 use crate::common::key;
@@ -283,6 +285,7 @@ impl Setup {
                 stake_weight_ppm: 100_000,
                 max_power_share_ppm: 300_000,
                 jail_epochs: 2,
+                ..gonka_stake::default_params()
             },
             rewards: rewards::Params {
                 initial_emission: "1000000".into(),
@@ -535,14 +538,38 @@ impl World {
 
     /// Commits the next block with `txs` and checks every invariant.
     pub fn block(&mut self, txs: Vec<Vec<u8>>) -> Block {
+        self.block_with(txs, None, Vec::new())
+    }
+
+    /// [`World::block`] with the last commit's signatures and the block's evidence, as
+    /// CometBFT hands them to `FinalizeBlock`.
+    pub fn block_with(
+        &mut self,
+        txs: Vec<Vec<u8>>,
+        last_commit: Option<CommitInfo>,
+        misbehavior: Vec<Misbehavior>,
+    ) -> Block {
         let epoch_before = self.current_epoch();
         let supply_before = self.supply();
-        let response = self.chain.next_block(txs);
+        let response = self.chain.next_block_with(txs, last_commit, misbehavior);
         self.pending.clear();
         let epoch_after = self.current_epoch();
         let closed_epoch = (epoch_after != epoch_before).then_some(epoch_before);
         assert!(epoch_after <= epoch_before + 1);
-        self.fees_pending += fees_paid(&response);
+        // Fees, and the stake slashed for downtime or double signing, which is paid out
+        // with them.
+        let collector = gonka_bank::fee_collector_address();
+        let slashed_to_fees: u128 = events_of(&response.events, "slash")
+            .iter()
+            .filter(|attributes| attributes.get("beneficiary") == Some(&collector))
+            .map(|attributes| {
+                attributes["amount"]
+                    .trim_end_matches("ngnk")
+                    .parse::<u128>()
+                    .unwrap()
+            })
+            .sum();
+        self.fees_pending += fees_paid(&response) + slashed_to_fees;
 
         let height = self.chain.height();
         let supply = self.supply();

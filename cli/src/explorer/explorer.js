@@ -363,7 +363,7 @@ async function validators() {
       ['Work share', (p) => percent(units.get(p.operator) || 0n, totalWork), true],
       ['Power', (p) => String(power.get(p.consensus_pubkey) || 0n), true],
       ['Power share', (p) => percent(power.get(p.consensus_pubkey) || 0n, totalPower), true],
-      ['Jailed', (p) => (p.jailed ? h('span', { class: 'bad' }, `until epoch ${p.jailed_until_epoch}`) : 'no')],
+      ['Jailed', (p) => (p.tombstoned ? h('span', { class: 'bad' }, 'for good (double signed)') : p.jailed ? h('span', { class: 'bad' }, `until epoch ${p.jailed_until_epoch}`) : 'no')],
     ], list, 'validators'),
     section('Voting power per epoch', table(
       [['Moniker', (p) => p.moniker]].concat(history.map((e) => [`epoch ${e.number}`, (p) => e.power.get(p.consensus_pubkey) || '0', true])),

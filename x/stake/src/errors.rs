@@ -26,6 +26,8 @@ pub enum StakeError {
     InvalidWork = 11,
     /// A slash fraction above one.
     InvalidFraction = 12,
+    /// MsgUnjail of a participant caught double signing: it is jailed for good.
+    Tombstoned = 13,
 }
 
 gonka_sdk::impl_error_code!(StakeError, "stake");

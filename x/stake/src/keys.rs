@@ -22,6 +22,17 @@ pub fn consensus_key(pubkey: &[u8]) -> Vec<u8> {
     format!("stake/consensus_key/{}", hex::encode(pubkey)).into_bytes()
 }
 
+/// Which operator's consensus key has this CometBFT address (the first 20 bytes of its
+/// SHA-256): how commit signatures and evidence, which name addresses, find a participant.
+pub fn consensus_address(address: &[u8; 20]) -> Vec<u8> {
+    format!("stake/consensus_address/{}", hex::encode(address)).into_bytes()
+}
+
+/// A validator's liveness over the signing window.
+pub fn signing_info(operator: &str) -> Vec<u8> {
+    format!("stake/signing_info/{operator}").into_bytes()
+}
+
 /// Prefix of every unbonding entry.
 pub fn unbondings() -> Vec<u8> {
     b"stake/unbonding/".to_vec()

@@ -22,12 +22,17 @@
 //! (`n · max_power_share_ppm < 10^6`). Power is `⌊weight·10^6/total⌋`; a power of 0 leaves the
 //! set. If no participant is eligible, the validator set is left unchanged so the chain can
 //! never lose all its validators.
+//!
+//! ## Liveness and double signing (every block)
+//! Validators missing too much of a sliding window of commits are jailed and slashed, and
+//! those caught double signing are slashed, jailed and tombstoned: see `liveness.rs`.
 
 mod errors;
 mod events;
 mod genesis;
 mod hooks;
 pub mod keys;
+mod liveness;
 mod msgs;
 mod params;
 pub mod power;
@@ -64,6 +69,10 @@ pub struct Stake;
 impl Module for Stake {
     fn decode_msg(&self, msg: &Any) -> Option<Result<Box<dyn Msg>>> {
         msgs::decode(msg)
+    }
+
+    fn begin_block(&self, ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
+        liveness::begin_block(ctx, state)
     }
 
     fn end_block(&self, _ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<HookOutput> {

@@ -8,7 +8,9 @@ use gonka_sdk::PPM;
 
 /// Defaults: 100 GNK minimum, 7 unbonding epochs (with the default 100-block epochs, longer
 /// than the default disputes' 631-block challenge window, as genesis requires), 10% stake
-/// weight, 30% cap, 2 jail epochs.
+/// weight, 30% cap, 2 jail epochs; liveness over a 100-block window with at least half of it
+/// signed, 10% slashed for downtime (as Gonka slashes) and 5% for double signing (the
+/// Cosmos SDK's default).
 pub fn default_params() -> Params {
     Params {
         min_stake: "100000000000".into(),
@@ -16,8 +18,16 @@ pub fn default_params() -> Params {
         stake_weight_ppm: 100_000,
         max_power_share_ppm: 300_000,
         jail_epochs: 2,
+        signed_blocks_window: 100,
+        min_signed_ppm: 500_000,
+        downtime_slash_ppm: 100_000,
+        double_sign_slash_ppm: 50_000,
     }
 }
+
+/// Largest liveness window: a validator's missed-block bits (window / 8 bytes) are read and
+/// written in every block it votes in.
+pub const MAX_SIGNED_BLOCKS_WINDOW: u64 = 100_000;
 
 fn invalid(log: String) -> gonka_sdk::Error {
     StakeError::InvalidParams.err(log)
@@ -37,6 +47,14 @@ pub struct StakeParams {
     pub max_power_share_ppm: u64,
     /// Epochs a jailed participant waits before `MsgUnjail` is accepted.
     pub jail_epochs: u64,
+    /// Blocks in the liveness window (0: no downtime jailing).
+    pub signed_blocks_window: u64,
+    /// Least share of the window a validator signs, ppm.
+    pub min_signed_ppm: u64,
+    /// Share of stake slashed for downtime, ppm.
+    pub downtime_slash_ppm: u64,
+    /// Share of stake slashed for double signing, ppm.
+    pub double_sign_slash_ppm: u64,
 }
 
 impl StakeParams {
@@ -61,12 +79,33 @@ impl StakeParams {
                 params.max_power_share_ppm
             )));
         }
+        for (name, value) in [
+            ("min_signed_ppm", params.min_signed_ppm),
+            ("downtime_slash_ppm", params.downtime_slash_ppm),
+            ("double_sign_slash_ppm", params.double_sign_slash_ppm),
+        ] {
+            if value > PPM {
+                return Err(invalid(format!(
+                    "app_state.stake.params.{name} must be at most {PPM}, found {value}"
+                )));
+            }
+        }
+        if params.signed_blocks_window > MAX_SIGNED_BLOCKS_WINDOW {
+            return Err(invalid(format!(
+                "app_state.stake.params.signed_blocks_window must be at most {MAX_SIGNED_BLOCKS_WINDOW}, found {}",
+                params.signed_blocks_window
+            )));
+        }
         Ok(Self {
             min_stake,
             unbonding_epochs: params.unbonding_epochs,
             stake_weight_ppm: params.stake_weight_ppm,
             max_power_share_ppm: params.max_power_share_ppm,
             jail_epochs: params.jail_epochs,
+            signed_blocks_window: params.signed_blocks_window,
+            min_signed_ppm: params.min_signed_ppm,
+            downtime_slash_ppm: params.downtime_slash_ppm,
+            double_sign_slash_ppm: params.double_sign_slash_ppm,
         })
     }
 
@@ -78,6 +117,10 @@ impl StakeParams {
             stake_weight_ppm: self.stake_weight_ppm,
             max_power_share_ppm: self.max_power_share_ppm,
             jail_epochs: self.jail_epochs,
+            signed_blocks_window: self.signed_blocks_window,
+            min_signed_ppm: self.min_signed_ppm,
+            downtime_slash_ppm: self.downtime_slash_ppm,
+            double_sign_slash_ppm: self.double_sign_slash_ppm,
         }
     }
 }

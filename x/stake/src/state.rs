@@ -2,13 +2,22 @@
 
 use gonka_auth::module_address;
 use gonka_proto::query::page::PageRequest;
-use gonka_proto::stake::{Participant, UnbondingEntry, WorkCredit};
+use gonka_proto::stake::{Participant, SigningInfo, UnbondingEntry, WorkCredit};
 use gonka_sdk::{
     paginate_proto, parse_amount, ErrorCode, Page, Result, StateRead, StateReadExt, StateWrite,
     StateWriteExt,
 };
+use sha2::{Digest, Sha256};
 
 use crate::{default_params, keys, StakeError, StakeParams, BONDED_POOL, UNBONDING_POOL};
+
+/// A consensus key's CometBFT address: the first 20 bytes of its SHA-256.
+pub fn consensus_address(pubkey: &[u8]) -> [u8; 20] {
+    let digest = Sha256::digest(pubkey);
+    let mut address = [0; 20];
+    address.copy_from_slice(&digest[..20]);
+    address
+}
 
 /// Address of the module account holding bonded stake.
 pub fn bonded_pool_address() -> String {
@@ -61,7 +70,19 @@ pub trait StakeRead: StateRead {
             .collect())
     }
 
-    /// Operator using `pubkey` as its consensus key.
+    /// The operator whose consensus key has CometBFT address `address`, if any.
+    fn consensus_address_owner(&self, address: &[u8; 20]) -> Result<Option<String>> {
+        Ok(self
+            .get_raw(&keys::consensus_address(address))?
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// A validator's liveness record, if it is being counted.
+    fn signing_info(&self, operator: &str) -> Result<Option<SigningInfo>> {
+        self.get_proto(&keys::signing_info(operator))
+    }
+
+    /// The operator whose consensus key is `pubkey`, if any.
     fn consensus_key_owner(&self, pubkey: &[u8]) -> Result<Option<String>> {
         Ok(self
             .get_raw(&keys::consensus_key(pubkey))?
@@ -152,11 +173,16 @@ pub trait StakeWrite: StateWrite {
         self.put_proto(keys::params(), &params.to_proto());
     }
 
-    /// Stores `participant`, and its consensus key in the uniqueness index.
+    /// Stores `participant`, and its consensus key in the uniqueness index and, by its
+    /// CometBFT address, in the index commits and evidence are read through.
     fn put_participant(&mut self, participant: &Participant) {
         if !participant.consensus_pubkey.is_empty() {
             self.put_raw(
                 keys::consensus_key(&participant.consensus_pubkey),
+                participant.operator.as_bytes().to_vec(),
+            );
+            self.put_raw(
+                keys::consensus_address(&consensus_address(&participant.consensus_pubkey)),
                 participant.operator.as_bytes().to_vec(),
             );
         }
@@ -169,6 +195,16 @@ pub trait StakeWrite: StateWrite {
             keys::unbonding(entry.completes_epoch, &entry.operator, entry.id),
             entry,
         );
+    }
+
+    /// Stores a validator's liveness record.
+    fn put_signing_info(&mut self, info: &SigningInfo) {
+        self.put_proto(keys::signing_info(&info.operator), info);
+    }
+
+    /// Forgets a validator's liveness record (it starts afresh).
+    fn delete_signing_info(&mut self, operator: &str) {
+        self.delete_raw(keys::signing_info(operator));
     }
 
     /// Removes an unbonding entry.

@@ -34,6 +34,11 @@ impl Msg for Unjail {
                 StakeError::NotUnjailable.err(format!("participant {operator} is not jailed"))
             );
         }
+        if participant.tombstoned {
+            return Err(StakeError::Tombstoned.err(format!(
+                "participant {operator} double signed and is jailed for good"
+            )));
+        }
         if epoch < participant.jailed_until_epoch {
             return Err(StakeError::NotUnjailable.err(format!(
                 "participant {operator} is jailed until epoch {}; the current epoch is {epoch}",
