@@ -6,6 +6,7 @@
 //! fail with the install command. Run them with
 //! `cargo test -p gonka-cli --test e2e -- --nocapture`.
 
+mod bad_inputs;
 mod bls;
 mod cosmjs;
 mod cosmpy;
