@@ -236,6 +236,18 @@ pub fn app_state(accounts: &[GenesisAccount], min_gas_price: GasPrice) -> serde_
     .app_state()
 }
 
+/// Checks that `app_state` starts chain `chain_id`: imports it into a new store at `path`
+/// exactly as `InitChain` would (vote extensions from height 1), and returns the genesis app
+/// hash and the initial validator set.
+pub fn check(
+    path: &std::path::Path,
+    chain_id: &str,
+    app_state: &serde_json::Value,
+) -> anyhow::Result<([u8; 32], Vec<gonka_sdk::ValidatorUpdate>)> {
+    let app = crate::App::open(path)?;
+    app.init_chain(chain_id, 1, 1, &serde_json::to_vec(app_state)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ mod chat;
 mod consensus_key;
 mod explorer;
 mod export;
+mod genesis;
 mod grpc;
 mod init;
 mod keys;
@@ -116,6 +117,10 @@ enum Command {
     /// Serve a web explorer of the chain (blocks, txs, accounts, validators, epochs, work,
     /// disputes, training, BLS) read from `--node`.
     Explorer(explorer::Args),
+    /// The genesis ceremony of a network on separate hosts: new, add-account, gentx,
+    /// collect-gentxs, validate.
+    #[command(subcommand)]
+    Genesis(genesis::Command),
     /// Run a local multi-validator network (apps + CometBFT) on 127.0.0.1.
     Localnet(localnet::Args),
     /// Ask a model through a transfer agent: a signed OpenAI chat request, streamed back.
@@ -171,6 +176,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Status => status::run(&global).await,
                     Command::ChainInfo(args) => chain_info::run(&global, args).await,
                     Command::Export => export::run(&global),
+                    Command::Genesis(command) => genesis::run(&global, command),
                     Command::Explorer(args) => explorer::run(&global, args).await,
                     Command::Chat(args) => chat::run(&global, args).await,
                     Command::Proxy(args) => proxy::run(&global, args).await,
