@@ -245,8 +245,10 @@ impl Application for App {
     }
 
     fn commit(&self) -> ResponseCommit {
-        self.commit().unwrap_or_else(|e| fatal("Commit", e));
-        ResponseCommit { retain_height: 0 }
+        let height = self.commit().unwrap_or_else(|e| fatal("Commit", e));
+        ResponseCommit {
+            retain_height: i64::try_from(self.retain_height(height)).unwrap_or(0),
+        }
     }
 }
 

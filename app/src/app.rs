@@ -35,6 +35,20 @@ struct Inner {
     /// Consensus connection state. Lock order: `consensus` before `check`.
     consensus: Mutex<Consensus>,
     check: Mutex<CheckState>,
+    /// What this node keeps of its history.
+    retention: Mutex<Retention>,
+}
+
+/// What a node keeps of its history. Node-local: the app hash depends only on the latest
+/// state, so nodes may keep different amounts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// Store versions (heights) kept whole for queries at a past height and proofs; after
+    /// each commit the version falling out of the window is pruned. 0 keeps every version.
+    pub keep_versions: u64,
+    /// Blocks CometBFT is told to keep (Commit's `retain_height`); 0 keeps every block,
+    /// which nodes syncing from genesis need.
+    pub keep_blocks: u64,
 }
 
 #[derive(Default)]
@@ -129,6 +143,7 @@ impl App {
                     writes: ChangeSet::new(),
                     block,
                 }),
+                retention: Mutex::new(Retention::default()),
             }),
         })
     }
@@ -413,7 +428,43 @@ impl App {
             ..block
         };
         tracing::info!(height, "committed");
+        drop((check, consensus));
+        self.prune(height);
         Ok(height)
+    }
+
+    /// Sets what this node keeps of its history (see [`Retention`]).
+    pub fn set_retention(&self, retention: Retention) {
+        *lock(&self.inner.retention) = retention;
+    }
+
+    /// The height CometBFT may delete blocks below after committing `height` (0: none), so
+    /// that it keeps the last `keep_blocks`.
+    pub(crate) fn retain_height(&self, height: u64) -> u64 {
+        match lock(&self.inner.retention).keep_blocks {
+            keep if keep > 0 && height >= keep => height + 1 - keep,
+            _ => 0,
+        }
+    }
+
+    /// Prunes the store version that fell out of the window with `height`. A failure is
+    /// logged, never fatal: the committed state is whole, and the next commit prunes again.
+    fn prune(&self, height: u64) {
+        let keep = lock(&self.inner.retention).keep_versions;
+        if keep == 0 || height < keep {
+            return;
+        }
+        match self.inner.store.prune(height + 1 - keep) {
+            Ok(pruned) => tracing::debug!(
+                height,
+                nodes = pruned.nodes,
+                values = pruned.values,
+                "pruned"
+            ),
+            Err(e) => {
+                tracing::warn!(height, error = %format!("{e:#}"), "pruning the store failed; the next commit tries again")
+            }
+        }
     }
 }
 

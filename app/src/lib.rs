@@ -21,7 +21,7 @@ mod query;
 mod server;
 mod tx;
 
-pub use app::{App, CHAIN_ID_KEY};
+pub use app::{App, Retention, CHAIN_ID_KEY};
 pub use beacon::BeaconNode;
 pub use server::{read_delimited, serve_abci};
 

@@ -402,3 +402,42 @@ fn module_queries_answer_at_a_past_height_and_lists_only_at_the_latest() {
     let future = fx.chain.query_at("/bank/balances", list, second + 5);
     assert!(future.log.contains("not committed"), "{}", future.log);
 }
+
+#[test]
+fn a_pruning_node_answers_within_its_window_and_says_what_it_pruned() {
+    let mut fx = Fixture::new();
+    fx.chain.app().set_retention(gonka_app::Retention {
+        keep_versions: 10,
+        keep_blocks: 0,
+    });
+    for _ in 0..30 {
+        fx.chain.next_block(Vec::new());
+    }
+    let hash = fx.chain.app_hash();
+    let request = |height: i64| {
+        fx.chain.query_at(
+            "/bank/balance",
+            gonka_proto::bank::QueryBalanceRequest {
+                address: key("alice").address().into(),
+                denom: "ngnk".into(),
+            }
+            .encode_to_vec(),
+            height,
+        )
+    };
+    let latest = fx.chain.height() as i64;
+    assert_eq!(
+        request(latest - 9).code,
+        0,
+        "the window's oldest height answers"
+    );
+    let pruned = request(latest - 10);
+    assert_ne!(pruned.code, 0);
+    assert!(pruned.log.contains("pruned"), "{}", pruned.log);
+    // Pruning is node-local: an archive node fed the same blocks has the same app hash.
+    let mut archive = Fixture::new();
+    for _ in 0..30 {
+        archive.chain.next_block(Vec::new());
+    }
+    assert_eq!(archive.chain.app_hash(), hash);
+}

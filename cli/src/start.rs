@@ -30,6 +30,16 @@ pub struct Args {
     /// without it.
     #[arg(long, value_name = "ADDR")]
     api_listen: Option<std::net::SocketAddr>,
+    /// Store versions (heights) to keep for queries at a past height and proofs; older ones
+    /// are pruned after each commit. 0 keeps every version (an archive node). The default,
+    /// as the Cosmos SDK's, is about three weeks of 5 s blocks.
+    #[arg(long, default_value_t = 362_880)]
+    pruning_keep_recent: u64,
+    /// Blocks CometBFT keeps (the app asks it to delete older ones through Commit's
+    /// retain_height). 0, the default, keeps every block, which nodes syncing from genesis
+    /// through this one need.
+    #[arg(long, default_value_t = 0)]
+    min_retain_blocks: u64,
 }
 
 /// Runs the ABCI server until the process is stopped.
@@ -47,7 +57,16 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
     }
     let home = global.home();
     let app = gonka_app::open(&home, beacon)?;
-    tracing::info!(home = %home.display(), "state opened");
+    app.set_retention(gonka_app::Retention {
+        keep_versions: args.pruning_keep_recent,
+        keep_blocks: args.min_retain_blocks,
+    });
+    tracing::info!(
+        home = %home.display(),
+        keep_versions = args.pruning_keep_recent,
+        keep_blocks = args.min_retain_blocks,
+        "state opened"
+    );
     match args.metrics_listen {
         Some(listen) => gonka_app::serve(addr, Metered::serve_metrics(app, &listen)?.0),
         None => gonka_app::serve(addr, app),

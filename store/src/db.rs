@@ -6,7 +6,12 @@
 //! | `jmt_values` | key hash (32) ++ version (u64 big-endian) | tag byte (0 deleted, 1 set) ++ value |
 //! | `preimages` | key hash (32) | key |
 //! | `index` | key | value at the latest version (deleted keys are absent) |
-//! | `meta` | name | latest version (u64 big-endian), latest root (32 bytes), format |
+//! | `meta` | name | latest version (u64 big-endian), latest root (32 bytes), format, oldest readable version |
+//! | `stale_nodes` | version it went stale at (u64 big-endian) ++ encoded `NodeKey` | empty |
+//! | `stale_values` | version it was replaced at (u64 big-endian) ++ key hash ++ its own version | empty |
+//!
+//! The two `stale_` tables say what no version from a given one on needs: what
+//! [`crate::Store::prune`] deletes.
 //!
 //! Big-endian versions after the key hash make `get_value_option(max_version, key_hash)` one
 //! reverse range lookup: the last entry in `key_hash ++ 0 ..= key_hash ++ max_version`.
@@ -26,11 +31,18 @@ pub(crate) const PREIMAGES: TableDefinition<&[u8], &[u8]> = TableDefinition::new
 pub(crate) const INDEX: TableDefinition<&[u8], &[u8]> = TableDefinition::new("index");
 /// Store metadata.
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// Tree nodes by the version from which no tree uses them.
+pub(crate) const STALE_NODES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("stale_nodes");
+/// Versioned values by the version that replaced them.
+pub(crate) const STALE_VALUES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("stale_values");
 
 /// `meta` entry: the last committed version, u64 big-endian.
 pub(crate) const META_LATEST_VERSION: &str = "latest_version";
 /// `meta` entry: the root hash of the last committed version.
 pub(crate) const META_LATEST_ROOT: &str = "latest_root";
+/// `meta` entry: the oldest version whose tree is still whole (versions below it were
+/// pruned), u64 big-endian; absent when nothing was pruned.
+pub(crate) const META_OLDEST_VERSION: &str = "oldest_version";
 /// `meta` entry: the on-disk layout version, u64 big-endian.
 pub(crate) const META_FORMAT: &str = "format";
 /// The on-disk layout this code reads and writes (2: JMT nodes and node keys in borsh).
@@ -116,6 +128,16 @@ pub(crate) struct Snapshot {
     meta: ReadOnlyTable<&'static str, &'static [u8]>,
 }
 
+/// A `stale_` table key: `version` (big-endian) first, so one range finds everything stale
+/// by a version.
+pub(crate) fn stale_key(version: Version, rest: &[&[u8]]) -> Vec<u8> {
+    let mut key = version.to_be_bytes().to_vec();
+    for part in rest {
+        key.extend_from_slice(part);
+    }
+    key
+}
+
 impl Snapshot {
     /// Opens every table of `txn`. The tables keep the transaction's snapshot alive.
     pub(crate) fn new(txn: &ReadTransaction) -> anyhow::Result<Self> {
@@ -133,6 +155,14 @@ impl Snapshot {
         match self.meta.get(META_LATEST_VERSION)? {
             Some(v) => Ok(Some(decode_u64(META_LATEST_VERSION, v.value())?)),
             None => Ok(None),
+        }
+    }
+
+    /// The oldest version whose tree is whole (0 unless versions were pruned).
+    pub(crate) fn oldest_version(&self) -> anyhow::Result<u64> {
+        match self.meta.get(META_OLDEST_VERSION)? {
+            Some(v) => decode_u64(META_OLDEST_VERSION, v.value()),
+            None => Ok(0),
         }
     }
 

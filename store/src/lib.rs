@@ -21,7 +21,7 @@ mod store;
 mod tests;
 
 pub use proof::{proof_spec, verify_membership, verify_non_membership, PROOF_OP_TYPE};
-pub use store::{PreparedCommit, Store, StoreError};
+pub use store::{PreparedCommit, Pruned, Store, StoreError};
 
 /// The `ics23` crate, re-exported so users name the same `CommitmentProof` type the store uses.
 pub use ics23;

@@ -72,6 +72,26 @@ pub enum StoreError {
     /// `prepare` was called without change sets.
     #[error("prepare needs at least one change set (one per version), found none")]
     NoChangeSets,
+    /// A read asked for a version that was pruned.
+    #[error(
+        "version {requested} was pruned: this node keeps versions from {oldest} on; ask a node \
+         that keeps more history (an archive node)"
+    )]
+    VersionPruned {
+        /// The version that was asked for.
+        requested: u64,
+        /// The oldest version still whole.
+        oldest: u64,
+    },
+}
+
+/// What one [`Store::prune`] deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Tree nodes deleted.
+    pub nodes: u64,
+    /// Versioned values deleted.
+    pub values: u64,
 }
 
 fn describe_latest(latest: &Option<u64>) -> String {
@@ -147,6 +167,8 @@ impl Store {
             txn.open_table(db::VALUES)?;
             txn.open_table(db::PREIMAGES)?;
             txn.open_table(db::INDEX)?;
+            txn.open_table(db::STALE_NODES)?;
+            txn.open_table(db::STALE_VALUES)?;
             let mut meta = txn.open_table(db::META)?;
             let format = meta
                 .get(db::META_FORMAT)?
@@ -393,11 +415,102 @@ impl Store {
     }
 }
 
-/// Errors unless `version` is committed (versions 0..=latest all are: commits are contiguous).
+impl Store {
+    /// Deletes what no version from `keep_from` on needs — tree nodes and versioned values
+    /// made stale by version `keep_from` or earlier — so the store keeps versions
+    /// `keep_from..=latest` whole, and reads below `keep_from` fail with
+    /// [`StoreError::VersionPruned`]. Never touches the latest version's tree or the index;
+    /// the app hash does not depend on it. Asking again for an older or the same
+    /// `keep_from` deletes nothing. One write transaction; per call, the work is what the
+    /// versions newly out of the window wrote.
+    pub fn prune(&self, keep_from: u64) -> anyhow::Result<Pruned> {
+        let mut txn = self.inner.db.begin_write()?;
+        txn.set_durability(Durability::Immediate);
+        let mut pruned = Pruned::default();
+        {
+            let mut meta = txn.open_table(db::META)?;
+            let latest = meta
+                .get(db::META_LATEST_VERSION)?
+                .map(|v| db::decode_u64(db::META_LATEST_VERSION, v.value()))
+                .transpose()?;
+            let oldest = meta
+                .get(db::META_OLDEST_VERSION)?
+                .map(|v| db::decode_u64(db::META_OLDEST_VERSION, v.value()))
+                .transpose()?
+                .unwrap_or(0);
+            match latest {
+                Some(latest) if keep_from <= latest => {}
+                _ => {
+                    return Err(StoreError::VersionNotCommitted {
+                        requested: keep_from,
+                        latest,
+                    }
+                    .into())
+                }
+            }
+            if keep_from <= oldest {
+                return Ok(pruned);
+            }
+            // Everything stale since a version up to keep_from: stale keys start with it.
+            let end = db::stale_key(keep_from + 1, &[]);
+            let mut nodes = txn.open_table(db::NODES)?;
+            let mut stale_nodes = txn.open_table(db::STALE_NODES)?;
+            for entry in stale_nodes.extract_from_if(..end.as_slice(), |_, _| true)? {
+                let (key, _) = entry?;
+                if nodes.remove(&key.value()[8..])?.is_some() {
+                    pruned.nodes += 1;
+                }
+            }
+            let mut values = txn.open_table(db::VALUES)?;
+            let mut stale_values = txn.open_table(db::STALE_VALUES)?;
+            for entry in stale_values.extract_from_if(..end.as_slice(), |_, _| true)? {
+                let (key, _) = entry?;
+                // A delete is recorded at its own version and again when the key is set
+                // anew: count what is really removed.
+                if values.remove(&key.value()[8..])?.is_some() {
+                    pruned.values += 1;
+                }
+            }
+            meta.insert(db::META_OLDEST_VERSION, keep_from.to_be_bytes().as_slice())?;
+        }
+        txn.commit()?;
+        Ok(pruned)
+    }
+
+    /// Entries of the tree's node and value tables (what pruning bounds).
+    #[cfg(test)]
+    pub(crate) fn tree_entries(&self) -> anyhow::Result<(u64, u64)> {
+        use redb::ReadableTableMetadata as _;
+        let txn = self.inner.db.begin_read()?;
+        Ok((
+            txn.open_table(db::NODES)?.len()?,
+            txn.open_table(db::VALUES)?.len()?,
+        ))
+    }
+
+    /// The oldest version whose tree is whole: 0, or the last `keep_from` given to
+    /// [`Store::prune`].
+    pub fn oldest_version(&self) -> anyhow::Result<u64> {
+        self.snapshot()?.oldest_version()
+    }
+}
+
+/// Errors unless `version` is committed (versions 0..=latest all are: commits are contiguous)
+/// and not pruned.
 fn check_committed(snap: &Snapshot, version: u64) -> anyhow::Result<()> {
     let latest = snap.latest_version()?;
     match latest {
-        Some(latest) if version <= latest => Ok(()),
+        Some(latest) if version <= latest => {
+            let oldest = snap.oldest_version()?;
+            if version < oldest {
+                return Err(StoreError::VersionPruned {
+                    requested: version,
+                    oldest,
+                }
+                .into());
+            }
+            Ok(())
+        }
         _ => Err(StoreError::VersionNotCommitted {
             requested: version,
             latest,
@@ -430,10 +543,36 @@ fn write_prepared(txn: &WriteTransaction, prepared: &PreparedCommit) -> anyhow::
         let value = db::node_bytes(node)?;
         nodes.insert(key.as_slice(), value.as_slice())?;
     }
-
+    // What these versions made stale, for pruning: the tree says which nodes; a value is
+    // stale from the version that writes the key again.
+    let mut stale_nodes = txn.open_table(db::STALE_NODES)?;
+    for stale in &prepared.batch.stale_node_index_batch {
+        let node_key = db::node_key_bytes(&stale.node_key)?;
+        let key = db::stale_key(stale.stale_since_version, &[&node_key]);
+        stale_nodes.insert(key.as_slice(), [].as_slice())?;
+    }
+    let mut stale_values = txn.open_table(db::STALE_VALUES)?;
     let mut values = txn.open_table(db::VALUES)?;
+    // In (version, key hash) order, so a key written in two versions of one batch finds the
+    // first when the second is written.
     for ((version, key_hash), value) in prepared.batch.node_batch.values() {
         let key = db::value_key(key_hash, *version);
+        let lowest = db::value_key(key_hash, 0);
+        let replaced = values
+            .range(lowest.as_slice()..key.as_slice())?
+            .next_back()
+            .transpose()?
+            .map(|(previous, _)| previous.value().to_vec());
+        if let Some(previous) = replaced {
+            let stale = db::stale_key(*version, &[&previous]);
+            stale_values.insert(stale.as_slice(), [].as_slice())?;
+        }
+        // A delete needs no record of its own once what it deleted is gone: reads from its
+        // version on find nothing either way.
+        if value.is_none() {
+            let stale = db::stale_key(*version, &[&key]);
+            stale_values.insert(stale.as_slice(), [].as_slice())?;
+        }
         let value = db::value_bytes(value.as_deref());
         values.insert(key.as_slice(), value.as_slice())?;
     }

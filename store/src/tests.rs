@@ -595,3 +595,98 @@ fn open_refuses_a_directory() {
     let err = Store::open(dir.path()).unwrap_err();
     assert!(err.to_string().contains("is a directory"), "{err:#}");
 }
+
+#[test]
+fn pruning_keeps_the_window_whole_and_refuses_reads_below_it() {
+    let (_dir, store) = open_temp();
+    let (_reference_dir, reference) = open_temp();
+    let sets = generated_change_sets(80, 12);
+    let keys: Vec<Vec<u8>> = sets
+        .iter()
+        .flat_map(|s| s.keys().cloned())
+        .take(40)
+        .collect();
+    let mut roots = Vec::new();
+    let mut seen = Vec::new();
+    for (version, set) in sets[..60].iter().enumerate() {
+        roots.push(commit(&store, version as u64, set.clone()));
+        commit(&reference, version as u64, set.clone());
+        seen.push(
+            keys.iter()
+                .map(|k| store.get_at(k, version as u64).unwrap())
+                .collect::<Vec<_>>(),
+        );
+    }
+    let before = store.tree_entries().unwrap();
+    let pruned = store.prune(40).unwrap();
+    assert!(pruned.nodes > 0 && pruned.values > 0, "{pruned:?}");
+    let after = store.tree_entries().unwrap();
+    assert_eq!(after.0, before.0 - pruned.nodes);
+    assert_eq!(after.1, before.1 - pruned.values);
+    assert_eq!(store.oldest_version().unwrap(), 40);
+
+    // Every kept version reads and proves as before; the pruned ones say so.
+    for version in 40..60u64 {
+        for (key, expected) in keys.iter().zip(&seen[version as usize]) {
+            assert_eq!(&store.get_at(key, version).unwrap(), expected);
+            let (value, proof) = store.get_with_proof(key, version).unwrap();
+            assert_eq!(&value, expected);
+            let root = roots[version as usize];
+            match value {
+                Some(v) => assert!(verify_membership(&root, key, &v, &proof)),
+                None => assert!(verify_non_membership(&root, key, &proof)),
+            }
+        }
+    }
+    let err = store.get_at(&keys[0], 39).unwrap_err();
+    assert!(matches!(
+        store_error(&err),
+        StoreError::VersionPruned {
+            requested: 39,
+            oldest: 40
+        }
+    ));
+    assert!(store.get_with_proof(&keys[0], 10).is_err());
+    // Pruning less than is already pruned deletes nothing; beyond the latest is refused.
+    assert_eq!(store.prune(30).unwrap(), Default::default());
+    assert!(store.prune(60).is_err());
+
+    // The tree goes on exactly as an unpruned one.
+    for (version, set) in sets.iter().enumerate().skip(60) {
+        let root = commit(&store, version as u64, set.clone());
+        assert_eq!(root, commit(&reference, version as u64, set.clone()));
+        store.prune(version as u64 - 5).unwrap();
+    }
+    for key in &keys {
+        assert_eq!(store.get(key).unwrap(), reference.get(key).unwrap());
+    }
+}
+
+#[test]
+fn a_long_run_pruned_to_a_window_stays_flat() {
+    let (_dir, store) = open_temp();
+    // The same history unpruned, for the figure beside it.
+    let (_archive_dir, archive) = open_temp();
+    const KEEP: u64 = 100;
+    let mut at = Vec::new();
+    for (version, set) in generated_change_sets(1_000, 10).into_iter().enumerate() {
+        let version = version as u64;
+        commit(&store, version, set.clone());
+        commit(&archive, version, set);
+        if version >= KEEP {
+            store.prune(version + 1 - KEEP).unwrap();
+        }
+        if version == 299 || version == 999 {
+            let (nodes, values) = store.tree_entries().unwrap();
+            at.push(nodes + values);
+        }
+    }
+    let (early, late) = (at[0] as f64, at[1] as f64);
+    let (nodes, values) = archive.tree_entries().unwrap();
+    eprintln!(
+        "tree entries with the last {KEEP} versions kept: {early} at version 300, {late} at \
+         version 1000; unpruned at version 1000: {}",
+        nodes + values
+    );
+    assert!((late - early).abs() / early <= 0.20, "{early} -> {late}");
+}
