@@ -24,8 +24,7 @@ use gonka_auth::{address_of_key, validate_address, AuthError, AuthParams, AuthRe
 use gonka_bank::{fee_collector_address, parse_coins, transfer, Coin, NATIVE_DENOM};
 use gonka_proto::auth::SignDocHint;
 use gonka_sdk::{type_url, Error, ErrorCode, Event, GasMeter, Module, Msg, Result, StateWrite};
-use k256::ecdsa::signature::Verifier;
-use k256::ecdsa::{Signature, VerifyingKey};
+use k256::ecdsa::VerifyingKey;
 use prost::Message;
 
 /// Length of a compact secp256k1 signature: what simulation charges for a tx that does not
@@ -350,10 +349,10 @@ pub fn authenticate(
             account_number: account.account_number,
         }
         .encode_to_vec();
-        let verified = key.is_some_and(|key| {
-            Signature::from_slice(&tx.signature)
-                .is_ok_and(|signature| key.verify(&sign_doc, &signature).is_ok())
-        });
+        // Once per node: a tx checked in CheckTx is not checked again here (gas was charged
+        // above all the same).
+        let verified =
+            key.is_some_and(|key| crate::sig_cache::verify(&key, &sign_doc, &tx.signature));
         if !verified {
             return Err(AuthError::InvalidSignature.err(format!(
                 "signature does not verify; it must cover chain-id {chain_id:?}, account number {} and sequence {}",

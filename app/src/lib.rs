@@ -19,6 +19,7 @@ mod lock;
 pub mod modules;
 mod query;
 mod server;
+pub mod sig_cache;
 mod tx;
 
 pub use app::{App, Retention, CHAIN_ID_KEY};

@@ -441,3 +441,32 @@ fn a_pruning_node_answers_within_its_window_and_says_what_it_pruned() {
     }
     assert_eq!(archive.chain.app_hash(), hash);
 }
+
+#[test]
+fn gas_used_is_the_same_whether_the_signature_was_checked_before_or_not() {
+    let tx = || {
+        let (alice, bob) = (key("alice"), key("bob"));
+        sign(
+            alice,
+            vec![msg_send(alice.address(), bob.address(), 9)],
+            &signer("alice", 0),
+            tx_fee(),
+            "cache",
+        )
+        .unwrap()
+    };
+    // Cold: nothing verified these bytes before FinalizeBlock.
+    gonka_app::sig_cache::clear();
+    let mut cold = Fixture::new();
+    let cold_result = cold.chain.next_block(vec![tx()]).tx_results[0].clone();
+    // Warm: CheckTx verified them first (and the cold chain's FinalizeBlock too).
+    let mut warm = Fixture::new();
+    assert_eq!(warm.chain.check_tx(tx()).code, 0);
+    let warm_result = warm.chain.next_block(vec![tx()]).tx_results[0].clone();
+    assert_eq!(cold_result.code, 0, "{}", cold_result.log);
+    assert_eq!(
+        warm_result, cold_result,
+        "results, gas used included, are consensus data"
+    );
+    assert_eq!(warm.chain.app_hash(), cold.chain.app_hash());
+}
