@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, Context};
 use jmt::storage::TreeUpdateBatch;
 use jmt::{JellyfishMerkleTree, KeyHash, Sha256Jmt};
-use redb::{Database, Durability, ReadableTable, WriteTransaction};
+use redb::{Database, Durability, ReadableTable, TableDefinition, WriteTransaction};
 use sha2::Sha256;
 
 use crate::db::{self, Snapshot};
@@ -453,24 +453,8 @@ impl Store {
             }
             // Everything stale since a version up to keep_from: stale keys start with it.
             let end = db::stale_key(keep_from + 1, &[]);
-            let mut nodes = txn.open_table(db::NODES)?;
-            let mut stale_nodes = txn.open_table(db::STALE_NODES)?;
-            for entry in stale_nodes.extract_from_if(..end.as_slice(), |_, _| true)? {
-                let (key, _) = entry?;
-                if nodes.remove(&key.value()[8..])?.is_some() {
-                    pruned.nodes += 1;
-                }
-            }
-            let mut values = txn.open_table(db::VALUES)?;
-            let mut stale_values = txn.open_table(db::STALE_VALUES)?;
-            for entry in stale_values.extract_from_if(..end.as_slice(), |_, _| true)? {
-                let (key, _) = entry?;
-                // A delete is recorded at its own version and again when the key is set
-                // anew: count what is really removed.
-                if values.remove(&key.value()[8..])?.is_some() {
-                    pruned.values += 1;
-                }
-            }
+            pruned.nodes = drop_stale(&txn, db::STALE_NODES, db::NODES, &end)?;
+            pruned.values = drop_stale(&txn, db::STALE_VALUES, db::VALUES, &end)?;
             meta.insert(db::META_OLDEST_VERSION, keep_from.to_be_bytes().as_slice())?;
         }
         txn.commit()?;
@@ -493,6 +477,27 @@ impl Store {
     pub fn oldest_version(&self) -> anyhow::Result<u64> {
         self.snapshot()?.oldest_version()
     }
+}
+
+/// Removes the entries of `stale` below `end` and the `target` rows they name (a stale key's
+/// 8-byte version prefix dropped); returns how many rows were really removed (a delete is
+/// recorded at its own version and again when its key is set anew).
+fn drop_stale(
+    txn: &WriteTransaction,
+    stale: TableDefinition<&[u8], &[u8]>,
+    target: TableDefinition<&[u8], &[u8]>,
+    end: &[u8],
+) -> anyhow::Result<u64> {
+    let mut target = txn.open_table(target)?;
+    let mut stale = txn.open_table(stale)?;
+    let mut removed = 0;
+    for entry in stale.extract_from_if(..end, |_, _| true)? {
+        let (key, _) = entry?;
+        if target.remove(&key.value()[8..])?.is_some() {
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 /// Errors unless `version` is committed (versions 0..=latest all are: commits are contiguous)

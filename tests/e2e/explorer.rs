@@ -19,7 +19,6 @@ use std::process::{Child, Command, Stdio};
 use base64::Engine as _;
 use gonka_client::msg_send;
 use gonka_proto::disputes::QueryDisputesRequest;
-use gonka_proto::epochs::QueryCurrentRequest;
 use gonka_proto::query as q;
 use gonka_proto::rewards::{QueryEpochRewardsRequest, QueryEpochRewardsResponse};
 use gonka_proto::stake::QueryParticipantsRequest;
@@ -150,13 +149,7 @@ pub async fn browse_and_check(net: &Net, sender: &str, history: History, label: 
             (Some(dispute), None)
         }
         History::Epoch => {
-            let current = client
-                .query::<q::epochs::Current>(&QueryCurrentRequest {})
-                .await
-                .unwrap()
-                .epoch
-                .unwrap()
-                .number;
+            let current = net.current_epoch(0).await;
             assert!(current > 0, "no epoch has been settled yet");
             let number = current - 1;
             let rewards = client

@@ -56,6 +56,14 @@ async fn in_validator_set(net: &Net, i: usize) -> bool {
     set.validators.iter().any(|v| v.pub_key.to_bytes() == key)
 }
 
+/// Waits until node `i`'s key is out of CometBFT's validator set.
+async fn leaves_the_set(net: &Net, i: usize) {
+    eventually(&format!("validator {i} out of CometBFT's set"), || async {
+        (!in_validator_set(net, i).await).then_some(())
+    })
+    .await;
+}
+
 /// The chain commits `blocks` more blocks on node 0.
 async fn goes_on(net: &Net, blocks: u64) {
     let now = net.height(0).await;
@@ -80,10 +88,7 @@ fn a_stopped_validator_is_jailed_slashed_and_leaves_the_set_while_the_chain_goes
             jailed.bonded,
             (BOND - BOND * u128::from(DOWNTIME_PPM) / 1_000_000).to_string()
         );
-        eventually("validator 3 out of CometBFT's set", || async {
-            (!in_validator_set(&net, 3).await).then_some(())
-        })
-        .await;
+        leaves_the_set(&net, 3).await;
         // The others keep their stake and their places, and commit on without it.
         for i in 0..3 {
             let p = participant(&net, i).await;
@@ -118,10 +123,7 @@ fn a_validator_key_signing_on_two_nodes_is_caught_slashed_and_tombstoned() {
             caught.bonded,
             (BOND - BOND * u128::from(DOUBLE_SIGN_PPM) / 1_000_000).to_string()
         );
-        eventually("validator 3 out of CometBFT's set", || async {
-            (!in_validator_set(&net, 3).await).then_some(())
-        })
-        .await;
+        leaves_the_set(&net, 3).await;
         net.kill(twin);
         goes_on(&net, 3).await;
     });

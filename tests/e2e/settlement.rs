@@ -24,7 +24,6 @@ use gonka_client::settlement::{msg_close_escrow, msg_demand_leaf, msg_open_escro
 use gonka_client::Key;
 use gonka_localnet::AppStateFn;
 use gonka_proto::batch::{leaf_node, parse_decimal, siblings_from_proto, verify_path};
-use gonka_proto::epochs::QueryCurrentRequest;
 use gonka_proto::query as q;
 use gonka_proto::settlement::{
     Batch, BatchStatus, LeafProof, QueryBatchNumberRequest, QueryBatchRequest, QueryDemandsRequest,
@@ -295,13 +294,7 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
             *work.entry(host.clone()).or_default() += tokens;
             charged += u128::from(tokens) * PRICE + COMMISSION;
         }
-        let epoch = net.clients[0]
-            .query::<q::epochs::Current>(&QueryCurrentRequest {})
-            .await
-            .unwrap()
-            .epoch
-            .unwrap()
-            .number;
+        let epoch = net.current_epoch(0).await;
         for host in &hosts[2..] {
             assert_eq!(
                 net.balance(0, host).await,

@@ -264,6 +264,19 @@ impl Net {
         }
     }
 
+    /// The current epoch's number, as node `i` reads it.
+    pub async fn current_epoch(&self, i: usize) -> u64 {
+        self.clients[i]
+            .query::<gonka_proto::query::epochs::Current>(
+                &gonka_proto::epochs::QueryCurrentRequest {},
+            )
+            .await
+            .unwrap_or_else(|e| panic!("the current epoch of {}: {e:#}", self.logs_of(i)))
+            .epoch
+            .expect("a current epoch")
+            .number
+    }
+
     /// Waits until node `i`'s block store reaches `min` and returns its height. A node whose
     /// store holds block `h + 1` has committed block `h` in its app.
     pub async fn wait_for_height(&self, i: usize, min: u64, timeout: Duration) -> u64 {
