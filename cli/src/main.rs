@@ -261,4 +261,19 @@ mod tests {
         assert!(Cli::try_parse_from("gonkad chat --from alice".split(' ')).is_err());
         assert!(Cli::try_parse_from("gonkad chat --from a --commission x Hi".split(' ')).is_err());
     }
+
+    #[test]
+    fn the_query_height_is_not_a_subcommands_own_height() {
+        let height = |line: &str| match Cli::try_parse_from(line.split(' ')).unwrap().command {
+            super::Command::Query(args) => args.height,
+            _ => unreachable!("a query"),
+        };
+        // `bls beacon HEIGHT` names the beacon's height, read at the latest state.
+        assert_eq!(height("gonkad query bls beacon 41"), None);
+        assert_eq!(height("gonkad query --height 5 bls beacon 41"), Some(5));
+        assert_eq!(
+            height("gonkad query bank balance gonka1x --height 7"),
+            Some(7)
+        );
+    }
 }

@@ -25,7 +25,13 @@ pub struct Args {
     /// Read the state committed at this height instead of the latest (single items only:
     /// lists are kept at the latest height; epoch history needs none, it stays in the
     /// latest state).
-    #[arg(long, global = true)]
+    // Its own id: subcommands have positional `height`s of their own (`bls beacon HEIGHT`).
+    #[arg(
+        long = "height",
+        id = "query_height",
+        value_name = "HEIGHT",
+        global = true
+    )]
     pub height: Option<u64>,
     #[command(subcommand)]
     pub command: Command,
