@@ -345,6 +345,58 @@ async fn http_answer(response: reqwest::Response) -> String {
     }
 }
 
+/// The answer to a POST of a `length`-byte body, read while the body is still being
+/// written: a server that refuses past its bound answers and closes before reading it all,
+/// which a client that only reads after writing (reqwest) may see as a broken pipe instead.
+async fn oversized_post(base: &str, path: &str, length: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://").to_string();
+    let stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+    );
+    let writing = tokio::spawn(async move {
+        let _ = writer.write_all(head.as_bytes()).await;
+        let chunk = vec![b'x'; 64 << 10];
+        for _ in 0..length / chunk.len() {
+            if writer.write_all(&chunk).await.is_err() {
+                break; // the server stopped reading: its answer is on its way
+            }
+        }
+    });
+    let mut response = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let read = async {
+        loop {
+            match reader.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => response.extend_from_slice(&chunk[..n]),
+            }
+            if String::from_utf8_lossy(&response).contains("\"error\"") && response.ends_with(b"}")
+            {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), read).await;
+    writing.abort();
+    let text = String::from_utf8_lossy(&response);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    let body: serde_json::Value = text
+        .split_once("\r\n\r\n")
+        .and_then(|(_, body)| serde_json::from_str(body).ok())
+        .unwrap_or_default();
+    match body["error"]["code"].as_str() {
+        Some(code) => format!("{status} {code}"),
+        None => format!("{status} no error body!"),
+    }
+}
+
 async fn sidecar_inputs(table: &mut Catalogue) {
     let (ta, node) = sidecars().await;
     let http = reqwest::Client::new();
@@ -436,11 +488,10 @@ async fn sidecar_inputs(table: &mut Catalogue) {
         "400 invalid_json",
         http_answer(post(headers, garbage.into()).await.unwrap()).await,
     );
-    let huge = "x".repeat(9 << 20);
     table.record(
         "TA: a 9 MiB body",
         "413 request_too_large",
-        http_answer(post(vec![], huge).await.unwrap()).await,
+        oversized_post(&ta, "/v1/chat/completions", 9 << 20).await,
     );
     table.record(
         "TA: unknown route",
