@@ -293,13 +293,7 @@ async fn load(urls: &[String], txs: Vec<Vec<Vec<u8>>>, per_block_extra: u64) -> 
         .map(|u| HttpClient::new(u.as_str()).unwrap())
         .collect();
     let total: usize = txs.iter().map(Vec::len).sum();
-    let start_height = clients[0]
-        .status()
-        .await
-        .unwrap()
-        .sync_info
-        .latest_block_height
-        .value();
+    let start_height = latest_height(&clients[0]).await;
     let accepted = Arc::new(AtomicU64::new(0));
     let rejected = Arc::new(AtomicU64::new(0));
     let cpu_before = cpu_time();
@@ -369,13 +363,7 @@ async fn load(urls: &[String], txs: Vec<Vec<Vec<u8>>>, per_block_extra: u64) -> 
     progress.abort();
     let cpu_share = (cpu_time() - cpu_before) / started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let end_height = clients[0]
-        .status()
-        .await
-        .unwrap()
-        .sync_info
-        .latest_block_height
-        .value();
+    let end_height = latest_height(&clients[0]).await;
 
     // The blocks that hold load, and their timestamps.
     let mut first: Option<f64> = None;
@@ -440,6 +428,16 @@ async fn load(urls: &[String], txs: Vec<Vec<Vec<u8>>>, per_block_extra: u64) -> 
         rejected: rejected.load(Ordering::Relaxed),
         cpu_share,
     }
+}
+
+async fn latest_height(client: &HttpClient) -> u64 {
+    client
+        .status()
+        .await
+        .unwrap()
+        .sync_info
+        .latest_block_height
+        .value()
 }
 
 fn seconds(time: tendermint::Time) -> f64 {

@@ -74,21 +74,16 @@ pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()>
             Some(p) if !p.jailed && p.power > 0 => {}
             _ => continue, // jailed or out of the set: its absence is no news
         }
-        let mut info = state
-            .signing_info(&operator)?
-            .unwrap_or_else(|| SigningInfo {
+        // A record of another window size (the parameter changed) counts afresh.
+        let bytes = window.div_ceil(8) as usize;
+        let mut info = match state.signing_info(&operator)? {
+            Some(info) if info.missed_bits.len() == bytes => info,
+            _ => SigningInfo {
                 operator: operator.clone(),
-                missed_bits: vec![0; window.div_ceil(8) as usize],
+                missed_bits: vec![0; bytes],
                 ..Default::default()
-            });
-        if info.missed_bits.len() as u64 != window.div_ceil(8) {
-            // The window changed size: count afresh.
-            info = SigningInfo {
-                operator: operator.clone(),
-                missed_bits: vec![0; window.div_ceil(8) as usize],
-                ..Default::default()
-            };
-        }
+            },
+        };
         let slot = info.counted % window;
         let (byte, bit) = ((slot / 8) as usize, 1u8 << (slot % 8));
         let was_missed = info.missed_bits[byte] & bit != 0;
