@@ -165,6 +165,22 @@ pub async fn browse_and_check(net: &Net, sender: &str, history: History, label: 
     let powers_before = powers(net).await;
 
     let explorer = Explorer::start(&net.node(0).rpc_url);
+    // A stranger cannot use the explorer to reach the node's other RPC methods: no
+    // broadcasting or dialing through it, and its reads are GETs.
+    let http = reqwest::Client::new();
+    let broadcast = http
+        .get(format!("{}/rpc/broadcast_tx_sync?tx=0x00", explorer.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(broadcast.status().as_u16(), 404);
+    assert!(broadcast.text().await.unwrap().contains("passes only"));
+    let posted = http
+        .post(format!("{}/rpc/status", explorer.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status().as_u16(), 405);
     let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("explorer-{label}.png"));
     let _ = std::fs::remove_file(&screenshot);
     let plan = json!({
