@@ -1,0 +1,2 @@
+//! Placeholder until the benchmark lands: `cargo bench -p gonka-llm`.
+fn main() {}
