@@ -183,15 +183,26 @@ pub(crate) fn read_toml_value(text: &str, section: &str, key: &str) -> Option<St
     None
 }
 
+/// CometBFT's consensus timeouts as a localnet sets them, Go durations such as `"500ms"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Timeouts {
+    /// `timeout_commit`: the block interval.
+    pub commit: String,
+    /// `timeout_propose`: the wait for a proposal, what a height costs when its proposer is down.
+    pub propose: String,
+    /// `timeout_prevote` and `timeout_precommit`: the wait once votes are split.
+    pub vote: String,
+}
+
 /// The edits that turn a `cometbft testnet` node config into a localnet node config:
 /// loopback listen addresses from `ports`, `persistent_peers` (`id@127.0.0.1:port` of the other
 /// nodes), peer checks relaxed for one-machine networks, Prometheus on its own port, and the
-/// block interval `timeout_commit`.
+/// consensus timeouts.
 pub(crate) fn node_config_edits(
     moniker: &str,
     ports: &NodePorts,
     persistent_peers: &[String],
-    timeout_commit: &str,
+    timeouts: &Timeouts,
 ) -> Vec<TomlEdit> {
     vec![
         TomlEdit::string("", "moniker", moniker),
@@ -202,7 +213,10 @@ pub(crate) fn node_config_edits(
         TomlEdit::string("p2p", "persistent_peers", &persistent_peers.join(",")),
         TomlEdit::boolean("p2p", "addr_book_strict", false),
         TomlEdit::boolean("p2p", "allow_duplicate_ip", true),
-        TomlEdit::string("consensus", "timeout_commit", timeout_commit),
+        TomlEdit::string("consensus", "timeout_commit", &timeouts.commit),
+        TomlEdit::string("consensus", "timeout_propose", &timeouts.propose),
+        TomlEdit::string("consensus", "timeout_prevote", &timeouts.vote),
+        TomlEdit::string("consensus", "timeout_precommit", &timeouts.vote),
         TomlEdit::boolean("instrumentation", "prometheus", true),
         TomlEdit::string(
             "instrumentation",
@@ -264,9 +278,10 @@ pub(crate) fn validate_chain_id(chain_id: &str) -> Result<()> {
 }
 
 /// Checks that `d` is a Go duration as CometBFT parses it (e.g. `"500ms"`, `"1s"`, `"1m30s"`).
-pub(crate) fn validate_go_duration(d: &str) -> Result<()> {
+/// `key` names the setting in the error.
+pub(crate) fn validate_go_duration(key: &str, d: &str) -> Result<()> {
     const UNITS: [&str; 7] = ["ns", "us", "µs", "ms", "s", "m", "h"];
-    let bad = || anyhow!("timeout_commit {d:?} is not a duration such as \"500ms\" or \"1s\"");
+    let bad = || anyhow!("{key} {d:?} is not a duration such as \"500ms\" or \"1s\"");
     if d == "0" {
         return Ok(());
     }
@@ -332,6 +347,8 @@ size = 5000
 
 [consensus]
 timeout_propose = "3s"
+timeout_prevote = "1s"
+timeout_precommit = "1s"
 timeout_commit = "1s"
 
 [instrumentation]
@@ -344,13 +361,26 @@ namespace = "cometbft"
         NodePorts::for_node(26700, 1).unwrap()
     }
 
+    fn timeouts(commit: &str, propose: &str, vote: &str) -> Timeouts {
+        Timeouts {
+            commit: commit.into(),
+            propose: propose.into(),
+            vote: vote.into(),
+        }
+    }
+
     fn peers() -> Vec<String> {
         vec!["aa@127.0.0.1:26700".into(), "cc@127.0.0.1:26720".into()]
     }
 
     #[test]
     fn rewrites_the_right_keys_in_the_right_sections() {
-        let edits = node_config_edits("node1", &ports(), &peers(), "500ms");
+        let edits = node_config_edits(
+            "node1",
+            &ports(),
+            &peers(),
+            &timeouts("500ms", "800ms", "300ms"),
+        );
         let out = rewrite_toml(SAMPLE, &edits).unwrap();
         let get = |s, k| read_toml_value(&out, s, k).unwrap();
         assert_eq!(get("", "proxy_app"), "tcp://127.0.0.1:26712");
@@ -364,6 +394,9 @@ namespace = "cometbft"
         assert_eq!(get("p2p", "addr_book_strict"), "false");
         assert_eq!(get("p2p", "allow_duplicate_ip"), "true");
         assert_eq!(get("consensus", "timeout_commit"), "500ms");
+        assert_eq!(get("consensus", "timeout_propose"), "800ms");
+        assert_eq!(get("consensus", "timeout_prevote"), "300ms");
+        assert_eq!(get("consensus", "timeout_precommit"), "300ms");
         assert_eq!(get("instrumentation", "prometheus"), "true");
         assert_eq!(
             get("instrumentation", "prometheus_listen_addr"),
@@ -373,7 +406,7 @@ namespace = "cometbft"
 
     #[test]
     fn leaves_every_other_line_alone() {
-        let edits = node_config_edits("node0", &ports(), &peers(), "1s");
+        let edits = node_config_edits("node0", &ports(), &peers(), &timeouts("1s", "3s", "1s"));
         let out = rewrite_toml(SAMPLE, &edits).unwrap();
         let before: Vec<&str> = SAMPLE.lines().collect();
         let after: Vec<&str> = out.lines().collect();
@@ -461,10 +494,13 @@ namespace = "cometbft"
     #[test]
     fn durations_and_chain_ids_are_checked() {
         for ok in ["500ms", "1s", "1m30s", "1.5s", "0", "200us"] {
-            validate_go_duration(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+            validate_go_duration("timeout_commit", ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         }
         for bad in ["", "5", "1 s", "fast", "ms", "1.2.3s", "1sec"] {
-            assert!(validate_go_duration(bad).is_err(), "{bad:?} accepted");
+            assert!(
+                validate_go_duration("timeout_commit", bad).is_err(),
+                "{bad:?} accepted"
+            );
         }
         validate_chain_id("gonka-localnet").unwrap();
         assert!(validate_chain_id("").is_err());

@@ -39,6 +39,10 @@ pub const DEFAULT_VALIDATORS: usize = 4;
 pub const DEFAULT_CHAIN_ID: &str = "gonka-localnet";
 /// Block interval (`[consensus] timeout_commit`) when the caller does not choose.
 pub const DEFAULT_TIMEOUT_COMMIT: &str = "1s";
+/// Default [`LocalnetConfig::timeout_propose`]: CometBFT's own default.
+pub const DEFAULT_TIMEOUT_PROPOSE: &str = "3s";
+/// Default [`LocalnetConfig::timeout_vote`]: CometBFT's own default.
+pub const DEFAULT_TIMEOUT_VOTE: &str = "1s";
 /// How long `start` waits for apps to listen and nodes to answer RPC, by default.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -71,6 +75,12 @@ pub struct LocalnetConfig {
     pub app_state_for_validators: Option<AppStateFn>,
     /// CometBFT block interval, a Go duration such as `"500ms"` or `"1s"`.
     pub timeout_commit: String,
+    /// How long CometBFT waits for a proposal before voting nil and moving to the next round
+    /// (`consensus.timeout_propose`): what a height costs when its proposer is down.
+    pub timeout_propose: String,
+    /// How long CometBFT waits once a round's votes are split (`consensus.timeout_prevote` and
+    /// `timeout_precommit`).
+    pub timeout_vote: String,
     /// If set, genesis enables ABCI vote extensions from this height
     /// (`consensus_params.abci.vote_extensions_enable_height`); `None` keeps them off.
     pub vote_extensions_enable_height: Option<u64>,
@@ -89,7 +99,7 @@ pub struct LocalnetConfig {
 
 impl LocalnetConfig {
     /// A configuration with the defaults: 4 validators, base port 26700, chain id
-    /// `gonka-localnet`, empty app state `{}`, `timeout_commit = "1s"`, no vote extensions,
+    /// `gonka-localnet`, empty app state `{}`, `timeout_commit = "1s"`, `timeout_propose = "3s"`, `timeout_vote = "1s"`, no vote extensions,
     /// no extra app arguments, 60 s start timeout.
     pub fn new(
         dir: impl Into<PathBuf>,
@@ -106,11 +116,22 @@ impl LocalnetConfig {
             app_state: json!({}),
             app_state_for_validators: None,
             timeout_commit: DEFAULT_TIMEOUT_COMMIT.to_string(),
+            timeout_propose: DEFAULT_TIMEOUT_PROPOSE.to_string(),
+            timeout_vote: DEFAULT_TIMEOUT_VOTE.to_string(),
             vote_extensions_enable_height: None,
             app_args: Vec::new(),
             node_app_args: Default::default(),
             start_timeout: DEFAULT_START_TIMEOUT,
             sidecar: None,
+        }
+    }
+
+    /// The consensus timeouts every node's config gets.
+    fn timeouts(&self) -> config::Timeouts {
+        config::Timeouts {
+            commit: self.timeout_commit.clone(),
+            propose: self.timeout_propose.clone(),
+            vote: self.timeout_vote.clone(),
         }
     }
 
@@ -121,7 +142,9 @@ impl LocalnetConfig {
         }
         ports_for_network(self.base_port, self.validators)?;
         config::validate_chain_id(&self.chain_id)?;
-        config::validate_go_duration(&self.timeout_commit)?;
+        config::validate_go_duration("timeout_commit", &self.timeout_commit)?;
+        config::validate_go_duration("timeout_propose", &self.timeout_propose)?;
+        config::validate_go_duration("timeout_vote", &self.timeout_vote)?;
         if self.dir.as_os_str().is_empty() {
             bail!("the localnet directory is empty");
         }
@@ -519,7 +542,7 @@ fn create(config: &LocalnetConfig) -> Result<Vec<NodeInfo>> {
             .map(NodeInfo::peer_address)
             .collect();
         let edits =
-            config::node_config_edits(&node.moniker, &node.ports, &peers, &config.timeout_commit);
+            config::node_config_edits(&node.moniker, &node.ports, &peers, &config.timeouts());
         let text = rewrite_toml(&text, &edits)
             .with_context(|| format!("rewriting {}", config_path.display()))?;
         fs::write(&config_path, text)?;
@@ -647,17 +670,26 @@ fn stage_full_node(
         .with_context(|| format!("reading {}", first.genesis_path().display()))?;
     fs::write(staged.join("config").join("genesis.json"), genesis)?;
 
-    // The network's block interval is what node 0 runs with (a resumed network keeps the one
-    // it was created with).
-    let timeout_commit = fs::read_to_string(first.config_toml_path())
-        .ok()
-        .and_then(|text| read_toml_value(&text, "consensus", "timeout_commit"))
-        .unwrap_or_else(|| config.timeout_commit.clone());
+    // The network's consensus timeouts are what node 0 runs with (a resumed network keeps the
+    // ones it was created with).
+    let first_config = fs::read_to_string(first.config_toml_path()).ok();
+    let first_value = |key: &str, default: String| {
+        first_config
+            .as_deref()
+            .and_then(|text| read_toml_value(text, "consensus", key))
+            .unwrap_or(default)
+    };
+    let defaults = config.timeouts();
+    let timeouts = config::Timeouts {
+        commit: first_value("timeout_commit", defaults.commit),
+        propose: first_value("timeout_propose", defaults.propose),
+        vote: first_value("timeout_prevote", defaults.vote),
+    };
     let peers: Vec<String> = nodes.iter().map(NodeInfo::peer_address).collect();
     let config_path = staged.join("config").join("config.toml");
     let text = fs::read_to_string(&config_path)
         .with_context(|| format!("reading {}", config_path.display()))?;
-    let edits = config::node_config_edits(&format!("node{index}"), ports, &peers, &timeout_commit);
+    let edits = config::node_config_edits(&format!("node{index}"), ports, &peers, &timeouts);
     let text = rewrite_toml(&text, &edits)
         .with_context(|| format!("rewriting {}", config_path.display()))?;
     fs::write(&config_path, text)?;

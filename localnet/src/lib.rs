@@ -38,9 +38,10 @@ pub use cometbft::{
 };
 pub use layout::{
     read_consensus_key, reset, AppStateFn, GenesisValidatorKey, LocalnetConfig, NodeInfo,
-    DEFAULT_CHAIN_ID, DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT_COMMIT, DEFAULT_VALIDATORS,
-    MANIFEST_FILE,
+    DEFAULT_CHAIN_ID, DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT_COMMIT, DEFAULT_TIMEOUT_PROPOSE,
+    DEFAULT_TIMEOUT_VOTE, DEFAULT_VALIDATORS, MANIFEST_FILE,
 };
 pub use localnet::{CrashPolicy, Localnet, Stopper, MAX_RESTART_BACKOFF, STOP_GRACE};
 pub use ports::{find_free_base_port, NodePorts, DEFAULT_BASE_PORT};
+pub use process::Role;
 pub use sidecar::SidecarConfig;

@@ -439,6 +439,27 @@ impl Localnet {
         Ok(())
     }
 
+    /// Sends `signal` (e.g. `libc::SIGKILL`, `SIGSTOP`, `SIGCONT`) to the process group of node
+    /// `i`'s `process` — what a fault injector does. Returns whether it was sent (`false` if
+    /// that process has already exited); fails if the node has no such process. A process
+    /// killed this way stays in the table: [`Localnet::kill_node`] then
+    /// [`Localnet::start_node`] (or [`Localnet::start_sidecar`]) bring it back.
+    pub fn signal(&mut self, i: usize, process: Role, signal: libc::c_int) -> Result<bool> {
+        self.node(i)?;
+        let mut table = self.shared.lock();
+        let node = &mut table[i];
+        let target = match process {
+            Role::App => node.app.as_mut(),
+            Role::Cometbft => node.cometbft.as_mut(),
+            Role::Sidecar(role) => node
+                .sidecars
+                .iter_mut()
+                .find(|p| p.role.to_string() == role),
+        }
+        .ok_or_else(|| anyhow!("node {i} runs no {process}"))?;
+        target.signal(signal)
+    }
+
     /// Stops every process: SIGTERM to all CometBFT nodes, up to [`STOP_GRACE`] for them to
     /// exit, SIGKILL for stragglers; then the same for the apps. Chain data stays on disk and
     /// [`Localnet::start`] may be called again. Idempotent.

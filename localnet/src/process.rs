@@ -26,7 +26,7 @@ use anyhow::{anyhow, Context, Result};
 
 /// Which of a node's processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
+pub enum Role {
     /// The ABCI application (`gonkad start`).
     App,
     /// The CometBFT node (`cometbft start`).

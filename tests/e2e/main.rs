@@ -12,6 +12,7 @@ mod cosmjs;
 mod cosmpy;
 mod disputes;
 mod explorer;
+mod faults;
 mod genesis_ceremony;
 mod inference;
 mod liveness;
