@@ -6,7 +6,7 @@
 //! | `jmt_values` | key hash (32) ++ version (u64 big-endian) | tag byte (0 deleted, 1 set) ++ value |
 //! | `preimages` | key hash (32) | key |
 //! | `index` | key | value at the latest version (deleted keys are absent) |
-//! | `meta` | name | latest version (u64 big-endian), latest root (32 bytes), format, oldest readable version |
+//! | `meta` | name | latest version (u64 big-endian), latest root (32 bytes), format, oldest readable version, version of a restore under way |
 //! | `stale_nodes` | version it went stale at (u64 big-endian) ++ encoded `NodeKey` | empty |
 //! | `stale_values` | version it was replaced at (u64 big-endian) ++ key hash ++ its own version | empty |
 //!
@@ -43,6 +43,9 @@ pub(crate) const META_LATEST_ROOT: &str = "latest_root";
 /// `meta` entry: the oldest version whose tree is still whole (versions below it were
 /// pruned), u64 big-endian; absent when nothing was pruned.
 pub(crate) const META_OLDEST_VERSION: &str = "oldest_version";
+/// `meta` entry: present while a snapshot restore of that version (u64 big-endian) is under
+/// way; the tables then hold a partial tree and no version is committed.
+pub(crate) const META_RESTORING: &str = "restoring";
 /// `meta` entry: the on-disk layout version, u64 big-endian.
 pub(crate) const META_FORMAT: &str = "format";
 /// The on-disk layout this code reads and writes (2: JMT nodes and node keys in borsh).
@@ -206,9 +209,11 @@ impl TreeReader for Snapshot {
     }
 
     fn get_rightmost_leaf(&self) -> anyhow::Result<Option<(NodeKey, LeafNode)>> {
+        // Only jmt's resuming restore asks; gonka-store restores with `new_overwrite` and
+        // wipes an interrupted restore instead of resuming it.
         Err(anyhow!(
-            "state-sync restore is not supported by gonka-store: get_rightmost_leaf is only \
-             used by jmt's restore code"
+            "gonka-store does not resume interrupted restores: get_rightmost_leaf is only used \
+             by jmt's resuming restore"
         ))
     }
 }

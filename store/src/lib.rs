@@ -12,15 +12,21 @@
 //! versions ([`Store::get_at`]) and ics23 proofs ([`Store::get_with_proof`]) go through the
 //! tree. [`verify_membership`] and [`verify_non_membership`] check those proofs with nothing but
 //! the `ics23` crate, as a light client would.
+//!
+//! State sync: [`Store::export`] streams the tree at a version as verifiable chunks, and
+//! [`Store::begin_restore`] rebuilds it in an empty store, which then continues from that
+//! version as if it had committed every one before it (older versions read as pruned).
 
 mod db;
 mod proof;
+mod snapshot;
 mod store;
 
 #[cfg(test)]
 mod tests;
 
 pub use proof::{proof_spec, verify_membership, verify_non_membership, PROOF_OP_TYPE};
+pub use snapshot::{Export, Restore, DEFAULT_CHUNK_BYTES, MAX_PROOF_BYTES, SNAPSHOT_FORMAT};
 pub use store::{PreparedCommit, Pruned, Store, StoreError};
 
 /// The `ics23` crate, re-exported so users name the same `CommitmentProof` type the store uses.

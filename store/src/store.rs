@@ -83,6 +83,15 @@ pub enum StoreError {
         /// The oldest version still whole.
         oldest: u64,
     },
+    /// A snapshot restore was asked of a store that already holds committed versions.
+    #[error(
+        "cannot restore a snapshot into a store that holds committed versions (latest \
+         {latest}); state sync needs an empty state database"
+    )]
+    RestoreOverCommitted {
+        /// The latest committed version.
+        latest: u64,
+    },
 }
 
 /// What one [`Store::prune`] deleted.
@@ -107,11 +116,11 @@ fn describe_latest(latest: &Option<u64>) -> String {
 /// reads run on redb read transactions (snapshots), and redb serializes writers.
 #[derive(Clone)]
 pub struct Store {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-struct Inner {
-    db: Database,
+pub(crate) struct Inner {
+    pub(crate) db: Database,
     path: PathBuf,
 }
 
@@ -155,6 +164,14 @@ impl Store {
         store
             .init_tables()
             .with_context(|| format!("initializing the store {}", path.display()))?;
+        // A snapshot restore cut short (crash, kill) left a partial tree and no version: drop
+        // it, so the node starts empty and state sync starts over.
+        if store.restore_in_progress()? {
+            tracing::warn!(path = %path.display(), "wiping an unfinished snapshot restore");
+            store
+                .wipe_restore()
+                .with_context(|| format!("wiping an unfinished restore in {}", path.display()))?;
+        }
         Ok(store)
     }
 
@@ -197,7 +214,7 @@ impl Store {
         &self.inner.path
     }
 
-    fn snapshot(&self) -> anyhow::Result<Snapshot> {
+    pub(crate) fn snapshot(&self) -> anyhow::Result<Snapshot> {
         let txn = self.inner.db.begin_read()?;
         Snapshot::new(&txn)
     }
@@ -502,7 +519,7 @@ fn drop_stale(
 
 /// Errors unless `version` is committed (versions 0..=latest all are: commits are contiguous)
 /// and not pruned.
-fn check_committed(snap: &Snapshot, version: u64) -> anyhow::Result<()> {
+pub(crate) fn check_committed(snap: &Snapshot, version: u64) -> anyhow::Result<()> {
     let latest = snap.latest_version()?;
     match latest {
         Some(latest) if version <= latest => {

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use crate::{verify_membership, verify_non_membership, ChangeSet, Store, StoreError};
 
+mod snapshot;
+
 /// A change set from `(key, Some(value) | None)` pairs.
 fn cs(entries: &[(&str, Option<&str>)]) -> ChangeSet {
     entries
