@@ -439,3 +439,12 @@ impl Llm {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_model_is_shared_across_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<super::Llm>();
+    }
+}
