@@ -9,10 +9,12 @@ use tendermint_abci::Application;
 use tendermint_proto::google::protobuf::Timestamp;
 use tendermint_proto::v0_38::abci::{
     self as abci, response_process_proposal::ProposalStatus,
-    response_verify_vote_extension::VerifyStatus, ExecTxResult, RequestCheckTx, RequestExtendVote,
-    RequestFinalizeBlock, RequestInfo, RequestInitChain, RequestPrepareProposal,
-    RequestProcessProposal, RequestQuery, RequestVerifyVoteExtension, ResponseCheckTx,
+    response_verify_vote_extension::VerifyStatus, ExecTxResult, RequestApplySnapshotChunk,
+    RequestCheckTx, RequestExtendVote, RequestFinalizeBlock, RequestInfo, RequestInitChain,
+    RequestLoadSnapshotChunk, RequestOfferSnapshot, RequestPrepareProposal, RequestProcessProposal,
+    RequestQuery, RequestVerifyVoteExtension, ResponseApplySnapshotChunk, ResponseCheckTx,
     ResponseCommit, ResponseExtendVote, ResponseFinalizeBlock, ResponseInfo, ResponseInitChain,
+    ResponseListSnapshots, ResponseLoadSnapshotChunk, ResponseOfferSnapshot,
     ResponsePrepareProposal, ResponseProcessProposal, ResponseQuery, ResponseVerifyVoteExtension,
 };
 use tendermint_proto::v0_38::crypto::{public_key, PublicKey};
@@ -242,6 +244,30 @@ impl Application for App {
             consensus_param_updates: None,
             app_hash: finalized.app_hash.to_vec().into(),
         }
+    }
+
+    fn list_snapshots(&self) -> ResponseListSnapshots {
+        self.snapshots().list()
+    }
+
+    fn offer_snapshot(&self, request: RequestOfferSnapshot) -> ResponseOfferSnapshot {
+        self.snapshots().offer(self.store(), request)
+    }
+
+    fn load_snapshot_chunk(&self, request: RequestLoadSnapshotChunk) -> ResponseLoadSnapshotChunk {
+        self.snapshots().load_chunk(request)
+    }
+
+    fn apply_snapshot_chunk(
+        &self,
+        request: RequestApplySnapshotChunk,
+    ) -> ResponseApplySnapshotChunk {
+        let (response, restored) = self.snapshots().apply_chunk(request);
+        if let Some(height) = restored {
+            self.restored(height)
+                .unwrap_or_else(|e| fatal("ApplySnapshotChunk", e));
+        }
+        response
     }
 
     fn commit(&self) -> ResponseCommit {

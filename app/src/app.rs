@@ -16,6 +16,7 @@ use gonka_store::{ChangeSet, PreparedCommit, Store};
 use crate::ante::Mode;
 use crate::beacon::BeaconNode;
 use crate::lock::lock;
+use crate::snapshots::{SnapshotConfig, Snapshots};
 use crate::tx::{self, TxOutcome};
 
 /// State key holding the chain id, written at genesis.
@@ -37,6 +38,8 @@ struct Inner {
     check: Mutex<CheckState>,
     /// What this node keeps of its history.
     retention: Mutex<Retention>,
+    /// State-sync snapshots: the ones this node writes, and a restore under way.
+    snapshots: Snapshots,
 }
 
 /// What a node keeps of its history. Node-local: the app hash depends only on the latest
@@ -144,6 +147,7 @@ impl App {
                     block,
                 }),
                 retention: Mutex::new(Retention::default()),
+                snapshots: Snapshots::default(),
             }),
         })
     }
@@ -430,7 +434,40 @@ impl App {
         tracing::info!(height, "committed");
         drop((check, consensus));
         self.prune(height);
+        self.inner.snapshots.after_commit(&self.inner.store, height);
         Ok(height)
+    }
+
+    /// Writes snapshots as `config` says (see [`crate::snapshots`]); without this call the
+    /// node writes and lists none, but still restores from its peers'.
+    pub fn set_snapshots(&self, config: SnapshotConfig) -> anyhow::Result<()> {
+        self.inner.snapshots.configure(config)
+    }
+
+    /// The node's snapshot state (for the ABCI snapshot calls).
+    pub(crate) fn snapshots(&self) -> &Snapshots {
+        &self.inner.snapshots
+    }
+
+    /// After a snapshot restore committed `height`: the mempool state starts over on it, as
+    /// after a restart.
+    pub(crate) fn restored(&self, height: u64) -> anyhow::Result<()> {
+        let mut consensus = lock(&self.inner.consensus);
+        let mut check = lock(&self.inner.check);
+        consensus.genesis = None;
+        consensus.pending = None;
+        check.writes.clear();
+        check.block = BlockContext {
+            chain_id: tx::chain_id(&self.inner.store)?,
+            height: height + 1,
+            time_seconds: 0,
+            ..BlockContext::default()
+        };
+        tracing::info!(
+            height,
+            "state restored from a snapshot; following the chain from the next block"
+        );
+        Ok(())
     }
 
     /// Sets what this node keeps of its history (see [`Retention`]).

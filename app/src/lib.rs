@@ -6,6 +6,8 @@
 //! - [`modules`] lists the chain modules in the one order every hook runs in.
 //! - The transaction pipeline (`tx`, `ante`) decodes Cosmos SDK `TxRaw`, authenticates it
 //!   and executes its messages in forks of the block state.
+//! - [`snapshots`]: state sync — snapshots every N blocks, and restoring a new node from a
+//!   peer's snapshot checked against the app hash CometBFT's light client trusts.
 //! - [`harness::TestChain`] drives an [`App`] block by block in-process, for tests and
 //!   benchmarks.
 
@@ -20,11 +22,13 @@ pub mod modules;
 mod query;
 mod server;
 pub mod sig_cache;
+pub mod snapshots;
 mod tx;
 
 pub use app::{App, Retention, CHAIN_ID_KEY};
 pub use beacon::BeaconNode;
 pub use server::{read_delimited, serve_abci};
+pub use snapshots::SnapshotConfig;
 
 use std::path::Path;
 

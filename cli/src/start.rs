@@ -40,6 +40,15 @@ pub struct Args {
     /// through this one need.
     #[arg(long, default_value_t = 0)]
     min_retain_blocks: u64,
+    /// Write a state-sync snapshot of the committed state every N heights (into
+    /// <home>/data/snapshots/<height>/, in the background), so new nodes can join from it
+    /// instead of replaying from genesis. 0 writes none (the node can still state-sync from
+    /// others). Snapshot heights must stay within --pruning-keep-recent to be written.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    snapshot_interval: u64,
+    /// Snapshots kept; older ones are deleted once a new one is written (at least 1).
+    #[arg(long, value_name = "K", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    snapshot_keep_recent: u32,
 }
 
 /// Runs the ABCI server until the process is stopped.
@@ -61,10 +70,17 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
         keep_versions: args.pruning_keep_recent,
         keep_blocks: args.min_retain_blocks,
     });
+    app.set_snapshots(gonka_app::SnapshotConfig::in_home(
+        &home,
+        args.snapshot_interval,
+        args.snapshot_keep_recent,
+    ))?;
     tracing::info!(
         home = %home.display(),
         keep_versions = args.pruning_keep_recent,
         keep_blocks = args.min_retain_blocks,
+        snapshot_interval = args.snapshot_interval,
+        snapshot_keep_recent = args.snapshot_keep_recent,
         "state opened"
     );
     match args.metrics_listen {

@@ -191,6 +191,19 @@ impl Sink {
     }
 }
 
+/// jmt's restorer, writing into a [`Sink`].
+///
+/// `JellyfishMerkleRestore` keeps its writer as an `Arc<dyn TreeWriter>`, a trait object
+/// without `Send`/`Sync` bounds, so the compiler cannot see that it may move between threads
+/// (the ABCI snapshot connection's thread calls it; the app keeps it in a `Mutex`). The only
+/// writer ever behind that `Arc` is a `Sink` — a `Mutex<Vec<NodeBatch>>`, `Send` and `Sync` —
+/// and the restorer's other fields are plain owned data.
+struct Restorer(JellyfishMerkleRestore<Sha256>);
+
+// SAFETY: see the type's doc: the `dyn TreeWriter` is always a `Sink`, which is Send + Sync,
+// and nothing else in the restorer is tied to a thread.
+unsafe impl Send for Restorer {}
+
 /// A restore in progress (see [`Store::begin_restore`]). Dropping it without
 /// [`Restore::finish`] or [`Restore::abort`] leaves the partial tree behind the `restoring`
 /// mark; the next `begin_restore` or `open` wipes it.
@@ -200,7 +213,7 @@ pub struct Restore {
     root: [u8; 32],
     sink: Arc<Sink>,
     /// `None` once a chunk failed: the jmt restorer has taken part of it and cannot go on.
-    tree: Option<JellyfishMerkleRestore<Sha256>>,
+    tree: Option<Restorer>,
     chunks: u64,
     keys: u64,
 }
@@ -272,7 +285,7 @@ impl Restore {
         };
         // jmt asserts its invariants; input that trips one is refused like a bad proof.
         let added = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            tree.add_chunk(hashed, proof)
+            tree.0.add_chunk(hashed, proof)
         }))
         .unwrap_or_else(|_| Err(anyhow!("the jmt restorer panicked on this chunk")));
         if let Err(e) = added {
@@ -305,7 +318,7 @@ impl Restore {
             self.abort()?;
             bail!("the restore of version {version} received no chunk");
         }
-        let finished = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tree.finish()))
+        let finished = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tree.0.finish()))
             .unwrap_or_else(|_| Err(anyhow!("the jmt restorer panicked when finishing")));
         let written = finished.and_then(|()| {
             let batches = self.sink.take()?;
@@ -417,7 +430,7 @@ impl Store {
             version,
             root,
             sink,
-            tree: Some(tree),
+            tree: Some(Restorer(tree)),
             chunks: 0,
             keys: 0,
         })

@@ -27,9 +27,10 @@ fn restore(store: &Store, version: u64, root: [u8; 32], chunks: &[Vec<u8>]) -> a
 }
 
 #[test]
-fn export_is_send_for_a_background_writer() {
+fn export_and_restore_move_between_threads() {
     fn assert_send<T: Send + 'static>() {}
     assert_send::<Export>();
+    assert_send::<crate::Restore>();
 }
 
 #[test]
