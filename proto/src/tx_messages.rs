@@ -35,12 +35,17 @@ pub(crate) fn from_json_of<M: Message + serde::de::DeserializeOwned>(
         .map_err(|e| e.to_string())
 }
 
-/// `json` with every object key in snake_case (`fromAddress` → `from_address`).
+/// `json` with every field name in snake_case (`fromAddress` → `from_address`). Keys that
+/// start with a capital letter are not field names but the variant of a oneof as serde
+/// writes it (`"kind": {"SumMismatch": {...}}`), and stay as they are.
 fn snake_case_keys(json: Value) -> Value {
     match json {
         Value::Object(map) => Value::Object(
             map.into_iter()
                 .map(|(key, value)| {
+                    if key.starts_with(|c: char| c.is_ascii_uppercase()) {
+                        return (key, snake_case_keys(value));
+                    }
                     let mut snake = String::with_capacity(key.len() + 4);
                     for c in key.chars() {
                         if c.is_ascii_uppercase() {
@@ -188,6 +193,31 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(json["amount"][0]["amount"], "5");
+    }
+
+    /// Found by fuzzing (fuzz/ `msgs`): a message with a oneof (a batch challenge) rendered
+    /// as `"kind": {"SumMismatch": ...}` did not parse back, its variant name having been
+    /// snake-cased as if it were a field (`_sum_mismatch`).
+    #[test]
+    fn a_oneof_variant_reads_back_from_its_own_json() {
+        use crate::settlement::{msg_challenge_batch::Kind, MsgChallengeBatch, SumMismatch};
+        let challenge = MsgChallengeBatch {
+            challenger: "gonka1a".into(),
+            batch_id: 3,
+            kind: Some(Kind::SumMismatch(SumMismatch::default())),
+        };
+        let url = format!("/{}", MsgChallengeBatch::full_name());
+        let mut json = to_json(&url, &challenge.encode_to_vec()).unwrap().unwrap();
+        assert!(json["kind"]["SumMismatch"].is_object(), "{json}");
+        json.as_object_mut().unwrap().remove("@type");
+        let bytes = from_json(&url, json).unwrap().unwrap();
+        assert_eq!(MsgChallengeBatch::decode(bytes.as_slice()).unwrap(), challenge);
+        // Field names inside the variant are still read in lowerCamelCase.
+        let camel = json!({"batchId": 4, "kind": {"Unsorted": {}}});
+        let bytes = from_json(&url, camel).unwrap().unwrap();
+        let read = MsgChallengeBatch::decode(bytes.as_slice()).unwrap();
+        assert_eq!(read.batch_id, 4);
+        assert!(matches!(read.kind, Some(Kind::Unsorted(_))), "{read:?}");
     }
 
     #[test]
