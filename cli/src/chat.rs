@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use gonka_client::chat::{
     base_url, discover_transfer_agents, identity, ChatClient, ChatError, ChatRequest, Message,
-    DEFAULT_MODEL,
+    DEFAULT_MODEL, LLM_MODEL,
 };
 
 use crate::amount::parse_ngnk;
@@ -41,9 +41,10 @@ pub struct Args {
     /// the transfer agents registered on chain are used (asked over --node).
     #[arg(long = "ta", value_name = "URL")]
     transfer_agents: Vec<String>,
-    /// Model to ask.
-    #[arg(long, default_value = DEFAULT_MODEL)]
-    model: String,
+    /// Model to ask [default: the language model HuggingFaceTB/SmolLM2-135M-Instruct when an
+    /// ML node on chain serves it, else gonka/reference-1].
+    #[arg(long)]
+    model: Option<String>,
     /// Most tokens to generate (signed with the request) [default: 256].
     #[arg(long, value_name = "N")]
     max_tokens: Option<u32>,
@@ -79,13 +80,18 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
 
     let mut messages: Vec<Message> = args.system.into_iter().map(Message::system).collect();
     messages.push(Message::user(args.prompt.join(" ")));
+    let model = match args.model {
+        Some(model) => model,
+        None => default_model(global).await,
+    };
     let request = ChatRequest {
-        model: args.model,
+        model,
         messages,
         max_tokens: args.max_tokens,
         max_price_per_token: args.max_price,
         stream: !args.no_stream,
         commission: args.commission,
+        sampling: Default::default(),
     };
 
     let text = global.output == Output::Text;
@@ -135,6 +141,31 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
 }
 
 /// The TAs to try: those given (one given TA adds the others it knows), else those on chain.
+/// The language model when an ML node registered on chain serves it, else the reference
+/// model (also when the chain cannot be asked).
+async fn default_model(global: &Global) -> String {
+    let served = async {
+        let nodes = global
+            .client()?
+            .query::<gonka_proto::query::inference::Nodes>(&Default::default())
+            .await?
+            .nodes;
+        anyhow::Ok(
+            nodes
+                .iter()
+                .any(|n| n.models.iter().any(|m| m == LLM_MODEL)),
+        )
+    };
+    match served.await {
+        Ok(true) => LLM_MODEL.to_string(),
+        Ok(false) => DEFAULT_MODEL.to_string(),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot list the ML nodes on chain; asking the reference model");
+            DEFAULT_MODEL.to_string()
+        }
+    }
+}
+
 pub(crate) async fn transfer_agents(global: &Global, given: &[String]) -> Result<Vec<String>> {
     match given {
         [] => {

@@ -59,12 +59,22 @@ fn genesis(
         accounts,
         min_gas_price: None,
         epoch_length: Some(EPOCH_LENGTH),
-        // The sidecar's built-in deterministic model, priced at 1 ngnk per token.
-        models: vec![gonka_proto::inference::Model {
-            id: "gonka/reference-1".into(),
-            price_per_token: "1".into(),
-            ..gonka_proto::inference::Model::default()
-        }],
+        // The sidecar's built-in deterministic model, priced at 1 ngnk per token, and the
+        // language model the ML nodes serve when its file is present (`--llm-model`), at 2.
+        // Both are priced whether or not the file is there, so a network created without it
+        // serves it once it is fetched.
+        models: vec![
+            gonka_proto::inference::Model {
+                id: gonka_client::chat::DEFAULT_MODEL.into(),
+                price_per_token: "1".into(),
+                ..gonka_proto::inference::Model::default()
+            },
+            gonka_proto::inference::Model {
+                id: gonka_client::chat::LLM_MODEL.into(),
+                price_per_token: "2".into(),
+                ..gonka_proto::inference::Model::default()
+            },
+        ],
         rewards_params: Some(gonka_proto::rewards::Params {
             initial_emission: EPOCH_EMISSION_NGNK.to_string(),
             decay_ppb: 474_970,
@@ -155,10 +165,46 @@ pub struct Args {
     /// down while the rest of the network runs on.
     #[arg(long)]
     restart_crashed: bool,
+    /// The GGUF language model every ML node also serves (SmolLM2-135M-Instruct as
+    /// `scripts/fetch-model.sh` stores it) [default: ~/.gonka/models/SmolLM2-135M-Instruct.Q4_1.gguf
+    /// when it exists].
+    #[arg(long, value_name = "PATH", conflicts_with = "no_llm")]
+    llm_model: Option<PathBuf>,
+    /// Serve the reference model alone, even when the language model's file is present.
+    #[arg(long)]
+    no_llm: bool,
     /// Where to serve the web explorer (`gonkad explorer` over node 0's RPC); default the
     /// loopback port just after the network's last port block (base + 10 × validators).
     #[arg(long)]
     explorer_listen: Option<String>,
+}
+
+/// The language model file the ML nodes serve: `explicit` (which must exist), else the one
+/// `scripts/fetch-model.sh` stores under the gonka home when it is there; `None` with
+/// `--no-llm`.
+fn llm_model(global: &Global, explicit: Option<PathBuf>, off: bool) -> Result<Option<PathBuf>> {
+    if off {
+        return Ok(None);
+    }
+    match explicit {
+        Some(path) if path.is_file() => Ok(Some(path)),
+        Some(path) => anyhow::bail!(
+            "--llm-model {} does not exist; fetch it with scripts/fetch-model.sh, or run without --llm-model",
+            path.display()
+        ),
+        None => {
+            let fetched = global.home().join(gonka_client::chat::LLM_MODEL_FILE);
+            if fetched.is_file() {
+                Ok(Some(fetched))
+            } else {
+                eprintln!(
+                    "no language model at {}: the ML nodes serve the reference model alone (scripts/fetch-model.sh fetches SmolLM2-135M-Instruct)",
+                    fetched.display()
+                );
+                Ok(None)
+            }
+        }
+    }
 }
 
 /// The `gonka-sidecar` binary: `explicit`, or the one built next to this `gonkad`.
@@ -229,6 +275,7 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
         sidecar.trainer_args = (0..args.validators)
             .map(|_| vec!["--auto-join".into()])
             .collect();
+        sidecar.llm_model_file = llm_model(global, args.llm_model, args.no_llm)?;
         config.sidecar = Some(sidecar);
     }
     let mut net = Localnet::prepare(config)?;

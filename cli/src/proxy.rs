@@ -21,7 +21,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::StreamExt;
 use gonka_client::chat::{
-    identity, ChatClient, ChatError, ChatRequest, ChatResponse, Message, DEFAULT_MAX_TOKENS,
+    identity, ChatClient, ChatError, ChatRequest, ChatResponse, Message, Sampling,
+    DEFAULT_MAX_TOKENS,
 };
 use gonka_client::openai::{
     ApiError, AssistantMessage, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, Choice,
@@ -191,6 +192,13 @@ fn chat_request(proxy: &Proxy, body: &ChatCompletionRequest) -> Result<ChatReque
         max_price_per_token: proxy.max_price,
         stream: body.stream,
         commission: proxy.commission,
+        sampling: Sampling {
+            temperature: body.temperature,
+            top_p: body.top_p,
+            seed: body.seed,
+            logprobs: body.logprobs,
+            top_logprobs: body.top_logprobs,
+        },
     })
 }
 
@@ -281,7 +289,7 @@ async fn chat_completions(State(proxy): State<Arc<Proxy>>, request: Request) -> 
                     role: "assistant",
                     content: response.content.clone(),
                 },
-                logprobs: None,
+                logprobs: response.logprobs.clone(),
                 finish_reason: finish_reason(&response, max_tokens),
             }],
             usage: response.usage.unwrap_or_default(),
@@ -370,8 +378,13 @@ async fn streamed(proxy: Arc<Proxy>, request: ChatRequest, include_usage: bool) 
                         None,
                     )),
                     Some(Progress::Done(Ok(response))) => {
+                        // The tokens' log-probabilities, when asked for, ride on the last
+                        // chunk: the transfer agent's stream is relayed text by text.
                         let mut last =
                             chunk(Delta::default(), Some(finish_reason(&response, max_tokens)));
+                        if let Some(choice) = last.choices.first_mut() {
+                            choice.logprobs = response.logprobs.clone();
+                        }
                         let mut out = event(&last).to_vec();
                         if include_usage {
                             last.choices.clear();

@@ -19,13 +19,21 @@ use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use reqwest::{StatusCode, Url};
 use serde::{Deserialize, Serialize};
 
-use crate::openai::Usage;
+use crate::openai::{ChoiceLogprobs, Usage};
 use crate::request::{sign_request, RequestTerms};
 use crate::sse::SseParser;
 use crate::{unix_now, Key};
 
 /// The model of the built-in reference ML node, which every localnet serves.
 pub const DEFAULT_MODEL: &str = "gonka/reference-1";
+
+/// The language model a localnet's ML nodes serve when its file is present
+/// (SmolLM2-135M-Instruct, Q4_1 GGUF, as `scripts/fetch-model.sh` stores it).
+pub const LLM_MODEL: &str = "HuggingFaceTB/SmolLM2-135M-Instruct";
+
+/// Where under the gonka home (`${GONKA_HOME:-~/.gonka}`) `scripts/fetch-model.sh` stores
+/// [`LLM_MODEL`]'s file.
+pub const LLM_MODEL_FILE: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// Completion budget signed when a request sets none.
 pub const DEFAULT_MAX_TOKENS: u32 = 256;
@@ -69,8 +77,29 @@ impl Message {
     }
 }
 
+/// How to decode and what to report, sent (and signed) in the request body. Read by language
+/// models; the deterministic reference model decodes greedily whatever they say.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Sampling {
+    /// Softmax temperature, 0 to 2; absent or 0 decodes greedily.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling mass, in (0, 1].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    /// Seed of the sampler.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Ask for each generated token's log-probability.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub logprobs: bool,
+    /// With `logprobs`, how many alternatives per token (0 to 20).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_logprobs: Option<u32>,
+}
+
 /// A chat completion to ask for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ChatRequest {
     /// Model id, e.g. [`DEFAULT_MODEL`].
     pub model: String,
@@ -86,6 +115,8 @@ pub struct ChatRequest {
     pub stream: bool,
     /// ngnk the requester agrees to pay the transfer agent; part of the signed message.
     pub commission: u128,
+    /// Sampling and log-probabilities.
+    pub sampling: Sampling,
 }
 
 impl ChatRequest {
@@ -98,6 +129,7 @@ impl ChatRequest {
             max_price_per_token: None,
             stream: true,
             commission: 0,
+            sampling: Sampling::default(),
         }
     }
 
@@ -121,6 +153,8 @@ impl ChatRequest {
             stream: bool,
             #[serde(skip_serializing_if = "Option::is_none")]
             stream_options: Option<StreamOptions>,
+            #[serde(flatten)]
+            sampling: &'a Sampling,
         }
         serde_json::to_vec(&Body {
             model: &self.model,
@@ -130,6 +164,7 @@ impl ChatRequest {
             stream_options: self.stream.then_some(StreamOptions {
                 include_usage: true,
             }),
+            sampling: &self.sampling,
         })
         .expect("a chat request serializes")
     }
@@ -145,10 +180,14 @@ pub struct FailedAttempt {
 }
 
 /// The answer to a [`ChatRequest`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatResponse {
     /// The generated text.
     pub content: String,
+    /// The generated tokens' log-probabilities, when asked for and the model reports them
+    /// (a stream's chunks joined).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<ChoiceLogprobs>,
     /// The model that answered, as the answer names it.
     pub model: String,
     /// Token counts, if the answer carried them.
@@ -415,6 +454,7 @@ impl ChatClient {
         })?;
         Ok(ChatResponse {
             content: answer.content,
+            logprobs: answer.logprobs,
             model: answer.model,
             usage: answer.usage,
             inference_id,
@@ -475,6 +515,8 @@ impl ChatClient {
         #[derive(Deserialize)]
         struct Choice {
             message: AssistantMessage,
+            #[serde(default)]
+            logprobs: Option<ChoiceLogprobs>,
         }
         #[derive(Deserialize)]
         struct AssistantMessage {
@@ -488,14 +530,15 @@ impl ChatClient {
         };
         let completion: Completion = serde_json::from_slice(&bytes)
             .map_err(|e| format!("expected a chat.completion JSON body: {e}"))?;
-        let content = completion
+        let (content, logprobs) = completion
             .choices
             .into_iter()
             .next()
-            .and_then(|c| c.message.content)
+            .map(|c| (c.message.content.unwrap_or_default(), c.logprobs))
             .unwrap_or_default();
         Ok(Answer {
             content,
+            logprobs,
             model: completion.model,
             usage: completion.usage,
             done: true,
@@ -535,6 +578,7 @@ impl ChatClient {
 #[derive(Debug, Default)]
 struct Answer {
     content: String,
+    logprobs: Option<ChoiceLogprobs>,
     model: String,
     usage: Option<Usage>,
     done: bool,
@@ -558,6 +602,8 @@ impl Answer {
         struct ChunkChoice {
             #[serde(default)]
             delta: Delta,
+            #[serde(default)]
+            logprobs: Option<ChoiceLogprobs>,
         }
         #[derive(Deserialize, Default)]
         struct Delta {
@@ -588,6 +634,14 @@ impl Answer {
             self.usage = chunk.usage;
         }
         for choice in chunk.choices {
+            if let Some(lp) = choice.logprobs {
+                self.logprobs
+                    .get_or_insert_with(|| ChoiceLogprobs {
+                        content: Vec::new(),
+                    })
+                    .content
+                    .extend(lp.content);
+            }
             if let Some(delta) = choice.delta.content.filter(|c| !c.is_empty()) {
                 on_delta(&delta);
                 self.content.push_str(&delta);

@@ -48,8 +48,9 @@ pub struct ModelList {
     pub data: Vec<ModelCard>,
 }
 
-/// `POST /v1/chat/completions` request body. Fields the reference model has no use for
-/// (`temperature`, `top_p`, ...) are accepted and ignored: decoding is always greedy.
+/// `POST /v1/chat/completions` request body. The sampling fields are read by the language
+/// model backend; the deterministic reference model ignores them (its decoding is always
+/// greedy). Other OpenAI fields are accepted and ignored.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ChatCompletionRequest {
     /// The model id.
@@ -68,6 +69,52 @@ pub struct ChatCompletionRequest {
     /// Streaming options (`include_usage`).
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
+    /// Softmax temperature, 0 to 2; 0 (or absent) decodes greedily.
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling mass, in (0, 1]; absent keeps every token.
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    /// Seed of the sampler: equal seeds give equal answers.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Report each generated token's log-probability.
+    #[serde(default)]
+    pub logprobs: bool,
+    /// With `logprobs`, how many most likely alternatives to report per token (0 to 20).
+    #[serde(default)]
+    pub top_logprobs: Option<u32>,
+}
+
+/// The `logprobs` of a choice: one entry per generated token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChoiceLogprobs {
+    /// The generated tokens in order.
+    pub content: Vec<TokenLogprob>,
+}
+
+/// One generated token with its log-probability and the most likely alternatives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenLogprob {
+    /// The token's text (UTF-8, lossy where a token holds part of a character).
+    pub token: String,
+    /// Natural log of its probability (≤ 0).
+    pub logprob: f64,
+    /// The token's bytes.
+    pub bytes: Vec<u8>,
+    /// The most likely tokens at this position, most likely first.
+    pub top_logprobs: Vec<TopLogprob>,
+}
+
+/// An alternative token at one position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopLogprob {
+    /// The token's text.
+    pub token: String,
+    /// Natural log of its probability (≤ 0).
+    pub logprob: f64,
+    /// The token's bytes.
+    pub bytes: Vec<u8>,
 }
 
 /// `stream_options` of a request.
@@ -140,8 +187,9 @@ pub struct Choice {
     pub index: u32,
     /// The answer.
     pub message: AssistantMessage,
-    /// Always null: the ML node does not report log-probabilities.
-    pub logprobs: Option<()>,
+    /// The tokens' log-probabilities when the request asked for them (`logprobs: true`) and
+    /// the model reports them; null otherwise.
+    pub logprobs: Option<ChoiceLogprobs>,
     /// `stop` (end token) or `length` (max_tokens reached).
     pub finish_reason: &'static str,
 }
@@ -182,8 +230,8 @@ pub struct ChunkChoice {
     pub index: u32,
     /// What this chunk adds.
     pub delta: Delta,
-    /// Always null.
-    pub logprobs: Option<()>,
+    /// The log-probabilities of this chunk's tokens, as in [`Choice::logprobs`].
+    pub logprobs: Option<ChoiceLogprobs>,
     /// Null until the last content chunk, then `stop` or `length`.
     pub finish_reason: Option<&'static str>,
 }

@@ -50,6 +50,9 @@ pub struct SidecarConfig {
     pub transfer_agent_args: Vec<Vec<OsString>>,
     /// Generations an ML node runs at once.
     pub ml_node_concurrency: u32,
+    /// A GGUF language model every ML node also serves (`--llm-model-file`); `None` serves
+    /// the reference model alone.
+    pub llm_model_file: Option<PathBuf>,
 }
 
 impl SidecarConfig {
@@ -66,6 +69,7 @@ impl SidecarConfig {
             ml_node_args: Vec::new(),
             transfer_agent_args: Vec::new(),
             ml_node_concurrency: 4,
+            llm_model_file: None,
         }
     }
 }
@@ -177,6 +181,9 @@ pub(crate) fn specs(config: &SidecarConfig, node: &NodeInfo) -> Result<Vec<Sidec
         "--max-concurrency".into(),
         config.ml_node_concurrency.to_string().into(),
     ]);
+    if let Some(model) = &config.llm_model_file {
+        ml_args.extend(["--llm-model-file".into(), model.clone().into()]);
+    }
     if let Some(extra) = config.ml_node_args.get(node.index) {
         ml_args.extend(extra.iter().cloned());
     }

@@ -52,6 +52,13 @@ pub struct MlNodeArgs {
     /// equal the model table's hash with it.
     #[arg(long, value_name = "HEX", requires = "weights_url", value_parser = parse_sha256)]
     weights_sha256: Option<[u8; 32]>,
+    /// Also serve the language model in this GGUF file (SmolLM2-135M-Instruct as
+    /// `scripts/fetch-model.sh` stores it) under --llm-model-id, run on this machine's CPU.
+    #[arg(long, value_name = "PATH")]
+    llm_model_file: Option<PathBuf>,
+    /// Model id of --llm-model-file, as clients name it and the chain prices it.
+    #[arg(long, default_value = super::LLM_MODEL_ID, requires = "llm_model_file")]
+    llm_model_id: String,
     /// Forward requests to this OpenAI-compatible server (vLLM, llama.cpp),
     /// http://HOST:PORT, instead of running the built-in reference model.
     #[arg(long, value_name = "URL")]
@@ -277,6 +284,22 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let trained_weights = trained_weights(&args, chain.as_ref().map(|(client, _)| client)).await?;
+    let llm = match &args.llm_model_file {
+        None => None,
+        Some(path) => {
+            let started = std::time::Instant::now();
+            let path = path.clone();
+            let model = tokio::task::spawn_blocking(move || {
+                gonka_llm::Llm::load(&path, gonka_llm::LoadOptions::default())
+            })
+            .await??;
+            tracing::info!(role = "ml-node", model = %args.llm_model_id, ?model, load_ms = started.elapsed().as_millis() as u64, "language model loaded");
+            Some(crate::LlmModel {
+                id: args.llm_model_id.clone(),
+                model: std::sync::Arc::new(model),
+            })
+        }
+    };
     // On chain the node serves its host and the registered transfer agents only.
     let callers = chain.as_ref().map(|(client, host)| {
         let callers = Callers::on_chain(host.address(), client.clone());
@@ -289,10 +312,13 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
     // On chain the node co-signs its host's batches with the host's BLS key.
     let cosigner = std::sync::Arc::new(std::sync::OnceLock::new());
     if let Some((client, host)) = &chain {
+        let served = std::iter::once(args.model_id.clone())
+            .chain(llm.as_ref().map(|m| m.id.clone()))
+            .collect();
         tokio::spawn(crate::cosign::prepare(
             client.clone(),
             gonka_client::bls::account_bls_key(host),
-            args.model_id.clone(),
+            served,
             cosigner.clone(),
         ));
     }
@@ -311,6 +337,7 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
         upstream,
         seed: args.seed,
         trained_weights,
+        llm,
         max_concurrency: args.max_concurrency as usize,
         max_tokens_cap: args.max_tokens_cap,
         default_max_tokens: args.default_max_tokens,
@@ -360,7 +387,7 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
             let node = Node {
                 id: config.node_id.clone(),
                 host: host.address().to_string(),
-                models: vec![config.model_id.clone()],
+                models: config.models(),
                 vram_mib: args.vram_mib,
                 bandwidth_mbps: args.bandwidth_mbps,
                 max_concurrency: config.max_concurrency as u64,

@@ -17,6 +17,7 @@
 //! only its own, so the transfer agent takes each host's records from one of its nodes per
 //! batch.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -48,8 +49,8 @@ pub struct Cosigner {
     pub bls: SecretKey,
     /// The chain the batches settle on.
     pub chain_id: String,
-    /// The chain's price per token of the node's model, in ngnk.
-    pub price_per_token: u128,
+    /// The chain's price per token of each model the node serves, in ngnk.
+    pub prices: BTreeMap<String, u128>,
     /// The chain's `max_record_age_secs` (x/settlement): older leaves are refused.
     pub max_record_age_secs: u64,
 }
@@ -58,17 +59,17 @@ impl std::fmt::Debug for Cosigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cosigner")
             .field("chain_id", &self.chain_id)
-            .field("price_per_token", &self.price_per_token)
+            .field("prices", &self.prices)
             .finish_non_exhaustive()
     }
 }
 
-/// Fills `slot` with the host's co-signer once the chain answers its id and `model`'s price
-/// (retrying every few seconds until it does).
+/// Fills `slot` with the host's co-signer once the chain answers its id and the price of each
+/// of `served` models (retrying every few seconds until it does).
 pub async fn prepare(
     client: gonka_client::Client,
     bls: SecretKey,
-    model: String,
+    served: Vec<String>,
     slot: Arc<std::sync::OnceLock<Cosigner>>,
 ) {
     use gonka_proto::query as q;
@@ -79,28 +80,32 @@ pub async fn prepare(
                 .query::<q::inference::Models>(&Default::default())
                 .await?
                 .models;
-            let price = models
-                .iter()
-                .find(|m| m.id == model)
-                .and_then(|m| gonka_proto::batch::parse_decimal(&m.price_per_token))
-                .ok_or_else(|| anyhow::anyhow!("model {model} is not priced on chain"))?;
+            let mut prices = BTreeMap::new();
+            for model in &served {
+                let price = models
+                    .iter()
+                    .find(|m| &m.id == model)
+                    .and_then(|m| gonka_proto::batch::parse_decimal(&m.price_per_token))
+                    .ok_or_else(|| anyhow::anyhow!("model {model} is not priced on chain"))?;
+                prices.insert(model.clone(), price);
+            }
             let age = client
                 .query::<q::settlement::Params>(&Default::default())
                 .await?
                 .params
                 .ok_or_else(|| anyhow::anyhow!("the chain has no settlement parameters"))?
                 .max_record_age_secs;
-            anyhow::Ok((chain_id, price, age))
+            anyhow::Ok((chain_id, prices, age))
         };
         match answer.await {
-            Ok((chain_id, price_per_token, max_record_age_secs)) => {
+            Ok((chain_id, prices, max_record_age_secs)) => {
+                tracing::info!(?prices, "co-signing batches for the host");
                 let _ = slot.set(Cosigner {
                     bls,
                     chain_id,
-                    price_per_token,
+                    prices,
                     max_record_age_secs,
                 });
-                tracing::info!(%model, price_per_token, "co-signing batches for the host");
                 return;
             }
             Err(error) => {
@@ -168,7 +173,7 @@ async fn answer(node: &Node, body: Body) -> Result<Response, ApiError> {
         host,
         &request.leaves,
         |record| own_receipt(&verifying, node_id, host, record),
-        |model| (model == config.model_id).then_some(cosigner.price_per_token),
+        |model| cosigner.prices.get(model).copied(),
     )
     .map_err(|e| ApiError::invalid_value("batch_refused", format!("{e:#}")))?;
     // A leaf that breaks a rule of its own would let anyone void the batch and slash this

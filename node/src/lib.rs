@@ -2,7 +2,9 @@
 //! with its command line ([`cli`]: `gonka-sidecar ml-node`).
 //!
 //! The backend is the built-in deterministic reference model (the default), or an
-//! OpenAI-compatible server (vLLM, llama.cpp) the node forwards to ([`forward`]).
+//! OpenAI-compatible server (vLLM, llama.cpp) the node forwards to ([`forward`]). Beside it the
+//! node may serve a language model from a GGUF file ([`LlmModel`], `--llm-model-file`) under
+//! its own model id, with sampling and OpenAI log-probabilities.
 //!
 //! Routes: `POST /v1/chat/completions` (plain or `stream: true` server-sent events),
 //! `GET /v1/models`, `GET /v1/load` and `GET /v1/identity`. At most
@@ -46,6 +48,7 @@ pub mod cheat;
 pub mod cli;
 pub mod cosign;
 pub mod forward;
+mod llm;
 mod metrics;
 pub mod register;
 #[cfg(feature = "testing")]
@@ -77,6 +80,7 @@ use gonka_client::server::{read_body, ServerLimits};
 use gonka_client::unix_now;
 use gonka_model::weights::Weights;
 use gonka_model::{self as reference, ChatTurn, ReferenceModel};
+pub use llm::LlmModel;
 
 /// Settings of an ML node.
 #[derive(Debug, Clone)]
@@ -107,6 +111,8 @@ pub struct MlNodeConfig {
     /// Weights the built-in reference model serves instead of the seed's: a model trained on
     /// chain, loaded and checked against its SHA-256 ([`weights::load`]).
     pub trained_weights: Option<Arc<Weights>>,
+    /// A language model served beside `model_id`, under its own id.
+    pub llm: Option<LlmModel>,
     /// Requests served at once.
     pub max_concurrency: usize,
     /// Largest `max_tokens` accepted.
@@ -148,6 +154,7 @@ impl Default for MlNodeConfig {
             upstream: None,
             seed: reference::DEFAULT_SEED,
             trained_weights: None,
+            llm: None,
             max_concurrency: 4,
             max_tokens_cap: 4096,
             default_max_tokens: 256,
@@ -171,14 +178,24 @@ impl MlNodeConfig {
                 .response_key
                 .as_ref()
                 .map(|key| hex::encode(key.verifying_key().to_encoded_point(true).as_bytes())),
-            models: vec![self.model_id.clone()],
+            models: self.models(),
             max_concurrency: self.max_concurrency,
         }
+    }
+
+    /// The model ids served: `model_id`, then the language model's if any.
+    pub fn models(&self) -> Vec<String> {
+        std::iter::once(self.model_id.clone())
+            .chain(self.llm.as_ref().map(|m| m.id.clone()))
+            .collect()
     }
 }
 
 /// The model id the localnet and the tests use.
 pub const DEFAULT_MODEL_ID: &str = "gonka/reference-1";
+
+/// The model id `--llm-model-file` serves by default (SmolLM2-135M-Instruct).
+pub const LLM_MODEL_ID: &str = gonka_client::chat::LLM_MODEL;
 
 /// The node id used when none is configured.
 pub const DEFAULT_NODE_ID: &str = "ml-node-1";
@@ -195,12 +212,16 @@ enum Backend {
     Reference(Arc<ReferenceModel>),
     /// An OpenAI-compatible server the requests are forwarded to.
     Forward(Upstream),
+    /// A language model from a GGUF file.
+    Llm(LlmModel),
 }
 
 /// Shared state of the handlers.
 struct Node {
     config: MlNodeConfig,
     backend: Backend,
+    /// The language model served beside `backend`, if any.
+    llm: Option<Backend>,
     /// The wrong backend of a cheating node and when it answers with it.
     #[cfg(feature = "testing")]
     cheat: Option<cheat::Cheat>,
@@ -217,10 +238,16 @@ impl Node {
         format!("chatcmpl-{:x}{:06x}", self.started, n)
     }
 
-    /// The backend that answers the request with `request_hash`: the configured one, or the
-    /// wrong one for a request a cheating node (`testing` feature) selects.
+    /// The backend that answers an admitted request: the language model for its id, else
+    /// the configured one, or the wrong one for a request a cheating node (`testing`
+    /// feature) selects.
     #[cfg_attr(not(feature = "testing"), allow(unused_variables))]
-    fn backend_for(&self, request_hash: Option<&[u8; 32]>) -> &Backend {
+    fn backend_for(&self, model: &str, request_hash: Option<&[u8; 32]>) -> &Backend {
+        if let Some(llm @ Backend::Llm(m)) = &self.llm {
+            if m.id == model {
+                return llm;
+            }
+        }
         #[cfg(feature = "testing")]
         if let Some(wrong) = self
             .cheat
@@ -244,6 +271,7 @@ pub fn router(config: MlNodeConfig) -> Router {
     };
     let node = Arc::new(Node {
         backend,
+        llm: config.llm.clone().map(Backend::Llm),
         #[cfg(feature = "testing")]
         cheat: cheat::Cheat::new(&config),
         slots: Arc::new(Semaphore::new(config.max_concurrency)),
@@ -287,12 +315,17 @@ pub async fn serve(
 async fn models(State(node): State<Arc<Node>>) -> Json<ModelList> {
     Json(ModelList {
         object: "list",
-        data: vec![ModelCard {
-            id: node.config.model_id.clone(),
-            object: "model",
-            created: node.started,
-            owned_by: "gonka",
-        }],
+        data: node
+            .config
+            .models()
+            .into_iter()
+            .map(|id| ModelCard {
+                id,
+                object: "model",
+                created: node.started,
+                owned_by: "gonka",
+            })
+            .collect(),
     })
 }
 
@@ -308,12 +341,75 @@ async fn identity(State(node): State<Arc<Node>>) -> Json<Identity> {
     Json(node.config.identity())
 }
 
+/// How a request asked to be decoded (read by the language model backend only).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Sampling {
+    /// 0 decodes greedily.
+    temperature: f32,
+    top_p: f32,
+    seed: u64,
+    /// Report the tokens' log-probabilities.
+    logprobs: bool,
+    /// Alternatives reported per token.
+    top_logprobs: usize,
+}
+
+/// Largest `top_logprobs` (OpenAI's limit).
+const MAX_TOP_LOGPROBS: u32 = 20;
+
+impl Sampling {
+    /// The request's sampling fields, checked.
+    fn of(req: &ChatCompletionRequest) -> Result<Sampling, ApiError> {
+        let temperature = req.temperature.unwrap_or(0.0);
+        if !(0.0..=2.0).contains(&temperature) {
+            return Err(ApiError::invalid_value(
+                "invalid_temperature",
+                format!("`temperature` must be between 0 and 2 but is {temperature}"),
+            ));
+        }
+        let top_p = req.top_p.unwrap_or(1.0);
+        if !(top_p > 0.0 && top_p <= 1.0) {
+            return Err(ApiError::invalid_value(
+                "invalid_top_p",
+                format!("`top_p` must be in (0, 1] but is {top_p}"),
+            ));
+        }
+        let top_logprobs = req.top_logprobs.unwrap_or(0);
+        if top_logprobs > MAX_TOP_LOGPROBS {
+            return Err(ApiError::invalid_value(
+                "invalid_top_logprobs",
+                format!(
+                    "`top_logprobs` must be between 0 and {MAX_TOP_LOGPROBS} but is {top_logprobs}"
+                ),
+            ));
+        }
+        if top_logprobs > 0 && !req.logprobs {
+            return Err(ApiError::invalid_value(
+                "invalid_top_logprobs",
+                "`top_logprobs` needs `logprobs: true`".to_string(),
+            ));
+        }
+        Ok(Sampling {
+            temperature: temperature as f32,
+            top_p: top_p as f32,
+            seed: req.seed.unwrap_or(0),
+            logprobs: req.logprobs,
+            top_logprobs: top_logprobs as usize,
+        })
+    }
+}
+
 /// A request that passed validation and holds a generation slot.
 struct Admitted {
     /// The request body as received (the forwarding backend re-sends it).
     body: Bytes,
-    /// The chat-formatted prompt as reference-model tokens.
+    /// The model id the request names (one this node serves).
+    model: String,
+    /// The chat-formatted prompt as tokens of the model that answers (bytes for the
+    /// reference model and the forwarding backend).
     prompt_tokens: Vec<u32>,
+    /// Sampling and log-probabilities.
+    sampling: Sampling,
     max_tokens: usize,
     stream: bool,
     include_usage: bool,
@@ -345,10 +441,10 @@ fn check_signed(
         .map_err(|e| ApiError::unauthorized(e.code, e.message))?;
     let budget =
         body_agrees(body, &signed.terms).map_err(|e| ApiError::invalid_value(e.code, e.message))?;
-    if signed.terms.model != cfg.model_id {
+    if !cfg.models().contains(&signed.terms.model) {
         return Err(ApiError::model_not_found(
             &signed.terms.model,
-            &cfg.model_id,
+            &cfg.models().join(", "),
         ));
     }
     Ok(SignedByRequester {
@@ -387,8 +483,11 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
             "expected a JSON chat completion request {{model, messages, ...}}: {e}"
         ))
     })?;
-    if req.model != cfg.model_id {
-        return Err(ApiError::model_not_found(&req.model, &cfg.model_id));
+    if !cfg.models().contains(&req.model) {
+        return Err(ApiError::model_not_found(
+            &req.model,
+            &cfg.models().join(", "),
+        ));
     }
     if req.messages.is_empty() {
         return Err(ApiError::invalid_value(
@@ -432,6 +531,20 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
             ),
         ));
     }
+    let sampling = Sampling::of(&req)?;
+    // The byte bound above holds for every backend; the language model reads its own tokens.
+    let prompt_tokens = match &node.llm {
+        Some(Backend::Llm(llm)) if llm.id == req.model => {
+            let turns: Vec<(String, String)> = req
+                .messages
+                .iter()
+                .zip(texts)
+                .map(|(m, text)| (m.role.clone(), text))
+                .collect();
+            llm::prompt(&llm.model, &turns)?
+        }
+        _ => prompt_tokens,
+    };
     let permit = node
         .slots
         .clone()
@@ -439,7 +552,9 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
         .map_err(|_| ApiError::overloaded(cfg.max_concurrency))?;
     Ok(Admitted {
         body: bytes,
+        model: req.model,
         prompt_tokens,
+        sampling,
         // max_tokens is in 1..=u32::MAX here, so it fits usize on every supported target.
         max_tokens: max_tokens as usize,
         stream: req.stream,
@@ -473,6 +588,7 @@ impl Backend {
         match self {
             Backend::Reference(model) => builtin::complete(node, model, admitted).await,
             Backend::Forward(upstream) => upstream.complete(&node.config.model_id, admitted).await,
+            Backend::Llm(model) => llm::complete(node, model, admitted).await,
         }
     }
 
@@ -484,6 +600,7 @@ impl Backend {
         match self {
             Backend::Reference(model) => Ok(builtin::stream(node, model, admitted)),
             Backend::Forward(upstream) => upstream.stream(&node.config.model_id, admitted).await,
+            Backend::Llm(model) => Ok(llm::stream(node, model, admitted)),
         }
     }
 }
@@ -535,7 +652,7 @@ async fn chat_completions(
     let served = async {
         let admitted = admit(&node, &headers, body).await?;
         let order = ReceiptOrder::for_request(&node.config, admitted.request_hash);
-        let backend = node.backend_for(admitted.request_hash.as_ref());
+        let backend = node.backend_for(&admitted.model, admitted.request_hash.as_ref());
         if admitted.stream {
             let items = backend.stream(&node, admitted).await?;
             Ok(stream_response(items, order))
@@ -637,4 +754,61 @@ fn stream_response(items: mpsc::Receiver<StreamItem>, order: Option<ReceiptOrder
         Body::from_stream(events),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampling(json: serde_json::Value) -> Result<Sampling, ApiError> {
+        let mut body = serde_json::json!({"model": "m", "messages": []});
+        body.as_object_mut()
+            .unwrap()
+            .extend(json.as_object().unwrap().clone());
+        Sampling::of(&serde_json::from_value(body).unwrap())
+    }
+
+    #[test]
+    fn sampling_defaults_to_greedy_without_logprobs() {
+        let s = sampling(serde_json::json!({})).unwrap();
+        assert_eq!(
+            s,
+            Sampling {
+                temperature: 0.0,
+                top_p: 1.0,
+                seed: 0,
+                logprobs: false,
+                top_logprobs: 0
+            }
+        );
+        let s = sampling(serde_json::json!({"temperature": 0.7, "top_p": 0.9, "seed": 7, "logprobs": true, "top_logprobs": 20})).unwrap();
+        assert_eq!((s.seed, s.logprobs, s.top_logprobs), (7, true, 20));
+    }
+
+    #[test]
+    fn out_of_range_sampling_is_refused_with_its_own_code() {
+        for (json, code) in [
+            (
+                serde_json::json!({"temperature": 2.5}),
+                "invalid_temperature",
+            ),
+            (
+                serde_json::json!({"temperature": -1}),
+                "invalid_temperature",
+            ),
+            (serde_json::json!({"top_p": 0}), "invalid_top_p"),
+            (serde_json::json!({"top_p": 1.5}), "invalid_top_p"),
+            (
+                serde_json::json!({"logprobs": true, "top_logprobs": 21}),
+                "invalid_top_logprobs",
+            ),
+            (
+                serde_json::json!({"top_logprobs": 2}),
+                "invalid_top_logprobs",
+            ),
+        ] {
+            let e = sampling(json.clone()).unwrap_err();
+            assert_eq!((e.status.as_u16(), e.code), (400, code), "{json}");
+        }
+    }
 }

@@ -38,7 +38,7 @@ async fn start(cosigning: bool) -> SocketAddr {
     let cosigner = cosigning.then(|| Cosigner {
         bls: host_bls(),
         chain_id: CHAIN.into(),
-        price_per_token: PRICE,
+        prices: [(gonka_node::DEFAULT_MODEL_ID.to_string(), PRICE)].into(),
         max_record_age_secs: 1_000_000_000,
     });
     let host = key("host-a").address().to_string();

@@ -28,7 +28,6 @@ use std::time::{Duration, Instant};
 
 use gonka_app::genesis::GenesisAccount;
 use gonka_bank::BankRead;
-use gonka_client::bls::{account_bls_key, msg_register_bls_key};
 use gonka_client::chat::{ChatClient, ChatError, ChatRequest, Message};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::{msg_send, sign, Client, Key, SignerData};
@@ -40,7 +39,8 @@ use gonka_proto::settlement::{
 use tendermint_rpc::Client as _;
 
 use crate::inference::{
-    alice_escrow, genesis_config, sidecars, wait_for_registry, COMMISSION, MODEL, PRICE,
+    alice_escrow, genesis_config, register_bls_keys, sidecars, wait_for_registry, COMMISSION,
+    MODEL, PRICE,
 };
 use crate::support::{
     addr, http_get_bytes, key, scrape, tx_fee, Net, CHAIN_ID, START_BALANCE, VALIDATORS,
@@ -160,13 +160,7 @@ fn faults_under_load_lose_nothing_and_settle_nothing_twice() {
         })
         .await;
         wait_for_registry(&net).await;
-        // The executors' hosts co-sign batches with their BLS keys, as the validator role
-        // would register them.
-        for i in 0..VALIDATORS {
-            let label = format!("validator{i}");
-            let msg = msg_register_bls_key(&addr(&label), CHAIN_ID, &account_bls_key(key(&label)));
-            net.tx_ok(0, &label, vec![msg], "BLS key").await;
-        }
+        register_bls_keys(&net).await;
         let sink = addr("fault-sink");
         let tas: Vec<String> = (0..2).map(|i| addr(&format!("validator{i}"))).collect();
         let escrow_before = [escrow(&net, &tas[0]).await, escrow(&net, &tas[1]).await];

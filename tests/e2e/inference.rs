@@ -117,6 +117,20 @@ pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
     }
 }
 
+/// Registers each validator's BLS key, as the validator role would: the executors' hosts
+/// co-sign settlement batches with them.
+pub async fn register_bls_keys(net: &Net) {
+    for i in 0..VALIDATORS {
+        let label = format!("validator{i}");
+        let msg = gonka_client::bls::msg_register_bls_key(
+            &addr(&label),
+            crate::support::CHAIN_ID,
+            &gonka_client::bls::account_bls_key(crate::support::key(&label)),
+        );
+        net.tx_ok(0, &label, vec![msg], "BLS key").await;
+    }
+}
+
 /// Waits until the 4 ML nodes and 2 transfer agents are registered on chain and the TAs know
 /// them.
 pub async fn wait_for_registry(net: &Net) {

@@ -16,6 +16,7 @@ mod faults;
 mod genesis_ceremony;
 mod inference;
 mod liveness;
+mod llm;
 mod localnet_cli;
 mod prove;
 mod proxy;

@@ -17,7 +17,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use gonka_client::bls::{account_bls_key, msg_register_bls_key};
 use gonka_client::chat::{ChatClient, ChatError, ChatRequest, Message};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::settlement::{msg_close_escrow, msg_demand_leaf, msg_open_escrow};
@@ -32,10 +31,10 @@ use gonka_proto::settlement::{
 use prost::Message as _;
 
 use crate::inference::{
-    eventually, genesis_config, kill_ml_nodes_0_and_1, sidecars, wait_for_registry, work_units,
-    COMMISSION, GNK, MODEL, PRICE,
+    eventually, genesis_config, kill_ml_nodes_0_and_1, register_bls_keys, sidecars,
+    wait_for_registry, work_units, COMMISSION, GNK, MODEL, PRICE,
 };
-use crate::support::{addr, http_get, http_get_bytes, key, Net, CHAIN_ID, VALIDATORS};
+use crate::support::{addr, http_get, http_get_bytes, Net, VALIDATORS};
 
 /// Blocks a batch stays open to challenges here.
 const WINDOW: u64 = 20;
@@ -107,11 +106,7 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
         .await;
         wait_for_registry(&net).await;
         kill_ml_nodes_0_and_1(&mut net);
-        for i in 0..VALIDATORS {
-            let label = format!("validator{i}");
-            let msg = msg_register_bls_key(&addr(&label), CHAIN_ID, &account_bls_key(key(&label)));
-            net.tx_ok(0, &label, vec![msg], "BLS key").await;
-        }
+        register_bls_keys(&net).await;
         let ta_url = net.net.transfer_agent_urls()[0].clone();
         let ta = addr("validator0");
         let hosts: Vec<String> = (0..VALIDATORS)
