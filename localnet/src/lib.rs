@@ -32,6 +32,7 @@ pub mod ports;
 mod process;
 pub mod rpc;
 pub mod sidecar;
+mod state_sync;
 
 pub use cometbft::{
     cometbft_version, find_cometbft, COMETBFT_INSTALL, COMETBFT_SERIES, COMETBFT_VERSION,
@@ -45,3 +46,4 @@ pub use localnet::{CrashPolicy, Localnet, Stopper, MAX_RESTART_BACKOFF, STOP_GRA
 pub use ports::{find_free_base_port, NodePorts, DEFAULT_BASE_PORT};
 pub use process::Role;
 pub use sidecar::SidecarConfig;
+pub use state_sync::{enable_state_sync, StateSync};

@@ -22,6 +22,7 @@ mod prove;
 mod proxy;
 mod settlement;
 mod stake;
+mod state_sync;
 mod support;
 mod training;
 
