@@ -43,7 +43,8 @@ pub struct Args {
     /// Write a state-sync snapshot of the committed state every N heights (into
     /// <home>/data/snapshots/<height>/, in the background), so new nodes can join from it
     /// instead of replaying from genesis. 0 writes none (the node can still state-sync from
-    /// others). Snapshot heights must stay within --pruning-keep-recent to be written.
+    /// others). The snapshot is read from the height just committed, which pruning never
+    /// removes first, while blocks go on.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     snapshot_interval: u64,
     /// Snapshots kept; older ones are deleted once a new one is written (at least 1).
