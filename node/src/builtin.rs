@@ -6,8 +6,8 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::{
-    unix_now, Admitted, Answer, ApiError, AssistantMessage, ChatCompletion, ChatCompletionChunk,
-    Choice, ChunkChoice, Delta, Node, StreamItem, Usage,
+    unix_now, Admitted, Answer, ApiError, AssistantMessage, ChatCompletion, Choice, Chunks, Delta,
+    Node, StreamItem, Usage,
 };
 use gonka_model::{self as reference, ReferenceModel};
 
@@ -93,9 +93,7 @@ pub(super) fn stream(
 ) -> mpsc::Receiver<StreamItem> {
     let model = model.clone();
     let delay = node.config.testing_delay_per_token;
-    let id = node.completion_id();
-    let created = unix_now();
-    let model_id = node.config.model_id.clone();
+    let chunks = Chunks::new(node, node.config.model_id.clone());
     let Admitted {
         prompt_tokens,
         max_tokens,
@@ -107,29 +105,7 @@ pub(super) fn stream(
     tokio::task::spawn_blocking(move || {
         let _permit = permit; // the slot is busy until generation ends or the client leaves
         let chunk = |delta: Option<Delta>, finish: Option<&'static str>, usage: Option<Usage>| {
-            let content = delta
-                .as_ref()
-                .and_then(|d| d.content.clone())
-                .unwrap_or_default();
-            let c = ChatCompletionChunk {
-                id: id.clone(),
-                object: "chat.completion.chunk",
-                created,
-                model: model_id.clone(),
-                choices: delta
-                    .map(|delta| ChunkChoice {
-                        index: 0,
-                        delta,
-                        logprobs: None,
-                        finish_reason: finish,
-                    })
-                    .into_iter()
-                    .collect(),
-                usage,
-            };
-            // Serialising plain structs of strings and integers cannot fail.
-            let data = serde_json::to_string(&c).unwrap_or_default();
-            StreamItem::Chunk { data, content }
+            chunks.chunk(delta, None, finish, usage)
         };
         let send = |item: StreamItem| tx.blocking_send(item).is_ok();
         let role = Delta {

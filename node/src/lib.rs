@@ -574,6 +574,60 @@ struct Answer {
     usage: Usage,
 }
 
+/// Builds the `chat.completion.chunk` events of one streamed answer (same id, creation time
+/// and model on every chunk).
+struct Chunks {
+    id: String,
+    created: u64,
+    model: String,
+}
+
+impl Chunks {
+    /// A fresh answer's chunks, as `model`.
+    fn new(node: &Node, model: String) -> Chunks {
+        Chunks {
+            id: node.completion_id(),
+            created: unix_now(),
+            model,
+        }
+    }
+
+    /// One chunk: a choice with `delta` (none for the usage chunk), its tokens'
+    /// log-probabilities, the finish reason on the last content chunk, `usage` on the usage
+    /// chunk.
+    fn chunk(
+        &self,
+        delta: Option<Delta>,
+        logprobs: Option<gonka_client::openai::ChoiceLogprobs>,
+        finish: Option<&'static str>,
+        usage: Option<Usage>,
+    ) -> StreamItem {
+        let content = delta
+            .as_ref()
+            .and_then(|d| d.content.clone())
+            .unwrap_or_default();
+        let c = ChatCompletionChunk {
+            id: self.id.clone(),
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: self.model.clone(),
+            choices: delta
+                .map(|delta| ChunkChoice {
+                    index: 0,
+                    delta,
+                    logprobs,
+                    finish_reason: finish,
+                })
+                .into_iter()
+                .collect(),
+            usage,
+        };
+        // Serialising plain structs of strings and numbers cannot fail.
+        let data = serde_json::to_string(&c).unwrap_or_default();
+        StreamItem::Chunk { data, content }
+    }
+}
+
 /// What a backend's streaming task hands the response, in order.
 enum StreamItem {
     /// One `chat.completion.chunk` to send as a `data:` event (compact JSON, no newline),

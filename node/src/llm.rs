@@ -9,8 +9,8 @@ use gonka_llm::{GenerateParams, Generation, Llm, TokenLogprobs};
 use tokio::sync::mpsc;
 
 use super::{
-    unix_now, Admitted, Answer, ApiError, AssistantMessage, ChatCompletion, ChatCompletionChunk,
-    Choice, ChunkChoice, Delta, Node, Sampling, StreamItem, Usage,
+    unix_now, Admitted, Answer, ApiError, AssistantMessage, ChatCompletion, Choice, Chunks, Delta,
+    Node, Sampling, StreamItem, Usage,
 };
 use gonka_client::openai::{ChoiceLogprobs, TokenLogprob, TopLogprob};
 
@@ -167,9 +167,7 @@ pub(super) fn stream(
     admitted: Admitted,
 ) -> mpsc::Receiver<StreamItem> {
     let llm = model.model.clone();
-    let id = node.completion_id();
-    let created = unix_now();
-    let model_id = model.id.clone();
+    let chunks = Chunks::new(node, model.id.clone());
     let params = params(&admitted);
     let logprobs = admitted.sampling.logprobs;
     let Admitted {
@@ -181,34 +179,7 @@ pub(super) fn stream(
     let (tx, rx) = mpsc::channel::<StreamItem>(64);
     tokio::task::spawn_blocking(move || {
         let _permit = permit; // the slot is busy until generation ends
-        let chunk = |delta: Option<Delta>,
-                     logprobs: Option<ChoiceLogprobs>,
-                     finish: Option<&'static str>,
-                     usage: Option<Usage>| {
-            let content = delta
-                .as_ref()
-                .and_then(|d| d.content.clone())
-                .unwrap_or_default();
-            let c = ChatCompletionChunk {
-                id: id.clone(),
-                object: "chat.completion.chunk",
-                created,
-                model: model_id.clone(),
-                choices: delta
-                    .map(|delta| ChunkChoice {
-                        index: 0,
-                        delta,
-                        logprobs,
-                        finish_reason: finish,
-                    })
-                    .into_iter()
-                    .collect(),
-                usage,
-            };
-            // Serialising plain structs of strings and numbers cannot fail.
-            let data = serde_json::to_string(&c).unwrap_or_default();
-            StreamItem::Chunk { data, content }
-        };
+        let chunk = |delta, logprobs, finish, usage| chunks.chunk(delta, logprobs, finish, usage);
         let send = |item: StreamItem| tx.blocking_send(item).is_ok();
         let role = Delta {
             role: Some("assistant"),

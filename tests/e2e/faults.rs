@@ -33,14 +33,12 @@ use gonka_client::keys::well_known_mnemonic;
 use gonka_client::{msg_send, sign, Client, Key, SignerData};
 use gonka_localnet::{AppStateFn, Role};
 use gonka_proto::query as q;
-use gonka_proto::settlement::{
-    BatchStatus, QueryBatchNumberRequest, QueryBatchRequest, QueryEscrowRequest,
-};
+use gonka_proto::settlement::{BatchStatus, QueryBatchNumberRequest, QueryBatchRequest};
 use tendermint_rpc::Client as _;
 
 use crate::inference::{
-    alice_escrow, genesis_config, register_bls_keys, sidecars, wait_for_registry, COMMISSION,
-    MODEL, PRICE,
+    alice_escrow, alice_escrow_balance, genesis_config, register_bls_keys, sidecars,
+    wait_for_registry, COMMISSION, MODEL, PRICE,
 };
 use crate::support::{
     addr, http_get_bytes, key, scrape, tx_fee, Net, CHAIN_ID, START_BALANCE, VALIDATORS,
@@ -163,7 +161,10 @@ fn faults_under_load_lose_nothing_and_settle_nothing_twice() {
         register_bls_keys(&net).await;
         let sink = addr("fault-sink");
         let tas: Vec<String> = (0..2).map(|i| addr(&format!("validator{i}"))).collect();
-        let escrow_before = [escrow(&net, &tas[0]).await, escrow(&net, &tas[1]).await];
+        let escrow_before = [
+            alice_escrow_balance(&net, &tas[0]).await,
+            alice_escrow_balance(&net, &tas[1]).await,
+        ];
         let mut signers = Vec::new();
         for i in 0..SENDERS {
             signers.push(net.signer(0, &sender_label(i)).await);
@@ -272,7 +273,10 @@ fn faults_under_load_lose_nothing_and_settle_nothing_twice() {
             .iter()
             .map(|ta| settled.get(ta).copied().unwrap_or(0))
             .collect();
-        let escrow_after = [escrow(&net, &tas[0]).await, escrow(&net, &tas[1]).await];
+        let escrow_after = [
+            alice_escrow_balance(&net, &tas[0]).await,
+            alice_escrow_balance(&net, &tas[1]).await,
+        ];
         for t in 0..2 {
             let c = &chats[t];
             let drawn = escrow_before[t] - escrow_after[t];
@@ -518,20 +522,6 @@ async fn chat_loop(ta_urls: Vec<String>, stop: Arc<AtomicBool>) -> Vec<ChatCount
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     counts
-}
-
-/// The escrow alice holds with `ta`, in ngnk.
-async fn escrow(net: &Net, ta: &str) -> u128 {
-    let escrow = net.clients[0]
-        .query::<q::settlement::Escrow>(&QueryEscrowRequest {
-            requester: addr("alice"),
-            transfer_agent: ta.to_string(),
-        })
-        .await
-        .unwrap_or_else(|e| panic!("alice's escrow with {ta}: {e:#}"))
-        .escrow
-        .expect("alice's genesis escrow");
-    escrow.balance.parse().unwrap()
 }
 
 /// Waits until no record is left to settle — each transfer agent has no record outside a

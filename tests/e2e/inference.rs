@@ -117,6 +117,20 @@ pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
     }
 }
 
+/// The balance in ngnk of alice's escrow with the transfer agent `ta` (an address).
+pub async fn alice_escrow_balance(net: &Net, ta: &str) -> u128 {
+    let escrow = net.clients[0]
+        .query::<q::settlement::Escrow>(&gonka_proto::settlement::QueryEscrowRequest {
+            requester: addr("alice"),
+            transfer_agent: ta.to_string(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("alice's escrow with {ta}: {e:#}"))
+        .escrow
+        .unwrap_or_else(|| panic!("alice has no escrow with {ta}"));
+    escrow.balance.parse().unwrap()
+}
+
 /// Registers each validator's BLS key, as the validator role would: the executors' hosts
 /// co-sign settlement batches with them.
 pub async fn register_bls_keys(net: &Net) {

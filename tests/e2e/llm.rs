@@ -16,12 +16,10 @@ use gonka_client::chat::{ChatClient, ChatRequest, Message, Sampling, LLM_MODEL, 
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
 use gonka_localnet::AppStateFn;
-use gonka_proto::query as q;
-use gonka_proto::settlement::QueryEscrowRequest;
 
 use crate::inference::{
-    alice_escrow, eventually, genesis_config, keyring_with_alice, register_bls_keys, sidecars,
-    wait_for_registry, COMMISSION,
+    alice_escrow, alice_escrow_balance, eventually, genesis_config, keyring_with_alice,
+    register_bls_keys, sidecars, wait_for_registry, COMMISSION,
 };
 use crate::proxy::{run_openai_script, start_proxy};
 use crate::support::{addr, Net, VALIDATORS};
@@ -116,19 +114,7 @@ fn a_real_language_model_answers_with_logprobs_through_a_transfer_agent_and_sett
         wait_for_registry(&net).await;
         register_bls_keys(&net).await;
         let ta = addr("validator0");
-        let escrow = || async {
-            let escrow = net.clients[0]
-                .query::<q::settlement::Escrow>(&QueryEscrowRequest {
-                    requester: addr("alice"),
-                    transfer_agent: ta.clone(),
-                })
-                .await
-                .unwrap()
-                .escrow
-                .expect("alice's genesis escrow");
-            escrow.balance.parse::<u128>().unwrap()
-        };
-        let before = escrow().await;
+        let before = alice_escrow_balance(&net, &ta).await;
 
         // Through TA 0 with gonka's own client: plain, then streamed.
         let tas = net.net.transfer_agent_urls();
@@ -228,7 +214,7 @@ fn a_real_language_model_answers_with_logprobs_through_a_transfer_agent_and_sett
         let tokens = u128::from(usage.prompt_tokens + usage.completion_tokens);
         let charged = 4 * tokens * LLM_PRICE + 2 * COMMISSION;
         eventually("the four answers settled from alice's escrow", || async {
-            (before - escrow().await == charged).then_some(())
+            (before - alice_escrow_balance(&net, &ta).await == charged).then_some(())
         })
         .await;
     });

@@ -26,13 +26,12 @@ use gonka_proto::batch::{leaf_node, parse_decimal, siblings_from_proto, verify_p
 use gonka_proto::query as q;
 use gonka_proto::settlement::{
     Batch, BatchStatus, LeafProof, QueryBatchNumberRequest, QueryBatchRequest, QueryDemandsRequest,
-    QueryEscrowRequest,
 };
 use prost::Message as _;
 
 use crate::inference::{
-    eventually, genesis_config, kill_ml_nodes_0_and_1, register_bls_keys, sidecars,
-    wait_for_registry, work_units, COMMISSION, GNK, MODEL, PRICE,
+    alice_escrow_balance, eventually, genesis_config, kill_ml_nodes_0_and_1, register_bls_keys,
+    sidecars, wait_for_registry, work_units, COMMISSION, GNK, MODEL, PRICE,
 };
 use crate::support::{addr, http_get, http_get_bytes, Net, VALIDATORS};
 
@@ -302,16 +301,7 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
                 "host {host} is credited its tokens"
             );
         }
-        let escrow = net.clients[0]
-            .query::<q::settlement::Escrow>(&QueryEscrowRequest {
-                requester: addr("alice"),
-                transfer_agent: ta.clone(),
-            })
-            .await
-            .unwrap()
-            .escrow
-            .unwrap();
-        assert_eq!(escrow.balance, (deposit - charged).to_string());
+        assert_eq!(alice_escrow_balance(&net, &ta).await, deposit - charged);
         let ta_fees = net.fees_paid(0, &ta, start).await;
         assert_eq!(
             net.balance(0, &ta).await,
