@@ -140,7 +140,6 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
     Ok(())
 }
 
-/// The TAs to try: those given (one given TA adds the others it knows), else those on chain.
 /// The language model when an ML node registered on chain serves it, else the reference
 /// model (also when the chain cannot be asked).
 async fn default_model(global: &Global) -> String {
@@ -166,6 +165,7 @@ async fn default_model(global: &Global) -> String {
     }
 }
 
+/// The TAs to try: those given (one given TA adds the others it knows), else those on chain.
 pub(crate) async fn transfer_agents(global: &Global, given: &[String]) -> Result<Vec<String>> {
     match given {
         [] => {
