@@ -1,13 +1,13 @@
 //! gonka-llm throughput on the real model: `cargo bench -p gonka-llm`.
 //!
-//! Prefill and decode tokens/s at 1 and 2 threads, with the weights as loaded (Q4_1) and
-//! requantized to Q8_0, and the time of a validator's teacher-forced scoring of a 64-token
+//! Prefill and decode tokens/s at 1 and 2 threads, on this crate's kernel (`exact`) and on
+//! candle's quantized matmul with the weights as loaded (Q4_1) and requantized to Q8_0, and the time of a validator's teacher-forced scoring of a 64-token
 //! answer against the time of generating it. Each configuration runs in a child process of
 //! this binary, because candle sizes its thread pools once per process.
 //!
 //! The results are also written as JSON to `target/gonka-llm-bench.json`, which
 //! `scripts/bench-llm-anchor.sh` reads to run llama.cpp (llama-cpp-python) on the same
-//! tokens and print both side by side. `GONKA_LLM_BENCH_CONFIGS=2:q8_0,1:q8_0` picks
+//! tokens and print both side by side. `GONKA_LLM_BENCH_CONFIGS=1:exact,2:candle_q8_0` picks
 //! configurations; the model path comes from `GONKA_LLM_MODEL` or the fetch script's default.
 
 use std::path::PathBuf;
@@ -56,8 +56,9 @@ fn child(spec: &str) {
     let (threads, format) = spec.split_once(':').expect("threads:format");
     let threads: usize = threads.parse().expect("thread count");
     let weights = match format {
-        "q4_1" => WeightFormat::AsLoaded,
-        "q8_0" => WeightFormat::Q8_0,
+        "exact" => WeightFormat::Exact,
+        "candle_q4_1" => WeightFormat::CandleAsLoaded,
+        "candle_q8_0" => WeightFormat::CandleQ8_0,
         other => panic!("unknown weight format {other}"),
     };
     gonka_llm::set_threads(threads).expect("set threads");
@@ -171,12 +172,13 @@ fn main() {
         }
         return;
     }
-    let configs = std::env::var("GONKA_LLM_BENCH_CONFIGS")
-        .unwrap_or_else(|_| "1:q4_1,2:q4_1,1:q8_0,2:q8_0".into());
+    let configs = std::env::var("GONKA_LLM_BENCH_CONFIGS").unwrap_or_else(|_| {
+        "1:exact,2:exact,1:candle_q4_1,2:candle_q4_1,1:candle_q8_0,2:candle_q8_0".into()
+    });
     let exe = std::env::current_exe().expect("own path");
     let mut results = Vec::new();
     println!(
-        "{:>7} {:>7} {:>8} {:>14} {:>13} {:>12} {:>10} {:>9}",
+        "{:>7} {:>12} {:>8} {:>14} {:>13} {:>12} {:>10} {:>9}",
         "threads",
         "weights",
         "load s",
@@ -199,7 +201,7 @@ fn main() {
             );
         };
         println!(
-            "{:>7} {:>7} {:>8} {:>14} {:>13} {:>12.1} {:>10.1} {:>8.1}%",
+            "{:>7} {:>12} {:>8} {:>14} {:>13} {:>12.1} {:>10.1} {:>8.1}%",
             field(line, "threads"),
             field(line, "weights"),
             field(line, "load_s"),

@@ -11,12 +11,16 @@
 //! top-p: they describe the model, not the sampler, so an answer sampled at any temperature is
 //! scored the same way by generation and by a validator's teacher-forced pass.
 //!
-//! Weights: by default ([`WeightFormat::Q8_0`]) the file's Q4_1 matrices are requantized to
-//! Q8_0 at load. candle 0.11's Q4_1 vec-dot is scalar, its Q8_0 one has AVX2 (and
-//! AVX512-VNNI) kernels picked at run time, so binaries stay portable (no `target-cpu=native`)
-//! and still use the CPU's vector units; `benches/generate.rs` measures both formats.
+//! Weights: by default ([`WeightFormat::Exact`]) the matrices run on this crate's kernel
+//! (`kernels.rs`): Q4_1 blocks unpacked exactly, f32 activations, AVX2+FMA chosen at run time
+//! (binaries stay portable: no `target-cpu=native`) with a bit-identical scalar fallback.
+//! candle 0.11's Q4_1 vec-dot is scalar, and its Q8_0 kernels round activations to int8 with a
+//! batch-dependent path, so a teacher-forced row drifted ~0.1 in log-probability from the same
+//! row decoded alone; both candle paths stay selectable and `benches/generate.rs` measures all
+//! three.
 
 mod chat;
+mod kernels;
 mod model;
 mod sampling;
 mod tokenizer;
@@ -78,15 +82,20 @@ pub enum Error {
     Compute(#[from] candle_core::Error),
 }
 
-/// How the weight matrices are held in memory.
+/// How the weight matrices are held and multiplied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WeightFormat {
-    /// As stored in the file (Q4_1 for the shipped model): smallest, but candle's Q4_1
-    /// vec-dot is scalar.
-    AsLoaded,
-    /// Requantized to Q8_0 at load (near-lossless from Q4_1): candle's vectorized kernels.
+    /// This crate's kernel: the file's Q4_1 (and Q8_0) blocks unpacked exactly to bytes with
+    /// f32 scales, f32 activations, AVX2+FMA picked at run time with a bit-identical scalar
+    /// fallback. Results do not depend on the CPU, the thread count or the batch: a
+    /// validator's teacher-forced pass reproduces generation exactly.
     #[default]
-    Q8_0,
+    Exact,
+    /// candle's quantized matmul on the weights as stored (Q4_1): its Q4_1 vec-dot is scalar.
+    CandleAsLoaded,
+    /// candle's quantized matmul on the weights requantized to Q8_0 at load: AVX2 and
+    /// AVX512-VNNI kernels, int8 activations; a batched row may differ from the same row alone.
+    CandleQ8_0,
 }
 
 /// Options of [`Llm::load`].

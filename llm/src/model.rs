@@ -9,7 +9,31 @@ use std::ops::Range;
 use candle_core::quantized::{gguf_file::Content, GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 
+use crate::kernels::QMatrix;
 use crate::{Error, WeightFormat};
+
+/// A weight matrix with the kernel that multiplies it.
+enum Linear {
+    /// This crate's kernel (`kernels.rs`).
+    Own(QMatrix),
+    /// candle's quantized matmul.
+    Candle(QMatMul),
+}
+
+impl Linear {
+    /// `x` `[1, rows, k]` times the transposed weight: `[1, rows, n]`.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Self::Candle(m) => m.forward(x),
+            Self::Own(m) => {
+                let (b, rows, _) = x.dims3()?;
+                let v = x.flatten_all()?.to_vec1::<f32>()?;
+                let out = m.forward(&v, b * rows);
+                Tensor::from_vec(out, (b, rows, m.n()), &Device::Cpu)
+            }
+        }
+    }
+}
 
 /// The hyper-parameters read from the GGUF metadata (`llama.*`).
 #[derive(Debug, Clone)]
@@ -26,14 +50,14 @@ pub(crate) struct Config {
 
 struct Layer {
     attn_norm: Tensor,
-    wq: QMatMul,
-    wk: QMatMul,
-    wv: QMatMul,
-    wo: QMatMul,
+    wq: Linear,
+    wk: Linear,
+    wv: Linear,
+    wo: Linear,
     ffn_norm: Tensor,
-    w_gate: QMatMul,
-    w_up: QMatMul,
-    w_down: QMatMul,
+    w_gate: Linear,
+    w_up: Linear,
+    w_down: Linear,
 }
 
 /// The model's weights: read-only once loaded, shared by every request.
@@ -42,7 +66,7 @@ pub(crate) struct Model {
     embed: QTensor,
     layers: Vec<Layer>,
     norm: Tensor,
-    lm_head: QMatMul,
+    lm_head: Linear,
     /// RoPE frequencies, one per rotated pair.
     inv_freq: Vec<f32>,
 }
@@ -116,17 +140,18 @@ impl Model {
             ct.tensor(reader, name, &dev)
                 .map_err(|e| Error::Format(format!("tensor `{name}`: {e}")))
         };
-        let matmul = |t: QTensor| -> Result<QMatMul, Error> {
-            let t = match format {
-                WeightFormat::AsLoaded => t,
-                // Dequantize and requantize: Q4_1's vec-dot is scalar in candle while Q8_0 has
-                // AVX2 kernels picked at run time (see the crate docs for the numbers).
-                WeightFormat::Q8_0 if t.dtype() != GgmlDType::Q8_0 => {
-                    QTensor::quantize(&t.dequantize(&dev)?, GgmlDType::Q8_0)?
+        let matmul = |t: QTensor| -> Result<Linear, Error> {
+            Ok(match format {
+                WeightFormat::Exact => Linear::Own(QMatrix::from_qtensor(&t)?),
+                WeightFormat::CandleAsLoaded => Linear::Candle(QMatMul::from_qtensor(t)?),
+                WeightFormat::CandleQ8_0 if t.dtype() != GgmlDType::Q8_0 => {
+                    Linear::Candle(QMatMul::from_qtensor(QTensor::quantize(
+                        &t.dequantize(&dev)?,
+                        GgmlDType::Q8_0,
+                    )?)?)
                 }
-                WeightFormat::Q8_0 => t,
-            };
-            Ok(QMatMul::from_qtensor(t)?)
+                WeightFormat::CandleQ8_0 => Linear::Candle(QMatMul::from_qtensor(t)?),
+            })
         };
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for i in 0..cfg.n_layer {
