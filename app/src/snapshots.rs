@@ -127,6 +127,15 @@ impl MetadataV1 {
     }
 }
 
+/// Holds the "a snapshot is being written" flag; clears it when dropped.
+struct Writing(Arc<AtomicBool>);
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// A restore under way: what the accepted snapshot promised and how far it got.
 struct Restoring {
     restore: Restore,
@@ -180,19 +189,21 @@ impl Snapshots {
             );
             return;
         }
+        // Clears the flag when dropped: on any early return, or when the writer ends.
+        let writing = Writing(Arc::clone(&self.writing));
         // The read view is taken now, so pruning cannot take the version away meanwhile.
         let export = match store.export(height, config.chunk_bytes) {
             Ok(export) => export,
             Err(e) => {
-                self.writing.store(false, Ordering::Release);
                 tracing::warn!(height, error = %format!("{e:#}"), "cannot snapshot this height");
                 return;
             }
         };
-        let writing = Arc::clone(&self.writing);
         let spawned = std::thread::Builder::new()
             .name(format!("snapshot-{height}"))
             .spawn(move || {
+                // Dropped when this thread ends, even by a panic.
+                let _writing = writing;
                 match write_snapshot(&config, export) {
                     Ok(chunks) => {
                         tracing::info!(height, chunks, dir = %config.dir.display(), "snapshot written");
@@ -204,10 +215,8 @@ impl Snapshots {
                         tracing::warn!(height, error = %format!("{e:#}"), "writing a snapshot failed")
                     }
                 }
-                writing.store(false, Ordering::Release);
             });
         if let Err(e) = spawned {
-            self.writing.store(false, Ordering::Release);
             tracing::warn!(height, error = %e, "cannot start the snapshot writer");
         }
     }
