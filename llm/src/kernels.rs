@@ -6,7 +6,8 @@
 //! which turns last-bit differences into ~0.1 changes of a log-probability).
 //!
 //! One definition of the arithmetic — per block, 8 lanes of fused multiply-adds in a fixed
-//! order, the block scaled into 8 lane accumulators, the lanes summed in a fixed tree — is run
+//! order, the block scaled into 8 lane accumulators (Q4_1's minimum times the block's lane sums
+//! of x added there too), the lanes summed in a fixed tree — is run
 //! by an AVX2+FMA version picked at run time and by a scalar version (`f32::mul_add`) with the
 //! same operations in the same order. Both give bit-identical results, whatever the CPU, the
 //! thread count, or how many rows are multiplied together: a row computed alone in decode
@@ -133,11 +134,9 @@ impl QMatrix {
             "activation of {} for {rows} rows of {k}",
             x.len()
         );
-        // Block sums of x, for the minimum term of Q4_1 (sum_i (d q_i + m) x_i).
+        // Lane sums of x per block, for the minimum term of Q4_1 (sum_i (d q_i + m) x_i).
         let xsum: Vec<f32> = if self.m.is_some() {
-            x.chunks_exact(BLOCK)
-                .map(|c| c.iter().fold(0f32, |a, v| a + v))
-                .collect()
+            lane_sums(x)
         } else {
             Vec::new()
         };
@@ -267,18 +266,28 @@ impl QMatrix {
                 dot_scalar(
                     &w[c],
                     &x[r * k..(r + 1) * k],
-                    xsum.get(r * nb..(r + 1) * nb),
+                    xsum.get(r * nb * 8..(r + 1) * nb * 8),
                 )
             })
         })
     }
 }
 
+/// Per block of 32, the 8 lane sums `x[l] + x[8 + l] + x[16 + l] + x[24 + l]` (in that order).
+fn lane_sums(x: &[f32]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(x.len() / 4);
+    for blk in x.chunks_exact(BLOCK) {
+        for l in 0..8 {
+            out.push(((blk[l] + blk[8 + l]) + blk[16 + l]) + blk[24 + l]);
+        }
+    }
+    out
+}
+
 /// The reference definition of one output (the AVX2 version performs these operations in
-/// this order).
+/// this order). `xsum`: the row's `lane_sums`, needed with Q4_1 minimums.
 fn dot_scalar(w: &Weights<'_>, x: &[f32], xsum: Option<&[f32]>) -> f32 {
     let mut acc = [0f32; 8];
-    let mut acc_m = 0f32;
     for (b, d) in w.d.iter().enumerate() {
         let d = f16_bits_to_f32(*d);
         let mut blk = [0f32; 8];
@@ -292,10 +301,13 @@ fn dot_scalar(w: &Weights<'_>, x: &[f32], xsum: Option<&[f32]>) -> f32 {
             acc[l] = d.mul_add(blk[l], acc[l]);
         }
         if let (Some(m), Some(xs)) = (w.m, xsum) {
-            acc_m = f16_bits_to_f32(m[b]).mul_add(xs[b], acc_m);
+            let m = f16_bits_to_f32(m[b]);
+            for l in 0..8 {
+                acc[l] = m.mul_add(xs[b * 8 + l], acc[l]);
+            }
         }
     }
-    hsum(&acc) + acc_m
+    hsum(&acc)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -370,10 +382,9 @@ mod avx2 {
                 Row::Nibbles(q) => assert!(q.len() == k / 2),
                 Row::Bytes(q) => assert!(q.len() == k),
             }
-            assert!(wc.m.is_none() || xsum.len() >= (r0 + R) * nb);
+            assert!(wc.m.is_none() || xsum.len() >= (r0 + R) * nb * 8);
         }
         let mut acc = [[_mm256_setzero_ps(); C]; R];
-        let mut acc_m = [[0f32; C]; R];
         let xp = x.as_ptr().add(r0 * k);
         for b in 0..nb {
             let mut blk = [[_mm256_setzero_ps(); C]; R];
@@ -393,9 +404,10 @@ mod avx2 {
                     acc[t][c] = _mm256_fmadd_ps(dv, blk[t][c], acc[t][c]);
                 }
                 if let Some(m) = w[c].m {
-                    let mf = f16(m[b]);
+                    let mv = _mm256_set1_ps(f16(m[b]));
                     for t in 0..R {
-                        acc_m[t][c] = mf.mul_add(xsum[(r0 + t) * nb + b], acc_m[t][c]);
+                        let xs = _mm256_loadu_ps(xsum.as_ptr().add(((r0 + t) * nb + b) * 8));
+                        acc[t][c] = _mm256_fmadd_ps(mv, xs, acc[t][c]);
                     }
                 }
             }
@@ -405,7 +417,7 @@ mod avx2 {
             for c in 0..C {
                 let mut lanes = [0f32; 8];
                 _mm256_storeu_ps(lanes.as_mut_ptr(), acc[t][c]);
-                out[t][c] = hsum(&lanes) + acc_m[t][c];
+                out[t][c] = hsum(&lanes);
             }
         }
         out
@@ -455,10 +467,7 @@ mod tests {
                 let xr = &x[r * k..(r + 1) * k];
                 let alone = w.forward(xr, 1);
                 assert_eq!(&batched[r * n..(r + 1) * n], &alone[..], "row {r}");
-                let xsum: Vec<f32> = xr
-                    .chunks_exact(BLOCK)
-                    .map(|c| c.iter().fold(0f32, |a, v| a + v))
-                    .collect();
+                let xsum = lane_sums(xr);
                 for (col, got) in alone.iter().enumerate() {
                     let wr = w.row(col);
                     let reference = dot_scalar(&wr, xr, Some(&xsum));
