@@ -49,7 +49,7 @@ pub const DEFAULT_CHUNK_BYTES: usize = 4 * 1024 * 1024;
 /// Longest range proof: one sibling per bit of a key hash.
 const MAX_PROOF_SIBLINGS: u32 = 256;
 
-/// Largest encoded range proof: a length prefix and [`MAX_PROOF_SIBLINGS`] siblings of a tag
+/// Largest encoded range proof: a length prefix and 256 siblings (one per key-hash bit) of a tag
 /// byte and two hashes each. A chunk is its entries (about the size asked for) plus this much.
 pub const MAX_PROOF_BYTES: usize = 8 + MAX_PROOF_SIBLINGS as usize * 65;
 
