@@ -14,7 +14,6 @@
 //! equals the same row of a validator's teacher-forced pass.
 
 use candle_core::quantized::{GgmlDType, QTensor};
-use rayon::prelude::*;
 
 use crate::Error;
 
@@ -22,6 +21,8 @@ const BLOCK: usize = 32;
 /// Rows of activations multiplied per pass over a weight row (the weights are converted once
 /// for all of them).
 const ROW_TILE: usize = 4;
+/// Columns per work item of the thread pool.
+const COLS_PER_ITEM: usize = 8;
 
 /// The quantized weights of a matrix, as the file stores them.
 enum Quants {
@@ -140,16 +141,19 @@ impl QMatrix {
         } else {
             Vec::new()
         };
-        let threads = rayon::current_num_threads().max(1);
-        // Column chunks, a multiple of 8 wide, one or a few per thread.
-        let chunk = n.div_ceil(threads).div_ceil(8) * 8;
-        let parts: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(chunk))
-            .into_par_iter()
-            .map(|c| {
-                let cols = c * chunk..((c + 1) * chunk).min(n);
-                let width = cols.len();
-                let mut part = vec![0f32; rows * width];
-                let mut put = |r: usize, col: usize, v: f32| part[r * width + col - cols.start] = v;
+        let mut out = vec![0f32; rows * n];
+        let dst = OutPtr(out.as_mut_ptr());
+        let dst = &dst;
+        // Work items of 8 columns (all rows), spread over candle's spinning thread pool (sized by
+        // `crate::set_threads`): a rayon pool parks between the ~200 matmuls of a token and
+        // waking it cost more than the second thread gained.
+        let items = n.div_ceil(COLS_PER_ITEM);
+        candle_core::utils::barrier_pool().execute_chunked(items, |range| {
+            // SAFETY: every (row, column) is written by exactly one work item, and `out`
+            // outlives the pool call.
+            let put = |r: usize, col: usize, v: f32| unsafe { *dst.0.add(r * n + col) = v };
+            for item in range {
+                let cols = item * COLS_PER_ITEM..((item + 1) * COLS_PER_ITEM).min(n);
                 if rows == 1 {
                     // Decode: 4 columns at a time (independent chains of fused multiply-adds).
                     let mut col = cols.start;
@@ -181,20 +185,16 @@ impl QMatrix {
                         }
                     }
                 }
-                (cols.start, part)
-            })
-            .collect();
-        let mut out = vec![0f32; rows * n];
-        for (start, part) in parts {
-            let width = part.len() / rows.max(1);
-            for r in 0..rows {
-                out[r * n + start..r * n + start + width]
-                    .copy_from_slice(&part[r * width..(r + 1) * width]);
             }
-        }
+        });
         out
     }
 }
+
+/// The output buffer, shared by the pool's threads (each writes its own columns).
+struct OutPtr(*mut f32);
+// SAFETY: the threads write disjoint elements (see `QMatrix::forward`).
+unsafe impl Sync for OutPtr {}
 
 impl QMatrix {
     fn row(&self, col: usize) -> Weights<'_> {
@@ -388,13 +388,15 @@ mod avx2 {
         let xp = x.as_ptr().add(r0 * k);
         for b in 0..nb {
             let mut blk = [[_mm256_setzero_ps(); C]; R];
-            let g: [[__m256; 4]; C] = std::array::from_fn(|c| groups(w[c].qs, b));
-            for j in 0..4 {
-                let off = b * BLOCK + j * 8;
-                for t in 0..R {
-                    let xv = _mm256_loadu_ps(xp.add(t * k + off));
-                    for c in 0..C {
-                        blk[t][c] = _mm256_fmadd_ps(g[c][j], xv, blk[t][c]);
+            // One column's 4 groups live at a time (x is reloaded from L1 per column), so the
+            // R x C accumulators stay in registers.
+            for c in 0..C {
+                let g = groups(w[c].qs, b);
+                for (j, gj) in g.iter().enumerate() {
+                    let off = b * BLOCK + j * 8;
+                    for t in 0..R {
+                        let xv = _mm256_loadu_ps(xp.add(t * k + off));
+                        blk[t][c] = _mm256_fmadd_ps(*gj, xv, blk[t][c]);
                     }
                 }
             }

@@ -214,8 +214,9 @@ pub fn set_threads(threads: usize) -> Result<(), Error> {
     if MODEL_LOADED.load(Ordering::SeqCst) {
         return Err(Error::ThreadsAlreadySet);
     }
-    // candle sizes its barrier pool from CANDLE_NUM_THREADS and its rayon pool (softmax,
-    // f32 matmul) from RAYON_NUM_THREADS, each on first use.
+    // candle sizes its barrier pool (which this crate's kernel uses too) from
+    // CANDLE_NUM_THREADS and its rayon pool (softmax, norms) from RAYON_NUM_THREADS, each on
+    // first use.
     std::env::set_var("CANDLE_NUM_THREADS", threads.to_string());
     std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
     Ok(())
