@@ -162,8 +162,26 @@ pub async fn wait_for_registry(net: &Net) {
         (nodes.len() == VALIDATORS && tas.len() == 2).then_some(())
     })
     .await;
-    // The TAs re-read the registry every 2 s (`--registry-refresh-ms`): give them two rounds.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The TAs re-read the registry every 2 s (`--registry-refresh-ms`): wait until each one's
+    // router holds the 4 ML nodes (its per-node gauge lists every node it routes to).
+    for url in net.net.transfer_agent_urls() {
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+            .parse()
+            .unwrap();
+        eventually(
+            &format!("the TA at {url} routing to 4 ML nodes"),
+            || async {
+                let routed = tokio::task::block_in_place(|| scrape(addr))
+                    .keys()
+                    .filter(|k| k.starts_with("gonka_ta_node_in_flight{"))
+                    .count();
+                (routed == VALIDATORS).then_some(())
+            },
+        )
+        .await;
+    }
 }
 
 /// Kills the ML nodes of validators 0 and 1 (SIGKILL), so nodes 2 and 3 serve: their hosts
