@@ -61,15 +61,20 @@ if ! cargo afl --version >/dev/null 2>&1; then
 fi
 
 if [ "$mode" = minimize ]; then
+    # afl-cmin.bash of the AFL++ cargo-afl built (its Python afl-cmin recorded no tuples from
+    # these persistent-mode targets here); -e: by edges, not hit counts, for a small corpus.
+    afl_bin=$(ls -d "${XDG_DATA_HOME:-$HOME/.local/share}"/afl.rs/rustc-*/afl.rs-*/afl/bin | tail -1)
     for t in "${targets[@]}"; do
         queue="out/$t/default/queue"
         [ -d "$queue" ] || { echo "$t: no $queue; fuzz it first" >&2; exit 2; }
         tmp=$(mktemp -d)
-        # The seeds plus what the run found, reduced to a set with the same coverage.
+        # The corpus plus what the run found, reduced to a set with the same edges.
         mkdir "$tmp/in"
         cp corpus/"$t"/* "$tmp/in/"
         cp "$queue"/id:* "$tmp/in/" 2>/dev/null || true
-        AFL_SKIP_CPUFREQ=1 nice -n 10 cargo afl cmin -i "$tmp/in" -o "$tmp/min" -t 5000 -- "target/afl/release/afl_$t" >/dev/null
+        AFL_SKIP_CPUFREQ=1 AFL_PATH="$afl_bin" PATH="$afl_bin:$PATH" nice -n 10 \
+            "$afl_bin/afl-cmin.bash" -e -i "$tmp/in" -o "$tmp/min" -t 5000 -- "target/afl/release/afl_$t" >"$tmp/log" 2>&1 \
+            || { tail -5 "$tmp/log" >&2; exit 1; }
         added=0
         for f in "$tmp"/min/*; do
             name=$(basename "$f")
