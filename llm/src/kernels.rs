@@ -1,15 +1,16 @@
 //! The runtime's own weight-matrix kernel: f32 activations times 8-bit block weights.
 //!
-//! Each weight row is held as blocks of 32 signed bytes with an f32 scale (and, for Q4_1, an
-//! f32 minimum): Q4_1 and Q8_0 blocks unpack into it exactly, so the model computes with the
-//! file's weights, not a requantized copy. Activations stay f32 (no int8 rounding of them,
-//! which turns last-bit differences into ~0.1 changes of a log-probability).
+//! Each weight row stays as the file stores it, in blocks of 32: Q4_1 as 16 bytes of nibbles
+//! with an f16 scale and minimum, Q8_0 as 32 signed bytes with an f16 scale. The model computes
+//! with the file's exact weights (no requantized copy) and streams as few bytes per token as
+//! llama.cpp. Activations stay f32 (no int8 rounding of them, which turns last-bit differences
+//! into ~0.1 changes of a log-probability).
 //!
 //! One definition of the arithmetic — per block, 8 lanes of fused multiply-adds in a fixed
 //! order, the block scaled into 8 lane accumulators (Q4_1's minimum times the block's lane sums
 //! of x added there too), the lanes summed in a fixed tree — is run
-//! by an AVX2+FMA version picked at run time and by a scalar version (`f32::mul_add`) with the
-//! same operations in the same order. Both give bit-identical results, whatever the CPU, the
+//! by an AVX2+FMA+F16C version picked at run time and by a scalar version (`f32::mul_add`)
+//! with the same operations in the same order. Both give bit-identical results, whatever the CPU, the
 //! thread count, or how many rows are multiplied together: a row computed alone in decode
 //! equals the same row of a validator's teacher-forced pass.
 

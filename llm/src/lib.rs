@@ -12,8 +12,9 @@
 //! scored the same way by generation and by a validator's teacher-forced pass.
 //!
 //! Weights: by default ([`WeightFormat::Exact`]) the matrices run on this crate's kernel
-//! (`kernels.rs`): Q4_1 blocks unpacked exactly, f32 activations, AVX2+FMA chosen at run time
-//! (binaries stay portable: no `target-cpu=native`) with a bit-identical scalar fallback.
+//! (`kernels.rs`): the file's Q4_1 blocks used as stored, f32 activations, AVX2+FMA+F16C
+//! chosen at run time (binaries stay portable: no `target-cpu=native`) with a bit-identical
+//! scalar fallback.
 //! candle 0.11's Q4_1 vec-dot is scalar, and its Q8_0 kernels round activations to int8 with a
 //! batch-dependent path, so a teacher-forced row drifted ~0.1 in log-probability from the same
 //! row decoded alone; both candle paths stay selectable and `benches/generate.rs` measures all
@@ -85,10 +86,10 @@ pub enum Error {
 /// How the weight matrices are held and multiplied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WeightFormat {
-    /// This crate's kernel: the file's Q4_1 (and Q8_0) blocks unpacked exactly to bytes with
-    /// f32 scales, f32 activations, AVX2+FMA picked at run time with a bit-identical scalar
-    /// fallback. Results do not depend on the CPU, the thread count or the batch: a
-    /// validator's teacher-forced pass reproduces generation exactly.
+    /// This crate's kernel: the file's Q4_1 (and Q8_0) blocks used as stored, f32 activations,
+    /// AVX2+FMA+F16C picked at run time with a bit-identical scalar fallback. Results do not
+    /// depend on the CPU, the thread count or the batch: a validator's teacher-forced pass
+    /// reproduces generation exactly.
     #[default]
     Exact,
     /// candle's quantized matmul on the weights as stored (Q4_1): its Q4_1 vec-dot is scalar.
