@@ -72,13 +72,13 @@ fn child(spec: &str) {
         ..GenerateParams::default()
     };
     // Warm-up (pools, caches).
-    llm.generate(&story, &greedy(4, 0), |_| {}).unwrap();
+    llm.generate(&story, &greedy(4, 0), |_| true).unwrap();
 
     let prefill_s = median(
         (0..REPEATS)
             .map(|_| {
                 let t = Instant::now();
-                llm.generate(&prefill_prompt, &greedy(1, 0), |_| {})
+                llm.generate(&prefill_prompt, &greedy(1, 0), |_| true)
                     .unwrap();
                 t.elapsed().as_secs_f64()
             })
@@ -92,7 +92,8 @@ fn child(spec: &str) {
                 let mut stamps = Vec::new();
                 let g = llm
                     .generate(&story, &greedy(DECODE_TOKENS, 0), |_| {
-                        stamps.push(Instant::now())
+                        stamps.push(Instant::now());
+                        true
                     })
                     .unwrap();
                 decoded = g.tokens;
@@ -109,7 +110,7 @@ fn child(spec: &str) {
             .map(|_| {
                 let t = Instant::now();
                 let g = llm
-                    .generate(&story, &greedy(ANSWER_TOKENS, 5), |_| {})
+                    .generate(&story, &greedy(ANSWER_TOKENS, 5), |_| true)
                     .unwrap();
                 let s = t.elapsed().as_secs_f64();
                 answer = g.tokens;

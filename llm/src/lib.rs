@@ -163,6 +163,8 @@ pub enum FinishReason {
     Stop,
     /// `max_tokens` were generated.
     Length,
+    /// The caller's `on_token` asked to stop.
+    Abandoned,
 }
 
 impl FinishReason {
@@ -171,6 +173,7 @@ impl FinishReason {
         match self {
             Self::Stop => "stop",
             Self::Length => "length",
+            Self::Abandoned => "abandoned",
         }
     }
 }
@@ -307,12 +310,13 @@ impl Llm {
     }
 
     /// Generates after `prompt`, calling `on_token` with every generated token as it comes
-    /// (not with the stop token).
+    /// (not with the stop token); `on_token` returns whether to go on, so a streaming caller
+    /// whose client went away stops the generation ([`FinishReason::Abandoned`]).
     pub fn generate(
         &self,
         prompt: &[u32],
         params: &GenerateParams,
-        mut on_token: impl FnMut(&TokenEvent<'_>),
+        mut on_token: impl FnMut(&TokenEvent<'_>) -> bool,
     ) -> Result<Generation, Error> {
         self.check_tokens(prompt, params.max_tokens, params.top_logprobs)?;
         if !(params.temperature >= 0.0 && params.temperature.is_finite()) {
@@ -361,12 +365,16 @@ impl Llm {
             };
             let piece = stream.push(self.tokenizer.token_bytes(token));
             text.push_str(&piece);
-            on_token(&TokenEvent {
+            let go_on = on_token(&TokenEvent {
                 logprobs: &entry,
                 text: &piece,
             });
             out.tokens.push(token);
             out.logprobs.push(entry);
+            if !go_on {
+                out.finish_reason = FinishReason::Abandoned;
+                break;
+            }
             if out.tokens.len() == params.max_tokens {
                 break;
             }

@@ -182,6 +182,7 @@ fn greedy_answer_names_paris_with_sound_logprobs() {
         .generate(&prompt, &greedy(16, 5), |e| {
             streamed.push_str(e.text);
             events += 1;
+            true
         })
         .unwrap();
     assert!(out.text.contains("Paris"), "answer: {:?}", out.text);
@@ -213,10 +214,21 @@ fn length_limit_and_seeded_sampling() {
             "Write a long story about a dragon.",
         )])
         .unwrap();
-    let out = llm.generate(&prompt, &greedy(5, 0), |_| {}).unwrap();
+    let out = llm.generate(&prompt, &greedy(5, 0), |_| true).unwrap();
     assert_eq!(out.tokens.len(), 5);
     assert_eq!(out.finish_reason, FinishReason::Length);
     assert!(out.logprobs.iter().all(|l| l.top.is_empty()));
+
+    // A caller that stops after two tokens (a streaming client gone away) gets those two.
+    let mut seen = 0;
+    let stopped = llm
+        .generate(&prompt, &greedy(5, 0), |_| {
+            seen += 1;
+            seen < 2
+        })
+        .unwrap();
+    assert_eq!(stopped.finish_reason, FinishReason::Abandoned);
+    assert_eq!(stopped.tokens, out.tokens[..2]);
 
     let sampled = |seed| {
         let p = GenerateParams {
@@ -226,7 +238,7 @@ fn length_limit_and_seeded_sampling() {
             seed,
             top_logprobs: 0,
         };
-        llm.generate(&prompt, &p, |_| {}).unwrap().tokens
+        llm.generate(&prompt, &p, |_| true).unwrap().tokens
     };
     assert_eq!(sampled(42), sampled(42));
     let others: Vec<Vec<u32>> = (43..46).map(sampled).collect();
@@ -235,7 +247,9 @@ fn length_limit_and_seeded_sampling() {
         "four seeds sampled the same 12 tokens"
     );
     assert!(llm
-        .generate(&prompt, &greedy(1, gonka_llm::MAX_TOP_LOGPROBS + 1), |_| {})
+        .generate(&prompt, &greedy(1, gonka_llm::MAX_TOP_LOGPROBS + 1), |_| {
+            true
+        })
         .is_err());
 }
 
@@ -262,7 +276,7 @@ fn teacher_forced_scoring_reproduces_generation() {
         seed: 7,
         top_logprobs: 5,
     };
-    let gen = llm.generate(&prompt, &p, |_| {}).unwrap();
+    let gen = llm.generate(&prompt, &p, |_| true).unwrap();
     assert!(gen.tokens.len() >= 8, "answer: {:?}", gen.text);
     let scored = llm.score(&prompt, &gen.tokens, 5).unwrap();
     assert_eq!(scored.len(), gen.tokens.len());
@@ -325,7 +339,7 @@ fn perturbed_copy(dir: &std::path::Path) -> PathBuf {
 fn scores_of_another_model_diverge() {
     let Some(llm) = model() else { return };
     let prompt = llm.chat_prompt(&capital_chat()).unwrap();
-    let gen = llm.generate(&prompt, &greedy(8, 0), |_| {}).unwrap();
+    let gen = llm.generate(&prompt, &greedy(8, 0), |_| true).unwrap();
     let honest = llm.score(&prompt, &gen.tokens, 0).unwrap();
 
     let dir = tempfile::tempdir().unwrap();

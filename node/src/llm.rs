@@ -120,7 +120,7 @@ pub(super) async fn complete(
     } = admitted;
     let generation: Generation = tokio::task::spawn_blocking(move || {
         let _permit = permit; // the slot is busy until generation ends
-        llm.generate(&prompt_tokens, &params, |_| {})
+        llm.generate(&prompt_tokens, &params, |_| true)
     })
     .await
     .map_err(|e| ApiError::internal(format!("generation thread failed: {e}")))?
@@ -159,8 +159,8 @@ pub(super) async fn complete(
 
 /// Starts generating on a blocking thread that sends one chunk per token (with its
 /// log-probabilities when asked): first the role, then the tokens, the finish reason, the
-/// usage chunk if the request asked for it, and the end. Once the client has gone away
-/// nothing more is sent; the generation itself runs to its `max_tokens` at most.
+/// usage chunk if the request asked for it, and the end. A client that goes away stops the
+/// generation.
 pub(super) fn stream(
     node: &Node,
     model: &LlmModel,
@@ -189,7 +189,7 @@ pub(super) fn stream(
         let mut streamed = String::new();
         let generated = llm.generate(&prompt_tokens, &params, |event| {
             if !open {
-                return;
+                return false;
             }
             streamed.push_str(event.text);
             let delta = Delta {
@@ -200,6 +200,8 @@ pub(super) fn stream(
                 content: vec![token_logprob(&llm, event.logprobs)],
             });
             open = send(chunk(Some(delta), lp, None, None));
+            // The client went away: stop generating.
+            open
         });
         let generation = match generated {
             Ok(generation) => generation,
