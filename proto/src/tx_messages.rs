@@ -211,7 +211,10 @@ mod tests {
         assert!(json["kind"]["SumMismatch"].is_object(), "{json}");
         json.as_object_mut().unwrap().remove("@type");
         let bytes = from_json(&url, json).unwrap().unwrap();
-        assert_eq!(MsgChallengeBatch::decode(bytes.as_slice()).unwrap(), challenge);
+        assert_eq!(
+            MsgChallengeBatch::decode(bytes.as_slice()).unwrap(),
+            challenge
+        );
         // Field names inside the variant are still read in lowerCamelCase.
         let camel = json!({"batchId": 4, "kind": {"Unsorted": {}}});
         let bytes = from_json(&url, camel).unwrap().unwrap();
