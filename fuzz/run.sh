@@ -103,7 +103,7 @@ for t in "${targets[@]}"; do
     # No UI, no CPU pinning (a shared machine), no checks of the host's crash handler or
     # CPU governor; -t: the first input of each persistent process builds the fixture chain.
     AFL_NO_UI=1 AFL_NO_AFFINITY=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 \
-        AFL_FAST_CAL=1 AFL_NO_STARTUP_CALIBRATION=1 \
+        AFL_FAST_CAL=1 \
         nice -n 10 cargo afl fuzz -i "corpus/$t" -o "out/$t" -t 5000 "${limit[@]}" \
         -- "target/afl/release/afl_$t" >"out/$t/fuzz.log" 2>&1 || {
         echo "$t: afl-fuzz failed; see fuzz/out/$t/fuzz.log" >&2
