@@ -52,7 +52,7 @@ impl Host {
         let cosigner = cosigning.then(|| Cosigner {
             bls: self.bls.clone(),
             chain_id: CHAIN.into(),
-            price_per_token: PRICE,
+            prices: [(gonka_node::DEFAULT_MODEL_ID.to_string(), PRICE)].into(),
             max_record_age_secs: 1_000_000_000,
         });
         let addr =
