@@ -11,13 +11,13 @@
 # corpus/<target>/ and writes AFL's state to out/<target>/; per target it prints the execs,
 # execs/s, the edges covered (of the map), the inputs AFL keeps, and crashes and hangs. It
 # exits non-zero if any target crashed (the crashing inputs are in out/<target>/default/crashes/;
-# reproduce one with `target/replay/release/replay TARGET FILE`).
+# reproduce one with `target/replay/fuzz/replay TARGET FILE`).
 #
 # Needs cargo-afl (`cargo install cargo-afl`, which builds AFL++ on stable Rust). Builds go to
 # fuzz/target/afl (instrumented) and fuzz/target/replay (plain). Everything runs under
-# `nice`, one target at a time, on one core. The project crates are path dependencies: when
-# one of them gains a dependency, cargo adds it to fuzz/Cargo.lock (hence no --locked);
-# commit that update with the change.
+# `nice`, one target at a time, on one core, with the workspace's `fuzz` profile (optimised,
+# debug assertions and overflow checks on). The test suite replays the corpus without
+# instrumentation (fuzz/tests/corpus.rs); this script is the flagged, longer run.
 set -euo pipefail
 
 cd "$(dirname "$0")"
@@ -41,17 +41,17 @@ done
 [ ${#targets[@]} -gt 0 ] || targets=("${ALL_TARGETS[@]}")
 
 plain_build() {
-    nice -n 10 cargo build --quiet --release --bin replay --bin seeds --target-dir target/replay
+    nice -n 10 cargo build --quiet --profile fuzz -p gonka-fuzz --bin replay --bin seeds --target-dir target/replay
 }
 
 case "$mode" in
     replay)
         plain_build
-        exec nice -n 10 target/replay/release/replay "${targets[@]}"
+        exec nice -n 10 target/replay/fuzz/replay "${targets[@]}"
         ;;
     seeds)
         plain_build
-        exec nice -n 10 target/replay/release/seeds
+        exec nice -n 10 target/replay/fuzz/seeds
         ;;
 esac
 
@@ -73,7 +73,7 @@ if [ "$mode" = minimize ]; then
         cp corpus/"$t"/* "$tmp/in/"
         cp "$queue"/id:* "$tmp/in/" 2>/dev/null || true
         AFL_SKIP_CPUFREQ=1 AFL_PATH="$afl_bin" PATH="$afl_bin:$PATH" nice -n 10 \
-            "$afl_bin/afl-cmin.bash" -e -i "$tmp/in" -o "$tmp/min" -t 5000 -- "target/afl/release/afl_$t" >"$tmp/log" 2>&1 \
+            "$afl_bin/afl-cmin.bash" -e -i "$tmp/in" -o "$tmp/min" -t 5000 -- "target/afl/fuzz/afl_$t" >"$tmp/log" 2>&1 \
             || { tail -5 "$tmp/log" >&2; exit 1; }
         added=0
         for f in "$tmp"/min/*; do
@@ -90,7 +90,7 @@ if [ "$mode" = minimize ]; then
 fi
 
 build_started=$(date +%s)
-nice -n 10 cargo afl build --quiet --release --features afl --target-dir target/afl \
+nice -n 10 cargo afl build --quiet --profile fuzz -p gonka-fuzz --features afl --target-dir target/afl \
     $(printf -- '--bin afl_%s ' "${targets[@]}")
 echo "instrumented build: $(( $(date +%s) - build_started )) s"
 
@@ -105,7 +105,7 @@ for t in "${targets[@]}"; do
     AFL_NO_UI=1 AFL_NO_AFFINITY=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 \
         AFL_FAST_CAL=1 \
         nice -n 10 cargo afl fuzz -i "corpus/$t" -o "out/$t" -t 5000 "${limit[@]}" \
-        -- "target/afl/release/afl_$t" >"out/$t/fuzz.log" 2>&1 || {
+        -- "target/afl/fuzz/afl_$t" >"out/$t/fuzz.log" 2>&1 || {
         echo "$t: afl-fuzz failed; see fuzz/out/$t/fuzz.log" >&2
         tail -20 "out/$t/fuzz.log" >&2
         failed=1
