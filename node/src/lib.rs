@@ -510,17 +510,7 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
             ))
         }
     };
-    let texts: Vec<String> = req.messages.iter().map(ChatMessage::text).collect();
-    let turns: Vec<ChatTurn<'_>> = req
-        .messages
-        .iter()
-        .zip(&texts)
-        .map(|(m, text)| ChatTurn {
-            role: &m.role,
-            content: text,
-        })
-        .collect();
-    let prompt_tokens = reference::encode_chat(&turns);
+    let prompt_tokens = reference_prompt(&req.messages);
     if prompt_tokens.len() > cfg.max_prompt_bytes {
         return Err(ApiError::too_large(
             "context_length_exceeded",
@@ -538,8 +528,7 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
             let turns: Vec<(String, String)> = req
                 .messages
                 .iter()
-                .zip(texts)
-                .map(|(m, text)| (m.role.clone(), text))
+                .map(|m| (m.role.clone(), m.text()))
                 .collect();
             llm::prompt(&llm.model, &turns)?
         }
@@ -562,6 +551,22 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
         request_hash: signed.map(|s| s.hash),
         permit,
     })
+}
+
+/// The chat-formatted prompt of `messages` as the reference model's tokens (one per byte):
+/// what the node bounds by [`MlNodeConfig::max_prompt_bytes`] for every backend and what the
+/// reference model reads.
+pub fn reference_prompt(messages: &[ChatMessage]) -> Vec<u32> {
+    let texts: Vec<String> = messages.iter().map(ChatMessage::text).collect();
+    let turns: Vec<ChatTurn<'_>> = messages
+        .iter()
+        .zip(&texts)
+        .map(|(m, text)| ChatTurn {
+            role: &m.role,
+            content: text,
+        })
+        .collect();
+    reference::encode_chat(&turns)
 }
 
 /// A complete plain answer of a backend, before its receipt.

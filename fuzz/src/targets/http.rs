@@ -12,10 +12,9 @@
 //! accept; the event parser gives the same events for the body fed whole and in pieces.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
-use gonka_client::openai::{ChatCompletionRequest, ChatMessage, Usage};
+use gonka_client::openai::{ChatCompletionRequest, Usage};
 use gonka_client::request::{body_agrees, verify_request, RequestTerms};
 use gonka_client::sse::SseParser;
-use gonka_model::ChatTurn;
 
 use crate::fixture::NOW_SECS;
 
@@ -120,17 +119,7 @@ pub fn run(data: &[u8]) {
 
     // The chat body as the ML node reads it: messages to the reference model's prompt.
     if let Ok(request) = serde_json::from_slice::<ChatCompletionRequest>(body) {
-        let texts: Vec<String> = request.messages.iter().map(ChatMessage::text).collect();
-        let turns: Vec<ChatTurn<'_>> = request
-            .messages
-            .iter()
-            .zip(&texts)
-            .map(|(m, text)| ChatTurn {
-                role: &m.role,
-                content: text,
-            })
-            .collect();
-        let _ = gonka_model::encode_chat(&turns);
+        let _ = gonka_node::reference_prompt(&request.messages);
     }
 
     // The body as an event stream: whole, and in pieces of a size the body picks.
