@@ -21,8 +21,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::StreamExt;
 use gonka_client::chat::{
-    identity, ChatClient, ChatError, ChatRequest, ChatResponse, Message, Sampling,
-    DEFAULT_MAX_TOKENS,
+    identity, ChatClient, ChatError, ChatRequest, ChatResponse, Message, DEFAULT_MAX_TOKENS,
 };
 use gonka_client::openai::{
     ApiError, AssistantMessage, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, Choice,
@@ -192,13 +191,7 @@ fn chat_request(proxy: &Proxy, body: &ChatCompletionRequest) -> Result<ChatReque
         max_price_per_token: proxy.max_price,
         stream: body.stream,
         commission: proxy.commission,
-        sampling: Sampling {
-            temperature: body.temperature,
-            top_p: body.top_p,
-            seed: body.seed,
-            logprobs: body.logprobs,
-            top_logprobs: body.top_logprobs,
-        },
+        sampling: body.sampling.clone(),
     })
 }
 

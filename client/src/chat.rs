@@ -19,6 +19,7 @@ use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use reqwest::{StatusCode, Url};
 use serde::{Deserialize, Serialize};
 
+pub use crate::openai::Sampling;
 use crate::openai::{ChoiceLogprobs, Usage};
 use crate::request::{sign_request, RequestTerms};
 use crate::sse::SseParser;
@@ -75,27 +76,6 @@ impl Message {
             content: content.into(),
         }
     }
-}
-
-/// How to decode and what to report, sent (and signed) in the request body. Read by language
-/// models; the deterministic reference model decodes greedily whatever they say.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Sampling {
-    /// Softmax temperature, 0 to 2; absent or 0 decodes greedily.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f64>,
-    /// Nucleus sampling mass, in (0, 1].
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub top_p: Option<f64>,
-    /// Seed of the sampler.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
-    /// Ask for each generated token's log-probability.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub logprobs: bool,
-    /// With `logprobs`, how many alternatives per token (0 to 20).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub top_logprobs: Option<u32>,
 }
 
 /// A chat completion to ask for.

@@ -69,20 +69,30 @@ pub struct ChatCompletionRequest {
     /// Streaming options (`include_usage`).
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
+    /// `temperature`, `top_p`, `seed`, `logprobs`, `top_logprobs`.
+    #[serde(flatten)]
+    pub sampling: Sampling,
+}
+
+/// How to decode and what to report: the sampling fields of a chat request, as clients send
+/// them (and sign them, in gonka's). Read by language models; the deterministic reference
+/// model decodes greedily whatever they say.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
     /// Softmax temperature, 0 to 2; 0 (or absent) decodes greedily.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
     /// Nucleus sampling mass, in (0, 1]; absent keeps every token.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
     /// Seed of the sampler: equal seeds give equal answers.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     /// Report each generated token's log-probability.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub logprobs: bool,
     /// With `logprobs`, how many most likely alternatives to report per token (0 to 20).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_logprobs: Option<u32>,
 }
 

@@ -360,6 +360,7 @@ const MAX_TOP_LOGPROBS: u32 = 20;
 impl Sampling {
     /// The request's sampling fields, checked.
     fn of(req: &ChatCompletionRequest) -> Result<Sampling, ApiError> {
+        let req = &req.sampling;
         let temperature = req.temperature.unwrap_or(0.0);
         if !(0.0..=2.0).contains(&temperature) {
             return Err(ApiError::invalid_value(
