@@ -791,6 +791,7 @@ fn raw_validation(validator: &str, id: &str, commitment: Vec<u8>) -> Any {
             inference_id: id.into(),
             result_commitment: commitment,
             payload_unavailable: false,
+            ..Default::default()
         }
         .encode_to_vec(),
     }
@@ -887,6 +888,7 @@ fn a_copied_vote_supports_nobody_and_costs_the_copier() {
             dispute_id: 0,
             result_commitment: seen,
             payload_unavailable: false,
+            ..Default::default()
         }
         .encode_to_vec(),
     };

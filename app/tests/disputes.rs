@@ -1288,6 +1288,7 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
             dispute_id: 0,
             result_commitment: vec![1; 31],
             payload_unavailable: false,
+            ..Default::default()
         }),
     };
     txs.push(w.tx_unsequenced("p1", vec![short_hash]));

@@ -36,6 +36,7 @@ pub fn msg_submit_validation(validator: &str, inference_id: &str, found: &ReExec
         inference_id: inference_id.into(),
         result_commitment: found.commitment(validator).to_vec(),
         payload_unavailable: false,
+        scored: None,
     })
 }
 
@@ -68,6 +69,7 @@ pub fn msg_vote_dispute(voter: &str, dispute_id: u64, found: &ReExecution) -> An
         dispute_id,
         result_commitment: found.commitment(voter).to_vec(),
         payload_unavailable: false,
+        scored: None,
     })
 }
 
@@ -84,6 +86,7 @@ pub fn msg_reveal_output(
         inference_id: inference_id.into(),
         salt: salt.to_vec(),
         response_hash: response_hash.to_vec(),
+        scored: None,
     })
 }
 

@@ -98,5 +98,6 @@ pub mod batch;
 pub mod gas;
 pub mod ids;
 pub mod query;
+pub mod scored;
 pub mod signing;
 pub mod tx_messages;

@@ -124,6 +124,7 @@ fn sample_queued(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
                 result_commitment: Vec::new(),
                 reveal_deadline_height: 0,
                 reward: "0".into(),
+                scored: None,
             };
             state.put_validation(&validation);
             state.emit(events::sampled(&validation));

@@ -138,6 +138,7 @@ mod tests {
             min_vram_mib: 0,
             weights_sha256: vec![7; hash_len],
             trained_by_job: job,
+            ..Model::default()
         };
         check_model_origin(&model("org/m", 0, 0)).unwrap();
         check_model_origin(&model("org/m", 32, 0)).unwrap();

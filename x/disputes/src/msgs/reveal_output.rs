@@ -78,6 +78,7 @@ impl Msg for RevealOutput {
             response_hash: self.response_hash.to_vec(),
             revealed_by: msg.sender.clone(),
             height,
+            scored: None,
         };
         state.put_output_reveal(&stored.transfer_agent, &reveal);
         state.emit(events::revealed(&reveal));

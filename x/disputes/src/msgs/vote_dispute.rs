@@ -66,6 +66,7 @@ impl Msg for VoteDispute {
             supports_executor: false,
             payload_unavailable: msg.payload_unavailable,
             height: ctx.block.height,
+            scored: None,
         };
         add_vote(state, ctx.block.height, &mut dispute, vote)
     }

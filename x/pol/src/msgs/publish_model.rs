@@ -95,6 +95,8 @@ impl Msg for PublishModel {
                 min_vram_mib: 0,
                 weights_sha256: hash,
                 trained_by_job: job.id,
+                // Served by the bit-exact reference runtime: validated by exact answers.
+                ..Model::default()
             };
             if state.model(&model.id)?.is_some() {
                 return Err(PolError::AlreadyAttested
