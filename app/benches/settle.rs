@@ -144,6 +144,7 @@ fn record(ta: &str, requester: &Key, host: &str, n: usize) -> WorkRecord {
         },
         response_hash: [7; 32],
         salt: [9; 32],
+        scored: None,
         prompt_tokens: 10,
         completion_tokens: 20,
         executor_node: "n0".into(),

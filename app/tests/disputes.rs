@@ -22,7 +22,8 @@ use gonka_proto::query as q;
 use std::collections::{BTreeMap, BTreeSet};
 
 use gonka_client::disputes::{
-    msg_open_dispute, msg_reveal_output, msg_submit_validation, msg_vote_dispute, ReExecution,
+    msg_open_dispute, msg_reveal_output, msg_reveal_scored_output, msg_submit_validation,
+    msg_vote_dispute, ReExecution,
 };
 use gonka_client::settlement::{
     cosign, msg_demand_leaf, msg_open_escrow, msg_provide_leaf, msg_settle_batch, Batch, Served,
@@ -100,12 +101,20 @@ fn unsampled_params() -> pb::Params {
 /// every leaf a host's rate asks for demanded (so at the scenario's rate of 100% every
 /// committed record becomes a stored work record).
 fn world(params: pb::Params) -> World {
+    world_of(
+        params,
+        json!({"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}),
+    )
+}
+
+/// [`world`] with `model` (genesis JSON) as its one model, whose id must be `MODEL`.
+fn world_of(params: pb::Params, model: serde_json::Value) -> World {
     let mut setup = Setup::new(6, BOND);
     setup.epoch_length = 1_000;
     let mut world = World::with_genesis(setup, |state| {
         state["inference"] = json!({
             "params": {"max_tokens_per_record": 100000, "payload_retention_blocks": 2000},
-            "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
+            "models": [model],
         });
         state["disputes"] = json!({ "params": params });
         let settlement = &mut state["settlement"]["params"];
@@ -1338,6 +1347,264 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
             "{label} paid more than fees"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Validation by log-probabilities ("logprobs" models)
+
+/// Alternatives per position and the threshold (2^-16 nats) of the scenario's inexact model.
+const TOP_K: u32 = 2;
+const THRESHOLD: u64 = 1_000;
+
+/// [`world`] whose model is validated by log-probabilities.
+fn scored_world() -> World {
+    world_of(
+        scenario_params(),
+        json!({
+            "id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0,
+            "validation": "logprobs", "logprob_top_k": TOP_K, "logprob_threshold": THRESHOLD,
+        }),
+    )
+}
+
+/// A scenario answer (100 prompt tokens, 50 completion tokens and the stop token) as a model
+/// scores it: token `i` at position `i`, most likely at `-1000·(i % 7)` plus `shift`, the
+/// runner-up 2 nats lower (2^-16 units). Two honest implementations differ by a small
+/// `shift`; another model by a large one.
+fn scores(shift: i32) -> pb::ScoredOutput {
+    let positions = (0..51u32)
+        .map(|i| {
+            let top = -1_000 * (i % 7) as i32 - shift.abs();
+            pb::ScoredToken {
+                token: i,
+                logprob: top,
+                top_tokens: vec![i, 1_000 + i],
+                top_logprobs: vec![top, top - 131_072],
+            }
+        })
+        .collect();
+    pb::ScoredOutput {
+        prompt_tokens: 100,
+        positions,
+    }
+}
+
+/// A record of request `nonce` on n0 whose receipt commits to `executor`'s scores.
+fn scored_record(nonce: &str, executor: &pb::ScoredOutput) -> WorkRecord {
+    let mut input = request(TA, nonce, MODEL, exec("p0", "n0", 10), (100, 50), 0);
+    input.scored = Some(executor.clone());
+    signed_record("alice", 10, &input)
+}
+
+/// Settles `rec`, has its assigned validator submit `validator_scores` and the TA reveal
+/// `executor` (the scores the record commits to); returns the record id, the validator's
+/// label and the revealing block.
+fn validate_scored(
+    w: &mut World,
+    rec: &WorkRecord,
+    executor: &pb::ScoredOutput,
+    validator_scores: &pb::ScoredOutput,
+) -> (String, &'static str, Block) {
+    let id = rec.inference_id.clone();
+    settle(w, std::slice::from_ref(rec));
+    let v = validation(w, &id);
+    let label = label_of(&v.validator);
+    let tx = w.tx(
+        label,
+        vec![msg_submit_validation(&v.validator, &id, validator_scores)],
+    );
+    let block = w.block(vec![tx]);
+    assert_ok(&block, 0);
+    let stored = validation(w, &id);
+    assert_eq!(stored.status, "committed");
+    assert_eq!(stored.scored.as_ref(), Some(validator_scores));
+    let tx = w.tx(
+        TA,
+        vec![msg_reveal_scored_output(
+            &addr(TA),
+            &id,
+            &salt(&rec.nonce),
+            executor,
+        )],
+    );
+    let block = w.block(vec![tx]);
+    assert_ok(&block, 0);
+    (id, label, block)
+}
+
+#[test]
+fn logprobs_validation_passes_a_close_scorer_and_pays_it() {
+    let mut w = scored_world();
+    let executor = scores(0);
+    let rec = scored_record("close", &executor);
+    // Another implementation: every log-probability 900 units (0.014 nats) off, within the
+    // threshold of 1,000.
+    let pool_before = pool(&w);
+    let (id, label, block) = validate_scored(&mut w, &rec, &executor, &scores(900));
+    let submitted = &tx_events(block.result(0), "validation_submitted")[0];
+    assert_eq!(submitted["outcome"], "match");
+    let v = validation(&w, &id);
+    assert_eq!((v.status.as_str(), v.reward.as_str()), ("matched", "1500"));
+    assert_eq!(
+        pool(&w),
+        pool_before - COST,
+        "{label} was paid from the pool"
+    );
+    assert_eq!(stats(&w, "p0").executor.unwrap().passed, 1);
+}
+
+#[test]
+fn logprobs_validation_catches_another_model_and_its_committee_slashes_it() {
+    let mut w = scored_world();
+    // The executor ran another model: its scores are 1,500 units per log-probability off the
+    // real model's, past the threshold of 1,000.
+    let executor = scores(1_500);
+    let honest = scores(0);
+    let rec = scored_record("other-model", &executor);
+    let p0_bonded = w.bonded("p0");
+    let (_, accuser, block) = validate_scored(&mut w, &rec, &executor, &honest);
+    assert_eq!(
+        tx_events(block.result(0), "validation_submitted")[0]["outcome"],
+        "mismatch"
+    );
+    assert_eq!(
+        tx_events(block.result(0), "dispute_opened")[0]["accuser"],
+        addr(accuser)
+    );
+    let d = drawn(&mut w, 0);
+    // Two members score with the real model (one of them 300 units off, still 1,200 from
+    // the executor), which is a majority of three against the executor.
+    let votes = vec![
+        w.tx(
+            label_of(&d.committee[0]),
+            vec![msg_vote_dispute(&d.committee[0], 0, &honest)],
+        ),
+        w.tx(
+            label_of(&d.committee[1]),
+            vec![msg_vote_dispute(&d.committee[1], 0, &scores(300))],
+        ),
+    ];
+    let block = w.block(votes);
+    assert_ok(&block, 0);
+    assert_ok(&block, 1);
+    let resolved = &tx_events(block.result(1), "dispute_resolved")[0];
+    assert_eq!(resolved["outcome"], "executor_faulted");
+    assert_eq!(w.bonded("p0"), p0_bonded - SLASH);
+}
+
+#[test]
+fn logprobs_results_of_the_wrong_kind_or_shape_are_refused() {
+    let mut w = scored_world();
+    let executor = scores(0);
+    let rec = scored_record("shapes", &executor);
+    let id = rec.inference_id.clone();
+    settle(&mut w, std::slice::from_ref(&rec));
+    let v = validation(&w, &id);
+    let label = label_of(&v.validator);
+    let mut three_alternatives = scores(0);
+    for p in &mut three_alternatives.positions {
+        p.top_tokens.push(5_000);
+        p.top_logprobs.push(-900_000);
+    }
+    let mut no_stop_and_one_more = scores(0);
+    no_stop_and_one_more.positions.truncate(49);
+    let mut unsorted = scores(0);
+    unsorted.positions[3].top_logprobs.swap(0, 1);
+    let cases: Vec<(Any, u32, &str)> = vec![
+        (
+            msg_submit_validation(&v.validator, &id, &answer(truth("shapes"))),
+            21,
+            "validated by log-probabilities",
+        ),
+        (
+            msg_submit_validation(&v.validator, &id, &three_alternatives),
+            21,
+            "logprob_top_k is 2",
+        ),
+        (
+            msg_submit_validation(&v.validator, &id, &no_stop_and_one_more),
+            21,
+            "49 positions for a record of 50 completion tokens",
+        ),
+        (
+            msg_submit_validation(&v.validator, &id, &unsorted),
+            3,
+            "most likely first",
+        ),
+    ];
+    // One block: the validation's deadline is 4 blocks away.
+    let txs = cases
+        .iter()
+        .map(|(msg, _, _)| w.tx(label, vec![msg.clone()]))
+        .collect();
+    let block = w.block(txs);
+    for (i, (_, code, fragment)) in cases.iter().enumerate() {
+        assert_err(block.result(i), *code, fragment, fragment);
+    }
+    assert_eq!(validation(&w, &id).status, "pending");
+    let tx = w.tx(
+        label,
+        vec![msg_submit_validation(&v.validator, &id, &scores(0))],
+    );
+    assert_ok(&w.block(vec![tx]), 0);
+    // The reveal must open the commitment with the scores the executor committed to: a text
+    // answer, other scores or another prompt count do not.
+    let (salt, truth_hash) = (salt("shapes"), truth("shapes"));
+    let mut other_prompt = executor.clone();
+    other_prompt.prompt_tokens = 99;
+    let cases: Vec<(Any, u32, &str)> = vec![
+        (
+            msg_reveal_output(&addr(TA), &id, &salt, &truth_hash),
+            21,
+            "submit scored",
+        ),
+        (
+            msg_reveal_scored_output(&addr(TA), &id, &salt, &scores(1)),
+            20,
+            "do not open the output commitment",
+        ),
+        (
+            msg_reveal_scored_output(&addr(TA), &id, &salt, &other_prompt),
+            20,
+            "do not open the output commitment",
+        ),
+        (
+            msg_reveal_scored_output(&addr(TA), &id, &[0; 32], &executor),
+            20,
+            "do not open the output commitment",
+        ),
+    ];
+    let txs = cases
+        .iter()
+        .map(|(msg, _, _)| w.tx(TA, vec![msg.clone()]))
+        .collect();
+    let block = w.block(txs);
+    for (i, (_, code, fragment)) in cases.iter().enumerate() {
+        assert_err(block.result(i), *code, fragment, fragment);
+    }
+    assert_eq!(validation(&w, &id).status, "committed");
+    let tx = w.tx(
+        TA,
+        vec![msg_reveal_scored_output(&addr(TA), &id, &salt, &executor)],
+    );
+    assert_ok(&w.block(vec![tx]), 0);
+    assert_eq!(validation(&w, &id).status, "matched");
+}
+
+#[test]
+fn an_exact_model_refuses_scores() {
+    let mut w = world(scenario_params());
+    let rec = record("exact", true);
+    let id = rec.inference_id.clone();
+    settle(&mut w, std::slice::from_ref(&rec));
+    let v = validation(&w, &id);
+    let tx = w.tx_unsequenced(
+        label_of(&v.validator),
+        vec![msg_submit_validation(&v.validator, &id, &scores(0))],
+    );
+    let block = w.block(vec![tx]);
+    assert_err(block.result(0), 21, "validated by exact answers", "scores");
+    assert_eq!(validation(&w, &id).status, "pending");
 }
 
 // ---------------------------------------------------------------------------------------

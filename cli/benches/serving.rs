@@ -1937,6 +1937,7 @@ fn sample_batch(
                 },
                 response_hash: gonka_proto::signing::response_hash("a canned answer"),
                 salt,
+                scored: None,
                 prompt_tokens: STUB_PROMPT_TOKENS,
                 completion_tokens: MAX_TOKENS,
                 executor_node: "node0-ml".into(),

@@ -380,6 +380,7 @@ fn sign_records(
                 },
                 response_hash,
                 salt,
+                scored: None,
                 prompt_tokens: PROMPT_TOKENS,
                 completion_tokens: COMPLETION_TOKENS,
                 executor_node: NODE_ID.into(),

@@ -2,7 +2,9 @@
 
 use crate::tx::any_of;
 use cosmrs::Any;
-use gonka_proto::disputes::{MsgOpenDispute, MsgRevealOutput, MsgSubmitValidation, MsgVoteDispute};
+use gonka_proto::disputes::{
+    MsgOpenDispute, MsgRevealOutput, MsgSubmitValidation, MsgVoteDispute, ScoredOutput,
+};
 use gonka_proto::signing::result_commitment;
 
 /// What a validator or committee member found when it re-executed a record.
@@ -28,15 +30,52 @@ impl ReExecution {
     }
 }
 
-/// `/gonka.disputes.v1.MsgSubmitValidation`: assigned `validator` commits what it found for
+/// What a validator or committee member submits for a record: its re-execution of an
+/// "exact" model (committed) or its scores of a "logprobs" model's output tokens.
+#[derive(Debug, Clone, Copy)]
+pub enum Finding<'a> {
+    /// A re-executed answer, committed under the author's address.
+    Text(&'a ReExecution),
+    /// Scores of the executor's tokens, in the clear.
+    Scores(&'a ScoredOutput),
+}
+
+impl<'a> From<&'a ReExecution> for Finding<'a> {
+    fn from(found: &'a ReExecution) -> Self {
+        Finding::Text(found)
+    }
+}
+
+impl<'a> From<&'a ScoredOutput> for Finding<'a> {
+    fn from(scores: &'a ScoredOutput) -> Self {
+        Finding::Scores(scores)
+    }
+}
+
+impl Finding<'_> {
+    /// The message fields `result_commitment` and `scored` of `author`'s finding.
+    fn fields(self, author: &str) -> (Vec<u8>, Option<ScoredOutput>) {
+        match self {
+            Finding::Text(found) => (found.commitment(author).to_vec(), None),
+            Finding::Scores(scores) => (Vec::new(), Some(scores.clone())),
+        }
+    }
+}
+
+/// `/gonka.disputes.v1.MsgSubmitValidation`: assigned `validator` submits what it found for
 /// sampled record `inference_id` (compared once the output is revealed).
-pub fn msg_submit_validation(validator: &str, inference_id: &str, found: &ReExecution) -> Any {
+pub fn msg_submit_validation<'a>(
+    validator: &str,
+    inference_id: &str,
+    found: impl Into<Finding<'a>>,
+) -> Any {
+    let (result_commitment, scored) = found.into().fields(validator);
     any_of(&MsgSubmitValidation {
         validator: validator.into(),
         inference_id: inference_id.into(),
-        result_commitment: found.commitment(validator).to_vec(),
+        result_commitment,
         payload_unavailable: false,
-        scored: None,
+        scored,
     })
 }
 
@@ -61,15 +100,16 @@ pub fn msg_open_dispute(requester: &str, inference_id: &str, deposit: u128) -> A
     })
 }
 
-/// `/gonka.disputes.v1.MsgVoteDispute`: committee member `voter` commits what it found on
+/// `/gonka.disputes.v1.MsgVoteDispute`: committee member `voter` submits what it found on
 /// dispute `dispute_id`.
-pub fn msg_vote_dispute(voter: &str, dispute_id: u64, found: &ReExecution) -> Any {
+pub fn msg_vote_dispute<'a>(voter: &str, dispute_id: u64, found: impl Into<Finding<'a>>) -> Any {
+    let (result_commitment, scored) = found.into().fields(voter);
     any_of(&MsgVoteDispute {
         voter: voter.into(),
         dispute_id,
-        result_commitment: found.commitment(voter).to_vec(),
+        result_commitment,
         payload_unavailable: false,
-        scored: None,
+        scored,
     })
 }
 
@@ -87,6 +127,23 @@ pub fn msg_reveal_output(
         salt: salt.to_vec(),
         response_hash: response_hash.to_vec(),
         scored: None,
+    })
+}
+
+/// `/gonka.disputes.v1.MsgRevealOutput` of a "logprobs" model's record: `sender` opens the
+/// output commitment of record `inference_id` with the executor's scored output.
+pub fn msg_reveal_scored_output(
+    sender: &str,
+    inference_id: &str,
+    salt: &[u8; 32],
+    scored: &ScoredOutput,
+) -> Any {
+    any_of(&MsgRevealOutput {
+        sender: sender.into(),
+        inference_id: inference_id.into(),
+        salt: salt.to_vec(),
+        response_hash: Vec::new(),
+        scored: Some(scored.clone()),
     })
 }
 

@@ -328,7 +328,7 @@ pub fn msg_register_transfer_agent(address: &str, url: &str, pubkey: &[u8]) -> A
 pub use gonka_proto::signing::{inference_id, RequestTerms};
 
 /// The facts of one served inference, before signing.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WorkRecordInput {
     /// What the requester signed (`body_hash` is the record's `prompt_hash`).
     pub terms: RequestTerms,
@@ -337,6 +337,9 @@ pub struct WorkRecordInput {
     /// The salt of the output commitment (kept by the transfer agent for the reveal, never
     /// in the record).
     pub salt: [u8; 32],
+    /// For a "logprobs" model: the executor's scored output, which the commitment is to
+    /// instead of `response_hash` ([`gonka_proto::scored::output_commitment`]).
+    pub scored: Option<gonka_proto::disputes::ScoredOutput>,
     /// Prompt tokens.
     pub prompt_tokens: u64,
     /// Completion tokens.
@@ -365,7 +368,10 @@ pub fn signed_work_record(
         .map_err(|e| anyhow!("requester signing failed: {e}"))?
         .to_bytes()
         .to_vec();
-    let output_commitment = text_output_commitment(&input.salt, &input.response_hash);
+    let output_commitment = match &input.scored {
+        Some(scored) => gonka_proto::scored::output_commitment(&input.salt, scored),
+        None => text_output_commitment(&input.salt, &input.response_hash),
+    };
     let receipt = ReceiptTerms {
         request_hash,
         output_commitment,
@@ -528,6 +534,7 @@ mod tests {
             terms: terms.clone(),
             response_hash: [2; 32],
             salt: [6; 32],
+            scored: None,
             prompt_tokens: 3,
             completion_tokens: 4,
             executor_node: "n1".into(),

@@ -230,6 +230,7 @@ pub fn served_record(
         },
         response_hash: [2; 32],
         salt: [3; 32],
+        scored: None,
         prompt_tokens: tokens,
         completion_tokens: tokens,
         executor_node: node_id.into(),

@@ -1232,6 +1232,7 @@ pub fn request(
         },
         response_hash: truth(nonce),
         salt: salt(nonce),
+        scored: None,
         prompt_tokens: tokens.0,
         completion_tokens: tokens.1,
         executor_node: on.node.into(),

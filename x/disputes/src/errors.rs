@@ -43,6 +43,10 @@ pub enum DisputesError {
     AlreadyRevealed = 19,
     /// A salt and answer that do not open the record's output commitment.
     RevealMismatch = 20,
+    /// A result or reveal of the wrong kind for the record's model (a text commitment for a
+    /// "logprobs" model, scores for an "exact" one), or scores that do not fit the record
+    /// (positions, alternatives per position).
+    WrongResultKind = 21,
 }
 
 gonka_sdk::impl_error_code!(DisputesError, "disputes");

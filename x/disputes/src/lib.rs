@@ -51,6 +51,17 @@
 //! never revealed by its deadline makes the record unverifiable: the validation becomes
 //! `output_withheld` and a `reveal` dispute is settled at once as `payload_withheld`.
 //!
+//! **Inexact models** (`Model.validation = "logprobs"`, [`gonka_proto::scored`]): the record
+//! commits to the executor's output tokens and their integer top-k log-probabilities; the
+//! transfer agent serves the validator the prompt and the tokens (with the salted seal that
+//! proves them committed), never the log-probabilities; the validator scores the tokens with
+//! the model and submits its scores in the clear (`MsgSubmitValidation.scored`: nothing can
+//! be copied from them, the executor's are fixed in the settled record and hidden until the
+//! reveal); the reveal carries the executor's scores, which must open the commitment; a
+//! result agrees when the mean absolute difference per compared log-probability is within
+//! the model's `logprob_threshold`. Committee votes on such records carry scores the same
+//! way. A result of the wrong kind for the model is refused (disputes 21).
+//!
 //! ## Validation
 //! - **Match** (the validator's commitment is the revealed answer with the record's prompt
 //!   and completion token counts, see [`gonka_inference::result_matches`]; a wrong count is
@@ -138,6 +149,7 @@
 //! `/disputes/pending`, `/disputes/reveals_due`, `/disputes/validation`, `/disputes/stats`, `/disputes/params`.
 //! Error codes: [`DisputesError`].
 
+mod compare;
 mod errors;
 mod events;
 mod genesis;

@@ -5,12 +5,15 @@ use std::collections::BTreeMap;
 
 use gonka_bank::{transfer, BankRead, Coin, NATIVE_DENOM};
 use gonka_epochs::EpochsRead;
-use gonka_inference::{result_matches, InferenceRead};
+use gonka_inference::InferenceRead;
 use gonka_proto::disputes::{Dispute, Payout, Vote};
 use gonka_proto::inference::StoredRecord;
-use gonka_sdk::{parse_amount, ErrorCode, Event, Result, SdkError, StateWrite, TxContext};
+use gonka_sdk::{
+    parse_amount, ErrorCode, Event, GasMeter, Result, SdkError, StateWrite, TxContext,
+};
 use gonka_stake::StakeRead;
 
+use crate::compare;
 use crate::sampling::{committee, committee_seed};
 use crate::state::escrow_address;
 use crate::{events, kind, status, DisputesRead, DisputesWrite};
@@ -382,12 +385,12 @@ fn sides_with(vote: &Vote, outcome: &str) -> bool {
 /// committee (`⌊n/2⌋ + 1`).
 pub fn add_vote(
     state: &mut dyn StateWrite,
-    height: u64,
+    ctx: &TxContext<'_>,
     dispute: &mut Dispute,
     vote: Vote,
 ) -> Result<()> {
     dispute.votes.push(vote);
-    let revealed = judge(state, dispute)?;
+    let revealed = judge(state, dispute, ctx.gas)?;
     if let Some(vote) = dispute.votes.last() {
         state.emit(events::vote(
             dispute.id,
@@ -395,20 +398,24 @@ pub fn add_vote(
             vote_side(vote, revealed),
         ));
     }
-    decide(state, height, dispute, revealed)
+    decide(state, ctx.block.height, dispute, revealed)
 }
 
 /// Judges the votes of an open dispute once the record's output is revealed and settles it
 /// if a side has its majority.
-pub fn judge_votes(state: &mut dyn StateWrite, height: u64, dispute: &mut Dispute) -> Result<()> {
-    let revealed = judge(state, dispute)?;
-    decide(state, height, dispute, revealed)
+pub fn judge_votes(
+    state: &mut dyn StateWrite,
+    ctx: &TxContext<'_>,
+    dispute: &mut Dispute,
+) -> Result<()> {
+    let revealed = judge(state, dispute, ctx.gas)?;
+    decide(state, ctx.block.height, dispute, revealed)
 }
 
 /// Judges the votes by the record's revealed output, if revealed (returns whether it is): a
-/// committed result supports the executor when it is the revealed answer and token counts
-/// committed under the voter's own address.
-fn judge(state: &dyn StateWrite, dispute: &mut Dispute) -> Result<bool> {
+/// vote supports the executor when its result agrees with the revealed output
+/// ([`compare::agrees`]).
+fn judge(state: &dyn StateWrite, dispute: &mut Dispute, gas: &GasMeter) -> Result<bool> {
     let Some(reveal) = state.output_reveal(&dispute.inference_id)? else {
         return Ok(false);
     };
@@ -416,10 +423,19 @@ fn judge(state: &dyn StateWrite, dispute: &mut Dispute) -> Result<bool> {
         .record(&dispute.inference_id)?
         .and_then(|s| s.record)
         .unwrap_or_default();
-    let answer = <[u8; 32]>::try_from(reveal.response_hash.as_slice()).unwrap_or_default();
     for vote in &mut dispute.votes {
         vote.supports_executor = !vote.payload_unavailable
-            && result_matches(&record, &answer, &vote.voter, &vote.result_commitment);
+            && compare::agrees(
+                state,
+                &record,
+                &reveal,
+                compare::Submitted {
+                    author: &vote.voter,
+                    commitment: &vote.result_commitment,
+                    scored: vote.scored.as_ref(),
+                },
+                gas,
+            )?;
     }
     Ok(true)
 }

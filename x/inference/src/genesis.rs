@@ -3,6 +3,8 @@
 
 use gonka_auth::validate_address;
 use gonka_proto::inference::{GenesisState, Model};
+
+use crate::{validation_of, Validation};
 use gonka_sdk::{
     parse_amount, ErrorCode, Genesis, HookOutput, Result, SdkError, StateRead, StateWrite,
 };
@@ -37,6 +39,7 @@ impl Genesis for Inference {
             )
             .map_err(|e| InferenceError::InvalidModel.err(e.log))?;
             check_model_origin(model).map_err(|log| InferenceError::InvalidModel.err(log))?;
+            check_model_validation(model).map_err(|log| InferenceError::InvalidModel.err(log))?;
             if state.model(&model.id)?.is_some() {
                 return Err(InferenceError::InvalidModel
                     .err(format!("genesis lists model {} twice", model.id)));
@@ -101,6 +104,31 @@ fn require_participant(state: &dyn StateRead, address: &str) -> Result<()> {
     }
 }
 
+/// A model's validation fields: `exact` (or empty) with no logprob fields, or `logprobs`
+/// with 1 to [`gonka_proto::scored::MAX_TOP_K`] alternatives per position.
+fn check_model_validation(model: &Model) -> std::result::Result<(), String> {
+    let field = format!("app_state.inference.models[{}]", model.id);
+    match validation_of(model) {
+        Some(Validation::Exact) if model.logprob_top_k != 0 || model.logprob_threshold != 0 => Err(
+            format!("{field}: logprob_top_k and logprob_threshold apply to validation \"logprobs\" only"),
+        ),
+        Some(Validation::Logprobs)
+            if !(1..=gonka_proto::scored::MAX_TOP_K).contains(&model.logprob_top_k) =>
+        {
+            Err(format!(
+                "{field}.logprob_top_k must be 1 to {} for validation \"logprobs\", found {}",
+                gonka_proto::scored::MAX_TOP_K,
+                model.logprob_top_k
+            ))
+        }
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "{field}.validation must be \"exact\" or \"logprobs\", found {:?}",
+            model.validation
+        )),
+    }
+}
+
 /// Ids under [`TRAINED_MODEL_PREFIX`] belong to models trained on chain (a re-imported
 /// export): `pol/job-{trained_by_job}` with a 32-byte weights hash. No other model may take
 /// that prefix or name a job; any model may name its weights' SHA-256.
@@ -129,6 +157,38 @@ fn check_model_origin(model: &Model) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_is_validated_exactly_or_by_logprobs_with_1_to_20_alternatives() {
+        let model = |validation: &str, k: u32, threshold: u64| Model {
+            id: "org/m".into(),
+            validation: validation.into(),
+            logprob_top_k: k,
+            logprob_threshold: threshold,
+            ..Model::default()
+        };
+        for ok in [
+            model("", 0, 0),
+            model("exact", 0, 0),
+            model("logprobs", 1, 0),
+        ] {
+            check_model_validation(&ok).unwrap();
+        }
+        check_model_validation(&model("logprobs", 20, 6554)).unwrap();
+        for (bad, why) in [
+            (model("fuzzy", 0, 0), "must be \"exact\" or \"logprobs\""),
+            (
+                model("exact", 5, 0),
+                "apply to validation \"logprobs\" only",
+            ),
+            (model("", 0, 9), "apply to validation \"logprobs\" only"),
+            (model("logprobs", 0, 9), "must be 1 to 20"),
+            (model("logprobs", 21, 9), "must be 1 to 20"),
+        ] {
+            let err = check_model_validation(&bad).unwrap_err();
+            assert!(err.contains(why), "{err}");
+        }
+    }
 
     #[test]
     fn the_trained_model_prefix_is_reserved_for_models_trained_on_chain() {

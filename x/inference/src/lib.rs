@@ -3,7 +3,8 @@
 //!
 //! - Models are priced in genesis (`id`, `price_per_token` in ngnk, `min_vram_mib`), or
 //!   published by x/pol when a training job completes (`gonka_proto::ids::TRAINED_MODEL_PREFIX`, with the
-//!   SHA-256 of the weights its ML nodes load).
+//!   SHA-256 of the weights its ML nodes load). Each says how its work is validated
+//!   ([`Validation`]): by exact answers, or by top-k log-probabilities for inexact models.
 //! - A staked host (a participant, not jailed, bonded ≥ stake's `min_stake`) registers ML
 //!   nodes (`MsgRegisterNode`, `MsgUpdateNode`, `MsgRemoveNode`): a globally unique id, the
 //!   models served (each priced, each fitting the node's VRAM), capacity, endpoint and the
@@ -51,7 +52,30 @@ pub use signing::{
 };
 pub use state::{InferenceRead, InferenceWrite};
 
+use gonka_proto::inference::Model;
 use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};
+
+/// How a re-execution of a model's work is compared with the executor's answer
+/// (`Model.validation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Validation {
+    /// `"exact"` (or empty): the SHA-256 of the answer text must be equal; for the bit-exact
+    /// reference runtime.
+    Exact,
+    /// `"logprobs"`: an inexact model; both sides' top-k log-probabilities of the executor's
+    /// tokens are compared per position against `logprob_threshold` ([`gonka_proto::scored`]).
+    Logprobs,
+}
+
+/// The validation of `model`; `None` for a value the chain does not know (refused in
+/// genesis).
+pub fn validation_of(model: &Model) -> Option<Validation> {
+    match model.validation.as_str() {
+        "" | "exact" => Some(Validation::Exact),
+        "logprobs" => Some(Validation::Logprobs),
+        _ => None,
+    }
+}
 
 /// Module name: key namespace, codespace and genesis section.
 pub const NAME: &str = "inference";

@@ -5,6 +5,7 @@ mod reveal_output;
 mod submit_validation;
 mod vote_dispute;
 
+use gonka_proto::disputes::ScoredOutput;
 use gonka_sdk::{Any, ErrorCode, Msg, Result};
 
 use crate::DisputesError;
@@ -32,6 +33,27 @@ fn check_inference_id(id: &str) -> Result<()> {
             "inference_id must be 64 lowercase hex characters, found {id:?}"
         )))
     }
+}
+
+/// A result of a re-execution: scores of the executor's tokens (checked for their shape; the
+/// commitment must then be empty) or else a 32-byte `result_commitment`.
+fn check_result_fields(commitment: &[u8], scored: Option<&ScoredOutput>) -> Result<()> {
+    match scored {
+        Some(scored) => {
+            if !commitment.is_empty() {
+                return Err(DisputesError::InvalidMsg
+                    .err("a result carries scored or result_commitment, not both".to_string()));
+            }
+            check_scored("scored", scored)
+        }
+        None => check_32("result_commitment", commitment).map(|_| ()),
+    }
+}
+
+/// The shape of a scored output ([`gonka_proto::scored::check_shape`]).
+fn check_scored(field: &str, scored: &ScoredOutput) -> Result<()> {
+    gonka_proto::scored::check_shape(field, scored)
+        .map_err(|log| DisputesError::InvalidMsg.err(log))
 }
 
 /// A 32-byte hash field (a commitment, a salt or an answer hash).

@@ -4,11 +4,13 @@
 //! validation matches or opens a validation dispute; an open dispute's votes are judged and
 //! the dispute is decided if a side has its majority.
 
-use gonka_inference::{opens, result_matches, InferenceRead};
+use gonka_inference::{opens, InferenceRead};
 use gonka_proto::disputes::{MsgRevealOutput, OutputReveal};
+use gonka_proto::scored;
 use gonka_sdk::{Any, ErrorCode, Msg, Result, SdkError, StateWrite, TxContext};
 
-use super::{check_32, check_address, check_inference_id};
+use super::{check_32, check_address, check_inference_id, check_scored};
+use crate::compare::{self, Submitted};
 use crate::settle::{self, pay_validation_reward, record_cost};
 use crate::{events, kind, status, DisputesError, DisputesRead, DisputesWrite};
 use gonka_sdk::decode_as;
@@ -16,7 +18,8 @@ use gonka_sdk::decode_as;
 struct RevealOutput {
     msg: MsgRevealOutput,
     salt: [u8; 32],
-    response_hash: [u8; 32],
+    /// The answer's hash (an "exact" model); `None` when the reveal carries scores.
+    response_hash: Option<[u8; 32]>,
 }
 
 /// Decodes and statelessly checks a `MsgRevealOutput`.
@@ -26,7 +29,17 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
         check_address("sender", &msg.sender)?;
         check_inference_id(&msg.inference_id)?;
         let salt = check_32("salt", &msg.salt)?;
-        let response_hash = check_32("response_hash", &msg.response_hash)?;
+        let response_hash = match &msg.scored {
+            Some(scored) if msg.response_hash.is_empty() => {
+                check_scored("scored", scored)?;
+                None
+            }
+            Some(_) => {
+                return Err(DisputesError::InvalidMsg
+                    .err("a reveal carries response_hash or scored, not both".to_string()))
+            }
+            None => Some(check_32("response_hash", &msg.response_hash)?),
+        };
         Ok(Box::new(RevealOutput {
             msg,
             salt,
@@ -67,30 +80,41 @@ impl Msg for RevealOutput {
         let record = stored.record.clone().ok_or_else(|| {
             SdkError::Internal.err(format!("stored record {id} carries no record"))
         })?;
-        if !opens(&record, &self.salt, &self.response_hash) {
+        compare::check_result(state, &stored, "scored", msg.scored.as_ref())?;
+        let opened = match (&self.response_hash, &msg.scored) {
+            (Some(answer), _) => opens(&record, &self.salt, answer),
+            (None, Some(output)) => {
+                output.prompt_tokens == record.prompt_tokens
+                    && scored::output_commitment(&self.salt, output).as_slice()
+                        == record.output_commitment
+            }
+            (None, None) => false,
+        };
+        if !opened {
             return Err(DisputesError::RevealMismatch.err(format!(
-                "salt and response_hash do not open the output commitment of {id}"
+                "the salt and the revealed output do not open the output commitment of {id} (with its {} prompt tokens)",
+                record.prompt_tokens
             )));
         }
         let reveal = OutputReveal {
             inference_id: id.clone(),
             salt: self.salt.to_vec(),
-            response_hash: self.response_hash.to_vec(),
+            response_hash: self.response_hash.map(|h| h.to_vec()).unwrap_or_default(),
             revealed_by: msg.sender.clone(),
             height,
-            scored: None,
+            scored: msg.scored.clone(),
         };
         state.put_output_reveal(&stored.transfer_agent, &reveal);
         state.emit(events::revealed(&reveal));
 
         if let Some(mut validation) = state.validation(id)? {
             if validation.status == status::COMMITTED {
-                if result_matches(
-                    &record,
-                    &self.response_hash,
-                    &validation.validator,
-                    &validation.result_commitment,
-                ) {
+                let found = Submitted {
+                    author: &validation.validator,
+                    commitment: &validation.result_commitment,
+                    scored: validation.scored.as_ref(),
+                };
+                if compare::agrees(state, &record, &reveal, found, ctx.gas)? {
                     let reward = pay_validation_reward(
                         state,
                         height,
@@ -126,7 +150,7 @@ impl Msg for RevealOutput {
         if let Some(dispute_id) = state.record_dispute(id)? {
             if let Some(mut dispute) = state.dispute(dispute_id)? {
                 if dispute.status == status::OPEN {
-                    settle::judge_votes(state, height, &mut dispute)?;
+                    settle::judge_votes(state, ctx, &mut dispute)?;
                 }
             }
         }

@@ -7,7 +7,8 @@ use gonka_inference::InferenceRead;
 use gonka_proto::disputes::MsgSubmitValidation;
 use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{check_32, check_address, check_inference_id};
+use super::{check_address, check_inference_id, check_result_fields};
+use crate::compare;
 use crate::settle::{self, note_answer};
 use crate::{events, kind, status, DisputesError, DisputesRead, DisputesWrite};
 use gonka_sdk::decode_as;
@@ -21,7 +22,7 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
         check_address("validator", &msg.validator)?;
         check_inference_id(&msg.inference_id)?;
         if !msg.payload_unavailable {
-            check_32("result_commitment", &msg.result_commitment)?;
+            check_result_fields(&msg.result_commitment, msg.scored.as_ref())?;
         }
         Ok(Box::new(SubmitValidation(msg)) as Box<dyn Msg>)
     })
@@ -65,6 +66,9 @@ impl Msg for SubmitValidation {
                 validation.deadline_height
             )));
         }
+        if !msg.payload_unavailable {
+            compare::check_result(state, &stored, "scored", msg.scored.as_ref())?;
+        }
         note_answer(state, &msg.validator)?;
         if msg.payload_unavailable {
             // Not the validator's fault and not evidence against the executor: a committee
@@ -84,6 +88,7 @@ impl Msg for SubmitValidation {
             let params = state.disputes_params()?;
             validation.status = status::COMMITTED.into();
             validation.result_commitment = msg.result_commitment.clone();
+            validation.scored = msg.scored.clone();
             validation.reveal_deadline_height =
                 height.saturating_add(params.reveal_deadline_blocks);
             state.put_validation(&validation);

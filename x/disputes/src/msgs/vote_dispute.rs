@@ -1,14 +1,17 @@
 //! `MsgVoteDispute`: a committee member commits its own result of the disputed record
 //! (`gonka/result/v1`, like a validation) or reports that it could not get the request body.
-//! A committed vote supports the executor when it is the record's revealed answer and token
-//! counts; until the output is revealed it is not counted for either side.
+//! For a "logprobs" model the vote carries the member's scores of the executor's tokens
+//! instead. A vote supports the executor when it agrees with the record's revealed output
+//! (`compare::agrees`); until the output is revealed it is not counted for either side.
 
 use gonka_proto::disputes::{MsgVoteDispute, Vote};
 use gonka_sdk::{Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
-use super::{check_32, check_address};
+use super::{check_address, check_result_fields};
+use crate::compare;
 use crate::settle::{add_vote, note_answer};
 use crate::{status, DisputesError, DisputesRead};
+use gonka_inference::InferenceRead;
 use gonka_sdk::decode_as;
 
 struct VoteDispute(MsgVoteDispute);
@@ -19,7 +22,7 @@ pub fn decode(any: &Any) -> Option<Result<Box<dyn Msg>>> {
         let msg = msg?;
         check_address("voter", &msg.voter)?;
         if !msg.payload_unavailable {
-            check_32("result_commitment", &msg.result_commitment)?;
+            check_result_fields(&msg.result_commitment, msg.scored.as_ref())?;
         }
         Ok(Box::new(VoteDispute(msg)) as Box<dyn Msg>)
     })
@@ -55,6 +58,10 @@ impl Msg for VoteDispute {
                 msg.voter, earlier.height
             )));
         }
+        if !msg.payload_unavailable {
+            let stored = state.record(&dispute.inference_id)?.unwrap_or_default();
+            compare::check_result(state, &stored, "scored", msg.scored.as_ref())?;
+        }
         note_answer(state, &msg.voter)?;
         let vote = Vote {
             voter: msg.voter.clone(),
@@ -66,8 +73,12 @@ impl Msg for VoteDispute {
             supports_executor: false,
             payload_unavailable: msg.payload_unavailable,
             height: ctx.block.height,
-            scored: None,
+            scored: if msg.payload_unavailable {
+                None
+            } else {
+                msg.scored.clone()
+            },
         };
-        add_vote(state, ctx.block.height, &mut dispute, vote)
+        add_vote(state, ctx, &mut dispute, vote)
     }
 }
