@@ -110,8 +110,10 @@ pub struct TokenLogprob {
     pub token: String,
     /// Natural log of its probability (≤ 0).
     pub logprob: f64,
-    /// The token's bytes.
-    pub bytes: Vec<u8>,
+    /// The token's bytes (null in OpenAI's schema when a server does not give them, as
+    /// llama-cpp-python's server does not).
+    #[serde(default)]
+    pub bytes: Option<Vec<u8>>,
     /// The most likely tokens at this position, most likely first.
     pub top_logprobs: Vec<TopLogprob>,
 }
@@ -123,8 +125,10 @@ pub struct TopLogprob {
     pub token: String,
     /// Natural log of its probability (≤ 0).
     pub logprob: f64,
-    /// The token's bytes.
-    pub bytes: Vec<u8>,
+    /// The token's bytes (null in OpenAI's schema when a server does not give them, as
+    /// llama-cpp-python's server does not).
+    #[serde(default)]
+    pub bytes: Option<Vec<u8>>,
 }
 
 /// `stream_options` of a request.
@@ -281,5 +285,17 @@ mod tests {
         );
         let partial: Usage = serde_json::from_str(r#"{"completion_tokens":7}"#).unwrap();
         assert_eq!((partial.prompt_tokens, partial.completion_tokens), (0, 7));
+    }
+
+    #[test]
+    fn logprobs_without_bytes_parse_as_llama_cpp_python_sends_them() {
+        let entry: TokenLogprob = serde_json::from_str(
+            r#"{"token":" Paris","logprob":-0.01,"bytes":null,"top_logprobs":[{"token":" Paris","logprob":-0.01,"bytes":null}]}"#,
+        )
+        .unwrap();
+        assert_eq!((entry.bytes, &entry.top_logprobs[0].bytes), (None, &None));
+        let given: TopLogprob =
+            serde_json::from_str(r#"{"token":"a","logprob":-1.5,"bytes":[97]}"#).unwrap();
+        assert_eq!(given.bytes, Some(vec![97]));
     }
 }

@@ -80,7 +80,7 @@ fn token_logprob(model: &Llm, lp: &TokenLogprobs) -> TokenLogprob {
     TokenLogprob {
         token,
         logprob: f64::from(lp.logprob),
-        bytes,
+        bytes: Some(bytes),
         top_logprobs: lp
             .top
             .iter()
@@ -89,7 +89,7 @@ fn token_logprob(model: &Llm, lp: &TokenLogprobs) -> TokenLogprob {
                 TopLogprob {
                     token,
                     logprob: f64::from(logprob),
-                    bytes,
+                    bytes: Some(bytes),
                 }
             })
             .collect(),

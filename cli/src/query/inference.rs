@@ -176,6 +176,16 @@ fn model_text(m: &pb::Model) -> String {
     if m.trained_by_job != 0 {
         lines.push(("trained_by_job", m.trained_by_job.to_string()));
     }
+    if m.validation == "logprobs" {
+        lines.push(("validation", "logprobs".into()));
+        lines.push(("logprob_top_k", m.logprob_top_k.to_string()));
+        lines.push((
+            "logprob_threshold",
+            format!("{} (2^-16 nats per logprob)", m.logprob_threshold),
+        ));
+    } else {
+        lines.push(("validation", "exact".into()));
+    }
     fields(&lines)
 }
 
