@@ -1533,14 +1533,7 @@ fn logprobs_results_of_the_wrong_kind_or_shape_are_refused() {
         ),
     ];
     // One block: the validation's deadline is 4 blocks away.
-    let txs = cases
-        .iter()
-        .map(|(msg, _, _)| w.tx(label, vec![msg.clone()]))
-        .collect();
-    let block = w.block(txs);
-    for (i, (_, code, fragment)) in cases.iter().enumerate() {
-        assert_err(block.result(i), *code, fragment, fragment);
-    }
+    refused_in_one_block(&mut w, label, &cases);
     assert_eq!(validation(&w, &id).status, "pending");
     let tx = w.tx(
         label,
@@ -1574,14 +1567,7 @@ fn logprobs_results_of_the_wrong_kind_or_shape_are_refused() {
             "do not open the output commitment",
         ),
     ];
-    let txs = cases
-        .iter()
-        .map(|(msg, _, _)| w.tx(TA, vec![msg.clone()]))
-        .collect();
-    let block = w.block(txs);
-    for (i, (_, code, fragment)) in cases.iter().enumerate() {
-        assert_err(block.result(i), *code, fragment, fragment);
-    }
+    refused_in_one_block(&mut w, TA, &cases);
     assert_eq!(validation(&w, &id).status, "committed");
     let tx = w.tx(
         TA,
@@ -1589,6 +1575,19 @@ fn logprobs_results_of_the_wrong_kind_or_shape_are_refused() {
     );
     assert_ok(&w.block(vec![tx]), 0);
     assert_eq!(validation(&w, &id).status, "matched");
+}
+
+/// Sends each of `cases` (a message, the disputes code it is refused with and a fragment of
+/// its log) as its own tx of `label` in one block and checks each refusal.
+fn refused_in_one_block(w: &mut World, label: &str, cases: &[(Any, u32, &str)]) {
+    let txs = cases
+        .iter()
+        .map(|(msg, _, _)| w.tx(label, vec![msg.clone()]))
+        .collect();
+    let block = w.block(txs);
+    for (i, (_, code, fragment)) in cases.iter().enumerate() {
+        assert_err(block.result(i), *code, fragment, fragment);
+    }
 }
 
 #[test]

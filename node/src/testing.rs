@@ -148,6 +148,26 @@ pub fn signed_request(body: &[u8], nonce: &str) -> (Vec<(&'static str, String)>,
     signed_request_at(body, nonce, gonka_client::unix_now())
 }
 
+/// Posts `body` to the chat endpoint of the node at `addr` requester-signed (nonce `n-1`), as
+/// a transfer agent forwards it; returns the response and the request hash its receipt must
+/// name.
+pub async fn chat_with_receipt(
+    addr: std::net::SocketAddr,
+    body: &Value,
+) -> (HttpResponse, [u8; 32]) {
+    let body = body.to_string();
+    let (headers, request_hash) = signed_request(body.as_bytes(), "n-1");
+    let resp = http_request(
+        addr,
+        "POST",
+        "/v1/chat/completions",
+        &headers,
+        body.as_bytes(),
+    )
+    .await;
+    (resp, request_hash)
+}
+
 /// [`signed_request`] signed at `timestamp` (unix seconds), for tests that must compute the
 /// same request hash twice across a second boundary.
 pub fn signed_request_at(

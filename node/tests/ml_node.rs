@@ -349,22 +349,6 @@ fn pubkey(key: &SigningKey) -> Vec<u8> {
         .to_vec()
 }
 
-/// A requester-signed chat request (nonce `n-1`), as a transfer agent forwards it; and the
-/// request hash its receipt must name.
-async fn chat_with_receipt(addr: SocketAddr, body: Value) -> (HttpResponse, [u8; 32]) {
-    let body = body.to_string();
-    let (headers, request_hash) = signed_request(body.as_bytes(), "n-1");
-    let resp = http_request(
-        addr,
-        "POST",
-        "/v1/chat/completions",
-        &headers,
-        body.as_bytes(),
-    )
-    .await;
-    (resp, request_hash)
-}
-
 /// The concatenated `delta.content` of the chunks of a stream.
 fn streamed_text(body: &str) -> String {
     sse_data(body)
@@ -429,7 +413,7 @@ async fn receipts_of_plain_and_streamed_answers_verify_and_agree() {
     .await;
 
     let (plain, request_hash) =
-        chat_with_receipt(addr, request("Sign this answer.", 32, false)).await;
+        chat_with_receipt(addr, &request("Sign this answer.", 32, false)).await;
     assert_eq!(plain.status, 200, "body: {}", plain.body);
     let receipt = Receipt::from_header(plain.header(HEADER_RECEIPT).unwrap()).unwrap();
     let v = plain.json();
@@ -451,7 +435,7 @@ async fn receipts_of_plain_and_streamed_answers_verify_and_agree() {
         .is_err());
 
     let (streamed, stream_hash) =
-        chat_with_receipt(addr, request("Sign this answer.", 32, true)).await;
+        chat_with_receipt(addr, &request("Sign this answer.", 32, true)).await;
     assert_eq!(streamed.status, 200);
     assert_eq!(streamed_text(&streamed.body), content);
     let stream_receipt = stream_receipt(&streamed.body);
@@ -477,7 +461,7 @@ async fn receipts_of_plain_and_streamed_answers_verify_and_agree() {
 
     // A node without a response key answers without a receipt.
     let keyless = start(config()).await;
-    let (resp, _) = chat_with_receipt(keyless, request("Sign this answer.", 32, false)).await;
+    let (resp, _) = chat_with_receipt(keyless, &request("Sign this answer.", 32, false)).await;
     assert_eq!(resp.status, 200);
     assert_eq!(resp.header(HEADER_RECEIPT), None);
 }
@@ -552,7 +536,7 @@ async fn forwarding_node_relays_the_upstream_and_signs_with_its_own_key() {
     let expected = direct["choices"][0]["message"]["content"].as_str().unwrap();
 
     // Plain: the upstream's content and usage, the served model id, the forwarder's receipt.
-    let (plain, request_hash) = chat_with_receipt(forwarder, request(prompt, 40, false)).await;
+    let (plain, request_hash) = chat_with_receipt(forwarder, &request(prompt, 40, false)).await;
     assert_eq!(plain.status, 200, "body: {}", plain.body);
     let v = plain.json();
     assert_eq!(v["model"], DEFAULT_MODEL_ID);
@@ -570,7 +554,7 @@ async fn forwarding_node_relays_the_upstream_and_signs_with_its_own_key() {
     // Stream with usage: relayed chunks under the served id, the usage chunk, the receipt.
     let mut body = request(prompt, 40, true);
     body["stream_options"] = json!({"include_usage": true});
-    let (streamed, _) = chat_with_receipt(forwarder, body).await;
+    let (streamed, _) = chat_with_receipt(forwarder, &body).await;
     assert_eq!(streamed.status, 200);
     assert!(streamed
         .header("content-type")
@@ -587,7 +571,7 @@ async fn forwarding_node_relays_the_upstream_and_signs_with_its_own_key() {
     assert!(stream_receipt(&streamed.body).commits_to(expected));
 
     // Stream without usage: the forced usage chunk is not relayed, the receipt still is.
-    let (streamed, _) = chat_with_receipt(forwarder, request(prompt, 40, true)).await;
+    let (streamed, _) = chat_with_receipt(forwarder, &request(prompt, 40, true)).await;
     assert!(!streamed.body.contains("\"usage\""));
     let streamed_receipt = stream_receipt(&streamed.body);
     assert!(streamed_receipt.commits_to(expected));

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use gonka_client::receipt::{Receipt, HEADER_RECEIPT};
 use gonka_node::forward::Upstream;
-use gonka_node::testing::{http_request, signed_request, HttpResponse};
+use gonka_node::testing::{chat_with_receipt, http_request, HttpResponse};
 use gonka_node::{self as ml_node, MlNodeConfig, LLM_MODEL_ID};
 use k256::ecdsa::SigningKey;
 use serde_json::{json, Value};
@@ -169,19 +169,10 @@ fn request(stream: bool, logprobs: bool, include_usage: bool) -> Value {
     body
 }
 
-/// Sends `body` requester-signed (as a transfer agent forwards it); returns the response and
-/// the request hash its receipt must name.
+/// Sends `body` requester-signed (as a transfer agent forwards it); returns the response
+/// (which must be 200) and the request hash its receipt must name.
 async fn signed_chat(addr: SocketAddr, body: &Value) -> (HttpResponse, [u8; 32]) {
-    let body = body.to_string();
-    let (headers, request_hash) = signed_request(body.as_bytes(), "n-1");
-    let resp = http_request(
-        addr,
-        "POST",
-        "/v1/chat/completions",
-        &headers,
-        body.as_bytes(),
-    )
-    .await;
+    let (resp, request_hash) = chat_with_receipt(addr, body).await;
     assert_eq!(resp.status, 200, "body: {}", resp.body);
     (resp, request_hash)
 }
