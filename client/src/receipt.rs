@@ -15,10 +15,19 @@
 //! same completion commit alike), and the node signs the request hash, that commitment, the
 //! token counts, its node id and its host. The TA checks that the text it relays is the one
 //! committed to ([`Receipt::commits_to`]).
+//!
+//! For a model the chain validates by log-probabilities (`Model.validation = "logprobs"`) the
+//! node commits instead to its scored output ([`gonka_proto::scored`]: every output token with
+//! its top-k log-probabilities, and the stop token's) and the receipt carries that output in
+//! [`Receipt::scored`] (hex of its protobuf encoding), which the TA keeps to serve validators
+//! the tokens and to reveal the scores when the chain asks ([`Receipt::scored_output`]).
 
+use gonka_proto::disputes::ScoredOutput;
+use gonka_proto::scored;
 use gonka_proto::signing::{text_output_commitment, ReceiptTerms};
 use k256::ecdsa::{Signature, SigningKey};
 use k256::elliptic_curve::rand_core::{OsRng, RngCore};
+use prost::Message;
 use serde::{Deserialize, Serialize};
 
 use crate::sig::{self, KeyCache};
@@ -47,7 +56,15 @@ pub struct Receipt {
     pub completion_tokens: u64,
     /// Hex of the 64-byte executor signature.
     pub signature: String,
+    /// For a "logprobs" model: hex of the protobuf `gonka.disputes.v1.ScoredOutput` the
+    /// commitment is to (absent for an "exact" model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scored: Option<String>,
 }
+
+/// Longest [`Receipt::scored`] accepted, in hex characters: 1,024 positions of 20
+/// alternatives fit (a TA refuses larger ones rather than parse them).
+pub const MAX_SCORED_HEX: usize = 2 * 1024 * 256;
 
 /// A receipt that verified: the bytes a work record carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +75,12 @@ pub struct VerifiedReceipt {
     pub salt: [u8; 32],
     /// The 64-byte executor signature.
     pub signature: Vec<u8>,
+}
+
+fn fresh_salt() -> [u8; 32] {
+    let mut salt = [0u8; 32];
+    OsRng.fill_bytes(&mut salt);
+    salt
 }
 
 fn hex32(text: &str) -> Option<[u8; 32]> {
@@ -76,9 +99,47 @@ impl Receipt {
         prompt_tokens: u64,
         completion_tokens: u64,
     ) -> Receipt {
-        let mut salt = [0u8; 32];
-        OsRng.fill_bytes(&mut salt);
+        let salt = fresh_salt();
         let output_commitment = text_output_commitment(&salt, &response_hash(text));
+        Self::sign_commitment(
+            key,
+            (node_id, host),
+            request_hash,
+            (salt, output_commitment),
+            (prompt_tokens, completion_tokens),
+        )
+    }
+
+    /// Signs the receipt of a "logprobs" model's answer: the commitment is to `output` (whose
+    /// `prompt_tokens` is the prompt count signed), which the receipt carries.
+    pub fn sign_scored(
+        key: &SigningKey,
+        node_id: &str,
+        host: &str,
+        request_hash: &[u8; 32],
+        output: &ScoredOutput,
+        completion_tokens: u64,
+    ) -> Receipt {
+        let salt = fresh_salt();
+        let commitment = scored::output_commitment(&salt, output);
+        let mut receipt = Self::sign_commitment(
+            key,
+            (node_id, host),
+            request_hash,
+            (salt, commitment),
+            (output.prompt_tokens, completion_tokens),
+        );
+        receipt.scored = Some(hex::encode(output.encode_to_vec()));
+        receipt
+    }
+
+    fn sign_commitment(
+        key: &SigningKey,
+        (node_id, host): (&str, &str),
+        request_hash: &[u8; 32],
+        (salt, output_commitment): ([u8; 32], [u8; 32]),
+        (prompt_tokens, completion_tokens): (u64, u64),
+    ) -> Receipt {
         let terms = ReceiptTerms {
             request_hash: *request_hash,
             output_commitment,
@@ -99,7 +160,53 @@ impl Receipt {
             prompt_tokens,
             completion_tokens,
             signature: hex::encode(signature),
+            scored: None,
         }
+    }
+
+    /// The scored output the receipt carries, checked: its shape
+    /// ([`scored::check_shape`]), its prompt count and positions against the receipt's counts
+    /// (as many as the completion tokens, or one more for the stop token) and `top_k`
+    /// alternatives at each, and that the receipt's commitment is to it. `None` when the
+    /// receipt carries none; an error says what is wrong.
+    pub fn scored_output(&self, top_k: u32) -> Result<Option<ScoredOutput>, String> {
+        let Some(encoded) = &self.scored else {
+            return Ok(None);
+        };
+        let node = &self.node_id;
+        if encoded.len() > MAX_SCORED_HEX {
+            return Err(format!(
+                "receipt of node `{node}`: scored output of {} hex characters, at most {MAX_SCORED_HEX}",
+                encoded.len()
+            ));
+        }
+        let output = hex::decode(encoded)
+            .ok()
+            .and_then(|bytes| ScoredOutput::decode(bytes.as_slice()).ok())
+            .ok_or_else(|| format!("receipt of node `{node}`: scored is not a hex ScoredOutput"))?;
+        scored::check_shape("receipt scored", &output)
+            .and_then(|()| {
+                scored::check_against("receipt scored", &output, top_k, self.completion_tokens)
+            })
+            .map_err(|e| format!("receipt of node `{node}`: {e}"))?;
+        if output.prompt_tokens != self.prompt_tokens {
+            return Err(format!(
+                "receipt of node `{node}`: scored output of {} prompt tokens, the receipt signs {}",
+                output.prompt_tokens, self.prompt_tokens
+            ));
+        }
+        let committed = match (hex32(&self.salt), hex32(&self.output_commitment)) {
+            (Some(salt), Some(commitment)) => {
+                scored::output_commitment(&salt, &output) == commitment
+            }
+            _ => false,
+        };
+        if !committed {
+            return Err(format!(
+                "receipt of node `{node}`: its commitment is not to the scored output it carries"
+            ));
+        }
+        Ok(Some(output))
     }
 
     /// Checks the receipt against the node's registered SEC1 `pubkey` and `host` for
@@ -181,6 +288,65 @@ impl Receipt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn scores() -> ScoredOutput {
+        let position = |token: u32| gonka_proto::disputes::ScoredToken {
+            token,
+            logprob: -10,
+            top_tokens: vec![token, 99],
+            top_logprobs: vec![-10, -70_000],
+        };
+        ScoredOutput {
+            prompt_tokens: 4,
+            positions: vec![position(1), position(2), position(3)],
+        }
+    }
+
+    #[test]
+    fn a_scored_receipt_carries_the_output_it_commits_to() {
+        let key = SigningKey::from_slice(&[9; 32]).unwrap();
+        let pk = key.verifying_key().to_encoded_point(true);
+        // Two completion tokens and the stop token.
+        let receipt = Receipt::sign_scored(&key, "n1", "gonka1host", &[1; 32], &scores(), 2);
+        let verified = receipt
+            .verify(pk.as_bytes(), "gonka1host", &[1; 32])
+            .unwrap();
+        assert_eq!(
+            verified.output_commitment,
+            scored::output_commitment(&verified.salt, &scores())
+        );
+        assert_eq!(receipt.prompt_tokens, 4);
+        let travelled = Receipt::from_header(&receipt.to_header()).unwrap();
+        assert_eq!(travelled.scored_output(2), Ok(Some(scores())));
+        assert!(travelled
+            .scored_output(3)
+            .unwrap_err()
+            .contains("logprob_top_k is 3"));
+        let text = Receipt::sign(&key, "n1", "gonka1host", &[1; 32], "hi", 3, 5);
+        assert_eq!(text.scored_output(2), Ok(None));
+        assert!(
+            !text.to_header().contains("scored"),
+            "exact receipts are unchanged"
+        );
+
+        let mut other = scores();
+        other.positions[0].top_logprobs[1] = -70_001;
+        let mut swapped = receipt.clone();
+        swapped.scored = Some(hex::encode(other.encode_to_vec()));
+        assert!(swapped
+            .scored_output(2)
+            .unwrap_err()
+            .contains("not to the scored output"));
+        let mut counted = receipt.clone();
+        counted.prompt_tokens = 5;
+        assert!(counted
+            .scored_output(2)
+            .unwrap_err()
+            .contains("prompt tokens"));
+        let mut garbage = receipt;
+        garbage.scored = Some("zz".into());
+        assert!(garbage.scored_output(2).unwrap_err().contains("not a hex"));
+    }
 
     #[test]
     fn signs_verifies_and_travels() {
