@@ -14,6 +14,11 @@
 //! those 32 bytes (k256's `Signer`), like a signed request. The public key must derive to the
 //! address and the timestamp must be within [`MAX_SKEW_SECS`] of the server's clock. Whether
 //! the address may read the payload is the server's business (the chain's assignments).
+//!
+//! The answer to a fetch of a "logprobs" model's record also carries the executor's output
+//! tokens ([`HEADER_OUTPUT_TOKENS`], decimal ids separated by commas) and the salted seal over
+//! its log-probabilities ([`HEADER_OUTPUT_SEAL`], hex): the validator scores those tokens
+//! after checking that they open the record's commitment ([`output_from_headers`]).
 
 use anyhow::{anyhow, Result};
 use sha2::{Digest, Sha256};
@@ -28,6 +33,53 @@ pub const PAYLOAD_DOMAIN: &[u8] = b"gonka/payload/v1";
 
 /// Largest accepted difference between the signed timestamp and the server's clock, seconds.
 pub const MAX_SKEW_SECS: u64 = 60;
+
+/// Response header of a payload fetch: a "logprobs" record's output tokens.
+pub const HEADER_OUTPUT_TOKENS: &str = "x-gonka-output-tokens";
+/// Response header of a payload fetch: the salted seal over the executor's log-probabilities.
+pub const HEADER_OUTPUT_SEAL: &str = "x-gonka-output-seal";
+
+/// The two output headers of a "logprobs" record's payload.
+pub fn output_headers(tokens: &[u32], seal: &[u8; 32]) -> [(&'static str, String); 2] {
+    let tokens = tokens
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    [
+        (HEADER_OUTPUT_TOKENS, tokens),
+        (HEADER_OUTPUT_SEAL, hex::encode(seal)),
+    ]
+}
+
+/// The output tokens a payload answer carries (`get` reads a response header), checked
+/// against the record's `output_commitment`: `Ok(None)` without the headers, an error when
+/// they are malformed or do not open the commitment (the transfer agent served tokens the
+/// executor never committed to).
+pub fn output_from_headers<'a>(
+    get: impl Fn(&str) -> Option<&'a str>,
+    output_commitment: &[u8],
+) -> Result<Option<Vec<u32>>> {
+    let (Some(tokens), Some(seal)) = (get(HEADER_OUTPUT_TOKENS), get(HEADER_OUTPUT_SEAL)) else {
+        return Ok(None);
+    };
+    let tokens = tokens
+        .split(',')
+        .map(str::parse::<u32>)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| anyhow!("{HEADER_OUTPUT_TOKENS} is not a list of token ids"))?;
+    let seal: [u8; 32] = hex::decode(seal)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| anyhow!("{HEADER_OUTPUT_SEAL} is not 32 bytes of hex"))?;
+    let tokens_hash = gonka_proto::scored::tokens_hash(tokens.iter().copied());
+    if gonka_proto::scored::commitment_of(&tokens_hash, &seal).as_slice() != output_commitment {
+        return Err(anyhow!(
+            "the output tokens and seal the transfer agent served do not open the record's output commitment"
+        ));
+    }
+    Ok(Some(tokens))
+}
 
 /// The 32 bytes a caller signs to fetch the payload of `inference_id` at `timestamp`.
 pub fn payload_hash(inference_id: &str, timestamp: u64) -> [u8; 32] {

@@ -43,14 +43,19 @@ pub const MAX_TOP_K: u32 = 20;
 pub const MAX_POSITIONS: usize = 8192;
 
 /// The hash of the output tokens.
-pub fn tokens_hash(output: &ScoredOutput) -> [u8; 32] {
+pub fn tokens_hash(tokens: impl ExactSizeIterator<Item = u32>) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(TOKENS_DOMAIN);
-    h.update(len_u32(output.positions.len()).to_be_bytes());
-    for p in &output.positions {
-        h.update(p.token.to_be_bytes());
+    h.update(len_u32(tokens.len()).to_be_bytes());
+    for token in tokens {
+        h.update(token.to_be_bytes());
     }
     h.finalize().into()
+}
+
+/// The tokens of a scored output, in order.
+pub fn tokens_of(output: &ScoredOutput) -> impl ExactSizeIterator<Item = u32> + '_ {
+    output.positions.iter().map(|p| p.token)
 }
 
 /// The salted seal over the prompt token count and every position's log-probabilities.
@@ -84,7 +89,10 @@ pub fn commitment_of(tokens_hash: &[u8; 32], seal: &[u8; 32]) -> [u8; 32] {
 /// The output commitment of `output` under `salt` (what the executor signs in its receipt and
 /// the chain recomputes at the reveal).
 pub fn output_commitment(salt: &[u8; 32], output: &ScoredOutput) -> [u8; 32] {
-    commitment_of(&tokens_hash(output), &logprobs_seal(salt, output))
+    commitment_of(
+        &tokens_hash(tokens_of(output)),
+        &logprobs_seal(salt, output),
+    )
 }
 
 fn len_u32(len: usize) -> u32 {
@@ -269,7 +277,7 @@ mod tests {
         let c = output_commitment(&salt, &base);
         assert_eq!(
             c,
-            commitment_of(&tokens_hash(&base), &logprobs_seal(&salt, &base))
+            commitment_of(&tokens_hash(tokens_of(&base)), &logprobs_seal(&salt, &base))
         );
         assert_ne!(c, output_commitment(&[8; 32], &base), "another salt");
         let mut token = base.clone();
@@ -287,7 +295,10 @@ mod tests {
         // The seal does not depend on the tokens, the tokens' hash not on the logprobs.
         let mut only_lp = base.clone();
         only_lp.positions[0].logprob = -101;
-        assert_eq!(tokens_hash(&base), tokens_hash(&only_lp));
+        assert_eq!(
+            tokens_hash(tokens_of(&base)),
+            tokens_hash(tokens_of(&only_lp))
+        );
     }
 
     #[test]

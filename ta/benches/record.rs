@@ -59,6 +59,7 @@ fn entry(i: u64) -> Entry {
         opening: OutputOpening {
             salt: [7; 32],
             response_hash: [8; 32],
+            scored: None,
         },
     }
 }

@@ -13,7 +13,10 @@
 //! Authenticated by the signed headers of [`gonka_client::payload_auth`]; the chain decides
 //! who may read ([`chain_access`]: the record's assigned validator or a member of its dispute
 //! committee). Answers:
-//! - 200 `application/octet-stream`: the body, byte for byte;
+//! - 200 `application/octet-stream`: the body, byte for byte; for a "logprobs" model's record
+//!   with the output tokens and the seal over the executor's log-probabilities in
+//!   `x-gonka-output-tokens` / `x-gonka-output-seal` ([`gonka_client::payload_auth`]), never
+//!   the log-probabilities themselves;
 //! - 401 `authentication_error`: missing or malformed headers, bad signature, key not of the
 //!   address, timestamp more than 60 s off (checked first), or `replayed_request`: these
 //!   exact signed headers were already used (each signed fetch is served once);
@@ -34,10 +37,12 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::future::BoxFuture;
-use gonka_client::payload_auth::{verify_payload_request, MAX_SKEW_SECS};
+use gonka_client::payload_auth::{output_headers, verify_payload_request, MAX_SKEW_SECS};
 use gonka_client::replay::{Refused, ReplayWindow};
 use gonka_client::rpc::QueryError;
 use gonka_proto::disputes as dpb;
+use gonka_proto::disputes::ScoredOutput;
+use prost::Message;
 use redb::{Database, ReadableTable, TableDefinition, WriteTransaction};
 
 use super::Clock;
@@ -46,20 +51,37 @@ use gonka_client::Chain;
 
 /// Bodies: inference id → (stored at, unix seconds; body).
 const BODIES: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("bodies");
-/// Output openings: inference id → salt (32) ‖ response hash (32).
+/// Output openings: inference id → salt (32) ‖ response hash (32) [‖ protobuf ScoredOutput].
 const OPENINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("openings");
 /// Pruning index: (stored at, inference id) → ().
 const BY_AGE: TableDefinition<(u64, &str), ()> = TableDefinition::new("by_age");
 /// Codespace of the disputes module's query errors (e.g. a record that was not sampled).
 const DISPUTES_CODESPACE: &str = "disputes";
 
-/// What opens a record's output commitment: the salt and the SHA-256 of the answer text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What opens a record's output commitment: the salt and the SHA-256 of the answer text, or
+/// for a "logprobs" model the executor's scored output.
+#[derive(Debug, Clone, PartialEq)]
 pub struct OutputOpening {
     /// The 32-byte salt the executing node chose.
     pub salt: [u8; 32],
     /// SHA-256 of the answer text.
     pub response_hash: [u8; 32],
+    /// A "logprobs" model's scored output (the commitment is to it, not to the text).
+    pub scored: Option<ScoredOutput>,
+}
+
+impl OutputOpening {
+    /// What a validator of a "logprobs" record gets besides the body: the output tokens and
+    /// the salted seal over the log-probabilities, which open the record's commitment
+    /// together ([`gonka_proto::scored::commitment_of`]) and say nothing of the scores.
+    pub fn tokens_and_seal(&self) -> Option<(Vec<u32>, [u8; 32])> {
+        let scored = self.scored.as_ref()?;
+        let tokens = gonka_proto::scored::tokens_of(scored).collect();
+        Some((
+            tokens,
+            gonka_proto::scored::logprobs_seal(&self.salt, scored),
+        ))
+    }
 }
 
 /// The durable store of request bodies.
@@ -127,10 +149,13 @@ impl PayloadStore {
             let mut bodies = tx.open_table(BODIES)?;
             let mut by_age = tx.open_table(BY_AGE)?;
             for &(inference_id, body, opening) in items {
-                let mut both = [0u8; 64];
-                both[..32].copy_from_slice(&opening.salt);
-                both[32..].copy_from_slice(&opening.response_hash);
-                openings.insert(inference_id, both.as_slice())?;
+                let mut value = Vec::with_capacity(64);
+                value.extend_from_slice(&opening.salt);
+                value.extend_from_slice(&opening.response_hash);
+                if let Some(scored) = &opening.scored {
+                    value.extend_from_slice(&scored.encode_to_vec());
+                }
+                openings.insert(inference_id, value.as_slice())?;
                 let previous = bodies
                     .insert(inference_id, (now_secs, body))?
                     .map(|old| old.value().0);
@@ -155,10 +180,16 @@ impl PayloadStore {
         let read = self.db.begin_read()?;
         let openings = read.open_table(OPENINGS)?;
         Ok(openings.get(inference_id)?.and_then(|v| {
-            let both = v.value();
+            let value = v.value();
+            let rest = value.get(64..)?;
             Some(OutputOpening {
-                salt: both.get(..32)?.try_into().ok()?,
-                response_hash: both.get(32..64)?.try_into().ok()?,
+                salt: value.get(..32)?.try_into().ok()?,
+                response_hash: value.get(32..64)?.try_into().ok()?,
+                scored: if rest.is_empty() {
+                    None
+                } else {
+                    Some(ScoredOutput::decode(rest).ok()?)
+                },
             })
         }))
     }
@@ -301,7 +332,20 @@ async fn fetch(
     headers: HeaderMap,
 ) -> Response {
     match serve(&payloads, &inference_id, &headers).await {
-        Ok(body) => ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response(),
+        Ok(body) => {
+            let mut response =
+                ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response();
+            // A "logprobs" record: the tokens to score and the seal that proves them.
+            let output = payloads.store.opening(&inference_id).ok().flatten();
+            if let Some((tokens, seal)) = output.as_ref().and_then(OutputOpening::tokens_and_seal) {
+                for (name, value) in output_headers(&tokens, &seal) {
+                    if let Ok(value) = header::HeaderValue::try_from(value) {
+                        response.headers_mut().insert(name, value);
+                    }
+                }
+            }
+            response
+        }
         Err(e) => {
             tracing::info!(inference = %inference_id, status = e.status.as_u16(), code = e.code, "payload refused");
             e.into_response()
@@ -383,11 +427,59 @@ async fn serve(
 mod tests {
     use super::*;
 
+    /// An opening of an "exact" record, or for an odd `n` of a "logprobs" one.
     fn opening(n: u8) -> OutputOpening {
+        let scored = (n % 2 == 1).then(|| ScoredOutput {
+            prompt_tokens: u64::from(n),
+            positions: vec![gonka_proto::disputes::ScoredToken {
+                token: u32::from(n),
+                logprob: -5,
+                top_tokens: vec![u32::from(n), 7],
+                top_logprobs: vec![-5, -9_000],
+            }],
+        });
         OutputOpening {
             salt: [n; 32],
             response_hash: [n + 100; 32],
+            scored,
         }
+    }
+
+    #[test]
+    fn a_logprobs_record_shows_its_tokens_and_seal_never_its_scores() {
+        let exact = opening(2);
+        assert_eq!(exact.tokens_and_seal(), None);
+        let scored = opening(3);
+        let (tokens, seal) = scored.tokens_and_seal().unwrap();
+        assert_eq!(tokens, vec![3]);
+        let output = scored.scored.as_ref().unwrap();
+        // The tokens and the seal open the commitment; the headers carry only those.
+        let commitment = gonka_proto::scored::output_commitment(&scored.salt, output);
+        let headers = output_headers(&tokens, &seal);
+        let got = gonka_client::payload_auth::output_from_headers(
+            |name| {
+                headers
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.as_str())
+            },
+            &commitment,
+        )
+        .unwrap();
+        assert_eq!(got, Some(vec![3]));
+        assert!(!headers.iter().any(|(_, v)| v.contains("9000")));
+        // Other tokens under the same seal do not open it.
+        let forged = output_headers(&[4], &seal);
+        let refused = gonka_client::payload_auth::output_from_headers(
+            |name| {
+                forged
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.as_str())
+            },
+            &commitment,
+        );
+        assert!(refused.unwrap_err().to_string().contains("do not open"));
     }
 
     #[test]

@@ -64,6 +64,9 @@ struct JournalEntry {
     response_hash: Vec<u8>,
     #[prost(uint64, tag = "5")]
     received_at: u64,
+    /// A "logprobs" model's scored output, which the commitment is to.
+    #[prost(message, optional, tag = "6")]
+    scored: Option<gonka_proto::disputes::ScoredOutput>,
 }
 
 impl JournalEntry {
@@ -74,6 +77,7 @@ impl JournalEntry {
             salt: entry.opening.salt.to_vec(),
             response_hash: entry.opening.response_hash.to_vec(),
             received_at,
+            scored: entry.opening.scored.clone(),
         }
     }
 
@@ -94,6 +98,7 @@ impl JournalEntry {
                 .try_into()
                 .ok()
                 .context("a journal entry's response hash is not 32 bytes")?,
+            scored: self.scored,
         };
         let entry = Entry {
             served,
@@ -395,6 +400,16 @@ mod tests {
             opening: OutputOpening {
                 salt: [i as u8; 32],
                 response_hash: [1; 32],
+                // Every other entry of a "logprobs" model: its scores travel too.
+                scored: (i % 2 == 1).then(|| gonka_proto::disputes::ScoredOutput {
+                    prompt_tokens: i as u64,
+                    positions: vec![gonka_proto::disputes::ScoredToken {
+                        token: i as u32,
+                        logprob: -1,
+                        top_tokens: vec![i as u32],
+                        top_logprobs: vec![-1],
+                    }],
+                }),
             },
         }
     }

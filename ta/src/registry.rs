@@ -35,6 +35,9 @@ pub struct ModelTerms {
     pub price_per_token: u128,
     /// Least VRAM a node must have to serve it.
     pub min_vram_mib: u64,
+    /// For a model validated by log-probabilities: the alternatives per position its
+    /// receipts' scored outputs carry (`None`: validated by exact answers).
+    pub logprob_top_k: Option<u32>,
 }
 
 /// A snapshot of the network as the TA routes on it.
@@ -92,6 +95,7 @@ impl Registry {
                         ModelTerms {
                             price_per_token,
                             min_vram_mib: m.min_vram_mib,
+                            logprob_top_k: (m.validation == "logprobs").then_some(m.logprob_top_k),
                         },
                     );
                 }
@@ -151,6 +155,7 @@ impl Registry {
             .unwrap_or(ModelTerms {
                 price_per_token: 0,
                 min_vram_mib: 0,
+                logprob_top_k: None,
             })
     }
 

@@ -3,8 +3,8 @@
 //! A record on chain carries only the executor's salted output commitment. Once the validator
 //! assigned to it has committed its own result (or a dispute needs the answer), the chain
 //! lists the record under `/disputes/reveals_due` for its transfer agent, which must send
-//! `MsgRevealOutput` (the salt and the answer's hash, kept in the payload store with the
-//! request body) within `reveal_deadline_blocks`. An output left unrevealed is settled as
+//! `MsgRevealOutput` (the salt and the answer's hash — or a "logprobs" model's scored output —
+//! kept in the payload store with the request body) within `reveal_deadline_blocks`. An output left unrevealed is settled as
 //! withheld against the TA's stake, so [`run_revealer`] polls often and never gives up on a
 //! reveal it can make. A reveal is never sent before the chain asks: a validator that learnt
 //! the answer early could vouch for it without re-executing.
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use gonka_client::disputes::msg_reveal_output;
+use gonka_client::disputes::{msg_reveal_output, msg_reveal_scored_output};
 use gonka_client::{Any, Chain, TxOutcome};
 use gonka_proto::disputes as dpb;
 use gonka_proto::query as q;
@@ -39,12 +39,17 @@ pub async fn reveal_due(chain: &Chain, store: &PayloadStore, timeout: Duration) 
     let mut msgs = Vec::with_capacity(due.len());
     for item in &due {
         match store.opening(&item.inference_id)? {
-            Some(o) => msgs.push(msg_reveal_output(
-                chain.address(),
-                &item.inference_id,
-                &o.salt,
-                &o.response_hash,
-            )),
+            Some(o) => msgs.push(match &o.scored {
+                Some(scored) => {
+                    msg_reveal_scored_output(chain.address(), &item.inference_id, &o.salt, scored)
+                }
+                None => msg_reveal_output(
+                    chain.address(),
+                    &item.inference_id,
+                    &o.salt,
+                    &o.response_hash,
+                ),
+            }),
             None => tracing::error!(
                 inference = %item.inference_id,
                 deadline = item.deadline_height,

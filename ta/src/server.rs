@@ -47,6 +47,7 @@ use serde::Deserialize;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+use gonka_proto::disputes::ScoredOutput;
 use gonka_proto::inference::{TransferAgent as RegisteredTa, WorkRecord};
 
 use super::auth::{self, Authenticated, ReplayCache};
@@ -633,15 +634,20 @@ async fn chat_completions(
 struct Served {
     receipt: VerifiedReceipt,
     tokens: Usage,
-    /// SHA-256 of the answer text the requester got (what the receipt commits to).
+    /// SHA-256 of the answer text the requester got (what the receipt commits to for an
+    /// "exact" model).
     response_hash: [u8; 32],
+    /// A "logprobs" model's scored output, which the receipt commits to instead.
+    scored: Option<ScoredOutput>,
 }
 
 /// Checks a node's receipt for the answer `text` the TA relays. With a chain it is required,
 /// must verify with the node's registered key and host (the chain would refuse the record
 /// otherwise), and must commit to exactly `text` (else the node signed something other than
-/// what the requester got); a chain-less TA takes a receipt as given when there is one and
-/// the reported usage otherwise.
+/// what the requester got) — or, for a model the chain validates by log-probabilities, to
+/// the scored output it carries ([`Receipt::scored_output`]; the TA cannot tokenize, so that
+/// the tokens spell `text` is left to the requester's dispute); a chain-less TA takes a
+/// receipt as given when there is one and the reported usage otherwise.
 fn served(
     ta: &TransferAgent,
     node: &RegisteredNode,
@@ -663,6 +669,7 @@ fn served(
                 },
                 tokens: usage,
                 response_hash: answer,
+                scored: None,
             }),
         };
     };
@@ -672,11 +679,26 @@ fn served(
             receipt.node_id
         ));
     }
-    if !receipt.commits_to(text) {
-        return Err(format!(
-            "node `{id}` sent a receipt that does not commit to the answer it sent"
-        ));
-    }
+    let scored = match ta.registry().terms(&auth.terms.model).logprob_top_k {
+        Some(top_k) => Some(receipt.scored_output(top_k)?.ok_or_else(|| {
+            format!(
+                "node `{id}` sent a receipt without the scored output model {} is validated by",
+                auth.terms.model
+            )
+        })?),
+        None if receipt.scored.is_some() => {
+            return Err(format!(
+            "node `{id}` sent a scored receipt for model {}, which is validated by exact answers",
+            auth.terms.model
+        ))
+        }
+        None if !receipt.commits_to(text) => {
+            return Err(format!(
+                "node `{id}` sent a receipt that does not commit to the answer it sent"
+            ))
+        }
+        None => None,
+    };
     let tokens = Usage {
         prompt_tokens: receipt.prompt_tokens,
         completion_tokens: receipt.completion_tokens,
@@ -702,6 +724,7 @@ fn served(
         receipt,
         tokens,
         response_hash: answer,
+        scored,
     })
 }
 
@@ -749,6 +772,7 @@ async fn record(
             let opening = OutputOpening {
                 salt: served.receipt.salt,
                 response_hash: served.response_hash,
+                scored: served.scored,
             };
             let tokens = u128::from(record.prompt_tokens) + u128::from(record.completion_tokens);
             let cost = tokens.saturating_mul(ta.registry().terms(&terms.model).price_per_token);

@@ -22,8 +22,17 @@
 //!    record holds only a salted commitment, and the transfer agent reveals the salt and
 //!    answer on chain after this commit, when the chain compares (so inflated counts are
 //!    caught like wrong answers, and a validator that does not re-execute cannot match).
-//!    Comparison is exact (the deterministic reference model); a close-enough comparison
-//!    for inexact models needs committed log-probabilities, which come with real models.
+//!    Comparison is exact for "exact" models (the deterministic reference model and
+//!    runtimes as bit-exact as gonka-llm's).
+//!
+//! A model the chain validates by log-probabilities (`Model.validation = "logprobs"`) is
+//! not re-executed but scored: the TA serves the executor's output tokens with the body
+//! (checked to open the record's commitment with the seal served beside them, see
+//! [`gonka_client::payload_auth`]); the validator's ML node scores exactly those tokens after
+//! the prompt in one teacher-forced pass ([`SCORE_PATH`]) and the validator submits its
+//! scores, which the chain compares with the executor's once they are revealed. A TA that
+//! serves no tokens, tokens that do not open the commitment, or a body that is not the signed
+//! one is reported as withholding the payload.
 //!
 //! Handled items are remembered in memory so each is answered once. A failure to reach the
 //! chain, the TA or the ML node is logged and retried at the next poll; a refusal by the
@@ -43,7 +52,7 @@ use gonka_client::disputes::{
     msg_vote_payload_unavailable, ReExecution,
 };
 use gonka_client::node_call::sign_node_call;
-use gonka_client::payload_auth::sign_payload_request;
+use gonka_client::payload_auth::{output_from_headers, sign_payload_request};
 use gonka_client::request::body_hash;
 use gonka_client::{Any, Key, TxOutcome};
 use gonka_proto::disputes as dpb;
@@ -127,18 +136,28 @@ pub fn decide(
         };
         (TamperedPayload, evidence)
     };
-    let msg = match work.kind.as_str() {
-        KIND_VALIDATION => msg_submit_validation(validator, &work.inference_id, &found),
-        KIND_DISPUTE => msg_vote_dispute(validator, work.dispute_id, &found),
-        other => bail!(
-            "pending work of kind {other:?} for {}: expected {KIND_VALIDATION:?} or {KIND_DISPUTE:?}; is the sidecar older than the chain?",
-            work.inference_id
-        ),
-    };
+    let msg = answer_msg(validator, work, (&found).into())?;
     Ok(Decision {
         finding,
         found,
         msg,
+    })
+}
+
+/// The message answering `work` with `found`: `MsgSubmitValidation` for a validation,
+/// `MsgVoteDispute` for a committee seat.
+pub fn answer_msg(
+    validator: &str,
+    work: &dpb::PendingWork,
+    found: gonka_client::disputes::Finding<'_>,
+) -> Result<Any> {
+    Ok(match work.kind.as_str() {
+        KIND_VALIDATION => msg_submit_validation(validator, &work.inference_id, found),
+        KIND_DISPUTE => msg_vote_dispute(validator, work.dispute_id, found),
+        other => bail!(
+            "pending work of kind {other:?} for {}: expected {KIND_VALIDATION:?} or {KIND_DISPUTE:?}; is the sidecar older than the chain?",
+            work.inference_id
+        ),
     })
 }
 
@@ -303,10 +322,22 @@ async fn answer(
         .into_iter()
         .find(|t| t.address == stored.transfer_agent)
         .map(|t| t.url);
+    let logprob_top_k = chain
+        .models()
+        .await?
+        .into_iter()
+        .find(|m| m.id == record.model && m.validation == "logprobs")
+        .map(|m| m.logprob_top_k);
     let payload = match &ta_url {
-        Some(url) => fetch_payload(key, url, &work.inference_id, config).await?,
+        Some(url) => fetch_payload(key, url, &record, config).await?,
         None => None,
     };
+    // A "logprobs" record is scored over the executor's committed tokens: a TA that does not
+    // serve them (or serves a body that is not the signed one) withholds what validation
+    // needs.
+    let payload = payload.filter(|p| {
+        logprob_top_k.is_none() || (p.tokens.is_some() && payload_matches(&record, &p.body))
+    });
     let Some(payload) = payload else {
         // The transfer agent is gone or says it no longer has the body it must keep for the
         // whole challenge window: report it (a committee checks) instead of missing the
@@ -320,6 +351,25 @@ async fn answer(
             tracing::info!(inference = %work.inference_id, height, "reported the payload unavailable");
         });
     };
+    if let (Some(top_k), Some(tokens)) = (logprob_top_k, &payload.tokens) {
+        let (ml_node, node_id) = nodes.serving(&record.model, config).await?;
+        let scored = score(
+            key,
+            &ml_node,
+            &node_id,
+            &payload.body,
+            tokens,
+            top_k,
+            config,
+        )
+        .await
+        .inspect_err(|_| nodes.forget(&ml_node))?;
+        let msg = answer_msg(chain.address(), work, (&scored).into())?;
+        let height = submit_answer(chain, config, vec![msg]).await?;
+        tracing::info!(inference = %work.inference_id, kind = %work.kind, positions = scored.positions.len(), height, "submitted scores");
+        return Ok(());
+    }
+    let payload = payload.body;
     let ta_url = ta_url.unwrap_or_default();
     let own = if payload_matches(&record, &payload) {
         let (ml_node, node_id) = nodes.serving(&record.model, config).await?;
@@ -387,6 +437,20 @@ async fn exchange(
     body: &[u8],
     config: &ValidatorConfig,
 ) -> Result<(u16, Vec<u8>)> {
+    let (status, _, body) =
+        exchange_with_headers(authority, method, path, headers, body, config).await?;
+    Ok((status, body))
+}
+
+/// [`exchange`], with the response's headers.
+async fn exchange_with_headers(
+    authority: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    config: &ValidatorConfig,
+) -> Result<(u16, Vec<(String, String)>, Vec<u8>)> {
     let call = async {
         let response = upstream::request_with_headers(
             authority,
@@ -398,7 +462,8 @@ async fn exchange(
         )
         .await?;
         let status = response.status;
-        Ok::<_, std::io::Error>((status, response.read_body().await?))
+        let headers = response.headers.clone();
+        Ok::<_, std::io::Error>((status, headers, response.read_body().await?))
     };
     tokio::time::timeout(config.request_timeout, call)
         .await
@@ -411,23 +476,47 @@ async fn exchange(
         .with_context(|| format!("{method} http://{authority}{path}"))
 }
 
-/// `GET /v1/payloads/{inference_id}` from the TA at `ta_url`, signed by `key`: the body, or
-/// `None` when the TA answers 404 (it does not have it).
+/// What a transfer agent served for a record.
+struct Payload {
+    /// The request body.
+    body: Vec<u8>,
+    /// For a "logprobs" record: the output tokens, checked to open the record's commitment
+    /// (with the seal served beside them); `None` when the TA sent none or sent tokens that
+    /// do not open it (then the record cannot be validated: the TA withholds its output).
+    tokens: Option<Vec<u32>>,
+}
+
+/// `GET /v1/payloads/{inference_id}` from the TA at `ta_url`, signed by `key`: the body (and
+/// a "logprobs" record's output tokens, checked against `record`), or `None` when the TA
+/// answers 404 (it does not have it).
 async fn fetch_payload(
     key: &Key,
     ta_url: &str,
-    inference_id: &str,
+    record: &ipb::WorkRecord,
     config: &ValidatorConfig,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<Payload>> {
+    let inference_id = &record.inference_id;
     let authority = upstream::authority(ta_url).map_err(|e| anyhow!("transfer agent URL {e}"))?;
     let headers = sign_payload_request(key, inference_id, unix_now())?;
     let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
     let path = format!("/v1/payloads/{inference_id}");
-    match exchange(&authority, "GET", &path, &headers, b"", config).await? {
-        (200, body) => Ok(Some(body)),
+    match exchange_with_headers(&authority, "GET", &path, &headers, b"", config).await? {
+        (200, headers, body) => {
+            let header = |name: &str| {
+                headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.as_str())
+            };
+            let tokens = output_from_headers(header, &record.output_commitment)
+                .inspect_err(|e| tracing::warn!(inference = %inference_id, ta = %ta_url, error = %e, "the transfer agent served output tokens that are not the record's"))
+                .ok()
+                .flatten();
+            Ok(Some(Payload { body, tokens }))
+        }
         // The transfer agent no longer has it (or never had it).
-        (404, _) => Ok(None),
-        (status, body) => bail!(
+        (404, _, _) => Ok(None),
+        (status, _, body) => bail!(
             "the transfer agent at {ta_url} answered {status} for the payload of {inference_id}: {}",
             String::from_utf8_lossy(&body)
         ),
@@ -554,6 +643,52 @@ async fn reexecute(
         completion_tokens: count("completion_tokens")?,
     })
 }
+
+/// What the validator's ML node `ml_node` (registered as `node_id`) scores for `tokens` (the
+/// executor's committed output) after the prompt of `payload`, with `top_k` alternatives per
+/// position: `POST /gonka/v1/score`, signed by `key`, the node's host.
+async fn score(
+    key: &Key,
+    ml_node: &str,
+    node_id: &str,
+    payload: &[u8],
+    tokens: &[u32],
+    top_k: u32,
+    config: &ValidatorConfig,
+) -> Result<dpb::ScoredOutput> {
+    let request: serde_json::Value = serde_json::from_slice(payload)
+        .context("the payload is not JSON; the record's request cannot be scored")?;
+    let body = serde_json::to_vec(&serde_json::json!({
+        "request": request,
+        "tokens": tokens,
+        "top_k": top_k,
+    }))
+    .context("serializing the score request")?;
+    let caller = sign_node_call(key, node_id, None, &body, unix_now())?;
+    let caller: Vec<(&str, &str)> = caller.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let (status, answer) = exchange(ml_node, "POST", SCORE_PATH, &caller, &body, config)
+        .await
+        .context("scoring on the ML node; is --ml-node running?")?;
+    if status != 200 {
+        bail!(
+            "the ML node at {ml_node} answered {status} to {SCORE_PATH}: {}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+    let answer: serde_json::Value = serde_json::from_slice(&answer)
+        .with_context(|| format!("the ML node at {ml_node} answered something that is not JSON"))?;
+    let scored = answer["scored"]
+        .as_str()
+        .and_then(|h| hex::decode(h).ok())
+        .and_then(|bytes| <dpb::ScoredOutput as prost::Message>::decode(bytes.as_slice()).ok())
+        .ok_or_else(|| {
+            anyhow!("the ML node at {ml_node} answered without a hex ScoredOutput in `scored`")
+        })?;
+    Ok(scored)
+}
+
+/// Where an ML node scores given tokens for its host's validator.
+pub const SCORE_PATH: &str = "/gonka/v1/score";
 
 #[cfg(test)]
 mod tests {
