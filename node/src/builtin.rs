@@ -80,6 +80,7 @@ pub(super) async fn complete(
         body,
         content,
         usage,
+        scored: None,
     })
 }
 
@@ -136,7 +137,10 @@ pub(super) fn stream(
         // Each send stops the sequence once the client has gone away.
         let _ = send(chunk(Some(Delta::default()), Some(finish), None))
             && (!include_usage || send(chunk(None, None, Some(usage))))
-            && send(StreamItem::End { usage: Some(usage) });
+            && send(StreamItem::End {
+                usage: Some(usage),
+                scored: None,
+            });
     });
     rx
 }

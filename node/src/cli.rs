@@ -59,6 +59,18 @@ pub struct MlNodeArgs {
     /// Model id of --llm-model-file, as clients name it and the chain prices it.
     #[arg(long, default_value = super::LLM_MODEL_ID, requires = "llm_model_file")]
     llm_model_id: String,
+    /// Receipt --llm-model-file's answers as the chain does for a model it validates by
+    /// log-probabilities: over their scored output with K alternatives per position (1 to
+    /// 20). With --chain-rpc the chain's model table decides (its logprob_top_k for a
+    /// "logprobs" model, text receipts for an "exact" one) and this flag only warns when it
+    /// disagrees; for nodes off chain and tests.
+    #[arg(
+        long,
+        value_name = "K",
+        requires = "llm_model_file",
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(gonka_proto::scored::MAX_TOP_K))
+    )]
+    llm_logprob_top_k: Option<u32>,
     /// Forward requests to this OpenAI-compatible server (vLLM, llama.cpp),
     /// http://HOST:PORT, instead of running the built-in reference model.
     #[arg(long, value_name = "URL")]
@@ -252,6 +264,67 @@ async fn trained_weights(
     Ok(Some(std::sync::Arc::new(weights)))
 }
 
+/// How the chain's model table validates a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChainValidation {
+    /// The table does not list the model.
+    Unlisted,
+    /// `validation` "exact" (or empty): receipts commit to the text.
+    Exact,
+    /// `validation` "logprobs" with this `logprob_top_k`.
+    Logprobs(u32),
+}
+
+/// How the chain's model table validates `model_id`.
+async fn chain_validation(client: &Client, model_id: &str) -> anyhow::Result<ChainValidation> {
+    use gonka_proto::query as q;
+    let models = client
+        .query_all::<q::inference::Models>(gonka_proto::inference::QueryModelsRequest::default())
+        .await
+        .context("reading the chain's model table")?;
+    let Some(model) = models.into_iter().find(|m| m.id == model_id) else {
+        return Ok(ChainValidation::Unlisted);
+    };
+    if model.validation != "logprobs" {
+        return Ok(ChainValidation::Exact);
+    }
+    let k = model.logprob_top_k;
+    if !(1..=gonka_proto::scored::MAX_TOP_K).contains(&k) {
+        anyhow::bail!(
+            "the chain validates {model_id} by logprobs with logprob_top_k {k}, expected 1 to {}",
+            gonka_proto::scored::MAX_TOP_K
+        );
+    }
+    Ok(ChainValidation::Logprobs(k))
+}
+
+/// The scored-receipt top-k of the language model `model_id` ([`crate::LlmModel::logprob_top_k`]):
+/// the chain's when the node runs on one (`chain`), else `--llm-logprob-top-k` (`flag`). A
+/// flag the chain contradicts is overruled, with a warning.
+fn llm_logprob_top_k(
+    model_id: &str,
+    chain: Option<ChainValidation>,
+    flag: Option<u32>,
+) -> Option<u32> {
+    match (chain, flag) {
+        (None, flag) => flag,
+        (Some(ChainValidation::Unlisted), flag) => {
+            tracing::warn!(role = "ml-node", model = %model_id, "the chain's model table does not list the language model; its receipts follow --llm-logprob-top-k");
+            flag
+        }
+        (Some(ChainValidation::Exact), Some(k)) => {
+            tracing::warn!(role = "ml-node", model = %model_id, flag = k, "the chain validates the language model exactly: its receipts commit to the text, --llm-logprob-top-k is ignored");
+            None
+        }
+        (Some(ChainValidation::Exact), None) => None,
+        (Some(ChainValidation::Logprobs(k)), Some(f)) if f != k => {
+            tracing::warn!(role = "ml-node", model = %model_id, chain = k, flag = f, "the chain validates the language model by logprobs with its own top-k, which overrules --llm-logprob-top-k");
+            Some(k)
+        }
+        (Some(ChainValidation::Logprobs(k)), _) => Some(k),
+    }
+}
+
 /// A response key from the hex of its 32-byte secret.
 fn parse_response_key(text: &str) -> anyhow::Result<SigningKey> {
     gonka_client::keys::parse_secret_key_hex(text)
@@ -293,10 +366,17 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
                 gonka_llm::Llm::load(&path, gonka_llm::LoadOptions::default())
             })
             .await??;
-            tracing::info!(role = "ml-node", model = %args.llm_model_id, ?model, load_ms = started.elapsed().as_millis() as u64, "language model loaded");
+            let chain_validation = match &chain {
+                Some((client, _)) => Some(chain_validation(client, &args.llm_model_id).await?),
+                None => None,
+            };
+            let logprob_top_k =
+                llm_logprob_top_k(&args.llm_model_id, chain_validation, args.llm_logprob_top_k);
+            tracing::info!(role = "ml-node", model = %args.llm_model_id, ?model, ?logprob_top_k, load_ms = started.elapsed().as_millis() as u64, "language model loaded");
             Some(crate::LlmModel {
                 id: args.llm_model_id.clone(),
                 model: std::sync::Arc::new(model),
+                logprob_top_k,
             })
         }
     };
@@ -588,6 +668,41 @@ mod tests {
             "--upstream-url=http://127.0.0.1:8000"
         ])
         .is_err());
+    }
+
+    #[test]
+    fn the_llm_logprob_top_k_comes_from_the_chain_else_the_flag() {
+        assert_eq!(parse(&[]).unwrap().llm_logprob_top_k, None);
+        let flagged = parse(&["--llm-model-file=/m.gguf", "--llm-logprob-top-k=5"]).unwrap();
+        assert_eq!(flagged.llm_logprob_top_k, Some(5));
+        assert!(
+            parse(&["--llm-logprob-top-k=5"]).is_err(),
+            "needs a model file"
+        );
+        for bad in ["0", "21"] {
+            let flag = format!("--llm-logprob-top-k={bad}");
+            assert!(
+                parse(&["--llm-model-file=/m.gguf", &flag]).is_err(),
+                "{bad}"
+            );
+        }
+        use ChainValidation::*;
+        for (chain, flag, expected) in [
+            (None, None, None),
+            (None, Some(5), Some(5)),
+            (Some(Unlisted), Some(5), Some(5)),
+            (Some(Exact), Some(5), None),
+            (Some(Exact), None, None),
+            (Some(Logprobs(8)), None, Some(8)),
+            (Some(Logprobs(8)), Some(5), Some(8)),
+            (Some(Logprobs(8)), Some(8), Some(8)),
+        ] {
+            assert_eq!(
+                llm_logprob_top_k("m", chain, flag),
+                expected,
+                "{chain:?} {flag:?}"
+            );
+        }
     }
 
     #[test]

@@ -128,6 +128,7 @@ impl Upstream {
             body,
             content,
             usage,
+            scored: None,
         })
     }
 
@@ -420,7 +421,11 @@ impl Relay {
         while let Some(piece) = body.next().await? {
             for data in events.push(&piece) {
                 if data == "[DONE]" {
-                    let _ = tx.send(StreamItem::End { usage: self.usage }).await;
+                    let end = StreamItem::End {
+                        usage: self.usage,
+                        scored: None,
+                    };
+                    let _ = tx.send(end).await;
                     return Ok(());
                 }
                 let Some(item) = self.chunk(&data)? else {

@@ -7,7 +7,9 @@
 //! its own model id, with sampling and OpenAI log-probabilities.
 //!
 //! Routes: `POST /v1/chat/completions` (plain or `stream: true` server-sent events),
-//! `GET /v1/models`, `GET /v1/load` and `GET /v1/identity`. At most
+//! `GET /v1/models`, `GET /v1/load`, `GET /v1/identity`, `POST /gonka/v1/cosign` ([`cosign`])
+//! and `POST /gonka/v1/score` ([`score`]: the language model's scores of given output tokens,
+//! for the host's validation worker). At most
 //! [`MlNodeConfig::max_concurrency`] requests are served at once, whatever the backend;
 //! requests beyond the limit get 503 with `Retry-After`. Every error body is
 //! `{"error": {"message", "type", "code"}}` (see [`ApiError`]). The server runs within
@@ -16,8 +18,9 @@
 //! `request_timeout`), and at most `max_connections` connections are served at once.
 //!
 //! # Execution receipts
-//! A request carrying the requester's signed headers ([`REQUEST_HEADERS`], forwarded by the
-//! transfer agent) is checked by the node itself before it runs: the signature must verify
+//! A request carrying the requester's signed headers
+//! ([`REQUEST_HEADERS`](gonka_client::request::REQUEST_HEADERS), forwarded by the transfer
+//! agent) is checked by the node itself before it runs: the signature must verify
 //! over the request/v2 hash of the body it executes and the signed terms (401 otherwise),
 //! the timestamp must be within `max_skew_secs`, the body must agree with the terms and the
 //! signed model must be this node's (400 `terms_mismatch`, 404). The completion budget is the
@@ -28,6 +31,13 @@
 //! [`Receipt::sse_comment`] just before `data: [DONE]` of a stream. Nobody can obtain a
 //! receipt for a request hash of their choosing. A request without signed headers (direct
 //! use) gets no receipt.
+//!
+//! For the language model when the chain validates it by log-probabilities
+//! ([`LlmModel::logprob_top_k`]), the receipt commits instead to the generation's scored
+//! output (every generated token with its log-probability and the model's top-k alternatives,
+//! and the stop token's when generation stopped; [`gonka_proto::scored`]) and carries it
+//! ([`Receipt::sign_scored`]). The node generates with at least k alternatives for that, and
+//! still reports to the client only the `top_logprobs` it asked for.
 //!
 //! # Cheating (tests and the simulation only, `testing` feature)
 //! Built with the `testing` cargo feature, a node configured with
@@ -51,6 +61,7 @@ pub mod forward;
 mod llm;
 mod metrics;
 pub mod register;
+pub mod score;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod weights;
@@ -80,6 +91,7 @@ use gonka_client::server::{read_body, ServerLimits};
 use gonka_client::unix_now;
 use gonka_model::weights::Weights;
 use gonka_model::{self as reference, ChatTurn, ReferenceModel};
+use gonka_proto::disputes::ScoredOutput;
 pub use llm::LlmModel;
 
 /// Settings of an ML node.
@@ -238,6 +250,14 @@ impl Node {
         format!("chatcmpl-{:x}{:06x}", self.started, n)
     }
 
+    /// The language model, if `model` names it.
+    fn llm_for(&self, model: &str) -> Option<&LlmModel> {
+        match &self.llm {
+            Some(Backend::Llm(llm)) if llm.id == model => Some(llm),
+            _ => None,
+        }
+    }
+
     /// The backend that answers an admitted request: the language model for its id, else
     /// the configured one, or the wrong one for a request a cheating node (`testing`
     /// feature) selects.
@@ -296,6 +316,7 @@ pub fn router(config: MlNodeConfig) -> Router {
         .route("/v1/load", get(load))
         .route("/v1/identity", get(identity))
         .route("/gonka/v1/cosign", post(cosign::handle))
+        .route(score::SCORE_PATH, post(score::handle))
         .fallback(|uri: Uri| async move { ApiError::route_not_found(uri.path()) })
         .with_state(node)
         .merge(metrics)
@@ -417,6 +438,10 @@ struct Admitted {
     /// The request/v2 hash of a signed request, computed by this node from the body and the
     /// requester's signed terms.
     request_hash: Option<[u8; 32]>,
+    /// Alternatives per position of the scored output the receipt commits to: set for a
+    /// request this node receipts ([`ReceiptOrder::for_request`]) of the language model when
+    /// the chain validates it by log-probabilities ([`LlmModel::logprob_top_k`]).
+    scored_top_k: Option<usize>,
     /// The generation slot, held until the answer is complete.
     permit: OwnedSemaphorePermit,
 }
@@ -511,29 +536,13 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
             ))
         }
     };
-    let prompt_tokens = reference_prompt(&req.messages);
-    if prompt_tokens.len() > cfg.max_prompt_bytes {
-        return Err(ApiError::too_large(
-            "context_length_exceeded",
-            format!(
-                "the chat-formatted prompt must be at most {} bytes but is {}",
-                cfg.max_prompt_bytes,
-                prompt_tokens.len()
-            ),
-        ));
-    }
+    let prompt_tokens = prompt_of(node, &req)?;
     let sampling = Sampling::of(&req)?;
-    // The byte bound above holds for every backend; the language model reads its own tokens.
-    let prompt_tokens = match &node.llm {
-        Some(Backend::Llm(llm)) if llm.id == req.model => {
-            let turns: Vec<(String, String)> = req
-                .messages
-                .iter()
-                .map(|m| (m.role.clone(), m.text()))
-                .collect();
-            llm::prompt(&llm.model, &turns)?
+    let scored_top_k = match node.llm_for(&req.model) {
+        Some(llm) if signed.is_some() && cfg.response_key.is_some() => {
+            llm.logprob_top_k.map(|k| k as usize)
         }
-        _ => prompt_tokens,
+        _ => None,
     };
     let permit = node
         .slots
@@ -550,8 +559,40 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
         stream: req.stream,
         include_usage: req.stream_options.is_some_and(|o| o.include_usage),
         request_hash: signed.map(|s| s.hash),
+        scored_top_k,
         permit,
     })
+}
+
+/// The chat-formatted prompt of a request for a model this node serves, as the tokens of
+/// the model that answers it: bounded by [`MlNodeConfig::max_prompt_bytes`] for every
+/// backend (413 beyond), then the language model's own tokens for it, the reference model's
+/// (bytes) for the others. Generation and scoring ([`score`]) read prompts only from here, so
+/// both see the same tokens.
+fn prompt_of(node: &Node, req: &ChatCompletionRequest) -> Result<Vec<u32>, ApiError> {
+    let cfg = &node.config;
+    let prompt_tokens = reference_prompt(&req.messages);
+    if prompt_tokens.len() > cfg.max_prompt_bytes {
+        return Err(ApiError::too_large(
+            "context_length_exceeded",
+            format!(
+                "the chat-formatted prompt must be at most {} bytes but is {}",
+                cfg.max_prompt_bytes,
+                prompt_tokens.len()
+            ),
+        ));
+    }
+    match node.llm_for(&req.model) {
+        Some(llm) => {
+            let turns: Vec<(String, String)> = req
+                .messages
+                .iter()
+                .map(|m| (m.role.clone(), m.text()))
+                .collect();
+            llm::prompt(&llm.model, &turns)
+        }
+        None => Ok(prompt_tokens),
+    }
 }
 
 /// The chat-formatted prompt of `messages` as the reference model's tokens (one per byte):
@@ -578,6 +619,9 @@ struct Answer {
     content: String,
     /// The token counts of `body.usage`.
     usage: Usage,
+    /// The scored output the receipt commits to instead of `content` (see
+    /// [`Admitted::scored_top_k`]).
+    scored: Option<ScoredOutput>,
 }
 
 /// Builds the `chat.completion.chunk` events of one streamed answer (same id, creation time
@@ -639,8 +683,12 @@ enum StreamItem {
     /// One `chat.completion.chunk` to send as a `data:` event (compact JSON, no newline),
     /// with the text its delta adds.
     Chunk { data: String, content: String },
-    /// The completion is over; `usage` holds its token counts if the backend reported them.
-    End { usage: Option<Usage> },
+    /// The completion is over; `usage` holds its token counts if the backend reported them,
+    /// `scored` the scored output the receipt commits to (see [`Admitted::scored_top_k`]).
+    End {
+        usage: Option<Usage>,
+        scored: Option<ScoredOutput>,
+    },
 }
 
 impl Backend {
@@ -690,16 +738,28 @@ impl ReceiptOrder {
         })
     }
 
-    fn sign(&self, text: &str, usage: &Usage) -> Receipt {
-        Receipt::sign(
-            &self.key,
-            &self.node_id,
-            &self.host,
-            &self.request_hash,
-            text,
-            usage.prompt_tokens,
-            usage.completion_tokens,
-        )
+    /// The receipt of an answer of `text` with `usage`: committing to its `scored` output
+    /// when it has one (a "logprobs" model), else to the text.
+    fn sign(&self, text: &str, usage: &Usage, scored: Option<&ScoredOutput>) -> Receipt {
+        match scored {
+            Some(output) => Receipt::sign_scored(
+                &self.key,
+                &self.node_id,
+                &self.host,
+                &self.request_hash,
+                output,
+                usage.completion_tokens,
+            ),
+            None => Receipt::sign(
+                &self.key,
+                &self.node_id,
+                &self.host,
+                &self.request_hash,
+                text,
+                usage.prompt_tokens,
+                usage.completion_tokens,
+            ),
+        }
     }
 }
 
@@ -745,7 +805,7 @@ fn plain_response(answer: Answer, order: Option<&ReceiptOrder>) -> Result<Respon
     );
     let mut response = Json(&answer.body).into_response();
     if let Some(order) = order {
-        let receipt = order.sign(&answer.content, &answer.usage);
+        let receipt = order.sign(&answer.content, &answer.usage, answer.scored.as_ref());
         let value = HeaderValue::try_from(receipt.to_header()).map_err(|e| {
             ApiError::internal(format!("the receipt is not a valid header value: {e}"))
         })?;
@@ -779,7 +839,7 @@ fn stream_response(items: mpsc::Receiver<StreamItem>, order: Option<ReceiptOrder
                 st.text.push_str(&content);
                 format!("data: {data}\n\n")
             }
-            Some(StreamItem::End { usage }) => {
+            Some(StreamItem::End { usage, scored }) => {
                 st.over = true;
                 tracing::info!(
                     prompt_tokens = usage.map(|u| u.prompt_tokens),
@@ -788,7 +848,9 @@ fn stream_response(items: mpsc::Receiver<StreamItem>, order: Option<ReceiptOrder
                     "streamed completion served"
                 );
                 let receipt = match (&st.order, usage) {
-                    (Some(order), Some(usage)) => order.sign(&st.text, &usage).sse_comment(),
+                    (Some(order), Some(usage)) => {
+                        order.sign(&st.text, &usage, scored.as_ref()).sse_comment()
+                    }
                     (Some(_), None) => {
                         tracing::warn!(
                             "the backend reported no usage: the stream ends without a receipt"

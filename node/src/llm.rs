@@ -2,10 +2,16 @@
 //! (`temperature`, `top_p`, `seed`; greedy at temperature 0), OpenAI `logprobs` and
 //! `top_logprobs`, plain and streamed answers. Each generation runs on a blocking thread so
 //! the server keeps answering while it computes.
+//!
+//! When the chain validates the model by log-probabilities ([`LlmModel::logprob_top_k`]), a
+//! receipted answer also yields its scored output ([`scored_output`]), which the receipt
+//! commits to; the same conversion serves `POST /gonka/v1/score` ([`crate::score`]), so an
+//! executor's and a validator's scores of the same tokens are equal bit for bit.
 
 use std::sync::Arc;
 
-use gonka_llm::{GenerateParams, Generation, Llm, TokenLogprobs};
+use gonka_llm::{logprob_to_fixed, GenerateParams, Generation, Llm, TokenLogprobs};
+use gonka_proto::disputes::{ScoredOutput, ScoredToken};
 use tokio::sync::mpsc;
 
 use super::{
@@ -21,6 +27,10 @@ pub struct LlmModel {
     pub id: String,
     /// The loaded model.
     pub model: Arc<Llm>,
+    /// `Some(k)` when the chain validates this model by log-probabilities
+    /// (`Model.validation = "logprobs"`) with `k` alternatives per position (1 to 20): the
+    /// receipts of its answers commit to their scored output. `None` for an "exact" model.
+    pub logprob_top_k: Option<u32>,
 }
 
 impl std::fmt::Debug for LlmModel {
@@ -28,6 +38,7 @@ impl std::fmt::Debug for LlmModel {
         f.debug_struct("LlmModel")
             .field("id", &self.id)
             .field("model", &self.model)
+            .field("logprob_top_k", &self.logprob_top_k)
             .finish()
     }
 }
@@ -43,7 +54,8 @@ pub(super) fn prompt(model: &Llm, turns: &[(String, String)]) -> Result<Vec<u32>
     })
 }
 
-/// The generation parameters of an admitted request.
+/// The generation parameters of an admitted request: the alternatives its client asked for,
+/// or the scored output's `k` when that is more (the client still gets only its own).
 fn params(admitted: &Admitted) -> GenerateParams {
     let Sampling {
         temperature,
@@ -57,11 +69,11 @@ fn params(admitted: &Admitted) -> GenerateParams {
         temperature,
         top_p,
         seed,
-        top_logprobs,
+        top_logprobs: top_logprobs.max(admitted.scored_top_k.unwrap_or(0)),
     }
 }
 
-fn model_error(e: gonka_llm::Error) -> ApiError {
+pub(crate) fn model_error(e: gonka_llm::Error) -> ApiError {
     match e {
         gonka_llm::Error::InvalidRequest(message) => {
             ApiError::invalid_value("context_length_exceeded", message)
@@ -70,8 +82,50 @@ fn model_error(e: gonka_llm::Error) -> ApiError {
     }
 }
 
-/// OpenAI's form of one position's log-probabilities.
-fn token_logprob(model: &Llm, lp: &TokenLogprobs) -> TokenLogprob {
+/// One position of a scored output: `lp`'s token and log-probability and its `k` most likely
+/// alternatives, in the chain's fixed point ([`logprob_to_fixed`], at most 0: a log-softmax
+/// that rounds a hair above 0 for a certain token counts as 0).
+fn scored_token(lp: &TokenLogprobs, k: usize) -> ScoredToken {
+    let fixed = |logprob: f32| logprob_to_fixed(logprob).min(0);
+    let top = &lp.top[..k.min(lp.top.len())];
+    ScoredToken {
+        token: lp.token,
+        logprob: fixed(lp.logprob),
+        top_tokens: top.iter().map(|&(token, _)| token).collect(),
+        top_logprobs: top.iter().map(|&(_, logprob)| fixed(logprob)).collect(),
+    }
+}
+
+/// The scored output of `positions` (each scored with at least `k` alternatives) after a
+/// prompt of `prompt_tokens`: what a receipt of a "logprobs" model commits to and what
+/// `POST /gonka/v1/score` answers.
+pub(crate) fn scored_output<'a>(
+    prompt_tokens: usize,
+    positions: impl IntoIterator<Item = &'a TokenLogprobs>,
+    k: usize,
+) -> ScoredOutput {
+    ScoredOutput {
+        prompt_tokens: prompt_tokens as u64,
+        positions: positions
+            .into_iter()
+            .map(|lp| scored_token(lp, k))
+            .collect(),
+    }
+}
+
+/// The scored output of a generation: every generated token, then the stop token when the
+/// model stopped.
+fn generation_scored(generation: &Generation, k: usize) -> ScoredOutput {
+    scored_output(
+        generation.prompt_tokens,
+        generation.logprobs.iter().chain(&generation.stop),
+        k,
+    )
+}
+
+/// OpenAI's form of one position's log-probabilities, with the `k` alternatives the client
+/// asked for (generation may have computed more for the scored output).
+fn token_logprob(model: &Llm, lp: &TokenLogprobs, k: usize) -> TokenLogprob {
     let text = |token: u32| {
         let bytes = model.tokenizer().token_bytes(token).to_vec();
         (String::from_utf8_lossy(&bytes).into_owned(), bytes)
@@ -81,8 +135,7 @@ fn token_logprob(model: &Llm, lp: &TokenLogprobs) -> TokenLogprob {
         token,
         logprob: f64::from(lp.logprob),
         bytes: Some(bytes),
-        top_logprobs: lp
-            .top
+        top_logprobs: lp.top[..k.min(lp.top.len())]
             .iter()
             .map(|&(id, logprob)| {
                 let (token, bytes) = text(id);
@@ -112,9 +165,14 @@ pub(super) async fn complete(
 ) -> Result<Answer, ApiError> {
     let llm = model.model.clone();
     let params = params(&admitted);
-    let logprobs = admitted.sampling.logprobs;
+    let Sampling {
+        logprobs,
+        top_logprobs,
+        ..
+    } = admitted.sampling;
     let Admitted {
         prompt_tokens,
+        scored_top_k,
         permit,
         ..
     } = admitted;
@@ -141,7 +199,7 @@ pub(super) async fn complete(
                 content: generation
                     .logprobs
                     .iter()
-                    .map(|lp| token_logprob(&model.model, lp))
+                    .map(|lp| token_logprob(&model.model, lp, top_logprobs))
                     .collect(),
             }),
             finish_reason: generation.finish_reason.as_str(),
@@ -152,6 +210,7 @@ pub(super) async fn complete(
         .map_err(|e| ApiError::internal(format!("cannot serialize the completion: {e}")))?;
     Ok(Answer {
         body,
+        scored: scored_top_k.map(|k| generation_scored(&generation, k)),
         content: generation.text,
         usage,
     })
@@ -169,10 +228,15 @@ pub(super) fn stream(
     let llm = model.model.clone();
     let chunks = Chunks::new(node, model.id.clone());
     let params = params(&admitted);
-    let logprobs = admitted.sampling.logprobs;
+    let Sampling {
+        logprobs,
+        top_logprobs,
+        ..
+    } = admitted.sampling;
     let Admitted {
         prompt_tokens,
         include_usage,
+        scored_top_k,
         permit,
         ..
     } = admitted;
@@ -197,7 +261,7 @@ pub(super) fn stream(
                 content: Some(event.text.to_string()),
             };
             let lp = logprobs.then(|| ChoiceLogprobs {
-                content: vec![token_logprob(&llm, event.logprobs)],
+                content: vec![token_logprob(&llm, event.logprobs, top_logprobs)],
             });
             open = send(chunk(Some(delta), lp, None, None));
             // The client went away: stop generating.
@@ -229,7 +293,10 @@ pub(super) fn stream(
         let finish = generation.finish_reason.as_str();
         let _ = send(chunk(Some(Delta::default()), None, Some(finish), None))
             && (!include_usage || send(chunk(None, None, None, Some(usage))))
-            && send(StreamItem::End { usage: Some(usage) });
+            && send(StreamItem::End {
+                usage: Some(usage),
+                scored: scored_top_k.map(|k| generation_scored(&generation, k)),
+            });
     });
     rx
 }

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `gonka_node_requests_total{status}` | counter | chat completion requests answered, by HTTP status |
 //! | `gonka_node_response_seconds` | histogram | per answered request, the time to its response headers (a plain answer's whole generation; a stream's first event) |
+//! | `gonka_node_score_requests_total{status}` | counter | `POST /gonka/v1/score` requests answered, by HTTP status |
 //! | `gonka_node_busy_slots` | gauge | generation slots in use |
 //! | `gonka_node_slots` | gauge | generation slots (`--max-concurrency`) |
 
@@ -19,6 +20,7 @@ pub(crate) struct NodeMetrics {
     registry: Arc<Registry>,
     requests: ByStatus,
     response: Histogram,
+    scores: ByStatus,
     /// Set at scrape time.
     pub busy_slots: Gauge,
     /// Set at scrape time.
@@ -39,6 +41,11 @@ impl Default for NodeMetrics {
                 "gonka_node_response_seconds",
                 "Per answered request, the time to its response headers",
                 Histogram::new(latency_buckets()),
+            ),
+            scores: ByStatus::register(
+                &mut r,
+                "gonka_node_score_requests",
+                "Score requests (POST /gonka/v1/score) answered, by HTTP status",
             ),
             busy_slots: register(
                 &mut r,
@@ -67,5 +74,10 @@ impl NodeMetrics {
     pub fn answered(&self, status: u16, took: Duration) {
         self.requests.count(status);
         self.response.observe(took.as_secs_f64());
+    }
+
+    /// Counts a score request answered with `status`.
+    pub fn scored(&self, status: u16) {
+        self.scores.count(status);
     }
 }
