@@ -69,11 +69,7 @@ fn genesis(
                 price_per_token: "1".into(),
                 ..gonka_proto::inference::Model::default()
             },
-            gonka_proto::inference::Model {
-                id: gonka_client::chat::LLM_MODEL.into(),
-                price_per_token: "2".into(),
-                ..gonka_proto::inference::Model::default()
-            },
+            gonka_client::chat::llm_model_entry(2),
         ],
         rewards_params: Some(gonka_proto::rewards::Params {
             initial_emission: EPOCH_EMISSION_NGNK.to_string(),

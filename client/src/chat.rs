@@ -36,6 +36,28 @@ pub const LLM_MODEL: &str = "HuggingFaceTB/SmolLM2-135M-Instruct";
 /// [`LLM_MODEL`]'s file.
 pub const LLM_MODEL_FILE: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
+/// Alternatives per position [`LLM_MODEL`]'s receipts commit to and its validators score
+/// (its `logprob_top_k` in a localnet's model table).
+pub const LLM_LOGPROB_TOP_K: u32 = 5;
+
+/// Largest mean difference per compared log-probability, in 2^-16 nats, at which a scoring of
+/// [`LLM_MODEL`] agrees with the executor's (its `logprob_threshold`), chosen from the
+/// measurements in the README (*Validation of inexact models*).
+pub const LLM_LOGPROB_THRESHOLD: u64 = 6_554;
+
+/// [`LLM_MODEL`]'s entry in a localnet's model table, at `price_per_token` ngnk: validated by
+/// log-probabilities, as a real model served by other runtimes (`--upstream-url`) must be.
+pub fn llm_model_entry(price_per_token: u128) -> gonka_proto::inference::Model {
+    gonka_proto::inference::Model {
+        id: LLM_MODEL.into(),
+        price_per_token: price_per_token.to_string(),
+        validation: "logprobs".into(),
+        logprob_top_k: LLM_LOGPROB_TOP_K,
+        logprob_threshold: LLM_LOGPROB_THRESHOLD,
+        ..gonka_proto::inference::Model::default()
+    }
+}
+
 /// Completion budget signed when a request sets none.
 pub const DEFAULT_MAX_TOKENS: u32 = 256;
 

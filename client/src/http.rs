@@ -17,8 +17,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
-/// Largest response header block accepted.
-const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Largest response header block accepted: 64 KiB beside the largest scored receipt an ML
+/// node may send with a plain answer ([`crate::receipt::MAX_SCORED_HEX`]; bodies may be far
+/// larger, so this bounds nothing a server could not send anyway).
+const MAX_HEAD_BYTES: usize = 64 * 1024 + crate::receipt::MAX_SCORED_HEX;
 
 /// How long the client waits for a server and how much it reads from it, so that a server
 /// that never answers, trickles its answer or sends without end costs a bounded wait and

@@ -26,6 +26,7 @@ pub mod receipt;
 pub mod replay;
 pub mod request;
 pub mod rpc;
+pub mod score;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod settlement;

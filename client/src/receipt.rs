@@ -62,9 +62,11 @@ pub struct Receipt {
     pub scored: Option<String>,
 }
 
-/// Longest [`Receipt::scored`] accepted, in hex characters: 1,024 positions of 20
-/// alternatives fit (a TA refuses larger ones rather than parse them).
-pub const MAX_SCORED_HEX: usize = 2 * 1024 * 256;
+/// Longest [`Receipt::scored`] accepted, in hex characters: 4,096 positions of 20
+/// alternatives (about 225 protobuf bytes each) fit (a TA refuses larger ones rather than
+/// parse them). A plain answer's receipt travels in a header, so HTTP clients that read ML
+/// nodes allow header blocks this large ([`crate::http`]).
+pub const MAX_SCORED_HEX: usize = 2 * 1024 * 1024;
 
 /// A receipt that verified: the bytes a work record carries.
 #[derive(Debug, Clone, PartialEq, Eq)]

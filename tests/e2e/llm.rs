@@ -4,7 +4,9 @@
 //! with text containing "Paris", plain and streamed alike, with OpenAI log-probabilities; the
 //! official `openai` Python client gets them through `gonkad proxy` in the OpenAI schema (top-k
 //! of length k, values ≤ 0 and sorted, tokens concatenating to the text); and the answers
-//! settle on chain at the language model's own price.
+//! settle on chain at the language model's own price; each is validated by log-probabilities
+//! (the model table says so): another node's validator scores the executor's committed tokens
+//! and agrees.
 //!
 //! The model file is found at `GONKA_LLM_MODEL` or under `~/.gonka/models/`; when it is missing
 //! the test fails in CI (`CI` set) and is skipped elsewhere with a note.
@@ -12,10 +14,15 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use gonka_client::chat::{ChatClient, ChatRequest, Message, Sampling, LLM_MODEL, LLM_MODEL_FILE};
+use gonka_client::chat::{
+    llm_model_entry, ChatClient, ChatRequest, Message, Sampling, LLM_LOGPROB_TOP_K, LLM_MODEL,
+    LLM_MODEL_FILE,
+};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
 use gonka_localnet::AppStateFn;
+use gonka_proto::disputes::QueryValidationRequest;
+use gonka_proto::query as q;
 
 use crate::inference::{
     alice_escrow, alice_escrow_balance, eventually, genesis_config, keyring_with_alice,
@@ -88,21 +95,31 @@ fn a_real_language_model_answers_with_logprobs_through_a_transfer_agent_and_sett
         let net = Net::start_with("llm", VALIDATORS, |config| {
             config.app_state_for_validators = Some(AppStateFn(Arc::new(|keys| {
                 let mut genesis = genesis_config(keys, 100_000);
-                genesis.models.push(gonka_proto::inference::Model {
-                    id: LLM_MODEL.into(),
-                    price_per_token: LLM_PRICE.to_string(),
-                    ..Default::default()
-                });
+                genesis.models.push(llm_model_entry(LLM_PRICE));
                 genesis.escrows = vec![alice_escrow(0)];
+                // Every record is stored and validated: by log-probabilities, as the model
+                // table says.
                 genesis.settlement_params = Some(gonka_proto::settlement::Params {
-                    challenge_window_blocks: 8,
-                    leaf_answer_blocks: 4,
-                    leaf_sample_ppm: 0,
+                    challenge_window_blocks: 40,
+                    leaf_answer_blocks: 10,
+                    leaf_sample_ppm: 1_000_000,
                     ..gonka_settlement::default_params()
                 });
-                genesis.app_state()
+                let mut state = genesis.app_state();
+                let mut disputes = serde_json::to_value(gonka_disputes::default_params()).unwrap();
+                for (field, value) in [
+                    ("min_sample_ppm", 1_000_000),
+                    ("max_sample_ppm", 1_000_000),
+                    ("validation_deadline_blocks", 40),
+                    ("reveal_deadline_blocks", 10),
+                ] {
+                    disputes[field] = value.into();
+                }
+                state["disputes"] = serde_json::json!({ "params": disputes });
+                state
             })));
             let mut sidecars = sidecars();
+            sidecars.validator_role = true;
             // Two ML nodes load the language model; the other two serve the reference model
             // alone.
             sidecars.ml_node_args = vec![vec!["--llm-model-file".into(), model.clone().into()]; 2];
@@ -217,5 +234,38 @@ fn a_real_language_model_answers_with_logprobs_through_a_transfer_agent_and_sett
             (before - alice_escrow_balance(&net, &ta).await == charged).then_some(())
         })
         .await;
+
+        // Every answer was validated by log-probabilities: the validator of the other
+        // language-model node scored the executor's committed tokens (and its stop token)
+        // and its scores agreed with the executor's once the TA revealed them.
+        for answer in &answers {
+            let id = answer
+                .inference_id
+                .clone()
+                .expect("the answer's inference id");
+            let validation = eventually(&format!("the validation of {id}"), || async {
+                net.clients[0]
+                    .query::<q::disputes::Validation>(&QueryValidationRequest {
+                        inference_id: id.clone(),
+                    })
+                    .await
+                    .ok()?
+                    .validation
+                    .filter(|v| !["pending", "committed"].contains(&v.status.as_str()))
+            })
+            .await;
+            assert_eq!(validation.status, "matched", "{validation:?}");
+            let scored = validation.scored.expect("the validator's scores");
+            let completion = usage.completion_tokens;
+            assert!(
+                [completion, completion + 1].contains(&(scored.positions.len() as u64)),
+                "{} positions for {completion} completion tokens",
+                scored.positions.len()
+            );
+            assert!(scored
+                .positions
+                .iter()
+                .all(|p| p.top_tokens.len() == LLM_LOGPROB_TOP_K as usize));
+        }
     });
 }

@@ -29,7 +29,7 @@
 //! not re-executed but scored: the TA serves the executor's output tokens with the body
 //! (checked to open the record's commitment with the seal served beside them, see
 //! [`gonka_client::payload_auth`]); the validator's ML node scores exactly those tokens after
-//! the prompt in one teacher-forced pass ([`SCORE_PATH`]) and the validator submits its
+//! the prompt in one teacher-forced pass ([`gonka_client::score`]) and the validator submits its
 //! scores, which the chain compares with the executor's once they are revealed. A TA that
 //! serves no tokens, tokens that do not open the commitment, or a body that is not the signed
 //! one is reported as withholding the payload.
@@ -61,6 +61,7 @@ use sha2::{Digest, Sha256};
 
 use gonka_client::http as upstream;
 use gonka_client::receipt::response_hash;
+use gonka_client::score::{request_score, ScoreRequest};
 use gonka_client::{unix_now, Chain};
 use metrics::Outcome;
 use Finding::{Committed, TamperedPayload};
@@ -646,7 +647,7 @@ async fn reexecute(
 
 /// What the validator's ML node `ml_node` (registered as `node_id`) scores for `tokens` (the
 /// executor's committed output) after the prompt of `payload`, with `top_k` alternatives per
-/// position: `POST /gonka/v1/score`, signed by `key`, the node's host.
+/// position ([`gonka_client::score`], signed by `key`, the node's host), checked.
 async fn score(
     key: &Key,
     ml_node: &str,
@@ -656,39 +657,21 @@ async fn score(
     top_k: u32,
     config: &ValidatorConfig,
 ) -> Result<dpb::ScoredOutput> {
-    let request: serde_json::Value = serde_json::from_slice(payload)
-        .context("the payload is not JSON; the record's request cannot be scored")?;
-    let body = serde_json::to_vec(&serde_json::json!({
-        "request": request,
-        "tokens": tokens,
-        "top_k": top_k,
-    }))
-    .context("serializing the score request")?;
-    let caller = sign_node_call(key, node_id, None, &body, unix_now())?;
-    let caller: Vec<(&str, &str)> = caller.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    let (status, answer) = exchange(ml_node, "POST", SCORE_PATH, &caller, &body, config)
-        .await
-        .context("scoring on the ML node; is --ml-node running?")?;
-    if status != 200 {
-        bail!(
-            "the ML node at {ml_node} answered {status} to {SCORE_PATH}: {}",
-            String::from_utf8_lossy(&answer)
-        );
-    }
-    let answer: serde_json::Value = serde_json::from_slice(&answer)
-        .with_context(|| format!("the ML node at {ml_node} answered something that is not JSON"))?;
-    let scored = answer["scored"]
-        .as_str()
-        .and_then(|h| hex::decode(h).ok())
-        .and_then(|bytes| <dpb::ScoredOutput as prost::Message>::decode(bytes.as_slice()).ok())
-        .ok_or_else(|| {
-            anyhow!("the ML node at {ml_node} answered without a hex ScoredOutput in `scored`")
-        })?;
-    Ok(scored)
+    let request = ScoreRequest::new(payload, tokens.to_vec(), top_k)?;
+    let limits = upstream::Limits::connect(config.connect_timeout);
+    tokio::time::timeout(
+        config.request_timeout,
+        request_score(key, ml_node, node_id, &request, limits),
+    )
+    .await
+    .map_err(|_| {
+        anyhow!(
+            "the ML node at {ml_node} did not score within {:?}",
+            config.request_timeout
+        )
+    })?
+    .context("scoring on the ML node; is --ml-node running?")
 }
-
-/// Where an ML node scores given tokens for its host's validator.
-pub const SCORE_PATH: &str = "/gonka/v1/score";
 
 #[cfg(test)]
 mod tests {

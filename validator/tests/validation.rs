@@ -48,6 +48,7 @@ async fn start_payloads(id: &str, reader: &str) -> (SocketAddr, std::path::PathB
     let opening = payloads::OutputOpening {
         salt: [1; 32],
         response_hash: [2; 32],
+        scored: None,
     };
     store.put(id, BODY, &opening, now()).unwrap();
     let allowed = (reader.to_string(), id.to_string());

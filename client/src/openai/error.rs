@@ -80,7 +80,7 @@ impl ApiError {
             "invalid_request_error",
             "not_found",
             format!(
-                "no route for `{path}`; expected /v1/chat/completions, /v1/models, /v1/load, /v1/identity or /gonka/v1/cosign"
+                "no route for `{path}`; expected /v1/chat/completions, /v1/models, /v1/load, /v1/identity, /gonka/v1/cosign or /gonka/v1/score"
             ),
         )
     }
