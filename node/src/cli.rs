@@ -275,6 +275,30 @@ enum ChainValidation {
     Logprobs(u32),
 }
 
+/// How long a starting node waits for the chain to answer its model table (a localnet starts
+/// its ML nodes beside CometBFT, whose RPC comes up a few seconds later).
+const CHAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// [`chain_validation`], asked again every second while the chain does not answer, for at
+/// most [`CHAIN_WAIT`].
+async fn chain_validation_soon(client: &Client, model_id: &str) -> anyhow::Result<ChainValidation> {
+    let deadline = tokio::time::Instant::now() + CHAIN_WAIT;
+    loop {
+        match chain_validation(client, model_id).await {
+            Ok(validation) => return Ok(validation),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(role = "ml-node", error = %format!("{e:#}"), "the chain does not answer yet; asking again in 1 s");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            Err(e) => {
+                return Err(e.context(format!(
+                    "the chain at --chain-rpc did not answer within {CHAIN_WAIT:?}; is it running?"
+                )))
+            }
+        }
+    }
+}
+
 /// How the chain's model table validates `model_id`.
 async fn chain_validation(client: &Client, model_id: &str) -> anyhow::Result<ChainValidation> {
     use gonka_proto::query as q;
@@ -367,7 +391,7 @@ pub async fn run(args: MlNodeArgs) -> anyhow::Result<()> {
             })
             .await??;
             let chain_validation = match &chain {
-                Some((client, _)) => Some(chain_validation(client, &args.llm_model_id).await?),
+                Some((client, _)) => Some(chain_validation_soon(client, &args.llm_model_id).await?),
                 None => None,
             };
             let logprob_top_k =

@@ -1,4 +1,4 @@
-//! A real language model end to end: ML nodes 0 and 1 also serve SmolLM2-135M-Instruct (the
+//! A real language model end to end: ML nodes 0 to 2 also serve SmolLM2-135M-Instruct (the
 //! GGUF file `scripts/fetch-model.sh` fetches) beside the reference model. Through transfer
 //! agent 0, at temperature 0, "What is the capital of France? Answer in one word." is answered
 //! with text containing "Paris", plain and streamed alike, with OpenAI log-probabilities; the
@@ -120,9 +120,10 @@ fn a_real_language_model_answers_with_logprobs_through_a_transfer_agent_and_sett
             })));
             let mut sidecars = sidecars();
             sidecars.validator_role = true;
-            // Two ML nodes load the language model; the other two serve the reference model
-            // alone.
-            sidecars.ml_node_args = vec![vec!["--llm-model-file".into(), model.clone().into()]; 2];
+            // Three ML nodes load the language model; the fourth serves the reference model
+            // alone. Three, so that every record has a validator serving the model other than
+            // its executor's host and its transfer agent (validator 0), both excluded.
+            sidecars.ml_node_args = vec![vec!["--llm-model-file".into(), model.clone().into()]; 3];
             sidecars.transfer_agent_args =
                 vec![["--batch-max-records", "1"].map(Into::into).to_vec()];
             config.sidecar = Some(sidecars);
@@ -157,7 +158,10 @@ fn a_real_language_model_answers_with_logprobs_through_a_transfer_agent_and_sett
             );
             assert_eq!(answer.model, LLM_MODEL);
             assert!(
-                matches!(answer.executor.as_deref(), Some("node0-ml" | "node1-ml")),
+                matches!(
+                    answer.executor.as_deref(),
+                    Some("node0-ml" | "node1-ml" | "node2-ml")
+                ),
                 "{:?}",
                 answer.executor
             );
