@@ -46,7 +46,7 @@ pub(crate) struct QMatrix {
     m: Option<Vec<u16>>,
 }
 
-fn f16_bits_to_f32(h: u16) -> f32 {
+pub(crate) fn f16_bits_to_f32(h: u16) -> f32 {
     let sign = ((h >> 15) as u32) << 31;
     let exp = ((h >> 10) & 0x1f) as u32;
     let frac = (h & 0x3ff) as u32;

@@ -19,12 +19,20 @@
 //! batch-dependent path, so a teacher-forced row drifted ~0.1 in log-probability from the same
 //! row decoded alone; both candle paths stay selectable and `benches/generate.rs` measures all
 //! three.
+//!
+//! Logprobs validation (`gonka_proto::scored`) compares, per output position, an executor's
+//! log-probabilities with a validator's: every generated token, plus the end-of-generation
+//! token when the model stopped ([`Generation::stop`]), so a validator scores
+//! `tokens ++ [stop]` with [`Llm::score`] and sees whether the model would really have stopped
+//! there. `examples/validation_rates.rs` measures how far honest executors on other kernels and
+//! altered models (the `testing` feature) land from this crate's exact scores.
 
 mod chat;
 mod kernels;
 mod model;
 mod sampling;
 mod tokenizer;
+mod variant;
 
 use std::fs::File;
 use std::io::BufReader;
@@ -187,6 +195,12 @@ pub struct Generation {
     pub text: String,
     /// Per generated token: its log-probability and the top alternatives.
     pub logprobs: Vec<TokenLogprobs>,
+    /// The end-of-generation token the model produced (`<|im_end|>`, eos), with its
+    /// log-probability and top alternatives like any generated token's: present iff
+    /// `finish_reason` is [`FinishReason::Stop`]. It is not part of `tokens` or `text`; a
+    /// validator scores it as one more position (`tokens ++ [stop.token]`), which is how it
+    /// tells a complete answer from one cut short with a stop token appended.
+    pub stop: Option<TokenLogprobs>,
     /// Why generation stopped.
     pub finish_reason: FinishReason,
     /// The number of prompt tokens.
@@ -259,7 +273,14 @@ impl std::fmt::Debug for Llm {
 impl Llm {
     /// Loads a GGUF model file.
     pub fn load(path: impl AsRef<Path>, options: LoadOptions) -> Result<Self, Error> {
-        let path = path.as_ref();
+        Self::load_variant(path.as_ref(), options, variant::Variant::default())
+    }
+
+    fn load_variant(
+        path: &Path,
+        options: LoadOptions,
+        variant: variant::Variant,
+    ) -> Result<Self, Error> {
         if !path.is_file() {
             return Err(Error::ModelMissing {
                 path: path.to_path_buf(),
@@ -274,7 +295,7 @@ impl Llm {
         MODEL_LOADED.store(true, Ordering::SeqCst);
         let tokenizer = Tokenizer::from_gguf(&content)?;
         let template = chat::ChatTemplate::from_gguf(&content, &tokenizer)?;
-        let model = Model::load(&content, &mut reader, options.weights)?;
+        let model = Model::load(&content, &mut reader, options.weights, variant)?;
         Ok(Self {
             model,
             tokenizer,
@@ -310,8 +331,9 @@ impl Llm {
     }
 
     /// Generates after `prompt`, calling `on_token` with every generated token as it comes
-    /// (not with the stop token); `on_token` returns whether to go on, so a streaming caller
-    /// whose client went away stops the generation ([`FinishReason::Abandoned`]).
+    /// (not with the stop token, which is reported in [`Generation::stop`]); `on_token`
+    /// returns whether to go on, so a streaming caller whose client went away stops the
+    /// generation ([`FinishReason::Abandoned`]).
     pub fn generate(
         &self,
         prompt: &[u32],
@@ -342,6 +364,7 @@ impl Llm {
             tokens: Vec::new(),
             text: String::new(),
             logprobs: Vec::new(),
+            stop: None,
             finish_reason: FinishReason::Length,
             prompt_tokens: prompt.len(),
         };
@@ -354,15 +377,16 @@ impl Llm {
             } else {
                 sampling::sample(&logits, params.temperature, params.top_p, &mut rng)
             };
-            if self.tokenizer.is_end_of_generation(token) {
-                out.finish_reason = FinishReason::Stop;
-                break;
-            }
             let entry = TokenLogprobs {
                 token,
                 logprob: lp[token as usize],
                 top: top_k(&lp, params.top_logprobs),
             };
+            if self.tokenizer.is_end_of_generation(token) {
+                out.finish_reason = FinishReason::Stop;
+                out.stop = Some(entry);
+                break;
+            }
             let piece = stream.push(self.tokenizer.token_bytes(token));
             text.push_str(&piece);
             let go_on = on_token(&TokenEvent {
@@ -392,7 +416,9 @@ impl Llm {
     /// Teacher-forced scoring: runs `prompt` followed by `output` through the model in one
     /// forward pass and returns, for every output position, the log-probability of the given
     /// token and the `top_k` most likely tokens there — what a validator compares with an
-    /// executor's reported log-probabilities.
+    /// executor's reported log-probabilities. To check an answer that stopped, `output` ends
+    /// with its stop token ([`Generation::stop`]): with [`WeightFormat::Exact`] the result equals
+    /// generation's `logprobs` followed by its `stop` entry exactly.
     pub fn score(
         &self,
         prompt: &[u32],
@@ -456,6 +482,26 @@ impl Llm {
             )));
         }
         Ok(())
+    }
+}
+
+/// Deliberately altered models, for measuring logprobs validation
+/// (`examples/validation_rates.rs`): the `testing` feature, not part of the release API.
+#[cfg(feature = "testing")]
+pub mod testing {
+    use std::path::Path;
+
+    pub use crate::variant::{Perturb, Variant};
+    use crate::{Error, Llm, LoadOptions};
+
+    /// Loads the model at `path` altered as `variant` says (noise on the weights, layers
+    /// dropped): a cheating executor's model.
+    pub fn load(
+        path: impl AsRef<Path>,
+        options: LoadOptions,
+        variant: Variant,
+    ) -> Result<Llm, Error> {
+        Llm::load_variant(path.as_ref(), options, variant)
     }
 }
 

@@ -10,6 +10,7 @@ use candle_core::quantized::{gguf_file::Content, GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 
 use crate::kernels::QMatrix;
+use crate::variant::{perturb_tensor, Variant};
 use crate::{Error, WeightFormat};
 
 /// A weight matrix with the kernel that multiplies it.
@@ -133,12 +134,25 @@ impl Model {
         ct: &Content,
         reader: &mut R,
         format: WeightFormat,
+        variant: Variant,
     ) -> Result<Self, Error> {
-        let cfg = Config::from_gguf(ct)?;
+        let mut cfg = Config::from_gguf(ct)?;
+        if variant.skip_last_layers >= cfg.n_layer {
+            return Err(Error::InvalidRequest(format!(
+                "cannot skip {} of {} layers",
+                variant.skip_last_layers, cfg.n_layer
+            )));
+        }
+        cfg.n_layer -= variant.skip_last_layers;
         let dev = Device::Cpu;
         let mut tensor = |name: &str| -> Result<QTensor, Error> {
-            ct.tensor(reader, name, &dev)
-                .map_err(|e| Error::Format(format!("tensor `{name}`: {e}")))
+            let t = ct
+                .tensor(reader, name, &dev)
+                .map_err(|e| Error::Format(format!("tensor `{name}`: {e}")))?;
+            match variant.perturb {
+                Some(p) if t.shape().rank() == 2 => perturb_tensor(t, name, p),
+                _ => Ok(t),
+            }
         };
         let matmul = |t: QTensor| -> Result<Linear, Error> {
             Ok(match format {

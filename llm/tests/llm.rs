@@ -298,6 +298,49 @@ fn teacher_forced_scoring_reproduces_generation() {
     }
 }
 
+#[test]
+fn the_stop_position_is_reported_and_scored_exactly() {
+    let Some(llm) = model() else { return };
+    let prompt = llm.chat_prompt(&capital_chat()).unwrap();
+    let sampled = GenerateParams {
+        max_tokens: 32,
+        temperature: 0.7,
+        top_p: 1.0,
+        seed: 3,
+        top_logprobs: 5,
+    };
+    for params in [greedy(32, 5), sampled] {
+        let gen = llm.generate(&prompt, &params, |_| true).unwrap();
+        assert_eq!(
+            gen.finish_reason,
+            FinishReason::Stop,
+            "answer: {:?}",
+            gen.text
+        );
+        let stop = gen
+            .stop
+            .clone()
+            .expect("a stopped generation reports its stop token");
+        assert!(llm.tokenizer().is_end_of_generation(stop.token));
+        assert!(!gen.tokens.contains(&stop.token));
+        assert_eq!(stop.top.len(), 5);
+        assert!(stop.logprob <= 0.0);
+
+        // The validator's teacher-forced pass over tokens ++ [stop] reproduces every position,
+        // the stop one included, bit for bit (WeightFormat::Exact).
+        let mut output = gen.tokens.clone();
+        output.push(stop.token);
+        let scored = llm.score(&prompt, &output, 5).unwrap();
+        let mut expected = gen.logprobs.clone();
+        expected.push(stop);
+        assert_eq!(scored, expected);
+    }
+    // A generation cut by max_tokens has no stop position.
+    let cut = llm.generate(&prompt, &greedy(1, 5), |_| true).unwrap();
+    assert_eq!(cut.finish_reason, FinishReason::Length);
+    assert_eq!(cut.stop, None);
+}
+
 /// A copy of the model with its final norm scaled per channel: the same tokenizer and
 /// architecture, other weights.
 fn perturbed_copy(dir: &std::path::Path) -> PathBuf {
@@ -348,6 +391,46 @@ fn scores_of_another_model_diverge() {
     let diff = max_diff(&honest, &cheat);
     eprintln!("perturbed model: max |Δ logprob| = {diff:.3}");
     assert!(diff > 50.0 * SCORE_TOLERANCE, "max |Δ logprob| {diff}");
+}
+
+#[test]
+fn altered_models_for_measuring_validation() {
+    use gonka_llm::testing::{load, Perturb, Variant};
+    let Some(llm) = model() else { return };
+    let prompt = llm.chat_prompt(&capital_chat()).unwrap();
+    let gen = llm.generate(&prompt, &greedy(8, 0), |_| true).unwrap();
+    let honest = llm.score(&prompt, &gen.tokens, 3).unwrap();
+    let perturbed = |seed| Variant {
+        perturb: Some(Perturb {
+            seed,
+            strength: 0.05,
+        }),
+        ..Variant::default()
+    };
+    let scores = |variant| {
+        load(model_path(), LoadOptions::default(), variant)
+            .unwrap()
+            .score(&prompt, &gen.tokens, 3)
+            .unwrap()
+    };
+    // No alteration is the file's model; equal seeds are equal models; every alteration moves
+    // the log-probabilities.
+    assert_eq!(scores(Variant::default()), honest);
+    let a = scores(perturbed(1));
+    assert_eq!(a, scores(perturbed(1)));
+    let shorter = scores(Variant {
+        skip_last_layers: 1,
+        ..Variant::default()
+    });
+    for other in [a, scores(perturbed(2)), shorter] {
+        let diff = max_diff(&honest, &other);
+        assert!(diff > 1e-3, "max |Δ logprob| {diff}");
+    }
+    let all = Variant {
+        skip_last_layers: 30,
+        ..Variant::default()
+    };
+    assert!(load(model_path(), LoadOptions::default(), all).is_err());
 }
 
 #[test]
