@@ -1355,6 +1355,7 @@ fn bad_inputs_are_refused_with_their_code_and_change_nothing() {
 /// Alternatives per position and the threshold (2^-16 nats) of the scenario's inexact model.
 const TOP_K: u32 = 2;
 const THRESHOLD: u64 = 1_000;
+const POSITION_THRESHOLD: u64 = 50_000;
 
 /// [`world`] whose model is validated by log-probabilities.
 fn scored_world() -> World {
@@ -1363,6 +1364,7 @@ fn scored_world() -> World {
         json!({
             "id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0,
             "validation": "logprobs", "logprob_top_k": TOP_K, "logprob_threshold": THRESHOLD,
+            "logprob_position_threshold": POSITION_THRESHOLD,
         }),
     )
 }
@@ -1490,6 +1492,28 @@ fn logprobs_validation_catches_another_model_and_its_committee_slashes_it() {
     let resolved = &tx_events(block.result(1), "dispute_resolved")[0];
     assert_eq!(resolved["outcome"], "executor_faulted");
     assert_eq!(w.bonded("p0"), p0_bonded - SLASH);
+}
+
+#[test]
+fn logprobs_validation_catches_one_fabricated_position_the_mean_hides() {
+    let mut w = scored_world();
+    // An answer cut short with a stop token appended, whose scores at that last position
+    // the executor made up: 60,000 units (0.9 nats) off the model's for the token and its
+    // runner-up view. Spread over 51 positions the mean stays under the threshold; the
+    // position bound does not.
+    let honest = scores(0);
+    let mut executor = honest.clone();
+    let last = executor.positions.last_mut().unwrap();
+    last.logprob -= 60_000;
+    last.top_logprobs[0] -= 60_000;
+    let rec = scored_record("cut-short", &executor);
+    let distance = gonka_proto::scored::compare(&executor, &honest).unwrap();
+    assert!(distance.within(THRESHOLD) && distance.worst_position > POSITION_THRESHOLD);
+    let (_, _, block) = validate_scored(&mut w, &rec, &executor, &honest);
+    assert_eq!(
+        tx_events(block.result(0), "validation_submitted")[0]["outcome"],
+        "mismatch"
+    );
 }
 
 #[test]

@@ -41,9 +41,13 @@ pub const LLM_MODEL_FILE: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const LLM_LOGPROB_TOP_K: u32 = 5;
 
 /// Largest mean difference per compared log-probability, in 2^-16 nats, at which a scoring of
-/// [`LLM_MODEL`] agrees with the executor's (its `logprob_threshold`), chosen from the
-/// measurements in the README (*Validation of inexact models*).
-pub const LLM_LOGPROB_THRESHOLD: u64 = 6_554;
+/// [`LLM_MODEL`] agrees with the executor's (its `logprob_threshold`): 0.4 nats, twice the
+/// worst honest answer of another runtime measured (README, *Validation of inexact models*).
+pub const LLM_LOGPROB_THRESHOLD: u64 = 26_214;
+
+/// Largest sum of differences at one position, in 2^-16 nats (its
+/// `logprob_position_threshold`): 20 nats, twice the worst honest position measured.
+pub const LLM_LOGPROB_POSITION_THRESHOLD: u64 = 20 * 65_536;
 
 /// [`LLM_MODEL`]'s entry in a localnet's model table, at `price_per_token` ngnk: validated by
 /// log-probabilities, as a real model served by other runtimes (`--upstream-url`) must be.
@@ -54,6 +58,7 @@ pub fn llm_model_entry(price_per_token: u128) -> gonka_proto::inference::Model {
         validation: "logprobs".into(),
         logprob_top_k: LLM_LOGPROB_TOP_K,
         logprob_threshold: LLM_LOGPROB_THRESHOLD,
+        logprob_position_threshold: LLM_LOGPROB_POSITION_THRESHOLD,
         ..gonka_proto::inference::Model::default()
     }
 }

@@ -9,7 +9,8 @@
 //! `round(ln p · 2^16)`, gonka-llm's `logprob_to_fixed`); the validator receives the prompt and the output tokens (never the
 //! log-probabilities), scores those tokens with the model (one teacher-forced pass) and
 //! submits its own scores; after the reveal the chain measures the mean absolute difference
-//! per compared log-probability ([`compare`]) against the model's threshold.
+//! per compared log-probability ([`compare`]) against the model's threshold, and the worst
+//! single position against its position threshold ([`Distance::agrees`]).
 //!
 //! Commitment (the 32 bytes in the receipt and the record's `output_commitment`):
 //!
@@ -193,6 +194,13 @@ impl Distance {
     pub fn within(&self, threshold: u64) -> bool {
         self.total <= u128::from(threshold) * u128::from(self.entries)
     }
+
+    /// Whether both scorings agree under a model's bounds: the mean within `threshold` and,
+    /// unless `position_threshold` is 0, no single position's sum above it (2^-16 nats).
+    pub fn agrees(&self, threshold: u64, position_threshold: u64) -> bool {
+        self.within(threshold)
+            && (position_threshold == 0 || self.worst_position <= position_threshold)
+    }
 }
 
 /// Compares two scorings of the same output: `None` when they are not of the same tokens or
@@ -324,6 +332,10 @@ mod tests {
         assert_eq!(d.mean(), 2000 / 14);
         assert!(d.within(143));
         assert!(!d.within(142));
+        // One position's sum is bounded on its own.
+        assert!(d.agrees(143, 0) && d.agrees(143, 2000));
+        assert!(!d.agrees(143, 1999));
+        assert!(!d.agrees(142, 2000));
     }
 
     #[test]

@@ -183,6 +183,10 @@ fn model_text(m: &pb::Model) -> String {
             "logprob_threshold",
             format!("{} (2^-16 nats per logprob)", m.logprob_threshold),
         ));
+        lines.push((
+            "logprob_position_threshold",
+            format!("{} (2^-16 nats per position)", m.logprob_position_threshold),
+        ));
     } else {
         lines.push(("validation", "exact".into()));
     }

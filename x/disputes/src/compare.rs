@@ -2,7 +2,8 @@
 //! validations and committee votes: by the text (an "exact" model: the result commitment
 //! must be the revealed answer and token counts under the author's address) or by scores (a
 //! "logprobs" model: the author's scores of the executor's tokens must be within the model's
-//! `logprob_threshold` of the executor's, [`gonka_proto::scored::compare`]).
+//! `logprob_threshold` of the executor's on average and within `logprob_position_threshold`
+//! at every position, [`gonka_proto::scored::compare`]).
 
 use gonka_inference::{result_matches, validation_of, InferenceRead, Validation};
 use gonka_proto::disputes::{OutputReveal, ScoredOutput};
@@ -88,7 +89,7 @@ pub fn agrees<S: StateRead + ?Sized>(
                 distance.entries.saturating_mul(GAS_PER_COMPARED_LOGPROB),
                 "CompareScores",
             )?;
-            Ok(distance.within(model.logprob_threshold))
+            Ok(distance.agrees(model.logprob_threshold, model.logprob_position_threshold))
         }
         (None, None) => {
             let answer = <[u8; 32]>::try_from(reveal.response_hash.as_slice()).unwrap_or_default();

@@ -109,9 +109,15 @@ fn require_participant(state: &dyn StateRead, address: &str) -> Result<()> {
 fn check_model_validation(model: &Model) -> std::result::Result<(), String> {
     let field = format!("app_state.inference.models[{}]", model.id);
     match validation_of(model) {
-        Some(Validation::Exact) if model.logprob_top_k != 0 || model.logprob_threshold != 0 => Err(
-            format!("{field}: logprob_top_k and logprob_threshold apply to validation \"logprobs\" only"),
-        ),
+        Some(Validation::Exact)
+            if model.logprob_top_k != 0
+                || model.logprob_threshold != 0
+                || model.logprob_position_threshold != 0 =>
+        {
+            Err(format!(
+                "{field}: logprob_top_k and the logprob thresholds apply to validation \"logprobs\" only"
+            ))
+        }
         Some(Validation::Logprobs)
             if !(1..=gonka_proto::scored::MAX_TOP_K).contains(&model.logprob_top_k) =>
         {
