@@ -39,16 +39,8 @@ fi
 
 "$VENV/bin/python" - target/gonka-llm-bench.json "$MODEL" <<'PY'
 import json, statistics, sys, time
-import llama_cpp.llama_cpp as C
-
-# llama.cpp's "extra buffer types" put Q4_1 weights in its AMX buffer on CPUs that report AMX,
-# and its AMX matmul segfaults in this VM; without them it runs its AVX512 Q4_1 x Q8_1 kernels.
-_default_params = C.llama_model_default_params
-def _no_extra_bufts():
-    p = _default_params()
-    p.use_extra_bufts = False
-    return p
-C.llama_model_default_params = _no_extra_bufts
+sys.path.insert(0, "tests/llama")
+import no_amx  # llama.cpp's AMX buffers off (they crash on some VMs); its AVX512 kernels run
 from llama_cpp import Llama
 
 ours = json.load(open(sys.argv[1]))

@@ -41,7 +41,7 @@ use gonka_llm::{
 use gonka_proto::disputes::{ScoredOutput, ScoredToken};
 use gonka_proto::scored::{check_against, check_shape, compare, Distance};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 const HELP: &str = "\
 validation_rates: false-mismatch and detection rates of logprobs validation (gonka_proto::scored)
@@ -504,18 +504,39 @@ fn sorted(xs: impl Iterator<Item = f64>) -> Vec<f64> {
 }
 
 fn rate(checked: &[Checked], threshold: u64) -> f64 {
+    rate_where(checked, |d| !d.within(threshold))
+}
+
+/// The share of `checked` answers that `mismatched` says disagree.
+fn rate_where(checked: &[Checked], mismatched: impl Fn(&Distance) -> bool) -> f64 {
     let over = checked
         .iter()
         .filter(|c| {
-            let d = Distance {
+            mismatched(&Distance {
                 total: c.total,
                 entries: c.entries,
                 worst_position: c.worst_position,
-            };
-            !d.within(threshold)
+            })
         })
         .count();
     over as f64 / checked.len().max(1) as f64
+}
+
+/// Prints each scenario's rate under `mismatched` (false mismatches of honest ones, detection
+/// of cheats) and returns them as JSON rows.
+fn print_rates(scenarios: &[Scenario], mismatched: impl Fn(&Distance) -> bool) -> Vec<Value> {
+    let mut rows = Vec::new();
+    for s in scenarios {
+        let r = rate_where(&s.checked, &mismatched);
+        let what = if s.honest {
+            "false mismatches"
+        } else {
+            "detected        "
+        };
+        println!("  {:<30} {what} {:>5.1}%", s.name, r * 100.0);
+        rows.push(json!({"scenario": s.name, "honest": s.honest, "rate": r}));
+    }
+    rows
 }
 
 fn load(o: &Opts, weights: WeightFormat, variant: Variant) -> Llm {
@@ -1013,21 +1034,7 @@ fn report(
                 "Recommended threshold: {t} u = {:.4} nats (the smallest candidate >= {SAFETY_FACTOR}x the worst honest answer)",
                 t as f64 / UNIT
             );
-            let mut detection = Vec::new();
-            for s in scenarios {
-                let r = rate(&s.checked, t);
-                println!(
-                    "  {:<30} {} {:>5.1}%",
-                    s.name,
-                    if s.honest {
-                        "false mismatches"
-                    } else {
-                        "detected        "
-                    },
-                    r * 100.0
-                );
-                detection.push(json!({"scenario": s.name, "honest": s.honest, "rate": r}));
-            }
+            let detection = print_rates(scenarios, |d| !d.within(t));
             recommended_json = json!({"threshold_units": t, "threshold_nats": t as f64 / UNIT, "rates": detection});
         }
         None => println!("No candidate threshold is >= {SAFETY_FACTOR}x the worst honest answer"),
@@ -1084,26 +1091,7 @@ fn report(
             t as f64 / UNIT,
             w as f64 / UNIT
         );
-        let mut rows = Vec::new();
-        for s in scenarios {
-            let over = s
-                .checked
-                .iter()
-                .filter(|c| c.total > u128::from(t) * u128::from(c.entries) || c.worst_position > w)
-                .count();
-            let r = over as f64 / s.checked.len().max(1) as f64;
-            println!(
-                "  {:<30} {} {:>5.1}%",
-                s.name,
-                if s.honest {
-                    "false mismatches"
-                } else {
-                    "detected        "
-                },
-                r * 100.0
-            );
-            rows.push(json!({"scenario": s.name, "honest": s.honest, "rate": r}));
-        }
+        let rows = print_rates(scenarios, |d| !d.agrees(t, w));
         combined_json = json!({"threshold_units": t, "worst_position_units": w, "rates": rows});
     }
 

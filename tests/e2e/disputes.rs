@@ -24,9 +24,7 @@ use gonka_client::chat::{ChatClient, ChatRequest, Message};
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
 use gonka_localnet::AppStateFn;
-use gonka_proto::disputes::{
-    Dispute, QueryDisputesRequest, QueryStatsRequest, QueryValidationRequest,
-};
+use gonka_proto::disputes::{Dispute, QueryDisputesRequest, QueryStatsRequest};
 use gonka_proto::stake::QueryParticipantRequest;
 use serde_json::json;
 
@@ -35,7 +33,9 @@ use gonka_proto::bls::QueryKeyRequest;
 use gonka_proto::settlement::{BatchStatus, QueryBatchNumberRequest, QueryBatchRequest};
 
 use crate::explorer::History;
-use crate::inference::{eventually, genesis_config, settled, sidecars, wait_for_registry, GNK};
+use crate::inference::{
+    decided_validation, eventually, genesis_config, settled, sidecars, wait_for_registry, GNK,
+};
 use crate::support::{addr, Net, VALIDATORS};
 
 /// Work records served by the cheater.
@@ -244,17 +244,7 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
         // Every record was sampled: one validation tx each (honest records' validations match
         // and may earn a reward from the validation pool).
         for id in &all {
-            let validation = eventually(&format!("the validation of {id}"), || async {
-                net.clients[0]
-                    .query::<q::disputes::Validation>(&QueryValidationRequest {
-                        inference_id: id.clone(),
-                    })
-                    .await
-                    .ok()?
-                    .validation
-                    .filter(|v| v.status != "pending")
-            })
-            .await;
+            let validation = decided_validation(&net, id).await;
             let expected = if ids.contains(id) {
                 "mismatched"
             } else {

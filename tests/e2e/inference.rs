@@ -117,6 +117,22 @@ pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
     }
 }
 
+/// The validation of record `id` once decided (neither awaiting the validator nor the
+/// reveal), polled with [`eventually`].
+pub async fn decided_validation(net: &Net, id: &str) -> gonka_proto::disputes::Validation {
+    eventually(&format!("the validation of {id}"), || async {
+        net.clients[0]
+            .query::<q::disputes::Validation>(&gonka_proto::disputes::QueryValidationRequest {
+                inference_id: id.to_string(),
+            })
+            .await
+            .ok()?
+            .validation
+            .filter(|v| !["pending", "committed"].contains(&v.status.as_str()))
+    })
+    .await
+}
+
 /// The balance in ngnk of alice's escrow with the transfer agent `ta` (an address).
 pub async fn alice_escrow_balance(net: &Net, ta: &str) -> u128 {
     let escrow = net.clients[0]

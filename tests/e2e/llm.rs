@@ -21,12 +21,10 @@ use gonka_client::chat::{
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::Key;
 use gonka_localnet::AppStateFn;
-use gonka_proto::disputes::QueryValidationRequest;
-use gonka_proto::query as q;
 
 use crate::inference::{
-    alice_escrow, alice_escrow_balance, eventually, genesis_config, keyring_with_alice,
-    register_bls_keys, sidecars, wait_for_registry, COMMISSION,
+    alice_escrow, alice_escrow_balance, decided_validation, eventually, genesis_config,
+    keyring_with_alice, register_bls_keys, sidecars, wait_for_registry, COMMISSION,
 };
 use crate::proxy::{run_openai_script, start_proxy};
 use crate::support::{addr, Net, VALIDATORS};
@@ -247,17 +245,7 @@ fn a_real_language_model_answers_with_logprobs_through_a_transfer_agent_and_sett
                 .inference_id
                 .clone()
                 .expect("the answer's inference id");
-            let validation = eventually(&format!("the validation of {id}"), || async {
-                net.clients[0]
-                    .query::<q::disputes::Validation>(&QueryValidationRequest {
-                        inference_id: id.clone(),
-                    })
-                    .await
-                    .ok()?
-                    .validation
-                    .filter(|v| !["pending", "committed"].contains(&v.status.as_str()))
-            })
-            .await;
+            let validation = decided_validation(&net, &id).await;
             assert_eq!(validation.status, "matched", "{validation:?}");
             let scored = validation.scored.expect("the validator's scores");
             let completion = usage.completion_tokens;

@@ -27,21 +27,7 @@ import sys
 import time
 
 import numpy as np
-import llama_cpp.llama_cpp as C
-
-# llama.cpp's "extra buffer types" put Q4_1 weights in its AMX buffer on CPUs that report AMX,
-# and its AMX matmul dies on this VM (see tests/llama/server.py); Llama() reads the defaults
-# through this module attribute at construction time.
-_default_model_params = C.llama_model_default_params
-
-
-def _no_extra_bufts():
-    params = _default_model_params()
-    params.use_extra_bufts = False
-    return params
-
-
-C.llama_model_default_params = _no_extra_bufts
+import no_amx  # noqa: F401  (llama.cpp's AMX buffers off, before any model loads)
 
 from llama_cpp import Llama  # noqa: E402
 

@@ -20,19 +20,7 @@ import argparse
 import socket
 import sys
 
-import llama_cpp.llama_cpp as C
-
-_default_model_params = C.llama_model_default_params
-
-
-def _no_extra_bufts():
-    params = _default_model_params()
-    params.use_extra_bufts = False
-    return params
-
-
-# Llama() reads the defaults through this module attribute at construction time.
-C.llama_model_default_params = _no_extra_bufts
+import no_amx  # noqa: F401  (llama.cpp's AMX buffers off, before any model loads)
 
 import uvicorn  # noqa: E402
 from llama_cpp.server.app import create_app  # noqa: E402
