@@ -882,6 +882,16 @@ fn stream_response(items: mpsc::Receiver<StreamItem>, order: Option<ReceiptOrder
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_localnet_and_the_runtime_name_the_same_model_file() {
+        // gonka-client (which must not pull in the runtime) and gonka-llm each know where
+        // scripts/fetch-model.sh puts the file; this crate sees both.
+        assert_eq!(
+            gonka_client::chat::LLM_MODEL_FILE,
+            format!("models/{}", gonka_llm::MODEL_FILE_NAME)
+        );
+    }
+
     fn sampling(json: serde_json::Value) -> Result<Sampling, ApiError> {
         let mut body = serde_json::json!({"model": "m", "messages": []});
         body.as_object_mut()
