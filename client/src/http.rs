@@ -69,6 +69,14 @@ fn timed_out(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, what)
 }
 
+/// The first of `headers` named `name` (case-insensitive).
+pub fn header_in<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
 /// A response whose header block was read; the body is still on the socket.
 #[derive(Debug)]
 pub struct UpstreamResponse {
@@ -90,10 +98,7 @@ pub struct UpstreamResponse {
 impl UpstreamResponse {
     /// First header named `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        header_in(&self.headers, name)
     }
 
     /// The next piece of the body (the bytes read with the header block first), `None` at

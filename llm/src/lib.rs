@@ -208,11 +208,13 @@ pub struct Generation {
 }
 
 /// `round(logprob * 2^16)`: the fixed-point form the chain compares (ties away from zero;
-/// `-inf` and anything below `i32::MIN / 2^16` saturate to `i32::MIN`).
+/// `-inf` and anything below `i32::MIN / 2^16` saturate to `i32::MIN`), at most 0: a
+/// log-softmax that rounds a hair above 0 for a certain token counts as 0, as the chain
+/// requires of every log-probability.
 pub fn logprob_to_fixed(logprob: f32) -> i32 {
     let x = (logprob as f64 * 65536.0).round();
     // `as` saturates at the i32 range and maps NaN to 0.
-    x as i32
+    (x as i32).min(0)
 }
 
 /// [`logprob_to_fixed`] as an `i64`.

@@ -83,16 +83,17 @@ pub(crate) fn model_error(e: gonka_llm::Error) -> ApiError {
 }
 
 /// One position of a scored output: `lp`'s token and log-probability and its `k` most likely
-/// alternatives, in the chain's fixed point ([`logprob_to_fixed`], at most 0: a log-softmax
-/// that rounds a hair above 0 for a certain token counts as 0).
+/// alternatives, in the chain's fixed point ([`logprob_to_fixed`]).
 fn scored_token(lp: &TokenLogprobs, k: usize) -> ScoredToken {
-    let fixed = |logprob: f32| logprob_to_fixed(logprob).min(0);
     let top = &lp.top[..k.min(lp.top.len())];
     ScoredToken {
         token: lp.token,
-        logprob: fixed(lp.logprob),
+        logprob: logprob_to_fixed(lp.logprob),
         top_tokens: top.iter().map(|&(token, _)| token).collect(),
-        top_logprobs: top.iter().map(|&(_, logprob)| fixed(logprob)).collect(),
+        top_logprobs: top
+            .iter()
+            .map(|&(_, logprob)| logprob_to_fixed(logprob))
+            .collect(),
     }
 }
 

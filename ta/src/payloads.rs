@@ -455,30 +455,23 @@ mod tests {
         let output = scored.scored.as_ref().unwrap();
         // The tokens and the seal open the commitment; the headers carry only those.
         let commitment = gonka_proto::scored::output_commitment(&scored.salt, output);
+        // What a validator reads back from the headers a fetch carries.
+        let read = |headers: &[(&str, String)]| {
+            gonka_client::payload_auth::output_from_headers(
+                |name| {
+                    headers
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map(|(_, v)| v.as_str())
+                },
+                &commitment,
+            )
+        };
         let headers = output_headers(&tokens, &seal);
-        let got = gonka_client::payload_auth::output_from_headers(
-            |name| {
-                headers
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, v)| v.as_str())
-            },
-            &commitment,
-        )
-        .unwrap();
-        assert_eq!(got, Some(vec![3]));
+        assert_eq!(read(&headers).unwrap(), Some(vec![3]));
         assert!(!headers.iter().any(|(_, v)| v.contains("9000")));
         // Other tokens under the same seal do not open it.
-        let forged = output_headers(&[4], &seal);
-        let refused = gonka_client::payload_auth::output_from_headers(
-            |name| {
-                forged
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, v)| v.as_str())
-            },
-            &commitment,
-        );
+        let refused = read(&output_headers(&[4], &seal));
         assert!(refused.unwrap_err().to_string().contains("do not open"));
     }
 

@@ -503,12 +503,7 @@ async fn fetch_payload(
     let path = format!("/v1/payloads/{inference_id}");
     match exchange_with_headers(&authority, "GET", &path, &headers, b"", config).await? {
         (200, headers, body) => {
-            let header = |name: &str| {
-                headers
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                    .map(|(_, v)| v.as_str())
-            };
+            let header = |name: &str| upstream::header_in(&headers, name);
             let tokens = output_from_headers(header, &record.output_commitment)
                 .inspect_err(|e| tracing::warn!(inference = %inference_id, ta = %ta_url, error = %e, "the transfer agent served output tokens that are not the record's"))
                 .ok()

@@ -48,8 +48,9 @@ pub fn check_result<S: StateRead + ?Sized>(
     field: &str,
     scored: Option<&ScoredOutput>,
 ) -> Result<()> {
-    let record = stored.record.clone().unwrap_or_default();
-    let (model, validation) = model_of(state, &record)?;
+    let none = WorkRecord::default();
+    let record = stored.record.as_ref().unwrap_or(&none);
+    let (model, validation) = model_of(state, record)?;
     match (validation, scored) {
         (Validation::Exact, None) => Ok(()),
         (Validation::Exact, Some(_)) => Err(DisputesError::WrongResultKind.err(format!(
