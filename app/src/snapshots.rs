@@ -179,7 +179,7 @@ impl Snapshots {
     /// After the commit of `height`: starts writing a snapshot of it if one is due.
     pub(crate) fn after_commit(&self, store: &Store, height: u64) {
         let Some(config) = self.config() else { return };
-        if config.interval == 0 || height == 0 || height % config.interval != 0 {
+        if config.interval == 0 || height == 0 || !height.is_multiple_of(config.interval) {
             return;
         }
         if self.writing.swap(true, Ordering::AcqRel) {

@@ -164,7 +164,7 @@ fn decode_points(
     bytes: &[u8],
     decode: impl Fn(&[u8; PUBLIC_KEY_LEN]) -> Option<G1Affine>,
 ) -> Option<Commitments> {
-    if bytes.is_empty() || bytes.len() % PUBLIC_KEY_LEN != 0 {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(PUBLIC_KEY_LEN) {
         return None;
     }
     bytes

@@ -24,7 +24,7 @@ pub fn encode(bytes: &[u8]) -> String {
 pub fn decode(text: &str) -> Result<Vec<u8>, String> {
     let data = text.trim_end_matches('=');
     let padding = text.len() - data.len();
-    if padding > 2 || (padding > 0 && text.len() % 4 != 0) || data.len() % 4 == 1 {
+    if padding > 2 || (padding > 0 && !text.len().is_multiple_of(4)) || data.len() % 4 == 1 {
         return Err("wrong length or padding".into());
     }
     let mut out = Vec::with_capacity(data.len() * 3 / 4);

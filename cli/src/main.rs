@@ -72,12 +72,9 @@ pub struct Global {
 impl Global {
     /// The home directory (`--home`, else `$GONKA_HOME`, else `~/.gonka`).
     pub fn home(&self) -> PathBuf {
-        self.home.clone().unwrap_or_else(|| {
-            std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("."))
-                .join(".gonka")
-        })
+        self.home
+            .clone()
+            .unwrap_or_else(gonka_client::chat::default_home)
     }
 
     /// The keyring `--home` and `--keyring-backend` select.

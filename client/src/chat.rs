@@ -36,17 +36,30 @@ pub const LLM_MODEL: &str = "HuggingFaceTB/SmolLM2-135M-Instruct";
 /// [`LLM_MODEL`]'s file.
 pub const LLM_MODEL_FILE: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
+/// The gonka home when none is given: `$GONKA_HOME`, else `~/.gonka` (where `gonkad` keeps its
+/// keyring and `scripts/fetch-model.sh` the model).
+pub fn default_home() -> std::path::PathBuf {
+    std::env::var_os("GONKA_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("HOME")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| std::path::PathBuf::from("."))
+                .join(".gonka")
+        })
+}
+
 /// Alternatives per position [`LLM_MODEL`]'s receipts commit to and its validators score
 /// (its `logprob_top_k` in a localnet's model table).
 pub const LLM_LOGPROB_TOP_K: u32 = 5;
 
 /// Largest mean difference per compared log-probability, in 2^-16 nats, at which a scoring of
-/// [`LLM_MODEL`] agrees with the executor's (its `logprob_threshold`): 0.4 nats, twice the
+/// [`LLM_MODEL`] agrees with the executor's (its `logprob_threshold`): 0.4 nats, 1.8 times the
 /// worst honest answer of another runtime measured (README, *Validation of inexact models*).
 pub const LLM_LOGPROB_THRESHOLD: u64 = 26_214;
 
 /// Largest sum of differences at one position, in 2^-16 nats (its
-/// `logprob_position_threshold`): 20 nats, twice the worst honest position measured.
+/// `logprob_position_threshold`): 20 nats, more than twice the worst honest position measured.
 pub const LLM_LOGPROB_POSITION_THRESHOLD: u64 = 20 * 65_536;
 
 /// [`LLM_MODEL`]'s entry in a localnet's model table, at `price_per_token` ngnk: validated by

@@ -12,9 +12,11 @@
 //! scored the same way by generation and by a validator's teacher-forced pass.
 //!
 //! Weights: by default ([`WeightFormat::Exact`]) the matrices run on this crate's kernel
-//! (`kernels.rs`): the file's Q4_1 blocks used as stored, f32 activations, AVX2+FMA+F16C
-//! chosen at run time (binaries stay portable: no `target-cpu=native`) with a bit-identical
-//! scalar fallback.
+//! (`kernels.rs`): the file's Q4_1 blocks used as stored, activations quantized to int8 per
+//! block of 32 (as llama.cpp does for these weights) and exact integer block sums — AVX-VNNI or
+//! AVX2 chosen at run time (binaries stay portable: no `target-cpu=native`) with a
+//! bit-identical scalar fallback —, so a row's result does not depend on the CPU, the thread
+//! count or the rows computed with it.
 //! candle 0.11's Q4_1 vec-dot is scalar, and its Q8_0 kernels round activations to int8 with a
 //! batch-dependent path, so a teacher-forced row drifted ~0.1 in log-probability from the same
 //! row decoded alone; both candle paths stay selectable and `benches/generate.rs` measures all
@@ -94,8 +96,8 @@ pub enum Error {
 /// How the weight matrices are held and multiplied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WeightFormat {
-    /// This crate's kernel: the file's Q4_1 (and Q8_0) blocks used as stored, f32 activations,
-    /// AVX2+FMA+F16C picked at run time with a bit-identical scalar fallback. Results do not
+    /// This crate's kernel: the file's Q4_1 (and Q8_0) blocks used as stored, int8 activations,
+    /// AVX-VNNI or AVX2 picked at run time with a bit-identical scalar fallback. Results do not
     /// depend on the CPU, the thread count or the batch: a validator's teacher-forced pass
     /// reproduces generation exactly.
     #[default]

@@ -10,11 +10,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gonka_client::http::Limits;
 use gonka_client::keys::well_known_mnemonic;
+use gonka_client::receipt::{response_hash, Receipt, HEADER_RECEIPT};
 use gonka_client::request as auth;
 use gonka_client::server::ServerLimits;
 use gonka_client::Key;
 use gonka_node::testing::*;
 use gonka_node::{self as ml_node, MlNodeConfig, DEFAULT_MODEL_ID};
+use gonka_proto::signing::text_output_commitment;
 use gonka_ta::{server, RateLimit, TaConfig, TaNodeConfig, TransferAgent};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -100,6 +102,9 @@ enum Malice {
     SilentStream,
     /// Answers a valid completion after holding the request 300 ms.
     Slow,
+    /// Answers a valid completion with a receipt committing to log-probabilities, for a model
+    /// validated by exact answers (so the answer text itself is bound to nothing).
+    ScoredReceipt,
 }
 
 /// A malicious ML node; counts the requests it received.
@@ -147,19 +152,41 @@ async fn malicious_node(malice: Malice) -> (SocketAddr, Arc<AtomicU64>) {
                     }
                     Malice::Slow => {
                         tokio::time::sleep(Duration::from_millis(300)).await;
-                        let body =
-                            r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
-                        let resp = format!(
-                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                            body.len()
-                        );
-                        let _ = s.write_all(resp.as_bytes()).await;
+                        let _ = s.write_all(completion("").as_bytes()).await;
+                    }
+                    Malice::ScoredReceipt => {
+                        // It commits to the (empty) text it sends, as an exact receipt would.
+                        let salt = [9u8; 32];
+                        let receipt = Receipt {
+                            node_id: "bad".into(),
+                            host: "bad.example".into(),
+                            output_commitment: hex::encode(text_output_commitment(
+                                &salt,
+                                &response_hash(""),
+                            )),
+                            salt: hex::encode(salt),
+                            prompt_tokens: 1,
+                            completion_tokens: 2,
+                            signature: hex::encode([1u8; 64]),
+                            scored: Some(hex::encode([0u8; 4])),
+                        };
+                        let header = format!("{HEADER_RECEIPT}: {}\r\n", receipt.to_header());
+                        let _ = s.write_all(completion(&header).as_bytes()).await;
                     }
                 }
             });
         }
     });
     (addr, received)
+}
+
+/// A complete, valid completion answer with extra header lines `headers`.
+fn completion(headers: &str) -> String {
+    let body = r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{headers}Connection: close\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 fn node(id: &str, addr: SocketAddr, max_concurrency: u32, bandwidth_mbps: u64) -> TaNodeConfig {
@@ -272,6 +299,14 @@ async fn a_node_that_sends_an_oversized_answer_is_cooled_down_and_replaced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_whose_stream_goes_silent_is_cooled_down_and_replaced() {
     assert_served_elsewhere_and_cooled_down(Malice::SilentStream, true).await;
+}
+
+/// Attack: an ML node serving a model validated by exact answers sends a receipt of the other
+/// kind, committing to log-probabilities instead of the answer, so that whatever text it sent
+/// could never be checked. The TA refuses to settle it and serves the request elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_whose_receipt_is_of_the_wrong_kind_is_cooled_down_and_replaced() {
+    assert_served_elsewhere_and_cooled_down(Malice::ScoredReceipt, false).await;
 }
 
 /// Attack (hole 7): an ML node declares `max_concurrency` u32::MAX, so the relative-load

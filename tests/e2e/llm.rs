@@ -8,7 +8,7 @@
 //! (the model table says so): another node's validator scores the executor's committed tokens
 //! and agrees.
 //!
-//! The model file is found at `GONKA_LLM_MODEL` or under `~/.gonka/models/`; when it is missing
+//! The model file is found at `GONKA_LLM_MODEL` or under `${GONKA_HOME:-~/.gonka}/models/`; when it is missing
 //! the test fails in CI (`CI` set) and is skipped elsewhere with a note.
 
 use std::path::PathBuf;
@@ -42,11 +42,7 @@ type Scored = (String, f64, Vec<(String, f64)>);
 fn model_file() -> Option<PathBuf> {
     let path = std::env::var_os("GONKA_LLM_MODEL")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".gonka")
-                .join(LLM_MODEL_FILE)
-        });
+        .unwrap_or_else(|| gonka_client::chat::default_home().join(LLM_MODEL_FILE));
     if path.is_file() {
         return Some(path);
     }

@@ -130,7 +130,7 @@ fn a_new_node_joins_from_a_snapshot_and_follows_the_chain() {
         let restored = restored_height(&log)
             .unwrap_or_else(|| panic!("{} restored no snapshot", net.logs_of(synced)));
         assert!(
-            restored >= snapshot_height && restored % interval == 0,
+            restored >= snapshot_height && restored.is_multiple_of(interval),
             "restored height {restored}"
         );
         let committed = committed_heights(&log);

@@ -120,7 +120,7 @@ pub fn validate_params(params: &Params) -> Result<()> {
             )));
         }
     }
-    if params.committee_size % 2 == 0 {
+    if params.committee_size.is_multiple_of(2) {
         return Err(invalid(format!(
             "{} must be odd (so a majority always exists), found {}",
             field("committee_size"),

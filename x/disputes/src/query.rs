@@ -174,7 +174,7 @@ mod tests {
         Dispute {
             id,
             inference_id: format!("{id:064x}"),
-            status: if id % 3 == 0 {
+            status: if id.is_multiple_of(3) {
                 status::OPEN
             } else {
                 status::DISPUTE_ALL[1]
@@ -182,7 +182,7 @@ mod tests {
             .into(),
             accuser: "gonka1accuser".into(),
             executor_host: format!("gonka1host{}", id % 2),
-            committee: if id % 2 == 0 {
+            committee: if id.is_multiple_of(2) {
                 vec![VALIDATOR.into()]
             } else {
                 vec!["gonka1other".into()]

@@ -72,7 +72,7 @@ pub fn validate_params(params: &Params) -> Result<()> {
             params.max_round_blocks,
         );
     }
-    if params.committee_size == 0 || params.committee_size % 2 == 0 {
+    if params.committee_size == 0 || params.committee_size.is_multiple_of(2) {
         return field("committee_size", "odd and positive", params.committee_size);
     }
     for (name, value) in [
