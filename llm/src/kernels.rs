@@ -535,33 +535,29 @@ mod tests {
             for p in 0..n / PANEL {
                 let panel = w.panel(p);
                 let reference = tile_scalar::<4>(&panel, &acts, nb, 0);
-                if has("") {
-                    // SAFETY: the CPU has the features (checked above).
-                    let got = unsafe {
-                        if nibbles {
-                            simd::tile_avx2::<4, true>(&panel, &acts, nb, 0)
-                        } else {
-                            simd::tile_avx2::<4, false>(&panel, &acts, nb, 0)
-                        }
-                    };
-                    assert_eq!(
-                        got.map(|r| r.map(f32::to_bits)),
-                        reference.map(|r| r.map(f32::to_bits))
-                    );
-                }
-                if has("avxvnni") {
-                    // SAFETY: as above.
-                    let got = unsafe {
-                        if nibbles {
-                            simd::tile_vnni::<4, true>(&panel, &acts, nb, 0)
-                        } else {
-                            simd::tile_vnni::<4, false>(&panel, &acts, nb, 0)
-                        }
-                    };
-                    assert_eq!(
-                        got.map(|r| r.map(f32::to_bits)),
-                        reference.map(|r| r.map(f32::to_bits))
-                    );
+                type Tile = unsafe fn(&Panel<'_>, &Acts, usize, usize) -> [[f32; PANEL]; 4];
+                let versions: [(&str, bool, [Tile; 2]); 2] = [
+                    (
+                        "avx2",
+                        has(""),
+                        [simd::tile_avx2::<4, false>, simd::tile_avx2::<4, true>],
+                    ),
+                    (
+                        "avx-vnni",
+                        has("avxvnni"),
+                        [simd::tile_vnni::<4, false>, simd::tile_vnni::<4, true>],
+                    ),
+                ];
+                for (name, available, tiles) in versions {
+                    if available {
+                        // SAFETY: the CPU has the features (checked by `has`).
+                        let got = unsafe { tiles[nibbles as usize](&panel, &acts, nb, 0) };
+                        assert_eq!(
+                            got.map(|r| r.map(f32::to_bits)),
+                            reference.map(|r| r.map(f32::to_bits)),
+                            "{name}, nibbles {nibbles}"
+                        );
+                    }
                 }
             }
         }

@@ -6,6 +6,8 @@
 //! Every edited key must appear exactly once in its section, so a CometBFT upgrade that moves a
 //! key fails loudly here instead of leaving a node on a default port.
 
+use std::net::Ipv4Addr;
+
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 
@@ -195,22 +197,27 @@ pub(crate) struct Timeouts {
 }
 
 /// The edits that turn a `cometbft testnet` node config into a localnet node config:
-/// loopback listen addresses from `ports`, `persistent_peers` (`id@127.0.0.1:port` of the other
-/// nodes), peer checks relaxed for one-machine networks, Prometheus on its own port, and the
-/// consensus timeouts.
+/// listen addresses on the node's `host` (127.0.0.1 unless it runs as a host of its own) from
+/// `ports`, `persistent_peers` (`id@host:port` of the other nodes), peer exchange (off when
+/// peers are dialed through other addresses than their own, e.g. relays, so that nodes dial
+/// only those), peer checks relaxed for one-machine networks, Prometheus on its own port, and
+/// the consensus timeouts.
 pub(crate) fn node_config_edits(
     moniker: &str,
+    host: Ipv4Addr,
     ports: &NodePorts,
     persistent_peers: &[String],
+    pex: bool,
     timeouts: &Timeouts,
 ) -> Vec<TomlEdit> {
     vec![
         TomlEdit::string("", "moniker", moniker),
-        TomlEdit::string("", "proxy_app", &format!("tcp://127.0.0.1:{}", ports.abci)),
-        TomlEdit::string("rpc", "laddr", &format!("tcp://127.0.0.1:{}", ports.rpc)),
-        TomlEdit::string("p2p", "laddr", &format!("tcp://127.0.0.1:{}", ports.p2p)),
+        TomlEdit::string("", "proxy_app", &format!("tcp://{host}:{}", ports.abci)),
+        TomlEdit::string("rpc", "laddr", &format!("tcp://{host}:{}", ports.rpc)),
+        TomlEdit::string("p2p", "laddr", &format!("tcp://{host}:{}", ports.p2p)),
         TomlEdit::string("p2p", "external_address", ""),
         TomlEdit::string("p2p", "persistent_peers", &persistent_peers.join(",")),
+        TomlEdit::boolean("p2p", "pex", pex),
         TomlEdit::boolean("p2p", "addr_book_strict", false),
         TomlEdit::boolean("p2p", "allow_duplicate_ip", true),
         TomlEdit::string("consensus", "timeout_commit", &timeouts.commit),
@@ -221,7 +228,7 @@ pub(crate) fn node_config_edits(
         TomlEdit::string(
             "instrumentation",
             "prometheus_listen_addr",
-            &format!("127.0.0.1:{}", ports.prometheus),
+            &format!("{host}:{}", ports.prometheus),
         ),
     ]
 }
@@ -341,6 +348,7 @@ seeds = ""
 persistent_peers = ""
 addr_book_strict = false
 allow_duplicate_ip = true
+pex = true
 
 [mempool]
 size = 5000
@@ -377,8 +385,10 @@ namespace = "cometbft"
     fn rewrites_the_right_keys_in_the_right_sections() {
         let edits = node_config_edits(
             "node1",
+            Ipv4Addr::LOCALHOST,
             &ports(),
             &peers(),
+            true,
             &timeouts("500ms", "800ms", "300ms"),
         );
         let out = rewrite_toml(SAMPLE, &edits).unwrap();
@@ -393,6 +403,7 @@ namespace = "cometbft"
         );
         assert_eq!(get("p2p", "addr_book_strict"), "false");
         assert_eq!(get("p2p", "allow_duplicate_ip"), "true");
+        assert_eq!(get("p2p", "pex"), "true");
         assert_eq!(get("consensus", "timeout_commit"), "500ms");
         assert_eq!(get("consensus", "timeout_propose"), "800ms");
         assert_eq!(get("consensus", "timeout_prevote"), "300ms");
@@ -406,7 +417,14 @@ namespace = "cometbft"
 
     #[test]
     fn leaves_every_other_line_alone() {
-        let edits = node_config_edits("node0", &ports(), &peers(), &timeouts("1s", "3s", "1s"));
+        let edits = node_config_edits(
+            "node0",
+            Ipv4Addr::LOCALHOST,
+            &ports(),
+            &peers(),
+            true,
+            &timeouts("1s", "3s", "1s"),
+        );
         let out = rewrite_toml(SAMPLE, &edits).unwrap();
         let before: Vec<&str> = SAMPLE.lines().collect();
         let after: Vec<&str> = out.lines().collect();

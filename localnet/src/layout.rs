@@ -95,6 +95,37 @@ pub struct LocalnetConfig {
     /// Sidecars (ML nodes, transfer agents, validator role) beside the genesis validators;
     /// `None` runs the chain alone.
     pub sidecar: Option<crate::sidecar::SidecarConfig>,
+    /// Nodes that run as hosts of their own (e.g. each in a network namespace) rather than on
+    /// this machine's 127.0.0.1, by node index.
+    pub node_hosts: std::collections::BTreeMap<usize, NodeHost>,
+    /// Where each node dials each peer (e.g. a relay that delays traffic); `None`: at the
+    /// peer's own address. Set, it turns peer exchange off so that nodes dial only these.
+    pub peer_dial: Option<PeerDialFn>,
+}
+
+/// A node that runs as a host of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeHost {
+    /// The address the node's listeners bind (P2P, RPC, ABCI, metrics, API); it must be this
+    /// machine's own or reachable from it, and local to the node's processes.
+    pub addr: Ipv4Addr,
+    /// Put before the node's app and CometBFT command lines, e.g. `ip netns exec <name>`; the
+    /// prefix must exec the command (so that signals reach it).
+    pub wrapper: Vec<OsString>,
+}
+
+/// A function from (dialing node index, dialed node) to the `host:port` the dialing node's
+/// `persistent_peers` gives for it.
+pub type PeerDialer = dyn Fn(usize, &NodeInfo) -> String + Send + Sync;
+
+/// Where nodes dial their peers (see [`LocalnetConfig::peer_dial`]).
+#[derive(Clone)]
+pub struct PeerDialFn(pub Arc<PeerDialer>);
+
+impl std::fmt::Debug for PeerDialFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerDialFn(..)")
+    }
 }
 
 impl LocalnetConfig {
@@ -123,7 +154,46 @@ impl LocalnetConfig {
             node_app_args: Default::default(),
             start_timeout: DEFAULT_START_TIMEOUT,
             sidecar: None,
+            node_hosts: Default::default(),
+            peer_dial: None,
         }
+    }
+
+    /// The address node `index` listens on: its [`NodeHost`]'s, else 127.0.0.1.
+    pub fn host_of(&self, index: usize) -> Ipv4Addr {
+        self.node_hosts
+            .get(&index)
+            .map_or(Ipv4Addr::LOCALHOST, |h| h.addr)
+    }
+
+    /// `persistent_peers` of node `from`: every node of `peers` but itself.
+    fn persistent_peers(&self, from: usize, peers: &[NodeInfo]) -> Vec<String> {
+        peers
+            .iter()
+            .filter(|to| to.index != from)
+            .map(|to| match &self.peer_dial {
+                Some(dial) => format!("{}@{}", to.node_id, (dial.0)(from, to)),
+                None => to.peer_address(),
+            })
+            .collect()
+    }
+
+    /// The config.toml edits of node `index` (see [`config::node_config_edits`]).
+    fn node_config_edits(
+        &self,
+        index: usize,
+        ports: &NodePorts,
+        peers: &[NodeInfo],
+        timeouts: &config::Timeouts,
+    ) -> Vec<config::TomlEdit> {
+        config::node_config_edits(
+            &format!("node{index}"),
+            self.host_of(index),
+            ports,
+            &self.persistent_peers(index, peers),
+            self.peer_dial.is_none(),
+            timeouts,
+        )
     }
 
     /// The consensus timeouts every node's config gets.
@@ -167,7 +237,10 @@ pub struct NodeInfo {
     pub node_id: String,
     /// The node's ports.
     pub ports: NodePorts,
-    /// CometBFT RPC base URL, `http://127.0.0.1:<rpc port>`.
+    /// The address its listeners bind: 127.0.0.1 unless it runs as a host of its own
+    /// ([`LocalnetConfig::node_hosts`]).
+    pub host: Ipv4Addr,
+    /// CometBFT RPC base URL, `http://<host>:<rpc port>`.
     pub rpc_url: String,
     /// CometBFT RPC socket address.
     pub rpc_addr: SocketAddr,
@@ -192,18 +265,20 @@ impl NodeInfo {
         ports: NodePorts,
         node_id: String,
         genesis_validator: bool,
+        host: Ipv4Addr,
     ) -> NodeInfo {
         let home = dir.join(format!("node{index}"));
-        let loopback = |port| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+        let at = |port| SocketAddr::V4(SocketAddrV4::new(host, port));
         NodeInfo {
             index,
             genesis_validator,
             moniker: format!("node{index}"),
             node_id,
             ports,
-            rpc_url: format!("http://127.0.0.1:{}", ports.rpc),
-            rpc_addr: loopback(ports.rpc),
-            abci_addr: loopback(ports.abci),
+            host,
+            rpc_url: format!("http://{host}:{}", ports.rpc),
+            rpc_addr: at(ports.rpc),
+            abci_addr: at(ports.abci),
             app_home: home.join("app"),
             cometbft_home: home.join("cometbft"),
             app_log: home.join("app.log"),
@@ -217,9 +292,9 @@ impl NodeInfo {
         self.ports.p2p
     }
 
-    /// This node as a CometBFT peer: `<node_id>@127.0.0.1:<p2p port>`.
+    /// This node as a CometBFT peer: `<node_id>@<host>:<p2p port>`.
     pub fn peer_address(&self) -> String {
-        format!("{}@127.0.0.1:{}", self.node_id, self.ports.p2p)
+        format!("{}@{}:{}", self.node_id, self.host, self.ports.p2p)
     }
 
     /// The node's genesis file (identical on every node).
@@ -375,7 +450,7 @@ fn resume(config: &LocalnetConfig, manifest_path: &Path) -> Result<Vec<NodeInfo>
         );
     }
     let full_nodes = m.full_node_ids.len();
-    let nodes = node_infos(&config.dir, m.base_port, m.node_ids, m.full_node_ids)?;
+    let nodes = node_infos(config, m.base_port, m.node_ids, m.full_node_ids)?;
     for node in &nodes {
         if !node.cometbft_home.is_dir() {
             bail!(
@@ -423,7 +498,7 @@ fn warn_on_drift(config: &LocalnetConfig, node: &NodeInfo) {
 
 /// The nodes of a network: the genesis validators `node_ids`, then the full nodes.
 fn node_infos(
-    dir: &Path,
+    config: &LocalnetConfig,
     base_port: u16,
     node_ids: Vec<String>,
     full_node_ids: Vec<String>,
@@ -435,7 +510,7 @@ fn node_infos(
         .chain(full_node_ids)
         .zip(ports)
         .enumerate()
-        .map(|(i, (id, p))| NodeInfo::new(dir, i, p, id, i < validators))
+        .map(|(i, (id, p))| NodeInfo::new(&config.dir, i, p, id, i < validators, config.host_of(i)))
         .collect())
 }
 
@@ -504,7 +579,7 @@ fn create(config: &LocalnetConfig) -> Result<Vec<NodeInfo>> {
     let node_ids = (0..n)
         .map(|i| cometbft::show_node_id(&config.cometbft, &staged_home(i)))
         .collect::<Result<Vec<_>>>()?;
-    let nodes = node_infos(dir, config.base_port, node_ids.clone(), Vec::new())?;
+    let nodes = node_infos(config, config.base_port, node_ids.clone(), Vec::new())?;
 
     let genesis_path = staged_home(0).join("config").join("genesis.json");
     let genesis = fs::read_to_string(&genesis_path)
@@ -536,13 +611,7 @@ fn create(config: &LocalnetConfig) -> Result<Vec<NodeInfo>> {
         let config_path = home.join("config").join("config.toml");
         let text = fs::read_to_string(&config_path)
             .with_context(|| format!("reading {}", config_path.display()))?;
-        let peers: Vec<String> = nodes
-            .iter()
-            .filter(|other| other.index != node.index)
-            .map(NodeInfo::peer_address)
-            .collect();
-        let edits =
-            config::node_config_edits(&node.moniker, &node.ports, &peers, &config.timeouts());
+        let edits = config.node_config_edits(node.index, &node.ports, &nodes, &config.timeouts());
         let text = rewrite_toml(&text, &edits)
             .with_context(|| format!("rewriting {}", config_path.display()))?;
         fs::write(&config_path, text)?;
@@ -628,7 +697,14 @@ pub(crate) fn add_full_node(config: &LocalnetConfig, nodes: &[NodeInfo]) -> Resu
             return Err(e);
         }
     };
-    let node = NodeInfo::new(dir, index, ports, node_id.clone(), false);
+    let node = NodeInfo::new(
+        dir,
+        index,
+        ports,
+        node_id.clone(),
+        false,
+        config.host_of(index),
+    );
     let moved = fs::create_dir_all(&node.home)
         .and_then(|()| fs::rename(&staged, &node.cometbft_home))
         .and_then(|()| fs::create_dir_all(&node.app_home));
@@ -685,11 +761,10 @@ fn stage_full_node(
         propose: first_value("timeout_propose", defaults.propose),
         vote: first_value("timeout_prevote", defaults.vote),
     };
-    let peers: Vec<String> = nodes.iter().map(NodeInfo::peer_address).collect();
     let config_path = staged.join("config").join("config.toml");
     let text = fs::read_to_string(&config_path)
         .with_context(|| format!("reading {}", config_path.display()))?;
-    let edits = config::node_config_edits(&format!("node{index}"), ports, &peers, &timeouts);
+    let edits = config.node_config_edits(index, ports, nodes, &timeouts);
     let text = rewrite_toml(&text, &edits)
         .with_context(|| format!("rewriting {}", config_path.display()))?;
     fs::write(&config_path, text)?;
@@ -782,7 +857,14 @@ mod tests {
     #[test]
     fn node_info_paths_and_addresses() {
         let ports = NodePorts::for_node(26700, 2).unwrap();
-        let n = NodeInfo::new(Path::new("/x/net"), 2, ports, "ab".repeat(20), true);
+        let n = NodeInfo::new(
+            Path::new("/x/net"),
+            2,
+            ports,
+            "ab".repeat(20),
+            true,
+            Ipv4Addr::LOCALHOST,
+        );
         assert_eq!(n.rpc_url, "http://127.0.0.1:26721");
         assert_eq!(n.abci_addr.to_string(), "127.0.0.1:26722");
         assert_eq!(n.p2p_port(), 26720);

@@ -1,4 +1,5 @@
-//! gonka-localnet: lays out and runs an N-validator CometBFT network on 127.0.0.1, each
+//! gonka-localnet: lays out and runs an N-validator CometBFT network on 127.0.0.1 (or with
+//! nodes as hosts of their own: [`NodeHost`]), each
 //! validator a pair of processes, the gonka app (`gonkad start --home <app_home> --abci-addr
 //! 127.0.0.1:<port>`) and `cometbft start --home <cometbft_home>` dialing it as `proxy_app`.
 //! `gonkad localnet` and the end-to-end tests drive it:
@@ -38,9 +39,9 @@ pub use cometbft::{
     cometbft_version, find_cometbft, COMETBFT_INSTALL, COMETBFT_SERIES, COMETBFT_VERSION,
 };
 pub use layout::{
-    read_consensus_key, reset, AppStateFn, GenesisValidatorKey, LocalnetConfig, NodeInfo,
-    DEFAULT_CHAIN_ID, DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT_COMMIT, DEFAULT_TIMEOUT_PROPOSE,
-    DEFAULT_TIMEOUT_VOTE, DEFAULT_VALIDATORS, MANIFEST_FILE,
+    read_consensus_key, reset, AppStateFn, GenesisValidatorKey, LocalnetConfig, NodeHost, NodeInfo,
+    PeerDialFn, PeerDialer, DEFAULT_CHAIN_ID, DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT_COMMIT,
+    DEFAULT_TIMEOUT_PROPOSE, DEFAULT_TIMEOUT_VOTE, DEFAULT_VALIDATORS, MANIFEST_FILE,
 };
 pub use localnet::{CrashPolicy, Localnet, Stopper, MAX_RESTART_BACKOFF, STOP_GRACE};
 pub use ports::{find_free_base_port, NodePorts, DEFAULT_BASE_PORT};

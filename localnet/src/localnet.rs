@@ -206,7 +206,7 @@ pub struct Localnet {
 impl Localnet {
     /// Creates the network if `config.dir` holds none, or reuses the one there untouched
     /// (resuming the same chain). Creation runs `cometbft testnet`, then rewrites every node's
-    /// config.toml (loopback listen addresses on the node's ports, `proxy_app`, Prometheus,
+    /// config.toml (listen addresses on the node's host and ports, `proxy_app`, Prometheus,
     /// `persistent_peers` = the other nodes, `addr_book_strict = false`,
     /// `allow_duplicate_ip = true`, `timeout_commit`) and writes one genesis.json with
     /// `chain_id` and `app_state` to every node. Reusing a network created with a different
@@ -282,7 +282,7 @@ impl Localnet {
     /// gets `dir/node{N}/` laid out like the validators': its own ports from the same scheme
     /// ([`crate::NodePorts::for_node`]`(base_port, N)`), a fresh node key and
     /// `priv_validator_key.json` from `cometbft init`, node 0's genesis.json byte for byte, and
-    /// config.toml rewritten the same way (loopback listen addresses, `proxy_app`, Prometheus,
+    /// config.toml rewritten the same way (listen addresses on its host, `proxy_app`, Prometheus,
     /// `persistent_peers` = every existing node, `addr_book_strict = false`,
     /// `allow_duplicate_ip = true`, the network's `timeout_commit`). The existing nodes'
     /// configs are left alone; the new node dials them.
@@ -741,7 +741,10 @@ impl Localnet {
     fn spawn_node(&self, i: usize, deadline: Instant) -> Result<()> {
         self.shared.check_not_shut_down()?;
         let node = &self.nodes[i];
-        check_ports_free(node, self.config.sidecar.is_some())?;
+        // A node on a host of its own binds an address this process may not have.
+        if !self.config.node_hosts.contains_key(&i) {
+            check_ports_free(node, self.config.sidecar.is_some())?;
+        }
 
         let mut app_args: Vec<OsString> = vec![
             "start".into(),
@@ -771,7 +774,8 @@ impl Localnet {
         if let Some(extra) = self.config.node_app_args.get(&i) {
             app_args.extend(extra.iter().cloned());
         }
-        let app = process::spawn(&self.config.gonkad, &app_args, Role::App, i, &node.app_log)?;
+        let (program, args) = self.node_command(i, &self.config.gonkad, app_args);
+        let app = process::spawn(&program, &args, Role::App, i, &node.app_log)?;
         self.shared.lock()[i].app = Some(app);
         tracing::info!(node = i, abci = %node.abci_addr, log = %node.app_log.display(), "app started");
         self.wait_for_abci(i, deadline)?;
@@ -782,16 +786,30 @@ impl Localnet {
             "--home".into(),
             node.cometbft_home.clone().into(),
         ];
-        let cometbft = process::spawn(
-            &self.config.cometbft,
-            &cometbft_args,
-            Role::Cometbft,
-            i,
-            &node.cometbft_log,
-        )?;
+        let (program, args) = self.node_command(i, &self.config.cometbft, cometbft_args);
+        let cometbft = process::spawn(&program, &args, Role::Cometbft, i, &node.cometbft_log)?;
         self.shared.lock()[i].cometbft = Some(cometbft);
         tracing::info!(node = i, rpc = %node.rpc_url, log = %node.cometbft_log.display(), "cometbft started");
         Ok(())
+    }
+
+    /// `program args` as node `i` runs it: after its host's wrapper
+    /// ([`crate::layout::NodeHost`]), if it has one.
+    fn node_command(
+        &self,
+        i: usize,
+        program: &std::path::Path,
+        args: Vec<OsString>,
+    ) -> (std::path::PathBuf, Vec<OsString>) {
+        match self.config.node_hosts.get(&i).map(|h| h.wrapper.as_slice()) {
+            Some([wrapper, wrapper_args @ ..]) => {
+                let mut line = wrapper_args.to_vec();
+                line.push(program.into());
+                line.extend(args);
+                (wrapper.into(), line)
+            }
+            _ => (program.to_path_buf(), args),
+        }
     }
 
     /// Fails if node `i`'s processes exited or the localnet was shut down.

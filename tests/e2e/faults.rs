@@ -45,7 +45,7 @@ use crate::support::{
 };
 
 /// Accounts sending signed transfers, one send in flight each.
-const SENDERS: usize = 12;
+pub(crate) const SENDERS: usize = 12;
 /// ngnk per send.
 const SEND_AMOUNT: u128 = 1_000;
 /// How long a sender waits for its accepted send before asking the chain for its sequence.
@@ -55,12 +55,12 @@ const WINDOW: u64 = 8;
 /// Bound on the wait for a restarted node to catch up.
 const CATCH_UP: Duration = Duration::from_secs(90);
 
-fn sender_label(i: usize) -> String {
+pub(crate) fn sender_label(i: usize) -> String {
     format!("fault-sender-{i}")
 }
 
 /// A small deterministic generator (SplitMix64), so a seed replays the same faults.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -71,7 +71,7 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
@@ -89,11 +89,11 @@ enum Fault {
 
 /// What the senders saw.
 #[derive(Default)]
-struct SendCounts {
-    accepted: AtomicU64,
-    committed: AtomicU64,
-    resubmitted: AtomicU64,
-    refused: AtomicU64,
+pub(crate) struct SendCounts {
+    pub(crate) accepted: AtomicU64,
+    pub(crate) committed: AtomicU64,
+    pub(crate) resubmitted: AtomicU64,
+    pub(crate) refused: AtomicU64,
 }
 
 /// What the chat client saw through one transfer agent.
@@ -427,7 +427,7 @@ async fn catch_up(net: &Net, node: usize) {
 
 /// One sender: signs its next send, submits it to a node that answers, waits for it, and
 /// resubmits the same bytes if the chain never used its sequence.
-async fn send_loop(
+pub(crate) async fn send_loop(
     index: usize,
     mut signer: SignerData,
     sink: String,
@@ -585,7 +585,7 @@ async fn settled_records(net: &Net, tas: &[String]) -> BTreeMap<String, u64> {
 
 /// The intervals between consecutive block times in `from..=to`, as node 0's headers record
 /// them, each with the height of the later block, longest first; and their median.
-async fn gaps(client: &Client, from: u64, to: u64) -> (Vec<(Duration, u64)>, Duration) {
+pub(crate) async fn gaps(client: &Client, from: u64, to: u64) -> (Vec<(Duration, u64)>, Duration) {
     let mut times = Vec::new();
     let mut height = from;
     while height <= to {

@@ -18,6 +18,7 @@ mod inference;
 mod liveness;
 mod llm;
 mod localnet_cli;
+mod netns;
 mod prove;
 mod proxy;
 mod settlement;
