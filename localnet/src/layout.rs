@@ -103,7 +103,9 @@ pub struct LocalnetConfig {
     pub peer_dial: Option<PeerDialFn>,
 }
 
-/// A node that runs as a host of its own.
+/// A node that runs as a host of its own. Only the node's app and CometBFT move there: a
+/// localnet with [`LocalnetConfig::sidecar`] set keeps its sidecars on 127.0.0.1, so use it
+/// for chain-only networks (as `tests/e2e/netns.rs` does).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeHost {
     /// The address the node's listeners bind (P2P, RPC, ABCI, metrics, API); it must be this
