@@ -20,12 +20,15 @@
 use cosmrs::proto::cosmos::crypto::secp256k1::PubKey as CosmosPubKey;
 use cosmrs::proto::cosmos::tx::signing::v1beta1::SignMode;
 use cosmrs::proto::cosmos::tx::v1beta1::{mode_info, AuthInfo, SignDoc, TxBody, TxRaw};
-use gonka_auth::{address_of_key, validate_address, AuthError, AuthParams, AuthRead, AuthWrite};
+use gonka_auth::{
+    address_of_compressed_key, validate_address, AuthError, AuthParams, AuthRead, AuthWrite,
+};
 use gonka_bank::{fee_collector_address, parse_coins, transfer, Coin, NATIVE_DENOM};
 use gonka_proto::auth::SignDocHint;
 use gonka_sdk::{type_url, Error, ErrorCode, Event, GasMeter, Module, Msg, Result, StateWrite};
-use k256::ecdsa::VerifyingKey;
 use prost::Message;
+
+use crate::sig_cache::Verdict;
 
 /// Length of a compact secp256k1 signature: what simulation charges for a tx that does not
 /// carry one yet.
@@ -201,8 +204,8 @@ pub fn decode(
     })
 }
 
-/// The SEC1 bytes of a `/cosmos.crypto.secp256k1.PubKey`; whether they are a curve point is
-/// checked by [`authenticate`], after the cheap checks.
+/// The compressed SEC1 bytes (33) of a `/cosmos.crypto.secp256k1.PubKey`, as the Cosmos SDK
+/// requires them; whether they are a curve point is checked with the signature.
 fn pub_key_bytes(any: &gonka_sdk::Any) -> Result<Vec<u8>> {
     if any.type_url != type_url::<CosmosPubKey>() {
         return Err(AuthError::InvalidPubKey.err(format!(
@@ -213,17 +216,17 @@ fn pub_key_bytes(any: &gonka_sdk::Any) -> Result<Vec<u8>> {
     }
     let key =
         CosmosPubKey::decode(any.value.as_slice()).map_err(|e| decode_err("public key", e))?;
+    if key.key.len() != COMPRESSED_KEY_LEN || !matches!(key.key[0], 2 | 3) {
+        return Err(AuthError::InvalidPubKey.err(format!(
+            "public key must be a compressed secp256k1 key of {COMPRESSED_KEY_LEN} bytes (0x02 or 0x03, then x), found {} bytes",
+            key.key.len()
+        )));
+    }
     Ok(key.key)
 }
 
-fn parse_pub_key(bytes: &[u8]) -> Result<VerifyingKey> {
-    VerifyingKey::from_sec1_bytes(bytes).map_err(|_| {
-        AuthError::InvalidPubKey.err(format!(
-            "public key of {} bytes is not a valid secp256k1 point",
-            bytes.len()
-        ))
-    })
-}
+/// Length of a compressed SEC1 secp256k1 public key.
+const COMPRESSED_KEY_LEN: usize = 33;
 
 /// Authenticates `tx` against `state` (a state charged to `gas`), charges its fee to the fee
 /// collector and increments the signer's sequence. On error nothing has been written that
@@ -300,35 +303,28 @@ pub fn authenticate(
         transfer(state, &tx.signer, &fee_collector_address(), &tx.fee)?;
     }
 
-    // Only now the expensive part: the key's decompression and the signature check.
+    // Only now the expensive part: the signature check (and the key's decompression).
     let key = match (&tx.pub_key, account.pub_key.is_empty()) {
         (Some(bytes), true) => {
-            let key = parse_pub_key(bytes)?;
-            let derived = address_of_key(&key);
+            let derived = address_of_compressed_key(bytes);
             if derived != tx.signer {
                 return Err(AuthError::InvalidPubKey.err(format!(
                     "public key belongs to {derived}, not to the signer {}",
                     tx.signer
                 )));
             }
-            Some(key)
+            Some(bytes.clone())
         }
         (Some(bytes), false) => {
-            let key = parse_pub_key(bytes)?;
-            if key.to_encoded_point(true).as_bytes() != account.pub_key.as_slice() {
+            if *bytes != account.pub_key {
                 return Err(AuthError::InvalidPubKey.err(format!(
                     "public key in the tx is not the one {} registered",
                     tx.signer
                 )));
             }
-            Some(key)
+            Some(bytes.clone())
         }
-        (None, false) => Some(
-            VerifyingKey::from_sec1_bytes(&account.pub_key).map_err(|_| {
-                AuthError::InvalidPubKey
-                    .err(format!("stored public key of {} is invalid", tx.signer))
-            })?,
-        ),
+        (None, false) => Some(account.pub_key.clone()),
         // A simulation may leave the key out; its signature is not checked anyway.
         (None, true) if mode == Mode::Simulate => None,
         (None, true) => {
@@ -351,13 +347,23 @@ pub fn authenticate(
         .encode_to_vec();
         // Once per node: a tx checked in CheckTx is not checked again here (gas was charged
         // above all the same).
-        let verified =
-            key.is_some_and(|key| crate::sig_cache::verify(&key, &sign_doc, &tx.signature));
-        if !verified {
-            return Err(AuthError::InvalidSignature.err(format!(
-                "signature does not verify; it must cover chain-id {chain_id:?}, account number {} and sequence {}",
-                account.account_number, account.sequence
-            )));
+        let verdict = key.as_deref().map_or(Verdict::BadKey, |key| {
+            crate::sig_cache::verify(key, &sign_doc, &tx.signature)
+        });
+        match verdict {
+            Verdict::Valid => {}
+            Verdict::BadKey => {
+                return Err(AuthError::InvalidPubKey.err(format!(
+                    "the public key of {} is not a valid secp256k1 point",
+                    tx.signer
+                )))
+            }
+            Verdict::BadSignature => {
+                return Err(AuthError::InvalidSignature.err(format!(
+                    "signature does not verify; it must cover chain-id {chain_id:?}, account number {} and sequence {}",
+                    account.account_number, account.sequence
+                )))
+            }
         }
     }
 
@@ -369,7 +375,7 @@ pub fn authenticate(
     );
     account.sequence += 1;
     if let Some(key) = key {
-        account.pub_key = key.to_encoded_point(true).as_bytes().to_vec();
+        account.pub_key = key;
     }
     state.put_account(&account);
     Ok(())

@@ -4,11 +4,13 @@
 //! Sound by construction: an entry is the SHA-256 of exactly what verification reads — the
 //! compressed public key, the sign doc (body, auth info, chain id, account number) and the
 //! signature — and only successful verifications are kept, so a hit is the result the check
-//! would compute. Gas is charged before the lookup either way (gas used is consensus data), so
+//! would compute. A hit also spares decompressing the key (a square root in the field): the
+//! key was a curve point when it verified. Gas is charged before the lookup either way (gas used is consensus data), so
 //! a hit changes only the time a block takes, never its outcome. Bounded: the oldest entries
 //! are forgotten past [`CAPACITY`].
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use k256::ecdsa::signature::Verifier;
@@ -30,23 +32,63 @@ fn verified() -> &'static Mutex<Verified> {
     VERIFIED.get_or_init(Mutex::default)
 }
 
-fn entry(key: &VerifyingKey, sign_doc: &[u8], signature: &[u8]) -> [u8; 32] {
+/// Checks answered from memory since the process started.
+static HITS: AtomicU64 = AtomicU64::new(0);
+/// Checks that ran the secp256k1 verification since the process started.
+static MISSES: AtomicU64 = AtomicU64::new(0);
+
+/// How this process's signature checks were answered (for operators' metrics; never read by
+/// the state machine).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Answered from memory.
+    pub hits: u64,
+    /// Answered by the secp256k1 verification.
+    pub misses: u64,
+}
+
+/// The signature checks this process has made so far, by how they were answered.
+pub fn counts() -> Counts {
+    Counts {
+        hits: HITS.load(Ordering::Relaxed),
+        misses: MISSES.load(Ordering::Relaxed),
+    }
+}
+
+fn entry(key: &[u8], sign_doc: &[u8], signature: &[u8]) -> [u8; 32] {
     let mut hasher = Sha256::new();
-    hasher.update(key.to_encoded_point(true).as_bytes());
+    hasher.update(key);
     hasher.update((sign_doc.len() as u64).to_be_bytes());
     hasher.update(sign_doc);
     hasher.update(signature);
     hasher.finalize().into()
 }
 
-/// Whether `signature` by `key` verifies over `sign_doc`: from memory when this process
-/// verified exactly these bytes before, else by the secp256k1 check (remembered on success).
-pub fn verify(key: &VerifyingKey, sign_doc: &[u8], signature: &[u8]) -> bool {
+/// What a signature check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The signature verifies.
+    Valid,
+    /// The key is a curve point but the signature does not verify with it.
+    BadSignature,
+    /// The key bytes are not a secp256k1 point.
+    BadKey,
+}
+
+/// Whether `signature` by the SEC1-encoded `key` (compressed, 33 bytes) verifies over
+/// `sign_doc`: from memory when this process verified exactly these bytes before, else by
+/// decompressing the key and the secp256k1 check (remembered on success).
+pub fn verify(key: &[u8], sign_doc: &[u8], signature: &[u8]) -> Verdict {
     let id = entry(key, sign_doc, signature);
     let lock = || verified().lock().unwrap_or_else(|e| e.into_inner());
     if lock().set.contains(&id) {
-        return true;
+        HITS.fetch_add(1, Ordering::Relaxed);
+        return Verdict::Valid;
     }
+    MISSES.fetch_add(1, Ordering::Relaxed);
+    let Ok(key) = VerifyingKey::from_sec1_bytes(key) else {
+        return Verdict::BadKey;
+    };
     let ok = Signature::from_slice(signature).is_ok_and(|s| key.verify(sign_doc, &s).is_ok());
     if ok {
         let mut cache = lock();
@@ -58,8 +100,10 @@ pub fn verify(key: &VerifyingKey, sign_doc: &[u8], signature: &[u8]) -> bool {
                 }
             }
         }
+        Verdict::Valid
+    } else {
+        Verdict::BadSignature
     }
-    ok
 }
 
 /// Forgets every verified signature (benchmarks measure the cold path with it).
@@ -77,20 +121,42 @@ mod tests {
     #[test]
     fn a_hit_is_only_ever_the_exact_bytes_that_verified() {
         let signing = SigningKey::from_slice(&[7; 32]).unwrap();
-        let key = *signing.verifying_key();
+        let key = signing
+            .verifying_key()
+            .to_encoded_point(true)
+            .as_bytes()
+            .to_vec();
         let doc = b"sign doc".to_vec();
         let signature: Signature = signing.sign(&doc);
         let bytes = signature.to_bytes().to_vec();
-        assert!(verify(&key, &doc, &bytes));
-        assert!(verify(&key, &doc, &bytes), "and again, from memory");
+        let before = counts();
+        assert_eq!(verify(&key, &doc, &bytes), Verdict::Valid);
+        assert_eq!(
+            verify(&key, &doc, &bytes),
+            Verdict::Valid,
+            "again, from memory"
+        );
         // Any other doc, signature or key misses the cache and fails the check.
-        assert!(!verify(&key, b"other doc", &bytes));
+        assert_eq!(verify(&key, b"other doc", &bytes), Verdict::BadSignature);
         let mut flipped = bytes.clone();
         flipped[5] ^= 1;
-        assert!(!verify(&key, &doc, &flipped));
-        let other = *SigningKey::from_slice(&[8; 32]).unwrap().verifying_key();
-        assert!(!verify(&other, &doc, &bytes));
+        assert_eq!(verify(&key, &doc, &flipped), Verdict::BadSignature);
+        let other = SigningKey::from_slice(&[8; 32]).unwrap();
+        let other = other.verifying_key().to_encoded_point(true);
+        assert_eq!(
+            verify(other.as_bytes(), &doc, &bytes),
+            Verdict::BadSignature
+        );
         // A failure is never remembered as a success.
-        assert!(!verify(&key, b"other doc", &bytes));
+        assert_eq!(verify(&key, b"other doc", &bytes), Verdict::BadSignature);
+        // Bytes that are no curve point (x = 5 has no y on secp256k1) are no key.
+        let mut not_a_point = [0u8; 33];
+        not_a_point[0] = 2;
+        not_a_point[32] = 5;
+        assert_eq!(verify(&not_a_point, &doc, &bytes), Verdict::BadKey);
+        // One check came from memory, six ran the verification (other tests may add more).
+        let after = counts();
+        assert!(after.hits > before.hits);
+        assert!(after.misses >= before.misses + 6);
     }
 }

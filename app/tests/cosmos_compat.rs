@@ -470,3 +470,82 @@ fn gas_used_is_the_same_whether_the_signature_was_checked_before_or_not() {
     );
     assert_eq!(warm.chain.app_hash(), cold.chain.app_hash());
 }
+
+/// `tx` with its signer's public key replaced by `pub_key` and signed again by alice over
+/// the new sign doc: only the key's encoding is wrong.
+fn with_pub_key(tx: Vec<u8>, pub_key: Vec<u8>) -> Vec<u8> {
+    use cosmrs::proto::cosmos::tx::v1beta1::{SignDoc, TxRaw};
+    let mut raw = TxRaw::decode(tx.as_slice()).unwrap();
+    let mut auth_info = AuthInfo::decode(raw.auth_info_bytes.as_slice()).unwrap();
+    let any = auth_info.signer_infos[0].public_key.as_mut().unwrap();
+    any.value = PubKey { key: pub_key }.encode_to_vec();
+    raw.auth_info_bytes = auth_info.encode_to_vec();
+    let data = signer("alice", 0);
+    let doc = SignDoc {
+        body_bytes: raw.body_bytes.clone(),
+        auth_info_bytes: raw.auth_info_bytes.clone(),
+        chain_id: data.chain_id,
+        account_number: data.account_number,
+    };
+    let signature = key("alice")
+        .signing_key()
+        .sign(&doc.encode_to_vec())
+        .unwrap();
+    raw.signatures = vec![signature.to_bytes().to_vec()];
+    raw.encode_to_vec()
+}
+
+#[test]
+fn public_keys_the_cosmos_sdk_refuses_are_refused_and_change_nothing() {
+    let mut fx = Fixture::new();
+    let (alice, bob) = (key("alice"), key("bob"));
+    let send = || {
+        sign(
+            alice,
+            vec![msg_send(alice.address(), bob.address(), 5)],
+            &signer("alice", 0),
+            tx_fee(),
+            "",
+        )
+        .unwrap()
+    };
+    let uncompressed = k256::ecdsa::SigningKey::from_slice(&alice.secret_bytes())
+        .unwrap()
+        .verifying_key()
+        .to_encoded_point(false)
+        .as_bytes()
+        .to_vec();
+    // 33 bytes of a compressed key whose x (5) has no point on secp256k1.
+    let mut not_a_point = vec![0u8; 33];
+    not_a_point[0] = 2;
+    not_a_point[32] = 5;
+    for (name, pub_key, fragment) in [
+        (
+            "uncompressed",
+            uncompressed,
+            "compressed secp256k1 key of 33 bytes",
+        ),
+        ("not a point", not_a_point, "public key"),
+    ] {
+        let tx = with_pub_key(send(), pub_key);
+        let checked = fx.chain.check_tx(tx.clone());
+        assert_eq!(
+            (checked.code, checked.codespace.as_str()),
+            (gonka_auth::AuthError::InvalidPubKey as u32, "auth"),
+            "{name}: {}",
+            checked.log
+        );
+        assert!(checked.log.contains(fragment), "{name}: {}", checked.log);
+        let block = fx.chain.next_block(vec![tx]);
+        let result = &block.tx_results[0];
+        assert_eq!(
+            result.code,
+            gonka_auth::AuthError::InvalidPubKey as u32,
+            "{name}: {}",
+            result.log
+        );
+    }
+    // Nothing moved: alice's sequence 0 still signs, and her first good send goes through.
+    let block = fx.chain.next_block(vec![send()]);
+    assert_eq!(block.tx_results[0].code, 0, "{}", block.tx_results[0].log);
+}

@@ -12,6 +12,7 @@
 //! Run: `cargo bench -p gonka-cli --bench load` (`LOAD_SENDERS`, default 64; `LOAD_TXS`, per
 //! sender, default 200: the load must span many blocks). Needs `cometbft` on PATH.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -21,6 +22,7 @@ use gonka_client::keys::well_known_mnemonic;
 use gonka_client::{msg_send, sign, GasFee, GasPrice, Key, SignerData};
 use gonka_localnet::{
     find_cometbft, find_free_base_port, read_consensus_key, AppStateFn, Localnet, LocalnetConfig,
+    Role,
 };
 use tendermint_rpc::{Client as _, HttpClient};
 
@@ -44,6 +46,17 @@ struct Figures {
     latency_p99: Duration,
     rejected: u64,
     cpu_share: f64,
+    /// CPU seconds each watched process used while the load ran (in the order given).
+    process_cpu: Vec<f64>,
+    /// How much each app metric grew while the load ran, summed over the nodes.
+    app_metrics: BTreeMap<String, f64>,
+}
+
+/// The processes and metrics endpoints a run watches.
+#[derive(Default)]
+struct Watched {
+    pids: Vec<u32>,
+    metrics_urls: Vec<String>,
 }
 
 fn main() {
@@ -93,15 +106,32 @@ fn main() {
             "chain: {} signed sends of {size} bytes from {senders} senders",
             senders * per_sender as usize
         );
+        let pid = |i: usize, role: Role| net.pid(i, role).expect("the node is running");
+        let watched = Watched {
+            // The apps first, then the CometBFT nodes.
+            pids: (0..VALIDATORS)
+                .map(|i| pid(i, Role::App))
+                .chain((0..VALIDATORS).map(|i| pid(i, Role::Cometbft)))
+                .collect(),
+            metrics_urls: net
+                .nodes()
+                .iter()
+                .map(|n| format!("http://{}:{}/metrics", n.host, n.ports.app_metrics()))
+                .collect(),
+        };
         // The chain's blocks each start with a beacon tx.
-        let figures = runtime.block_on(load(&urls, txs, 1));
+        let figures = runtime.block_on(load(&urls, txs, 1, &watched));
         drop(net);
         (figures, size)
     };
 
     let kvstore = {
         let dir = tempfile::tempdir().unwrap();
-        let (urls, _processes) = start_kvstore(dir.path());
+        let (urls, processes) = start_kvstore(dir.path());
+        let watched = Watched {
+            pids: processes.0.iter().map(std::process::Child::id).collect(),
+            metrics_urls: Vec::new(),
+        };
         let size = chain.1;
         let txs: Vec<Vec<Vec<u8>>> = (0..senders)
             .map(|s| {
@@ -118,7 +148,7 @@ fn main() {
             "kvstore: {} txs of {size} bytes from {senders} senders",
             senders * per_sender as usize
         );
-        runtime.block_on(load(&urls, txs, 0))
+        runtime.block_on(load(&urls, txs, 0, &watched))
     };
 
     let (chain, _) = chain;
@@ -154,6 +184,104 @@ fn main() {
         100.0 * chain.committed_per_s / kvstore.committed_per_s,
         100.0 * bound / kvstore.committed_per_s,
         100.0 * chain.committed_per_s / bound
+    );
+    print_cpu_split(&kvstore, &chain, verify);
+}
+
+/// Prints where the CPU went while the load ran: per committed tx, CometBFT's processes
+/// beside kvstore's, and the apps' by ABCI call (from their `gonka_app_cpu_seconds_total`
+/// and signature-check counters).
+fn print_cpu_split(kvstore: &Figures, chain: &Figures, verify: f64) {
+    let nodes = VALIDATORS as f64;
+    let per_tx = |seconds: f64, f: &Figures| seconds * 1e6 / f.txs as f64;
+    let apps: f64 = chain.process_cpu[..VALIDATORS].iter().sum();
+    let chain_cometbft: f64 = chain.process_cpu[VALIDATORS..].iter().sum();
+    let kvstore_cometbft: f64 = kvstore.process_cpu.iter().sum();
+    println!();
+    println!("CPU per committed tx, the {VALIDATORS} nodes together (user + system, /proc):");
+    println!("| processes | kvstore | gonka |");
+    println!("|---|---:|---:|");
+    println!(
+        "| CometBFT | {:.0} µs | {:.0} µs |",
+        per_tx(kvstore_cometbft, kvstore),
+        per_tx(chain_cometbft, chain)
+    );
+    println!("| app | — | {:.0} µs |", per_tx(apps, chain));
+    println!(
+        "| load generator | {:.0} µs | {:.0} µs |",
+        kvstore.cpu_share * 1e6 / kvstore.committed_per_s,
+        chain.cpu_share * 1e6 / chain.committed_per_s
+    );
+
+    let metric = |name: &str| chain.app_metrics.get(name).copied().unwrap_or(0.0);
+    let cpu = |call: &str| metric(&format!("gonka_app_cpu_seconds_total{{call=\"{call}\"}}"));
+    let checks = |kind: &str| {
+        ["accepted", "rejected"]
+            .iter()
+            .map(|result| {
+                metric(&format!(
+                    "gonka_app_check_tx_total{{result=\"{result}\",kind=\"{kind}\"}}"
+                ))
+            })
+            .sum::<f64>()
+    };
+    let per_node_tx = |seconds: f64| per_tx(seconds, chain) / nodes;
+    let calls_per_tx = |calls: f64| calls / (chain.txs as f64 * nodes);
+    let misses = metric("gonka_app_signature_checks_total{cache=\"miss\"}");
+    let hits = metric("gonka_app_signature_checks_total{cache=\"hit\"}");
+    let blocks = metric("gonka_app_finalize_block_seconds_count") / nodes;
+    println!();
+    println!(
+        "The app's CPU per committed tx on one node ({blocks:.0} blocks; thread CPU time inside each ABCI call):"
+    );
+    println!("| part | calls per tx | CPU per tx | of the app |");
+    println!("|---|---:|---:|---:|");
+    let row = |part: &str, calls: String, seconds: f64| {
+        println!(
+            "| {part} | {calls} | {:.1} µs | {:.0}% |",
+            per_node_tx(seconds),
+            100.0 * seconds / apps
+        );
+    };
+    let mut in_calls = 0.0;
+    for (part, call, calls) in [
+        ("CheckTx of new txs", "check_tx", Some(checks("new"))),
+        (
+            "recheck after each block",
+            "recheck_tx",
+            Some(checks("recheck")),
+        ),
+        ("FinalizeBlock", "finalize_block", None),
+        ("Commit", "commit", None),
+        ("PrepareProposal", "prepare_proposal", None),
+        ("ProcessProposal", "process_proposal", None),
+        ("ExtendVote", "extend_vote", None),
+        ("VerifyVoteExtension", "verify_vote_extension", None),
+        ("Query", "query", None),
+    ] {
+        let seconds = cpu(call);
+        in_calls += seconds;
+        let calls = calls.map_or_else(|| "—".into(), |c| format!("{:.2}", calls_per_tx(c)));
+        row(part, calls, seconds);
+    }
+    row(
+        "outside the calls (ABCI socket reads and writes, message decoding and encoding, other threads)",
+        "—".into(),
+        apps - in_calls,
+    );
+    row("all of the app", "—".into(), apps);
+    let verifying = misses / verify;
+    println!(
+        "| of which secp256k1 verifications ({:.2} per tx verified, {:.2} from the signature cache; at the measured one-core rate) | {:.2} | {:.1} µs | {:.0}% |",
+        calls_per_tx(misses),
+        calls_per_tx(hits),
+        calls_per_tx(misses),
+        per_node_tx(verifying),
+        100.0 * verifying / apps
+    );
+    println!(
+        "The app's CPU beyond one verification per tx: {:.1} µs per tx per node (the bound counts none).",
+        per_node_tx(apps) - 1e6 / verify
     );
 }
 
@@ -287,7 +415,12 @@ fn start_kvstore(dir: &std::path::Path) -> (Vec<String>, Processes) {
 /// Submits every sender's txs (in order, one task per sender, to node `sender % nodes`) as
 /// fast as they are accepted, waits for them to commit, and measures. `per_block_extra`: txs
 /// every block carries besides the load (the chain's beacon tx).
-async fn load(urls: &[String], txs: Vec<Vec<Vec<u8>>>, per_block_extra: u64) -> Figures {
+async fn load(
+    urls: &[String],
+    txs: Vec<Vec<Vec<u8>>>,
+    per_block_extra: u64,
+    watched: &Watched,
+) -> Figures {
     let clients: Vec<HttpClient> = urls
         .iter()
         .map(|u| HttpClient::new(u.as_str()).unwrap())
@@ -296,6 +429,9 @@ async fn load(urls: &[String], txs: Vec<Vec<Vec<u8>>>, per_block_extra: u64) -> 
     let start_height = latest_height(&clients[0]).await;
     let accepted = Arc::new(AtomicU64::new(0));
     let rejected = Arc::new(AtomicU64::new(0));
+    let http = reqwest::Client::new();
+    let metrics_before = scrape_all(&http, &watched.metrics_urls).await;
+    let processes_before: Vec<f64> = watched.pids.iter().map(|&p| process_cpu(p)).collect();
     let cpu_before = cpu_time();
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -341,7 +477,6 @@ async fn load(urls: &[String], txs: Vec<Vec<Vec<u8>>>, per_block_extra: u64) -> 
     }
     let submitted = started.elapsed();
     // Wait until the mempools are empty: everything accepted is committed.
-    let http = reqwest::Client::new();
     loop {
         let pending = async {
             let body = http
@@ -362,6 +497,16 @@ async fn load(urls: &[String], txs: Vec<Vec<Vec<u8>>>, per_block_extra: u64) -> 
     }
     progress.abort();
     let cpu_share = (cpu_time() - cpu_before) / started.elapsed().as_secs_f64();
+    let process_cpu = watched
+        .pids
+        .iter()
+        .zip(processes_before)
+        .map(|(&p, before)| process_cpu(p) - before)
+        .collect();
+    let mut app_metrics = scrape_all(&http, &watched.metrics_urls).await;
+    for (name, value) in &mut app_metrics {
+        *value -= metrics_before.get(name).copied().unwrap_or(0.0);
+    }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let end_height = latest_height(&clients[0]).await;
 
@@ -427,7 +572,27 @@ async fn load(urls: &[String], txs: Vec<Vec<Vec<u8>>>, per_block_extra: u64) -> 
         latency_p99: pick(0.99),
         rejected: rejected.load(Ordering::Relaxed),
         cpu_share,
+        process_cpu,
+        app_metrics,
     }
+}
+
+/// The app metrics of every node, summed by name.
+async fn scrape_all(http: &reqwest::Client, urls: &[String]) -> BTreeMap<String, f64> {
+    let mut sums = BTreeMap::new();
+    for url in urls {
+        let text = http
+            .get(url)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .expect("the app serves its metrics");
+        let text = text.text().await.expect("a metrics body");
+        for (name, value) in gonka_client::metrics::parse(&text) {
+            *sums.entry(name).or_insert(0.0) += value;
+        }
+    }
+    sums
 }
 
 async fn latest_height(client: &HttpClient) -> u64 {
@@ -446,7 +611,17 @@ fn seconds(time: tendermint::Time) -> f64 {
 
 /// User + system CPU seconds this process has used.
 fn cpu_time() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_seconds_of("/proc/self/stat")
+}
+
+/// User + system CPU seconds process `pid` has used (all its threads).
+fn process_cpu(pid: u32) -> f64 {
+    cpu_seconds_of(&format!("/proc/{pid}/stat"))
+}
+
+/// User + system CPU seconds of the process whose `stat` file is at `path`.
+fn cpu_seconds_of(path: &str) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     let fields: Vec<&str> = stat
         .rsplit(')')
         .next()

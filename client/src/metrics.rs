@@ -74,14 +74,15 @@ pub fn router<S: Clone + Send + Sync + 'static>(
 }
 
 /// Serves `registry` alone at `GET /metrics` on `listener` (a role or process whose metrics
-/// have a port of their own) until the process ends.
+/// have a port of their own) until the process ends; `refresh` runs before each rendering.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     registry: Arc<Registry>,
+    refresh: impl Fn() + Send + Sync + 'static,
 ) -> std::io::Result<()> {
     crate::server::serve(
         listener,
-        router(registry, || {}),
+        router(registry, refresh),
         crate::server::ServerLimits::default(),
         std::future::pending(),
     )

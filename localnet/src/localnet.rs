@@ -39,6 +39,18 @@ impl NodeProcs {
             .chain(self.cometbft.iter_mut())
             .chain(self.sidecars.iter_mut())
     }
+
+    /// The node's `process`, if it has one.
+    fn get_mut(&mut self, process: Role) -> Option<&mut Proc> {
+        match process {
+            Role::App => self.app.as_mut(),
+            Role::Cometbft => self.cometbft.as_mut(),
+            Role::Sidecar(role) => self
+                .sidecars
+                .iter_mut()
+                .find(|p| p.role.to_string() == role),
+        }
+    }
 }
 
 /// What [`Localnet::supervise`] does when a process exits on its own.
@@ -447,17 +459,18 @@ impl Localnet {
     pub fn signal(&mut self, i: usize, process: Role, signal: libc::c_int) -> Result<bool> {
         self.node(i)?;
         let mut table = self.shared.lock();
-        let node = &mut table[i];
-        let target = match process {
-            Role::App => node.app.as_mut(),
-            Role::Cometbft => node.cometbft.as_mut(),
-            Role::Sidecar(role) => node
-                .sidecars
-                .iter_mut()
-                .find(|p| p.role.to_string() == role),
-        }
-        .ok_or_else(|| anyhow!("node {i} runs no {process}"))?;
+        let target = table[i]
+            .get_mut(process)
+            .ok_or_else(|| anyhow!("node {i} runs no {process}"))?;
         target.signal(signal)
+    }
+
+    /// The process id of node `i`'s `process`, if it runs one that has not exited (what a
+    /// benchmark reads its CPU time from, in `/proc/<pid>/stat`).
+    pub fn pid(&self, i: usize, process: Role) -> Option<u32> {
+        let mut table = self.shared.lock();
+        let running = table.get_mut(i)?.get_mut(process)?;
+        matches!(running.exited(), Ok(None)).then(|| running.child.id())
     }
 
     /// Stops every process: SIGTERM to all CometBFT nodes, up to [`STOP_GRACE`] for them to

@@ -12,8 +12,13 @@ pub const ADDRESS_PREFIX: &str = "gonka";
 /// The bech32 `gonka` address of a secp256k1 public key: RIPEMD-160(SHA-256(compressed SEC1
 /// key)), as in the Cosmos SDK.
 pub fn address_of_key(key: &VerifyingKey) -> String {
-    let compressed = key.to_encoded_point(true);
-    let id = Ripemd160::digest(Sha256::digest(compressed.as_bytes()));
+    address_of_compressed_key(key.to_encoded_point(true).as_bytes())
+}
+
+/// The address of a public key given as its 33 compressed SEC1 bytes, without checking
+/// that they are a curve point (the ante handler checks that with the signature).
+pub fn address_of_compressed_key(compressed: &[u8]) -> String {
+    let id = Ripemd160::digest(Sha256::digest(compressed));
     subtle_encoding::bech32::encode(ADDRESS_PREFIX, id)
 }
 

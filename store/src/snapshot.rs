@@ -361,7 +361,7 @@ impl Restore {
             meta.insert(db::META_OLDEST_VERSION, version.as_slice())?;
             meta.remove(db::META_RESTORING)?;
         }
-        txn.commit()?;
+        self.store.commit_write(txn)?;
         tracing::info!(
             version = self.version,
             root = %hex::encode(self.root),
@@ -420,7 +420,7 @@ impl Store {
             let mut meta = txn.open_table(db::META)?;
             meta.insert(db::META_RESTORING, version.to_be_bytes().as_slice())?;
         }
-        txn.commit()?;
+        self.commit_write(txn)?;
         let sink = Arc::new(Sink::default());
         let tree =
             JellyfishMerkleRestore::new_overwrite(Arc::clone(&sink), version, RootHash(root))?;
@@ -455,7 +455,7 @@ impl Store {
             txn.abort()?;
             return Err(e);
         }
-        txn.commit()?;
+        self.commit_write(txn)?;
         Ok(())
     }
 
@@ -485,7 +485,7 @@ impl Store {
             txn.delete_table(table)?;
             txn.open_table(table)?;
         }
-        txn.commit()?;
+        self.commit_write(txn)?;
         Ok(())
     }
 }

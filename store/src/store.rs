@@ -1,12 +1,16 @@
 //! The store: reads, two-phase writes (`prepare` then `commit`) and proofs.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Context};
 use jmt::storage::TreeUpdateBatch;
 use jmt::{JellyfishMerkleTree, KeyHash, Sha256Jmt};
-use redb::{Database, Durability, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{
+    CommitError, Database, Durability, ReadOnlyTable, ReadableTable, TableDefinition,
+    WriteTransaction,
+};
 use sha2::Sha256;
 
 use crate::db::{self, Snapshot};
@@ -122,6 +126,22 @@ pub struct Store {
 pub(crate) struct Inner {
     pub(crate) db: Database,
     path: PathBuf,
+    /// Write transactions committed so far (see [`Store::commit_write`]).
+    writes: AtomicU64,
+    /// The ordered index of the latest version, open for reads; opened on the first read
+    /// after each write (opening a read transaction and its table costs more than the
+    /// lookup itself).
+    latest_index: Mutex<Option<Arc<IndexTable>>>,
+}
+
+/// The ordered index (latest values), open in a read transaction.
+type IndexTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
+
+/// Locks `mutex`, even if a panic poisoned it (what it guards is a cache, whole either way).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl std::fmt::Debug for Store {
@@ -159,6 +179,8 @@ impl Store {
             inner: Arc::new(Inner {
                 db,
                 path: path.to_path_buf(),
+                writes: AtomicU64::new(0),
+                latest_index: Mutex::new(None),
             }),
         };
         store
@@ -205,8 +227,33 @@ impl Store {
                 }
             }
         }
-        txn.commit()?;
+        self.commit_write(txn)?;
         Ok(())
+    }
+
+    /// Commits `txn`, a write transaction of this store, and forgets the read view of the
+    /// latest version: every write to the database lands through here.
+    pub(crate) fn commit_write(&self, txn: WriteTransaction) -> Result<(), CommitError> {
+        let committed = txn.commit();
+        self.inner.writes.fetch_add(1, Ordering::SeqCst);
+        *lock(&self.inner.latest_index) = None;
+        committed
+    }
+
+    /// The ordered index of the latest committed version, open for reads.
+    fn latest_index(&self) -> anyhow::Result<Arc<IndexTable>> {
+        if let Some(table) = &*lock(&self.inner.latest_index) {
+            return Ok(table.clone());
+        }
+        let writes = self.inner.writes.load(Ordering::SeqCst);
+        let table = Arc::new(self.inner.db.begin_read()?.open_table(db::INDEX)?);
+        let mut cached = lock(&self.inner.latest_index);
+        // Kept only if no write landed since the read began: else this view may be older
+        // than the latest version, and the next read opens a new one.
+        if self.inner.writes.load(Ordering::SeqCst) == writes {
+            *cached = Some(table.clone());
+        }
+        Ok(table)
     }
 
     /// The path of the database file.
@@ -246,8 +293,9 @@ impl Store {
 
     /// Value at the latest committed version (served from the ordered index table, fast).
     pub fn get(&self, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
-        let snap = self.snapshot()?;
-        Ok(snap.index.get(key)?.map(|v| v.value().to_vec()))
+        let index = self.latest_index()?;
+        let value = index.get(key)?.map(|v| v.value().to_vec());
+        Ok(value)
     }
 
     /// Value at a past committed version (through the JMT). Error if version > latest.
@@ -415,7 +463,7 @@ impl Store {
             txn.abort()?;
             return Err(err);
         }
-        txn.commit().with_context(|| {
+        self.commit_write(txn).with_context(|| {
             format!(
                 "committing versions {}..={}",
                 prepared.first_version,
@@ -474,7 +522,7 @@ impl Store {
             pruned.values = drop_stale(&txn, db::STALE_VALUES, db::VALUES, &end)?;
             meta.insert(db::META_OLDEST_VERSION, keep_from.to_be_bytes().as_slice())?;
         }
-        txn.commit()?;
+        self.commit_write(txn)?;
         Ok(pruned)
     }
 

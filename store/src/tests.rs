@@ -86,6 +86,39 @@ fn store_is_send_sync_and_clone() {
 }
 
 #[test]
+fn a_read_after_a_commit_sees_it_while_other_threads_read() {
+    let (_dir, store) = open_temp();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Readers keep reopening the cached view of the latest version, racing the commits.
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, stop) = (store.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    store.get(b"counter").unwrap();
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for version in 0..200u64 {
+        let value = version.to_string();
+        commit(&store, version, cs(&[("counter", Some(value.as_str()))]));
+        assert_eq!(
+            store.get(b"counter").unwrap(),
+            Some(b(&value)),
+            "version {version}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for reader in readers {
+        assert!(reader.join().unwrap() > 0);
+    }
+}
+
+#[test]
 fn fresh_store_is_empty() {
     let (_dir, store) = open_temp();
     assert_eq!(store.latest_version().unwrap(), None);

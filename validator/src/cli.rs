@@ -71,7 +71,11 @@ pub async fn run(args: ValidatorArgs) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("binding the metrics address {listen}"))?;
             tracing::info!(role = "validator", %listen, "serving metrics");
-            tokio::spawn(gonka_client::metrics::serve(listener, metrics.registry()));
+            tokio::spawn(gonka_client::metrics::serve(
+                listener,
+                metrics.registry(),
+                || {},
+            ));
             Some(metrics)
         }
         None => None,

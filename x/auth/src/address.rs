@@ -1,40 +1,51 @@
 //! Bech32 account addresses with the `gonka` prefix.
 
-use std::str::FromStr;
+use std::sync::OnceLock;
 
 use cosmrs::AccountId;
 use gonka_sdk::{ErrorCode, Result};
 use sha2::{Digest, Sha256};
+use subtle_encoding::bech32::Bech32;
 
 use crate::AuthError;
 
-pub use gonka_proto::address::{address_of_key, address_of_pubkey, ADDRESS_PREFIX};
+pub use gonka_proto::address::{
+    address_of_compressed_key, address_of_key, address_of_pubkey, ADDRESS_PREFIX,
+};
 
 /// Checks that `address` is a canonical (lowercase) bech32 `gonka` address of 20 bytes.
 /// `field` names the offending field in the error.
 pub fn validate_address(field: &str, address: &str) -> Result<()> {
-    let id = AccountId::from_str(address).map_err(|e| {
-        AuthError::InvalidAddress.err(format!("{field} {address:?} is not valid bech32: {e}"))
+    // One bech32 decode (the check runs on every address of every tx): a lowercase string
+    // that decodes is canonical; an uppercase one that decodes once lowercased is not.
+    let (prefix, bytes) = bech32().decode(address).map_err(|e| {
+        let lower = address.to_ascii_lowercase();
+        if lower != address && bech32().decode(&lower).is_ok() {
+            AuthError::InvalidAddress.err(format!(
+                "{field} {address} is not in canonical lowercase form; use {lower}"
+            ))
+        } else {
+            AuthError::InvalidAddress.err(format!("{field} {address:?} is not valid bech32: {e}"))
+        }
     })?;
-    if id.prefix() != ADDRESS_PREFIX {
+    if prefix != ADDRESS_PREFIX {
         return Err(AuthError::InvalidAddress.err(format!(
-            "{field} {address} has prefix {:?}, expected {ADDRESS_PREFIX:?}",
-            id.prefix()
+            "{field} {address} has prefix {prefix:?}, expected {ADDRESS_PREFIX:?}"
         )));
     }
-    if id.to_bytes().len() != 20 {
+    if bytes.len() != 20 {
         return Err(AuthError::InvalidAddress.err(format!(
             "{field} {address} holds {} bytes, expected 20",
-            id.to_bytes().len()
-        )));
-    }
-    if id.as_ref() != address {
-        return Err(AuthError::InvalidAddress.err(format!(
-            "{field} {address} is not in canonical lowercase form; use {}",
-            id.as_ref()
+            bytes.len()
         )));
     }
     Ok(())
+}
+
+/// The lowercase bech32 codec, built once.
+fn bech32() -> &'static Bech32 {
+    static CODEC: OnceLock<Bech32> = OnceLock::new();
+    CODEC.get_or_init(Bech32::lower_case)
 }
 
 /// Address of a module account such as the fee collector: the first 20 bytes of
@@ -64,10 +75,18 @@ mod tests {
         let mut bad_checksum = good.clone();
         let last = bad_checksum.pop().unwrap();
         bad_checksum.push(if last == 'q' { 'p' } else { 'q' });
-        for bad in [cosmos, bad_checksum, good.to_uppercase(), "gonka".into()] {
+        let short = AccountId::new("gonka", &[7; 19]).unwrap().to_string();
+        for (bad, why) in [
+            (cosmos, "has prefix \"cosmos\""),
+            (bad_checksum, "is not valid bech32"),
+            (good.to_uppercase(), "not in canonical lowercase form"),
+            ("gonka".into(), "is not valid bech32"),
+            (short, "holds 19 bytes"),
+        ] {
             let err = validate_address("to_address", &bad).unwrap_err();
             assert_eq!(err.code, AuthError::InvalidAddress as u32, "{bad}");
             assert!(err.log.contains("to_address"), "{}", err.log);
+            assert!(err.log.contains(why), "{bad}: {}", err.log);
         }
     }
 }

@@ -14,7 +14,8 @@ mod query;
 mod state;
 
 pub use address::{
-    address_of_key, address_of_pubkey, module_address, validate_address, ADDRESS_PREFIX,
+    address_of_compressed_key, address_of_key, address_of_pubkey, module_address, validate_address,
+    ADDRESS_PREFIX,
 };
 pub use errors::AuthError;
 pub use params::{default_params, AuthParams};

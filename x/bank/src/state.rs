@@ -12,7 +12,11 @@ use crate::{events, keys, BankError, Coin, FEE_COLLECTOR};
 
 /// Address of the fee collector module account.
 pub fn fee_collector_address() -> String {
-    module_address(FEE_COLLECTOR)
+    // Every tx pays its fee here: hash and encode the address once.
+    static ADDRESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ADDRESS
+        .get_or_init(|| module_address(FEE_COLLECTOR))
+        .clone()
 }
 
 fn stored_amount(state: &(impl StateRead + ?Sized), key: &[u8]) -> Result<u128> {
