@@ -5,31 +5,76 @@
 //! compressed public key, the sign doc (body, auth info, chain id, account number) and the
 //! signature — and only successful verifications are kept, so a hit is the result the check
 //! would compute. A hit also spares decompressing the key (a square root in the field): the
-//! key was a curve point when it verified. Gas is charged before the lookup either way (gas used is consensus data), so
-//! a hit changes only the time a block takes, never its outcome. Bounded: the oldest entries
-//! are forgotten past [`CAPACITY`].
+//! key was a curve point when it verified. On a miss, the keys of recent signers are found
+//! already decompressed (a key is the same point every time it is decompressed). Gas is
+//! charged before the lookup either way (gas used is consensus data), so a hit changes only
+//! the time a block takes, never its outcome. Bounded: the oldest entries are forgotten past
+//! [`CAPACITY`] signatures and [`KEY_CAPACITY`] keys.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use k256::ecdsa::signature::Verifier;
 use k256::ecdsa::{Signature, VerifyingKey};
 use sha2::{Digest, Sha256};
 
-/// Verified signatures remembered (32 bytes each, twice: about 4 MiB with the set's overhead);
+/// Verified signatures remembered (32 bytes each, twice: about 4 MiB with the map's overhead);
 /// many blocks' worth of txs at any realistic rate.
 pub const CAPACITY: usize = 65_536;
 
-#[derive(Default)]
-struct Verified {
-    set: BTreeSet<[u8; 32]>,
-    order: VecDeque<[u8; 32]>,
+/// Decompressed public keys remembered (about 2 MiB).
+pub const KEY_CAPACITY: usize = 16_384;
+
+/// A map that forgets its oldest entries past `capacity`.
+struct Bounded<K, V> {
+    map: BTreeMap<K, V>,
+    order: VecDeque<K>,
+    capacity: usize,
 }
 
-fn verified() -> &'static Mutex<Verified> {
-    static VERIFIED: OnceLock<Mutex<Verified>> = OnceLock::new();
-    VERIFIED.get_or_init(Mutex::default)
+impl<K: Ord + Copy, V> Bounded<K, V> {
+    fn new(capacity: usize) -> Self {
+        Bounded {
+            map: BTreeMap::new(),
+            order: VecDeque::new(),
+            capacity,
+        }
+    }
+
+    fn insert(&mut self, key: K, value: V) {
+        if self.map.insert(key, value).is_none() {
+            self.order.push_back(key);
+            while self.order.len() > self.capacity {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.map.remove(&oldest);
+                }
+            }
+        }
+    }
+}
+
+/// What this process remembers: signatures that verified, and decompressed keys.
+struct Memory {
+    verified: Bounded<[u8; 32], ()>,
+    keys: Bounded<[u8; 33], VerifyingKey>,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Memory {
+            verified: Bounded::new(CAPACITY),
+            keys: Bounded::new(KEY_CAPACITY),
+        }
+    }
+}
+
+fn memory() -> MutexGuard<'static, Memory> {
+    static MEMORY: OnceLock<Mutex<Memory>> = OnceLock::new();
+    MEMORY
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
 }
 
 /// Checks answered from memory since the process started.
@@ -80,36 +125,41 @@ pub enum Verdict {
 /// decompressing the key and the secp256k1 check (remembered on success).
 pub fn verify(key: &[u8], sign_doc: &[u8], signature: &[u8]) -> Verdict {
     let id = entry(key, sign_doc, signature);
-    let lock = || verified().lock().unwrap_or_else(|e| e.into_inner());
-    if lock().set.contains(&id) {
+    if memory().verified.map.contains_key(&id) {
         HITS.fetch_add(1, Ordering::Relaxed);
         return Verdict::Valid;
     }
     MISSES.fetch_add(1, Ordering::Relaxed);
-    let Ok(key) = VerifyingKey::from_sec1_bytes(key) else {
+    let Some(key) = decompressed(key) else {
         return Verdict::BadKey;
     };
     let ok = Signature::from_slice(signature).is_ok_and(|s| key.verify(sign_doc, &s).is_ok());
     if ok {
-        let mut cache = lock();
-        if cache.set.insert(id) {
-            cache.order.push_back(id);
-            while cache.order.len() > CAPACITY {
-                if let Some(oldest) = cache.order.pop_front() {
-                    cache.set.remove(&oldest);
-                }
-            }
-        }
+        memory().verified.insert(id, ());
         Verdict::Valid
     } else {
         Verdict::BadSignature
     }
 }
 
-/// Forgets every verified signature (benchmarks measure the cold path with it).
+/// The point `key` encodes, or `None` if it is none; compressed keys are remembered.
+fn decompressed(key: &[u8]) -> Option<VerifyingKey> {
+    let Ok(compressed) = <[u8; 33]>::try_from(key) else {
+        return VerifyingKey::from_sec1_bytes(key).ok();
+    };
+    if let Some(point) = memory().keys.map.get(&compressed) {
+        return Some(*point);
+    }
+    let point = VerifyingKey::from_sec1_bytes(key).ok()?;
+    memory().keys.insert(compressed, point);
+    Some(point)
+}
+
+/// Forgets every verified signature and decompressed key (benchmarks measure the cold path
+/// with it).
 #[doc(hidden)]
 pub fn clear() {
-    *verified().lock().unwrap_or_else(|e| e.into_inner()) = Verified::default();
+    *memory() = Memory::default();
 }
 
 #[cfg(test)]
@@ -117,6 +167,17 @@ mod tests {
     use super::*;
     use k256::ecdsa::signature::Signer;
     use k256::ecdsa::SigningKey;
+
+    #[test]
+    fn a_bounded_map_forgets_its_oldest_entries_first() {
+        let mut map = Bounded::new(2);
+        for key in [1, 2, 1, 3] {
+            map.insert(key, key * 10);
+        }
+        // 1 was inserted first (its second insert changed nothing), so it went first.
+        assert_eq!(map.map.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(map.order, [2, 3]);
+    }
 
     #[test]
     fn a_hit_is_only_ever_the_exact_bytes_that_verified() {
