@@ -6,9 +6,10 @@
 //! commits blocks with that validator bonded, its stake taken from its funded balance and its
 //! BLS key registered.
 
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gonka_client::keys::well_known_mnemonic;
 use gonka_client::{Client, Key};
@@ -224,7 +225,17 @@ fn operators_sign_statements_the_coordinator_collects_them_and_the_chain_starts(
             .stderr(Stdio::null())
             .spawn()
             .unwrap()]);
-        std::thread::sleep(Duration::from_millis(500));
+        // CometBFT gives up at once if its app is not listening yet: wait for the ABCI port
+        // (a slow machine may take more than any fixed pause to start the app).
+        let abci_addr: SocketAddr = format!("127.0.0.1:{abci}").parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect_timeout(&abci_addr, Duration::from_millis(500)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the ceremony's app never listened on {abci_addr}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         processes.0.push(
             Command::new(find_cometbft().unwrap())
                 .args(["start", "--home", path(&node)])

@@ -363,12 +363,11 @@ fn validators_on_separate_hosts_commit_through_latency_and_a_partition() {
         let cut_at = net.height(PARTITIONED).await;
         hosts.set_link(PARTITIONED, false);
         let partitioned = load("3 of 4, one cut off", &net, clients.clone(), &counts, 0).await;
-        assert!(
-            partitioned.blocks >= 5,
-            "3 of 4 validators committed only {} blocks in {:?}",
-            partitioned.blocks,
-            phase()
-        );
+        // However slow the machine (a loaded one made 4 in 10 s), the three commit on: a
+        // condition, not a rate. Wait for 5 blocks past the cut without node 3.
+        let cut_off_height = net
+            .wait_for_height(0, cut_at + 5, Duration::from_secs(120))
+            .await;
 
         // Healed: it catches up to the same blocks.
         hosts.set_link(PARTITIONED, true);
@@ -422,8 +421,8 @@ fn validators_on_separate_hosts_commit_through_latency_and_a_partition() {
             );
         }
         println!(
-            "sends accepted {}, committed {}, resubmitted {}; node {PARTITIONED} caught up from \
-             {cut_at} to {target}",
+            "sends accepted {}, committed {}, resubmitted {}; the others reached {cut_off_height} \
+             without node {PARTITIONED}, which caught up from {cut_at} to {target}",
             counts.accepted.load(Ordering::SeqCst),
             counts.committed.load(Ordering::SeqCst),
             counts.resubmitted.load(Ordering::SeqCst)
