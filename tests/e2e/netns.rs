@@ -347,9 +347,16 @@ fn validators_on_separate_hosts_commit_through_latency_and_a_partition() {
                 node_addr(i),
                 "node {i} runs on its own host"
             );
-            // Every peer connection goes through a relay, whichever side dialed.
-            let peers = net.clients[i].http().net_info().await.unwrap().peers;
-            let remotes: Vec<_> = peers.iter().map(|p| p.remote_ip).collect();
+            // Every peer connection goes through a relay, whichever side dialed (once all are
+            // up: on a loaded machine the last may still be dialing).
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let remotes: Vec<_> = loop {
+                let peers = net.clients[i].http().net_info().await.unwrap().peers;
+                if peers.len() >= VALIDATORS - 1 || Instant::now() >= deadline {
+                    break peers.iter().map(|p| p.remote_ip).collect();
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            };
             assert!(
                 remotes.len() == VALIDATORS - 1 && remotes.iter().all(|ip| *ip == BRIDGE_ADDR),
                 "node {i}'s peers are at {remotes:?}, not all behind the relays"
