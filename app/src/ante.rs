@@ -313,7 +313,7 @@ pub fn authenticate(
                     tx.signer
                 )));
             }
-            Some(bytes.clone())
+            Some(bytes.as_slice())
         }
         (Some(bytes), false) => {
             if *bytes != account.pub_key {
@@ -322,9 +322,9 @@ pub fn authenticate(
                     tx.signer
                 )));
             }
-            Some(bytes.clone())
+            Some(bytes.as_slice())
         }
-        (None, false) => Some(account.pub_key.clone()),
+        (None, false) => Some(account.pub_key.as_slice()),
         // A simulation may leave the key out; its signature is not checked anyway.
         (None, true) if mode == Mode::Simulate => None,
         (None, true) => {
@@ -347,7 +347,7 @@ pub fn authenticate(
         .encode_to_vec();
         // Once per node: a tx checked in CheckTx is not checked again here (gas was charged
         // above all the same).
-        let verdict = key.as_deref().map_or(Verdict::BadKey, |key| {
+        let verdict = key.map_or(Verdict::BadKey, |key| {
             crate::sig_cache::verify(key, &sign_doc, &tx.signature)
         });
         match verdict {
@@ -374,8 +374,9 @@ pub fn authenticate(
             .attr("acc_seq", format!("{}/{}", tx.signer, tx.sequence)),
     );
     account.sequence += 1;
-    if let Some(key) = key {
-        account.pub_key = key;
+    // The first tx that carries a key records it (later ones must carry the same, or none).
+    if let (true, Some(bytes)) = (account.pub_key.is_empty(), &tx.pub_key) {
+        account.pub_key = bytes.clone();
     }
     state.put_account(&account);
     Ok(())

@@ -53,7 +53,6 @@ struct Figures {
 }
 
 /// The processes and metrics endpoints a run watches.
-#[derive(Default)]
 struct Watched {
     pids: Vec<u32>,
     metrics_urls: Vec<String>,

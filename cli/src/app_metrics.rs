@@ -15,7 +15,7 @@
 //! | `gonka_app_signature_checks_total{cache}` | counter | secp256k1 checks of tx signatures: `hit` (verified before, answered from memory) or `miss` (verified now) |
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -124,9 +124,7 @@ impl AppMetrics {
             let counter = self
                 .signature_checks
                 .get_or_create(&vec![("cache", cache.to_string())]);
-            counter
-                .inner()
-                .store(count, std::sync::atomic::Ordering::Relaxed);
+            counter.inner().store(count, Ordering::Relaxed);
         }
     }
 }
