@@ -478,6 +478,42 @@ fn a_key_generation_round_makes_one_group_key_and_disqualifies_whoever_lied() {
     );
 }
 
+/// Attack (issue 34, item 12): two colluding dealers deal `f` and `−f` and nobody else deals.
+/// Their sum is the zero polynomial, so the group key would be the identity point, which no
+/// signature verifies against and which would halt the beacon. The round fails instead and
+/// no group key is published.
+#[test]
+fn dealers_whose_polynomials_cancel_fail_the_round_instead_of_making_an_identity_key() {
+    let mut w = dkg_world();
+    while round_query(&w).is_none() {
+        w.block(vec![]);
+    }
+    let round = round_of(&w);
+    let f = Polynomial::from_seed(round.threshold as usize, b"colluder");
+    let txs = vec![
+        w.tx("p0", vec![dkg_dealing(&round, &addr("p0"), &f, None)]),
+        w.tx("p1", vec![dkg_dealing(&round, &addr("p1"), &-&f, None)]),
+    ];
+    let block = w.block(txs);
+    for i in 0..2 {
+        assert_eq!(block.result(i).code, 0, "{}", block.result(i).log);
+    }
+    past(&mut w, round.reveal_deadline);
+    let done = round_of(&w);
+    assert_eq!(
+        done.status,
+        "failed",
+        "group key {}",
+        hex::encode(&done.group_pubkey)
+    );
+    assert!(done.failure.contains("identity"), "{}", done.failure);
+    assert!(done.group_pubkey.is_empty());
+    assert!(w
+        .query::<q::Group>(pb::QueryGroupRequest {})
+        .round
+        .is_none());
+}
+
 fn round_query(w: &World) -> Option<pb::DkgRound> {
     let response = w.chain.query(
         <q::Dkg as gonka_proto::query::Query>::PATH,

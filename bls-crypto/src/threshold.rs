@@ -5,6 +5,7 @@
 //! these few functions over blst's scalar field need none of its generality).
 
 use blstrs_plus::ff::Field;
+use blstrs_plus::group::prime::PrimeCurveAffine;
 use blstrs_plus::group::{Curve, Group};
 use blstrs_plus::{G1Affine, G1Projective, G2Projective, Scalar};
 
@@ -64,6 +65,16 @@ impl Polynomial {
     }
 }
 
+/// The polynomial `−f`: what a dealer colluding with the dealer of `f` deals so that their
+/// secrets cancel (the attack [`Commitments::has_identity_key`] exists to refuse).
+impl std::ops::Neg for &Polynomial {
+    type Output = Polynomial;
+
+    fn neg(self) -> Polynomial {
+        Polynomial(self.0.iter().map(|a| -*a).collect())
+    }
+}
+
 /// `Σ_k coefficients[k]·x^k` by Horner's rule.
 fn evaluate<T>(coefficients: &[T], x: Scalar) -> T
 where
@@ -112,6 +123,16 @@ impl Commitments {
             acc = mul_public(acc, index) + G1Projective::from(*c);
         }
         PublicKey(acc.to_affine())
+    }
+
+    /// Whether the committed secret's public key, or the public share of any slot in
+    /// `1..=slots`, is the identity point: dealers whose polynomials cancel (at 0, or at one
+    /// slot's index) would make a group key nothing verifies against, or a slot whose
+    /// partial signature is the identity whatever message it signs. A key generation round
+    /// ending in such commitments must fail. Costs `slots` evaluations.
+    pub fn has_identity_key(&self, slots: u64) -> bool {
+        bool::from(self.0[0].is_identity())
+            || (1..=slots).any(|i| bool::from(self.public_share(i).0.is_identity()))
     }
 
     /// Whether `share` is the dealer's share `share.index` (Feldman's check).
@@ -416,6 +437,28 @@ mod tests {
         );
         assert!(combine(&[partials[0], partials[0], partials[1]]).is_none());
         assert!(combine(&[]).is_none());
+    }
+
+    #[test]
+    fn cancelling_dealers_make_an_identity_key_and_honest_ones_do_not() {
+        let f = Polynomial::from_seed(3, b"colluder");
+        let g = Polynomial::from_seed(3, b"honest");
+        let honest = Commitments::sum(&[f.commitments(), g.commitments()]).unwrap();
+        assert!(!honest.has_identity_key(20));
+        let cancelled = Commitments::sum(&[f.commitments(), (-&f).commitments()]).unwrap();
+        assert!(
+            cancelled.has_identity_key(20),
+            "the group key is the identity"
+        );
+        // A polynomial with a root at slot 5: f(x) − f(5), whose constant term is not zero.
+        let constant = Polynomial(vec![f.share(5).value, Scalar::ZERO, Scalar::ZERO]);
+        let rooted = Commitments::sum(&[f.commitments(), (-&constant).commitments()]).unwrap();
+        assert!(!bool::from(rooted.public_key().0.is_identity()));
+        assert!(!rooted.has_identity_key(4), "slots 1..=4 are sound");
+        assert!(
+            rooted.has_identity_key(5),
+            "slot 5's public share is the identity"
+        );
     }
 
     #[test]

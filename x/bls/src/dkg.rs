@@ -191,6 +191,16 @@ fn finalize(state: &mut dyn StateWrite, mut round: DkgRound, ctx: &BlockContext)
                 round.id
             ))
         })?;
+    if group.has_identity_key(round.total_slots) {
+        // Colluding dealers whose polynomials cancel: the key would verify nothing (or a
+        // slot would sign every message alike), and the beacon would halt the chain.
+        return fail(
+            state,
+            &mut round,
+            height,
+            "the qualified dealings sum to an identity group key or public share",
+        );
+    }
     round.group_pubkey = group.public_key().to_bytes().to_vec();
     round.group_commitments = group.to_bytes();
     round.qualified_dealers = dealers.into_iter().map(|(a, _)| a).collect();
