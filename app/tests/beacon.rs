@@ -568,6 +568,32 @@ impl Network {
         true
     }
 
+    /// Whether epoch `epoch`'s certificate exists and is signed.
+    fn certificate_signed(&self, epoch: u64) -> bool {
+        let answer = self.w.chain.query(
+            q::Certificate::PATH,
+            pb::QueryCertificateRequest { epoch }.encode_to_vec(),
+        );
+        answer.code == 0
+            && pb::QueryCertificateResponse::decode(answer.value.as_ref())
+                .unwrap()
+                .certificate
+                .is_some_and(|c| !c.signature.is_empty())
+    }
+
+    /// Runs blocks, every member dealing in rounds 1 and 2, until epoch `epoch` is certified.
+    fn run_until_certified(&mut self, epoch: u64) {
+        while !self.certificate_signed(epoch) {
+            assert!(
+                self.w.chain.height() < 40,
+                "epoch {epoch}'s certificate is still unsigned"
+            );
+            deal_if_started(self, 1);
+            deal_if_started(self, 2);
+            self.block(vec![]);
+        }
+    }
+
     fn certificate(&self, epoch: u64) -> pb::SignRequest {
         self.w
             .query::<q::Certificate>(pb::QueryCertificateRequest { epoch })
@@ -631,21 +657,8 @@ fn epoch_certificates_chain_from_the_genesis_signers_and_a_light_client_checks_t
     let mut n = Network::start();
     // Epochs 0..=2 end (at heights 5, 10, 15); rounds 1 and 2 start with them and every
     // member deals, so the genesis signers hand over to the first group and it to the next.
-    let signed = |n: &Network| {
-        let answer = n.w.chain.query(
-            q::Certificate::PATH,
-            pb::QueryCertificateRequest { epoch: 2 }.encode_to_vec(),
-        );
-        answer.code == 0
-            && !pb::QueryCertificateResponse::decode(answer.value.as_ref())
-                .unwrap()
-                .certificate
-                .unwrap()
-                .signature
-                .is_empty()
-    };
     let mut tried_bad_signatures = false;
-    while !signed(&n) {
+    while !n.certificate_signed(2) {
         assert!(
             n.w.chain.height() < 40,
             "epoch 2's certificate is still unsigned"
@@ -742,4 +755,99 @@ fn epoch_certificates_chain_from_the_genesis_signers_and_a_light_client_checks_t
     stranger.genesis_signers[1].pubkey = bls_key(8).public_key().to_bytes().to_vec();
     let bad = gonka_bls::light::verify_epochs(&stranger, &certificates, &handovers).unwrap_err();
     assert_eq!(bad.epoch, 0);
+}
+
+/// The genesis signers' keys are the oldest and longest-exposed keys of the chain: once a
+/// group took over, nothing they sign may extend the chain of trust. An attacker holding
+/// them forges a handover to a group key of its own (round 7, "signed by the genesis
+/// signers") and an epoch certificate signed by that key, and a second epoch certificate
+/// signed by the genesis signers directly: the light client refuses both, naming the group
+/// that should have signed.
+#[test]
+fn verify_epochs_refuses_handovers_and_certificates_signed_by_a_replaced_group() {
+    let mut n = Network::start();
+    n.run_until_certified(2);
+    let certificates: Vec<pb::SignRequest> = (0..3).map(|e| n.certificate(e)).collect();
+    let mut handovers: BTreeMap<u64, pb::SignRequest> =
+        [1, 2].into_iter().map(|r| (r, n.handover(r))).collect();
+    let genesis = serde_json::json!({"chain_id": CHAIN_ID, "app_state": n.app_state});
+    let trust = gonka_bls::light::Trust::from_genesis(&genesis).unwrap();
+    gonka_bls::light::verify_epochs(&trust, &certificates, &handovers)
+        .expect("the real chain verifies");
+    let in_force = certificates[2].summary.as_ref().unwrap().group_round;
+    assert!(in_force >= 1, "a group certifies epoch 2");
+    let by_genesis = |digest: &[u8]| {
+        let signatures: Vec<Signature> = (0..VALIDATORS).map(|i| bls_key(i).sign(digest)).collect();
+        (
+            gonka_bls_crypto::aggregate(&signatures).to_bytes().to_vec(),
+            (0..VALIDATORS).map(|i| addr(&format!("p{i}"))).collect::<Vec<_>>(),
+        )
+    };
+
+    // 1. A handover to the attacker's key, signed by the genesis signers.
+    let attacker = bls_key(9);
+    let handover = pb::GroupHandover {
+        chain_id: CHAIN_ID.into(),
+        round: 7,
+        group_pubkey: attacker.public_key().to_bytes().to_vec(),
+    };
+    let digest = gonka_proto::signing::handover_digest(&handover).to_vec();
+    let (signature, signers) = by_genesis(&digest);
+    handovers.insert(
+        7,
+        pb::SignRequest {
+            kind: gonka_bls::sign::kind::GROUP_HANDOVER.into(),
+            digest,
+            handover: Some(handover),
+            signer_round: 0,
+            signers,
+            signature,
+            ..Default::default()
+        },
+    );
+    let mut summary = certificates[2].summary.clone().unwrap();
+    summary.total_work += 1_000_000;
+    summary.group_round = 7;
+    summary.group_pubkey = attacker.public_key().to_bytes().to_vec();
+    let digest = gonka_proto::signing::certificate_digest(&summary).to_vec();
+    let mut forged = certificates.clone();
+    forged[2] = pb::SignRequest {
+        signature: attacker.sign(&digest).to_bytes().to_vec(),
+        digest,
+        summary: Some(summary),
+        signer_round: 7,
+        signers: Vec::new(),
+        ..certificates[2].clone()
+    };
+    let bad = gonka_bls::light::verify_epochs(&trust, &forged, &handovers).unwrap_err();
+    assert_eq!(bad.epoch, 2, "{}", bad.reason);
+    assert!(
+        bad.reason.contains("round 7") && bad.reason.contains("genesis signers"),
+        "{}",
+        bad.reason
+    );
+
+    // 2. An epoch certificate signed by the genesis signers after a group took over.
+    let mut summary = certificates[2].summary.clone().unwrap();
+    summary.epoch = 3;
+    summary.group_round = 0;
+    summary.group_pubkey = Vec::new();
+    let digest = gonka_proto::signing::certificate_digest(&summary).to_vec();
+    let (signature, signers) = by_genesis(&digest);
+    let mut forged = certificates.clone();
+    forged.push(pb::SignRequest {
+        digest,
+        summary: Some(summary),
+        signer_round: 0,
+        signers,
+        signature,
+        ..certificates[2].clone()
+    });
+    let bad = gonka_bls::light::verify_epochs(&trust, &forged, &handovers).unwrap_err();
+    assert_eq!(bad.epoch, 3, "{}", bad.reason);
+    assert!(
+        bad.reason.contains(&format!("round {in_force}")),
+        "{}",
+        bad.reason
+    );
 }

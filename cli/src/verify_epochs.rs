@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use gonka_bls::light::{verify_epochs, Trust};
+use gonka_bls::light::{signer_name, verify_epochs, Trust};
 use gonka_proto::bls::{QueryCertificateRequest, QueryHandoverRequest, SignRequest};
 use gonka_proto::query as q;
 use serde_json::json;
@@ -83,10 +83,6 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
     }
     match verify_epochs(&trust, &certificates, &handovers) {
         Ok(verified) => {
-            let signer = |round: u64| match round {
-                0 => "the genesis signers".to_string(),
-                r => format!("round {r}'s group"),
-            };
             global.output.print(
                 json!({
                     "chain_id": trust.chain_id,
@@ -96,7 +92,7 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
                 || {
                     verified
                         .iter()
-                        .map(|v| format!("epoch {}: verified (signed by {})", v.epoch, signer(v.signer_round)))
+                        .map(|v| format!("epoch {}: verified (signed by {})", v.epoch, signer_name(v.signer_round)))
                         .chain([format!(
                             "{} epochs of {} verified from {}",
                             verified.len(),

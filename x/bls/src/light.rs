@@ -77,6 +77,13 @@ pub struct BadLink {
 
 /// Verifies `certificates` (epochs `0, 1, …` in order) from `trust`, looking group keys up
 /// through `handovers` (by round): every verified epoch, or the first bad link.
+///
+/// Trust moves forward only: the group in force starts as the genesis signers; a newer
+/// round is trusted only through a chain of handovers that starts at the group in force
+/// (each signed by the group it replaces), and then it is in force. A certificate names the
+/// group in force at its epoch's end and is signed by that group or by the one it replaced
+/// (which still signs in the block that completed it). So keys of a replaced group —
+/// the genesis signers' above all — can neither vouch for a new group nor certify an epoch.
 pub fn verify_epochs(
     trust: &Trust,
     certificates: &[SignRequest],
@@ -85,7 +92,8 @@ pub fn verify_epochs(
     let mut chain = KeyChain {
         trust,
         handovers,
-        keys: BTreeMap::new(),
+        in_force: 0,
+        groups: BTreeMap::new(),
     };
     let mut verified = Vec::new();
     for (expected, certificate) in (0u64..).zip(certificates) {
@@ -109,20 +117,27 @@ pub fn verify_epochs(
                 "the summary does not hash to the digest it claims (tampered summary)".into(),
             ));
         }
+        let round = summary.group_round;
         chain
-            .check_signature(certificate)
-            .map_err(|why| bad(format!("certificate signature: {why}")))?;
-        if summary.group_round > 0 {
-            let key = chain
-                .group_key(summary.group_round, 0)
-                .map_err(|why| bad(format!("group key of round {}: {why}", summary.group_round)))?;
-            if key.to_bytes().as_slice() != summary.group_pubkey {
+            .advance_to(round)
+            .map_err(|why| bad(format!("group key of round {round}: {why}")))?;
+        if let Some(group) = chain.groups.get(&round) {
+            if group.key.to_bytes().as_slice() != summary.group_pubkey {
                 return Err(bad(format!(
-                    "the summary's group key is not round {}'s handed-over key",
-                    summary.group_round
+                    "the summary's group key is not round {round}'s handed-over key"
                 )));
             }
         }
+        let replaced = chain.groups.get(&round).map(|g| g.vouched_by);
+        if certificate.signer_round != round && Some(certificate.signer_round) != replaced {
+            return Err(bad(format!(
+                "signed by {}, but round {round} is in force: only it or the group it replaced signs",
+                signer_name(certificate.signer_round)
+            )));
+        }
+        chain
+            .check_signature(certificate)
+            .map_err(|why| bad(format!("certificate signature: {why}")))?;
         verified.push(VerifiedEpoch {
             epoch: expected,
             signer_round: certificate.signer_round,
@@ -131,16 +146,33 @@ pub fn verify_epochs(
     Ok(verified)
 }
 
+/// How a signing group reads to a person: round 0 is the genesis signers.
+pub fn signer_name(round: u64) -> String {
+    match round {
+        0 => "the genesis signers".into(),
+        r => format!("round {r}'s group"),
+    }
+}
+
+/// A group the light client trusts.
+struct TrustedGroup {
+    key: PublicKey,
+    /// The round whose group signed its handover (0: the genesis signers).
+    vouched_by: u64,
+}
+
 /// Group keys verified so far, from the genesis signers through the handovers.
 struct KeyChain<'a> {
     trust: &'a Trust,
     handovers: &'a BTreeMap<u64, SignRequest>,
-    keys: BTreeMap<u64, PublicKey>,
+    /// The newest trusted round (0: the genesis signers).
+    in_force: u64,
+    groups: BTreeMap<u64, TrustedGroup>,
 }
 
-impl KeyChain<'_> {
+impl<'a> KeyChain<'a> {
     /// Whether `request` carries a valid signature by its signer.
-    fn check_signature(&mut self, request: &SignRequest) -> Result<(), String> {
+    fn check_signature(&self, request: &SignRequest) -> Result<(), String> {
         let signature =
             Signature::from_bytes(&request.signature).ok_or("unsigned or not a G2 signature")?;
         if request.signer_round == 0 {
@@ -151,8 +183,11 @@ impl KeyChain<'_> {
                 Err("not signed by the genesis signers it names".into())
             };
         }
-        let key = self.group_key(request.signer_round, 0)?;
-        if key.verify(&request.digest, &signature) {
+        let group = self
+            .groups
+            .get(&request.signer_round)
+            .ok_or_else(|| format!("round {} is not trusted", request.signer_round))?;
+        if group.key.verify(&request.digest, &signature) {
             Ok(())
         } else {
             Err(format!(
@@ -162,17 +197,60 @@ impl KeyChain<'_> {
         }
     }
 
-    /// Round `round`'s group key, verified through its handover (and the handovers of the
-    /// groups that vouched for it).
-    fn group_key(&mut self, round: u64, depth: usize) -> Result<PublicKey, String> {
-        if let Some(key) = self.keys.get(&round) {
-            return Ok(*key);
+    /// Makes round `round` the group in force: nothing to do when it is; refused when it
+    /// is older; otherwise the handovers from the group in force up to `round` are each
+    /// checked against the group before it, oldest first.
+    fn advance_to(&mut self, round: u64) -> Result<(), String> {
+        if round < self.in_force {
+            return Err(format!(
+                "round {round} was replaced by round {}",
+                self.in_force
+            ));
         }
-        if depth > self.handovers.len() {
-            return Err("the handovers vouch for each other in a loop".into());
+        // Walk back from `round` to the group in force; each step is bounded by the
+        // handovers given (the rounds strictly decrease).
+        let mut path = Vec::new();
+        let mut at = round;
+        while at != self.in_force {
+            let request = self.handover(at)?;
+            let signer = request.signer_round;
+            if signer >= at {
+                return Err(format!(
+                    "round {at} is vouched for by a later round {signer}"
+                ));
+            }
+            if signer < self.in_force {
+                return Err(format!(
+                    "the handover of round {at} is signed by {}, not by {}, the group in force it would replace",
+                    signer_name(signer),
+                    signer_name(self.in_force)
+                ));
+            }
+            path.push((at, request));
+            at = signer;
         }
-        let request = self
-            .handovers
+        for (at, request) in path.into_iter().rev() {
+            self.check_signature(request)
+                .map_err(|why| format!("handover of round {at}: {why}"))?;
+            let handover = request.handover.as_ref().expect("checked by handover()");
+            let key = PublicKey::from_bytes(&handover.group_pubkey)
+                .ok_or_else(|| format!("round {at}'s group key does not decode"))?;
+            self.groups.insert(
+                at,
+                TrustedGroup {
+                    key,
+                    vouched_by: request.signer_round,
+                },
+            );
+            self.in_force = at;
+        }
+        Ok(())
+    }
+
+    /// Round `round`'s handover, well formed and hashing to its digest.
+    fn handover(&self, round: u64) -> Result<&'a SignRequest, String> {
+        let handovers: &'a BTreeMap<u64, SignRequest> = self.handovers;
+        let request = handovers
             .get(&round)
             .ok_or_else(|| format!("no handover of round {round}"))?;
         let handover = request
@@ -185,21 +263,6 @@ impl KeyChain<'_> {
                 "the handover of round {round} does not hash to its digest (tampered)"
             ));
         }
-        if request.signer_round >= round {
-            return Err(format!(
-                "round {round} is vouched for by a later round {}",
-                request.signer_round
-            ));
-        }
-        let request = request.clone();
-        if request.signer_round > 0 {
-            self.group_key(request.signer_round, depth + 1)?;
-        }
-        self.check_signature(&request)
-            .map_err(|why| format!("handover of round {round}: {why}"))?;
-        let key = PublicKey::from_bytes(&handover.group_pubkey)
-            .ok_or_else(|| format!("round {round}'s group key does not decode"))?;
-        self.keys.insert(round, key);
-        Ok(key)
+        Ok(request)
     }
 }
