@@ -119,6 +119,11 @@ const WATCHED: [&str; 7] = ["alice", "bob", "p0", "p1", "p2", TA, OTHER_TA];
 /// `PRICE`; every record sampled for validation, committees of 3, 20% slashed; TAs p3 and p4
 /// registered; n0 (host p0) and n1 (host p1) registered; the validation pool funded by bob.
 fn world() -> World {
+    world_with(|_| {})
+}
+
+/// [`world`] with its settlement parameters changed by `settlement`.
+fn world_with(settlement_params: impl FnOnce(&mut serde_json::Value)) -> World {
     let mut setup = Setup::new(7, BOND);
     setup.epoch_length = 1_000;
     let disputes = dpb::Params {
@@ -149,6 +154,7 @@ fn world() -> World {
         // The test requests are signed at a fixed time long before the harness's blocks.
         settlement["max_record_age_secs"] = 100_000_000.into();
         settlement["batch_keep_secs"] = 200_000_000.into();
+        settlement_params(settlement);
     });
     let mut txs = vec![
         w.tx(TA, vec![register_ta(TA, "https://ta.example")]),
@@ -992,7 +998,8 @@ fn genesis_refuses_an_unbonding_shorter_than_the_challenge_window() {
             .init_genesis_json(&mut state, Some(&json!({"params": {"epoch_length": 100}})))
             .unwrap();
         let stake = json!({"params": {"min_stake": "1", "unbonding_epochs": unbonding_epochs,
-            "stake_weight_ppm": 100000, "max_power_share_ppm": 300000, "jail_epochs": 2}});
+            "stake_weight_ppm": 100000, "max_power_share_ppm": 300000, "jail_epochs": 2,
+            "min_unstake": "1", "max_unbonding_entries": 7}});
         gonka_stake::Stake
             .init_genesis_json(&mut state, Some(&stake))
             .unwrap();
@@ -1378,4 +1385,235 @@ fn an_unbounded_list_query_answers_one_bounded_page() {
         page.records.len()
     );
     assert!(!page.pagination.unwrap().next_key.is_empty());
+}
+
+/// `TA`'s batch `number` of one honest record (`nonce`, on n0) whose hosts co-sign a claimed
+/// `record_count` of `claimed`: the chain cannot see the tree, only the count, so it is what
+/// the next block's sampler loops over.
+fn claimed_batch(w: &mut World, number: u64, nonce: &str, claimed: u64) -> Vec<u8> {
+    use gonka_client::settlement::{cosign, Batch, Served};
+    let record = honest(nonce, N0, (10, 10), 0);
+    let served = Served {
+        cost: cost((10, 10)) as u128,
+        host: addr(N0.host),
+        record,
+    };
+    let mut batch = Batch::build(&addr(TA), number, vec![served]).unwrap();
+    batch.msg.record_count = claimed;
+    let signature = cosign(&bls_key(N0.host), CHAIN_ID, &batch.msg);
+    w.tx(TA, vec![msg_settle_batch(&batch.signed(&[signature]))])
+}
+
+/// Attack (issue 34, item 3): one `MsgSettleBatch` claiming 1,000,000 records made the next
+/// block hash every index and write a demand per sampled one (at this world's 100% rate, a
+/// million writes in one `begin_block`) for one ordinary fee. Now a batch commits at most
+/// `max_batch_records` (100,000), and the claimed count pays the sampling's gas at settle
+/// time: at the cap it is 100,000 demands' writes, far past an ordinary gas limit, so the
+/// batch runs out of gas and the next block samples nothing.
+#[test]
+fn a_batch_claiming_a_huge_record_count_is_capped_and_pays_for_its_sampling() {
+    let mut w = world();
+    let params = gonka_settlement::default_params();
+    let tx = claimed_batch(&mut w, 1, "million", 1_000_000);
+    let block = w.block(vec![tx]);
+    assert_failed(
+        block.result(0),
+        "settlement",
+        6,
+        &format!("and {} records", params.max_batch_records),
+    );
+
+    let at_cap = params.max_batch_records;
+    let tx = claimed_batch(&mut w, 1, "at-cap", at_cap);
+    let costs = gonka_auth::default_params();
+    let per_demand = 6 * costs.write_cost_flat;
+    let used = simulate(&w, tx.clone());
+    assert!(
+        used >= at_cap * per_demand,
+        "a batch claiming {at_cap} records sampled at 100% used {used} gas, less than {at_cap} demands' writes"
+    );
+    let block = w.block(vec![tx]);
+    assert_failed(block.result(0), "sdk", 11, "batch leaf sampling");
+    w.block(vec![]);
+    assert!(
+        demanded_leaves(&w, TA).is_empty(),
+        "a refused batch is never sampled"
+    );
+
+    // An honest batch of one record pays for one demand and is sampled as before.
+    let tx = claimed_batch(&mut w, 1, "one", 1);
+    let block = w.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    w.block(vec![]);
+    assert_eq!(demanded_leaves(&w, TA).len(), 1);
+}
+
+/// Attack (issue 34, item 3): many batches in one block, each under `max_batch_records`,
+/// together still flood the next block's sampler. The records of one block's batches are
+/// capped by `max_block_records`: the batch past it is refused with `settlement` 16 and
+/// nothing else, the next block demands exactly the admitted batches' samples, and the
+/// refused batch settles in a later block.
+#[test]
+fn the_records_one_block_settles_are_capped_so_its_sampling_is_bounded() {
+    let mut w = world_with(|settlement| {
+        settlement["max_batch_records"] = 300.into();
+        settlement["max_block_records"] = 500.into();
+    });
+    let first = claimed_batch(&mut w, 1, "first", 300);
+    let second = claimed_batch(&mut w, 2, "second", 300);
+    let escrow = w.escrow("alice", TA);
+    let block = w.block(vec![first, second]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_failed(
+        block.result(1),
+        "settlement",
+        16,
+        "already commit to 300 of the 500 records",
+    );
+    assert_eq!(
+        w.escrow("alice", TA),
+        escrow - cost((10, 10)) as u128,
+        "only the admitted batch debits the escrow"
+    );
+    w.block(vec![]);
+    let demanded = demanded_leaves(&w, TA);
+    assert_eq!(
+        demanded.len(),
+        300,
+        "the block after samples the 300 admitted records (at 100%), no more"
+    );
+    let again = claimed_batch(&mut w, 2, "second", 300);
+    let block = w.block(vec![again]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+}
+
+/// Rows a slash of `gonka1slashed` reads from committed state when it has two unbonding
+/// entries and `others` other participants have one each.
+fn rows_read_by_a_slash(others: usize) -> usize {
+    use gonka_bank::BankWrite;
+    use gonka_proto::stake::{Participant, UnbondingEntry};
+    use gonka_stake::{bonded_pool_address, unbonding_pool_address, StakeWrite};
+    let empty = MemoryState::default();
+    let mut genesis = Delta::new(&empty);
+    let slashed = gonka_auth::module_address("slashed");
+    genesis.put_participant(&Participant {
+        operator: slashed.clone(),
+        bonded: "1000000".into(),
+        ..Default::default()
+    });
+    genesis
+        .mint(&bonded_pool_address(), &gonka_bank::Coin::ngnk(1_000_000))
+        .unwrap();
+    let entries = (0..others)
+        .map(|i| (gonka_auth::module_address(&format!("other-{i}")), i as u64))
+        .chain([(slashed.clone(), 1_000_000), (slashed.clone(), 1_000_001)]);
+    for (operator, id) in entries {
+        genesis.put_unbonding(&UnbondingEntry {
+            operator,
+            amount: "1000".into(),
+            created_epoch: 0,
+            completes_epoch: 1 + id % 3,
+            id,
+        });
+        genesis
+            .mint(&unbonding_pool_address(), &gonka_bank::Coin::ngnk(1_000))
+            .unwrap();
+    }
+    let committed = MemoryState::from_changes(genesis.into_parts().0);
+    let mut block = Delta::new(&committed);
+    committed.reset_reads();
+    let taken = gonka_stake::slash(&mut block, &slashed, 200_000, &addr("bob")).unwrap();
+    assert_eq!(
+        taken,
+        200_000 + 2 * 200,
+        "20% of the bond and of both entries"
+    );
+    committed.rows_read()
+}
+
+/// Attack (issue 34, item 7): every slash scanned every unbonding entry of the chain, in
+/// `begin_block` and unmetered, and an unstake of 1 ngnk made a new entry for one fee: a
+/// participant could make every later slash (of anyone) as slow as it liked. Entries are now
+/// indexed by operator (a slash reads its operator's alone), an unstake is at least
+/// `min_unstake` unless it unstakes everything left, unstakes completing in one epoch share
+/// an entry, and a participant has at most `max_unbonding_entries`.
+#[test]
+fn unbonding_entries_cannot_be_spammed_to_slow_every_slash() {
+    let few = rows_read_by_a_slash(3);
+    let many = rows_read_by_a_slash(2_000);
+    assert_eq!(
+        many, few,
+        "a slash read {few} committed rows beside 3 other entries and {many} beside 2,000"
+    );
+
+    let mut setup = Setup::new(4, BOND);
+    setup.stake.max_unbonding_entries = 2;
+    let mut w = World::with_genesis(setup, |_| {});
+    let min_unstake: u128 = 10;
+    let dust = w.tx("p1", vec![unstake_msg("p1", 1)]);
+    let block = w.block(vec![dust]);
+    assert_failed(
+        block.result(0),
+        "stake",
+        14,
+        "at least 10ngnk (min_unstake)",
+    );
+    let entries = |w: &World| {
+        w.query::<q::stake::Unbonding>(gonka_proto::stake::QueryUnbondingRequest {
+            operator: addr("p1"),
+            pagination: None,
+        })
+        .entries
+    };
+    assert!(entries(&w).is_empty(), "the refused unstake left nothing");
+    // Two unstakes in one epoch share one entry.
+    let txs = vec![
+        w.tx("p1", vec![unstake_msg("p1", min_unstake)]),
+        w.tx("p1", vec![unstake_msg("p1", 2 * min_unstake)]),
+    ];
+    let block = w.block(txs);
+    assert_eq!(block.result(1).code, 0, "{}", block.result(1).log);
+    let shared = entries(&w);
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    assert_eq!(shared[0].amount, (3 * min_unstake).to_string());
+    // A second epoch's unstake makes the second entry; a third is refused until one is paid.
+    let epoch = w.current_epoch();
+    while w.current_epoch() == epoch {
+        w.block(vec![]);
+    }
+    let tx = w.tx("p1", vec![unstake_msg("p1", min_unstake)]);
+    assert_eq!(w.block(vec![tx]).result(0).code, 0);
+    while w.current_epoch() == epoch + 1 {
+        w.block(vec![]);
+    }
+    assert_eq!(
+        entries(&w).len(),
+        2,
+        "the first entry is paid only at the end of this epoch"
+    );
+    let tx = w.tx("p1", vec![unstake_msg("p1", min_unstake)]);
+    let block = w.block(vec![tx]);
+    assert_failed(
+        block.result(0),
+        "stake",
+        15,
+        "already has 2 unbonding entries",
+    );
+    // Unstaking everything left is always allowed, however small the rest.
+    let bonded: u128 = w
+        .query::<q::stake::Participant>(gonka_proto::stake::QueryParticipantRequest {
+            operator: addr("p2"),
+        })
+        .participant
+        .unwrap()
+        .bonded
+        .parse()
+        .unwrap();
+    let txs = vec![
+        w.tx("p2", vec![unstake_msg("p2", bonded - 5)]),
+        w.tx("p2", vec![unstake_msg("p2", 5)]),
+    ];
+    let block = w.block(txs);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    assert_eq!(block.result(1).code, 0, "{}", block.result(1).log);
 }

@@ -780,7 +780,9 @@ fn verify_epochs_refuses_handovers_and_certificates_signed_by_a_replaced_group()
         let signatures: Vec<Signature> = (0..VALIDATORS).map(|i| bls_key(i).sign(digest)).collect();
         (
             gonka_bls_crypto::aggregate(&signatures).to_bytes().to_vec(),
-            (0..VALIDATORS).map(|i| addr(&format!("p{i}"))).collect::<Vec<_>>(),
+            (0..VALIDATORS)
+                .map(|i| addr(&format!("p{i}")))
+                .collect::<Vec<_>>(),
         )
     };
 

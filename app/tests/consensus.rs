@@ -64,11 +64,12 @@ fn golden_app_hash() {
     // BLS pairing check; + the bls parameters; + the settlement parameters' leaf_sample_ppm;
     // - the inference parameter max_records_per_batch (the per-record path is gone);
     // + the pol parameters, live-job count and next job id; + the stake liveness parameters
-    // (downtime and double-sign jailing).
+    // (downtime and double-sign jailing); + the settlement parameter max_block_records and the
+    // stake parameters min_unstake and max_unbonding_entries (sampling and slashing bounded).
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "8582ce5798c06a6eadb8927e230bd90fa7eb6770caa340b3f58b77450d3b16af";
+const GOLDEN: &str = "46d01bc4c43ad3f169ad91ab03ee1a34fb9f0c32904575a519e3c3a235182377";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

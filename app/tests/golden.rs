@@ -51,7 +51,7 @@ const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 26, where the key
 /// generation round that the end of epoch 1 started is final).
-const GOLDEN: &str = "bffe39d97dd3b0e2d53bb1cabe0d05fd6de50919c78e125214f91f696fdbbff0";
+const GOLDEN: &str = "48f68843b35f257229c7e117db8ea307cf410f3444904a4726c5ae6f15620733";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;

@@ -393,6 +393,11 @@ impl Committer {
                 "an earlier copy is on its way ({reason})"
             )));
         }
+        if reason.starts_with("settlement 16:") {
+            return Ok(Fate::Later(format!(
+                "the block is full of records ({reason})"
+            )));
+        }
         let set_aside = if reason.starts_with("settlement 10:") {
             self.uncovered(stored, &reason).await?
         } else {

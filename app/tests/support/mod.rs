@@ -281,6 +281,8 @@ impl Setup {
             epoch_length: 5,
             stake: stake::Params {
                 min_stake: "1000".into(),
+                // Scaled with min_stake (the default is 1% of the default min_stake).
+                min_unstake: "10".into(),
                 unbonding_epochs: 2,
                 stake_weight_ppm: 100_000,
                 max_power_share_ppm: 300_000,

@@ -136,7 +136,8 @@ mod tests {
             .init_genesis_json(
                 state,
                 Some(&json!({"params": {"min_stake": "1", "unbonding_epochs": 2,
-                    "stake_weight_ppm": 100000, "max_power_share_ppm": 1000000, "jail_epochs": 2},
+                    "stake_weight_ppm": 100000, "max_power_share_ppm": 1000000, "jail_epochs": 2,
+                    "min_unstake": "1", "max_unbonding_entries": 7},
                     "participants": participants})),
             )
             .unwrap();

@@ -32,6 +32,9 @@ pub enum SettlementError {
     ChallengeFailed = 14,
     /// The submitter is not a registered, staked transfer agent.
     NotTransferAgent = 15,
+    /// The batches settled in this block already commit to `max_block_records`: the batch
+    /// is valid but must wait for a later block.
+    BlockRecordsFull = 16,
 }
 
 gonka_sdk::impl_error_code!(SettlementError, "settlement");

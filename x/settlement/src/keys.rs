@@ -168,6 +168,12 @@ pub fn next_batch_id() -> Vec<u8> {
     b"settlement/next_batch_id".to_vec()
 }
 
+/// The records committed by the batches settled so far in one block (value: the block's
+/// height and the count, 8 bytes big-endian each; a later block overwrites it).
+pub fn block_records() -> Vec<u8> {
+    b"settlement/block_records".to_vec()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,9 @@ use gonka_sdk::{ErrorCode, Result, PPM};
 use crate::SettlementError;
 
 /// Defaults: a 600-block challenge window (inside inference's default 720-block payload
-/// retention), 1,000 requester and host lines per batch, 1,000,000 records per batch, a
+/// retention), 1,000 requester and host lines per batch, 100,000 records per batch and
+/// 200,000 per block (the next block hashes 50,000 times and writes at most 20,000 sample
+/// demands; a transfer agent serving 60 requests a second settles 3,600 a minute), a
 /// 20% fraud slash (the disputes module's slash for wrong work), 20 blocks to answer a leaf
 /// demand, a 0.001 GNK demand deposit, records at most an hour from their batch's time,
 /// settled batches kept a day, and leaves sampled for validation at up to 10% (x/disputes'
@@ -15,7 +17,8 @@ pub fn default_params() -> Params {
     Params {
         challenge_window_blocks: 600,
         max_batch_lines: 1_000,
-        max_batch_records: 1_000_000,
+        max_batch_records: 100_000,
+        max_block_records: 200_000,
         fraud_slash_ppm: 200_000,
         leaf_answer_blocks: 20,
         min_leaf_deposit: "1000000".into(),
@@ -45,6 +48,16 @@ pub fn validate_params(params: &Params) -> Result<()> {
             "max_batch_records",
             &format!("1 to {max_records}"),
             params.max_batch_records,
+        );
+    }
+    if params.max_block_records < params.max_batch_records {
+        return field(
+            "max_block_records",
+            &format!(
+                "at least max_batch_records ({}), so a full batch fits in a block",
+                params.max_batch_records
+            ),
+            params.max_block_records,
         );
     }
     if params.leaf_answer_blocks == 0 || params.leaf_answer_blocks >= params.challenge_window_blocks

@@ -20,20 +20,64 @@
 //! The batches settled at `H` are found without extra state: they are the pending batches
 //! queued to become final at `H + challenge_window_blocks` (a genesis parameter) whose height
 //! is `H`. The work is one hash per four records of the last block's batches plus one demand
-//! per sampled leaf: proportional to the block.
+//! per sampled leaf: proportional to the block, and paid for by the batches. A batch's claimed
+//! `record_count` is what the sampler loops over, so `MsgSettleBatch` charges
+//! [`sampling_gas`] for it before anything else is checked against state, and the records of
+//! one block's batches are capped by `max_block_records`: a block's sampling hashes at most
+//! that many records and writes at most that many times `leaf_sample_ppm` demands.
 
-use gonka_proto::settlement::{Batch, BatchStatus, LeafDemand};
-use gonka_sdk::{Result, StateWrite, PPM};
+use gonka_proto::settlement::{Batch, BatchStatus, LeafDemand, MsgSettleBatch, Params};
+use gonka_sdk::{GasCosts, Result, StateRead, StateWrite, PPM};
 use sha2::{Digest, Sha256};
 
 use gonka_disputes::sampling::sample_rate_ppm;
 use gonka_disputes::DisputesRead;
 
+use crate::challenge::GAS_PER_HASH;
 use crate::ledger::settled;
 use crate::{events, SettlementRead, SettlementWrite};
 
 /// Domain separator of leaf sampling.
 pub const LEAF_SAMPLE_DOMAIN: &[u8] = b"gonka/leaf-sample/v1";
+
+/// A bound on the bytes one sample demand writes: its queue and index keys and the demand.
+const DEMAND_BYTES: u64 = 320;
+
+/// The rate (ppm) `msg`'s leaves are sampled at: the highest x/disputes rate among its
+/// hosts, capped by `leaf_sample_ppm`.
+pub fn batch_sample_rate<S: StateRead + ?Sized>(
+    state: &S,
+    params: &Params,
+    msg: &MsgSettleBatch,
+) -> Result<u64> {
+    if params.leaf_sample_ppm == 0 {
+        return Ok(0);
+    }
+    let rates = state.disputes_params()?;
+    let mut rate = 0;
+    for line in &msg.hosts {
+        let streak = state.executor_stats(&line.host)?.clean_streak;
+        rate = rate.max(sample_rate_ppm(&rates, streak));
+    }
+    Ok(rate.min(params.leaf_sample_ppm))
+}
+
+/// The gas a batch of `record_count` records sampled at `rate_ppm` pays for its sampling in
+/// the next block: a hash per four records, and per expected demand its three writes and
+/// the three deletes that end it (when answered or expired).
+pub fn sampling_gas(costs: &GasCosts, record_count: u64, rate_ppm: u64) -> u64 {
+    let hashes = record_count.div_ceil(4);
+    let demands =
+        u64::try_from((u128::from(record_count) * u128::from(rate_ppm)).div_ceil(u128::from(PPM)))
+            .unwrap_or(u64::MAX);
+    let per_demand = costs
+        .write_flat
+        .saturating_mul(6)
+        .saturating_add(costs.write_per_byte.saturating_mul(DEMAND_BYTES));
+    GAS_PER_HASH
+        .saturating_mul(hashes)
+        .saturating_add(demands.saturating_mul(per_demand))
+}
 
 /// The indexes of a batch of `count` leaves with id `batch_id` sampled at `rate_ppm` under
 /// `height_seed`, ascending.
@@ -89,16 +133,10 @@ pub fn demand_samples(state: &mut dyn StateWrite, height: u64) -> Result<()> {
         settled_at,
     )?;
     let pool = gonka_rewards::community_pool_address();
-    let rates = state.disputes_params()?;
     for batch in batches {
         let msg = settled(&batch);
         let agent = msg.transfer_agent.clone();
-        let mut rate = 0;
-        for line in &msg.hosts {
-            let streak = state.executor_stats(&line.host)?.clean_streak;
-            rate = rate.max(sample_rate_ppm(&rates, streak));
-        }
-        let rate = rate.min(params.leaf_sample_ppm);
+        let rate = batch_sample_rate(state, &params, msg)?;
         let deadline = (height + params.leaf_answer_blocks).min(batch.final_at - 1);
         let indexes = sampled_leaves(&seed, batch.id, msg.record_count, rate);
         for &index in &indexes {

@@ -144,6 +144,17 @@ pub trait SettlementRead: StateRead {
     fn next_batch_id(&self) -> Result<u64> {
         Ok(read_u64(self, &keys::next_batch_id())?.max(1))
     }
+
+    /// The records committed by the batches settled so far at `height`.
+    fn block_records(&self, height: u64) -> Result<u64> {
+        let stored = self.get_raw(&keys::block_records())?;
+        Ok(match stored.as_deref().map(<[u8; 16]>::try_from) {
+            Some(Ok(bytes)) if bytes[..8] == height.to_be_bytes() => {
+                u64::from_be_bytes(bytes[8..].try_into().expect("8 bytes"))
+            }
+            _ => 0,
+        })
+    }
 }
 
 impl<T: StateRead + ?Sized> SettlementRead for T {}
@@ -304,6 +315,13 @@ pub trait SettlementWrite: StateWrite {
     /// Sets the id the next batch gets.
     fn put_next_batch_id(&mut self, id: u64) {
         self.put_raw(keys::next_batch_id(), id.to_be_bytes().to_vec());
+    }
+
+    /// Records that the batches settled at `height` commit to `records` records.
+    fn put_block_records(&mut self, height: u64, records: u64) {
+        let mut value = height.to_be_bytes().to_vec();
+        value.extend_from_slice(&records.to_be_bytes());
+        self.put_raw(keys::block_records(), value);
     }
 }
 

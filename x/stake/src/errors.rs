@@ -28,6 +28,10 @@ pub enum StakeError {
     InvalidFraction = 12,
     /// MsgUnjail of a participant caught double signing: it is jailed for good.
     Tombstoned = 13,
+    /// An unstake below `min_unstake` that leaves stake bonded.
+    UnstakeBelowMinimum = 14,
+    /// The participant already has `max_unbonding_entries` unbonding entries.
+    TooManyUnbondings = 15,
 }
 
 gonka_sdk::impl_error_code!(StakeError, "stake");

@@ -50,6 +50,27 @@ pub fn unbonding(completes_epoch: u64, operator: &str, id: u64) -> Vec<u8> {
     key
 }
 
+/// Prefix of the index of `operator`'s unbonding entries (value: empty; the completion
+/// epoch and the id end the key, which locate the entry under [`unbonding`]). Not under
+/// [`unbondings`]: `_` follows `unbonding` here, `/` there.
+pub fn unbondings_of(operator: &str) -> Vec<u8> {
+    format!("stake/unbonding_of/{operator}/").into_bytes()
+}
+
+/// The index entry of `operator`'s unbonding entry `id`, completing at `completes_epoch`.
+pub fn unbonding_of(operator: &str, completes_epoch: u64, id: u64) -> Vec<u8> {
+    let mut key = unbondings_of(operator);
+    key.extend_from_slice(format!("{completes_epoch:020}/{id:020}").as_bytes());
+    key
+}
+
+/// The (completion epoch, id) of an [`unbonding_of`] key under `prefix`.
+pub fn parse_unbonding_of(prefix: &[u8], key: &[u8]) -> Option<(u64, u64)> {
+    let rest = std::str::from_utf8(key.strip_prefix(prefix)?).ok()?;
+    let (epoch, id) = rest.split_once('/')?;
+    Some((epoch.parse().ok()?, id.parse().ok()?))
+}
+
 /// Counter for unbonding entry ids.
 pub fn next_unbonding_id() -> Vec<u8> {
     b"stake/next_unbonding_id".to_vec()
@@ -128,6 +149,13 @@ mod tests {
         assert!(key.starts_with(&unbondings()));
         assert!(unbonding(9, "z", 0) < unbonding(10, "a", 0));
         assert!(unbonding(3, OPERATOR, 9) < unbonding(3, OPERATOR, 10));
+        let index = unbonding_of(OPERATOR, 3, 7);
+        assert!(!index.starts_with(&unbondings()), "the index is no entry");
+        assert_eq!(
+            parse_unbonding_of(&unbondings_of(OPERATOR), &index),
+            Some((3, 7))
+        );
+        assert!(unbonding_of(OPERATOR, 9, 0) < unbonding_of(OPERATOR, 10, 0));
     }
 
     #[test]

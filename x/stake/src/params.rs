@@ -10,7 +10,8 @@ use gonka_sdk::PPM;
 /// than the default disputes' 631-block challenge window, as genesis requires), 10% stake
 /// weight, 30% cap, 2 jail epochs; liveness over a 100-block window with at least half of it
 /// signed, 10% slashed for downtime (as Gonka slashes) and 5% for double signing (the
-/// Cosmos SDK's default).
+/// Cosmos SDK's default); unstakes of at least 1 GNK (or everything left), at most 7
+/// unbonding entries per participant (the Cosmos SDK's `MaxEntries`).
 pub fn default_params() -> Params {
     Params {
         min_stake: "100000000000".into(),
@@ -22,6 +23,8 @@ pub fn default_params() -> Params {
         min_signed_ppm: 500_000,
         downtime_slash_ppm: 100_000,
         double_sign_slash_ppm: 50_000,
+        min_unstake: "1000000000".into(),
+        max_unbonding_entries: 7,
     }
 }
 
@@ -55,6 +58,10 @@ pub struct StakeParams {
     pub downtime_slash_ppm: u64,
     /// Share of stake slashed for double signing, ppm.
     pub double_sign_slash_ppm: u64,
+    /// Least amount of one unstake that leaves stake bonded, in ngnk.
+    pub min_unstake: u128,
+    /// Most unbonding entries one participant may have at once; positive.
+    pub max_unbonding_entries: u64,
 }
 
 impl StakeParams {
@@ -96,8 +103,17 @@ impl StakeParams {
                 params.signed_blocks_window
             )));
         }
+        let min_unstake = parse_amount("app_state.stake.params.min_unstake", &params.min_unstake)
+            .map_err(|e| invalid(e.log))?;
+        if params.max_unbonding_entries == 0 {
+            return Err(invalid(
+                "app_state.stake.params.max_unbonding_entries must be positive".into(),
+            ));
+        }
         Ok(Self {
             min_stake,
+            min_unstake,
+            max_unbonding_entries: params.max_unbonding_entries,
             unbonding_epochs: params.unbonding_epochs,
             stake_weight_ppm: params.stake_weight_ppm,
             max_power_share_ppm: params.max_power_share_ppm,
@@ -121,6 +137,8 @@ impl StakeParams {
             min_signed_ppm: self.min_signed_ppm,
             downtime_slash_ppm: self.downtime_slash_ppm,
             double_sign_slash_ppm: self.double_sign_slash_ppm,
+            min_unstake: self.min_unstake.to_string(),
+            max_unbonding_entries: self.max_unbonding_entries,
         }
     }
 }

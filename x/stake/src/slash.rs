@@ -1,7 +1,6 @@
 //! Punishment API for other modules (disputes): slash a fraction of stake, jail.
 
 use gonka_bank::{transfer, Coin};
-use gonka_proto::stake::UnbondingEntry;
 use gonka_sdk::{ErrorCode, Result, StateWrite};
 
 use crate::state::{bonded, unbonding_amount};
@@ -42,12 +41,7 @@ pub fn slash(
             &Coin::ngnk(from_bonded),
         )?;
     }
-    let entries: Vec<UnbondingEntry> = state
-        .unbonding_entries()?
-        .into_iter()
-        .filter(|e| e.operator == operator)
-        .collect();
-    for mut entry in entries {
+    for mut entry in state.operator_unbondings(operator)? {
         let amount = unbonding_amount(&entry)?;
         let cut = portion(amount, fraction_ppm);
         if cut == 0 {

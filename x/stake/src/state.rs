@@ -4,8 +4,8 @@ use gonka_auth::module_address;
 use gonka_proto::query::page::PageRequest;
 use gonka_proto::stake::{Participant, SigningInfo, UnbondingEntry, WorkCredit};
 use gonka_sdk::{
-    paginate_proto, parse_amount, ErrorCode, Page, Result, StateRead, StateReadExt, StateWrite,
-    StateWriteExt,
+    paginate, paginate_proto, parse_amount, ErrorCode, Page, Result, SdkError, StateRead,
+    StateReadExt, StateWrite, StateWriteExt,
 };
 use sha2::{Digest, Sha256};
 
@@ -37,6 +37,25 @@ pub fn bonded(participant: &Participant) -> Result<u128> {
 /// An unbonding entry's amount as a number.
 pub fn unbonding_amount(entry: &UnbondingEntry) -> Result<u128> {
     parse_amount("unbonding amount", &entry.amount)
+}
+
+/// The unbonding entry that `operator`'s index entry `key` (under `prefix`) names.
+fn indexed_unbonding<S: StateRead + ?Sized>(
+    state: &S,
+    operator: &str,
+    prefix: &[u8],
+    key: &[u8],
+) -> Result<UnbondingEntry> {
+    let (epoch, id) = keys::parse_unbonding_of(prefix, key).ok_or_else(|| {
+        SdkError::Internal.err(format!("malformed unbonding index key under {operator}"))
+    })?;
+    state
+        .get_proto::<UnbondingEntry>(&keys::unbonding(epoch, operator, id))?
+        .ok_or_else(|| {
+            SdkError::Internal.err(format!(
+                "the unbonding index of {operator} names a missing entry {id}"
+            ))
+        })
 }
 
 /// Reads of stake state.
@@ -107,21 +126,34 @@ pub trait StakeRead: StateRead {
             .collect())
     }
 
+    /// `operator`'s unbonding entries, by completion epoch then id (through the index by
+    /// operator: as many reads as it has entries, at most `max_unbonding_entries`).
+    fn operator_unbondings(&self, operator: &str) -> Result<Vec<UnbondingEntry>> {
+        let prefix = keys::unbondings_of(operator);
+        self.prefix_raw(&prefix)?
+            .iter()
+            .map(|(key, _)| indexed_unbonding(self, operator, &prefix, key))
+            .collect()
+    }
+
     /// One page of the participants, by operator address.
     fn participants_page(&self, page: Option<&PageRequest>) -> Result<Page<Participant>> {
         paginate_proto(self, &keys::participants(), page, |_, p| Ok(Some(p)))
     }
 
-    /// One page of the unbonding entries (of `operator`, or all when empty), by completion
-    /// epoch then operator. The entries are not indexed by operator, so a page filtered by
-    /// operator reads `limit` entries and may hold fewer.
+    /// One page of the unbonding entries: all of them by completion epoch then operator, or
+    /// `operator`'s by completion epoch (through the index by operator).
     fn unbonding_page(
         &self,
         operator: &str,
         page: Option<&PageRequest>,
     ) -> Result<Page<UnbondingEntry>> {
-        paginate_proto(self, &keys::unbondings(), page, |_, e: UnbondingEntry| {
-            Ok((operator.is_empty() || e.operator == operator).then_some(e))
+        if operator.is_empty() {
+            return paginate_proto(self, &keys::unbondings(), page, |_, e| Ok(Some(e)));
+        }
+        let prefix = keys::unbondings_of(operator);
+        paginate(self, &prefix, page, |key, _| {
+            indexed_unbonding(self, operator, &prefix, key).map(Some)
         })
     }
 
@@ -189,11 +221,15 @@ pub trait StakeWrite: StateWrite {
         self.put_proto(keys::participant(&participant.operator), participant);
     }
 
-    /// Stores an unbonding entry.
+    /// Stores an unbonding entry and its index entry under its operator.
     fn put_unbonding(&mut self, entry: &UnbondingEntry) {
         self.put_proto(
             keys::unbonding(entry.completes_epoch, &entry.operator, entry.id),
             entry,
+        );
+        self.put_raw(
+            keys::unbonding_of(&entry.operator, entry.completes_epoch, entry.id),
+            Vec::new(),
         );
     }
 
@@ -207,11 +243,16 @@ pub trait StakeWrite: StateWrite {
         self.delete_raw(keys::signing_info(operator));
     }
 
-    /// Removes an unbonding entry.
+    /// Removes an unbonding entry and its index entry.
     fn delete_unbonding(&mut self, entry: &UnbondingEntry) {
         self.delete_raw(keys::unbonding(
             entry.completes_epoch,
             &entry.operator,
+            entry.id,
+        ));
+        self.delete_raw(keys::unbonding_of(
+            &entry.operator,
+            entry.completes_epoch,
             entry.id,
         ));
     }

@@ -6,8 +6,10 @@
 //! and host lines strictly ascending, canonical amounts, positive requester totals adding up
 //! to `total`, host payouts not above it, each host's last index inside the batch; then
 //! against state: the lines and records within the parameters, a registered and staked
-//! transfer agent using its next batch number, staked hosts with BLS keys, then the one
-//! aggregate signature (a BLS verification's gas first; the point is decompressed only
+//! transfer agent using its next batch number, staked hosts with BLS keys, the gas of the
+//! next block's sampling of the claimed record count ([`crate::sampling::sampling_gas`]) and
+//! room for those records in this block (`max_block_records`), then the one aggregate
+//! signature (a BLS verification's gas first; the point is decompressed only
 //! then), then each escrow's balance, open until a later height. Nothing per record is
 //! checked here: records are checked off chain by anyone, and a wrong one voids the batch
 //! through `MsgChallengeBatch`.
@@ -171,6 +173,14 @@ impl Msg for SettleBatch {
                 msg.record_count
             )));
         }
+        let height = ctx.block.height;
+        let in_block = state.block_records(height)?;
+        if in_block.saturating_add(msg.record_count) > params.max_block_records {
+            return Err(SettlementError::BlockRecordsFull.err(format!(
+                "the batches settled in block {height} already commit to {in_block} of the {} records a block may hold; this batch's {} records must wait for a later block: submit it again",
+                params.max_block_records, msg.record_count
+            )));
+        }
         require_transfer_agent(state, agent)?;
         gonka_inference::require_staked(state, agent, "transfer agent settling a batch")?;
         let expected = state.batch_number(agent)? + 1;
@@ -194,6 +204,13 @@ impl Msg for SettleBatch {
                 })?;
             keys.push(key);
         }
+        // The next block samples every record the batch claims: paid for here, before the
+        // signature check.
+        let rate = crate::sampling::batch_sample_rate(state, &params, msg)?;
+        ctx.gas.consume(
+            crate::sampling::sampling_gas(ctx.gas.costs(), msg.record_count, rate),
+            "batch leaf sampling",
+        )?;
         ctx.gas.consume_bls_verify("batch host signature")?;
         let signature = Signature::from_bytes(&msg.host_signature).ok_or_else(|| {
             SettlementError::InvalidHostSignature
@@ -210,7 +227,6 @@ impl Msg for SettleBatch {
                 ctx.block.chain_id
             )));
         }
-        let height = ctx.block.height;
         for (line, &owed) in msg.requesters.iter().zip(&owed) {
             let mut escrow = state.escrow(&line.requester, agent)?.ok_or_else(|| {
                 SettlementError::InsufficientEscrow.err(format!(
@@ -232,6 +248,7 @@ impl Msg for SettleBatch {
         let id = state.next_batch_id()?;
         state.put_next_batch_id(id + 1);
         state.put_batch_number(agent, msg.number);
+        state.put_block_records(height, in_block + msg.record_count);
         let batch = Batch {
             id,
             settled: Some(MsgSettleBatch {

@@ -1,5 +1,7 @@
 //! `MsgUnstake`: move bonded stake to unbonding; it is paid back automatically at the end
-//! of epoch `current + unbonding_epochs`.
+//! of epoch `current + unbonding_epochs`. At least `min_unstake` unless it unstakes
+//! everything left; unstakes completing in the same epoch share one entry, and a participant
+//! has at most `max_unbonding_entries` (every slash reads them all).
 
 use gonka_auth::validate_address;
 use gonka_bank::{transfer, Coin};
@@ -7,7 +9,7 @@ use gonka_proto::stake::{MsgUnstake, UnbondingEntry};
 use gonka_sdk::{ErrorCode, Msg, Result, StateWrite, TxContext};
 
 use super::positive_amount;
-use crate::state::bonded;
+use crate::state::{bonded, unbonding_amount};
 use crate::{
     bonded_pool_address, events, unbonding_pool_address, StakeError, StakeRead, StakeWrite,
 };
@@ -49,8 +51,40 @@ impl Msg for Unstake {
                 self.amount
             ))
         })?;
+        let params = state.stake_params()?;
+        if self.amount < params.min_unstake && remaining > 0 {
+            return Err(StakeError::UnstakeBelowMinimum.err(format!(
+                "cannot unstake {}ngnk: an unstake is at least {}ngnk (min_unstake) unless it unstakes everything bonded ({current}ngnk)",
+                self.amount, params.min_unstake
+            )));
+        }
         let epoch = gonka_epochs::current(state)?;
-        let completes_epoch = epoch + state.stake_params()?.unbonding_epochs;
+        let completes_epoch = epoch + params.unbonding_epochs;
+        let entries = state.operator_unbondings(operator)?;
+        let joined = entries
+            .iter()
+            .find(|e| e.completes_epoch == completes_epoch)
+            .cloned();
+        let entry = match joined {
+            Some(mut entry) => {
+                entry.amount = (unbonding_amount(&entry)? + self.amount).to_string();
+                entry
+            }
+            None if entries.len() as u64 >= params.max_unbonding_entries => {
+                return Err(StakeError::TooManyUnbondings.err(format!(
+                    "{operator} already has {} unbonding entries (max_unbonding_entries); the next completes at the end of epoch {}: unstake again after it",
+                    entries.len(),
+                    entries.iter().map(|e| e.completes_epoch).min().unwrap_or(completes_epoch)
+                )));
+            }
+            None => UnbondingEntry {
+                operator: operator.clone(),
+                amount: self.amount.to_string(),
+                created_epoch: epoch,
+                completes_epoch,
+                id: state.next_unbonding_id()?,
+            },
+        };
         transfer(
             state,
             &bonded_pool_address(),
@@ -59,13 +93,6 @@ impl Msg for Unstake {
         )?;
         participant.bonded = remaining.to_string();
         state.put_reduced_participant(&participant)?;
-        let entry = UnbondingEntry {
-            operator: operator.clone(),
-            amount: self.amount.to_string(),
-            created_epoch: epoch,
-            completes_epoch,
-            id: state.next_unbonding_id()?,
-        };
         state.put_unbonding(&entry);
         state.emit(events::unstaked(operator, self.amount, completes_epoch));
         Ok(())
