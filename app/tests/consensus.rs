@@ -65,11 +65,13 @@ fn golden_app_hash() {
     // - the inference parameter max_records_per_batch (the per-record path is gone);
     // + the pol parameters, live-job count and next job id; + the stake liveness parameters
     // (downtime and double-sign jailing); + the settlement parameter max_block_records and the
-    // stake parameters min_unstake and max_unbonding_entries (sampling and slashing bounded).
+    // stake parameters min_unstake and max_unbonding_entries (sampling and slashing bounded);
+    // + the pol parameters verifier_tokens_per_block and max_reassignments; + the
+    // settlement parameter challenger_bounty_ppm.
     assert_eq!(hex::encode(fx.chain.app_hash()), GOLDEN);
 }
 
-const GOLDEN: &str = "46d01bc4c43ad3f169ad91ab03ee1a34fb9f0c32904575a519e3c3a235182377";
+const GOLDEN: &str = "5f4a6e7206e9141f454dd174c81867122d24079691265c0bf950b17a941cc55a";
 
 #[test]
 fn crash_between_finalize_and_commit_reopens_at_last_commit_and_replays() {

@@ -198,8 +198,10 @@ fn submit_round(
     block
 }
 
+/// Nothing sampled: every checkpoint is paid from the creator's budget, and none credits
+/// work (only re-executed work counts for rewards and power).
 #[test]
-fn an_honest_job_pays_every_checkpoint_credits_its_work_and_returns_the_rest() {
+fn an_honest_job_pays_every_checkpoint_and_returns_the_rest_but_credits_no_unchecked_work() {
     let mut world = world(0);
     let alice = world.balance_of("alice");
     let hosts: Vec<u128> = ["p0", "p1", "p2"]
@@ -217,7 +219,7 @@ fn an_honest_job_pays_every_checkpoint_credits_its_work_and_returns_the_rest() {
         for c in checkpoints(&world, id, round) {
             assert_eq!(c.status(), pb::CheckpointStatus::Accepted);
             assert_eq!(c.paid, PAY.to_string());
-            assert_eq!(c.work_units, UNITS);
+            assert_eq!(c.work_units, 0, "nobody re-executed it");
         }
     }
     let job = job(&world, id);
@@ -232,14 +234,61 @@ fn an_honest_job_pays_every_checkpoint_credits_its_work_and_returns_the_rest() {
     }
     // Alice paid the six worker pays; the unused verification fees came back.
     assert_eq!(world.balance_of("alice"), alice - 6 * PAY - FEE);
-    // Training counts in the work ledger like inference.
     let work = world.work(world.current_epoch());
-    for w in ["p0", "p1", "p2"] {
-        let units = work.iter().find(|(a, _)| *a == addr(w)).map(|(_, u)| *u);
-        assert_eq!(units, Some(2 * UNITS), "{w}");
+    assert!(
+        work.iter().all(|(_, units)| *units == 0),
+        "unchecked training credits nothing: {work:?}"
+    );
+}
+
+/// Half the checkpoints sampled: each one re-executed and found right credits its round's
+/// work divided by the rate (twice it), the unsampled ones nothing, so training counts in
+/// the work ledger like inference in expectation.
+#[test]
+fn verified_checkpoints_credit_their_work_divided_by_the_sampling_rate() {
+    let mut world = world(500_000);
+    let id = started_job_of(&mut world, 100);
+    let mut expected: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut sampled = 0;
+    for round in 1..=ROUNDS {
+        submit_round(&mut world, id, round, &["p0", "p1", "p2"], |w| {
+            honest_weights(w, round)
+        });
+        world.block(vec![]);
+        for c in checkpoints(&world, id, round) {
+            let worker = label_of(&c.worker);
+            let credit = expected.entry(worker.clone()).or_default();
+            if c.status() == pb::CheckpointStatus::Accepted {
+                assert_eq!(c.work_units, 0);
+                continue;
+            }
+            sampled += 1;
+            let verifier = verifier_of(&world, id, round, &worker);
+            let weights = honest_weights(&worker, round);
+            let tx = world.tx(
+                &verifier,
+                vec![verdict(&verifier, id, round, &worker, &weights)],
+            );
+            assert_ok(&world.block(vec![tx]));
+            let c = checkpoint_of(&world, id, round, &worker);
+            assert_eq!(c.status(), pb::CheckpointStatus::Verified);
+            assert_eq!(
+                c.work_units,
+                2 * UNITS,
+                "{worker}: its work over the 50% rate"
+            );
+            *credit += 2 * UNITS;
+        }
     }
-    // The epoch's rewards then follow that work (World checks the settlement).
-    world.finish_epoch();
+    assert!(sampled > 0, "this seed samples at least one of the six");
+    let work = world.work(world.current_epoch());
+    for (worker, units) in expected {
+        let credited = work
+            .iter()
+            .find(|(a, _)| *a == addr(&worker))
+            .map_or(0, |(_, u)| *u);
+        assert_eq!(credited, units, "{worker}");
+    }
 }
 
 /// `worker` attests the final weights `weights` of job `id`.
@@ -459,9 +508,13 @@ fn a_cheating_trainer_is_faulted_by_the_committee_and_slashed_to_the_honest_side
         };
         assert_eq!(world.balance(&address), expected, "{label}");
     }
+    // (Other checkpoints of the round, whose verifiers never answer here, may be handed to
+    // it meanwhile.)
     assert!(
-        duties(&world, &members[2]).is_empty(),
-        "the late member owes nothing"
+        !duties(&world, &members[2])
+            .iter()
+            .any(|d| d.worker == addr("p1") && d.round == 1),
+        "the late member owes nothing for the decided dispute"
     );
     // p1 is dropped: its round-2 checkpoint no longer counts, so p0's does not close the
     // round on p2, still training; p1 cannot submit again. Round 2 closes with p0 and p2.
@@ -560,34 +613,87 @@ fn a_job_that_never_fills_is_cancelled_and_refunded() {
     assert_code(world.block(vec![tx]).result(0), 6, "join a cancelled job");
 }
 
+/// Attack (issue 34, item 1): an unanswered verification used to count as agreement, so a
+/// worker whose made-up checkpoint was sampled was paid (and credited) when its verifier
+/// could not re-execute in time. Now the checkpoint goes to another validator; a late
+/// answer from the one that missed is refused; and after `max_reassignments` hand-overs
+/// without an answer it is unverified: unpaid, uncredited, its slot back to the creator.
 #[test]
-fn an_unanswered_verification_pays_the_worker_without_a_fee() {
+fn an_unanswered_verification_is_reassigned_and_never_pays() {
     let mut world = world(1_000_000);
+    let alice = world.balance_of("alice");
     let id = started_job(&mut world);
     submit_round(&mut world, id, 1, &["p0", "p1", "p2"], |w| {
         honest_weights(w, 1)
     });
     world.block(vec![]);
-    let c = checkpoint_of(&world, id, 1, "p0");
+    let first = checkpoint_of(&world, id, 1, "p0");
     let p0 = world.balance_of("p0");
-    while world.chain.height() <= c.deadline {
+    while world.chain.height() <= first.deadline {
         world.block(vec![]);
     }
     let c = checkpoint_of(&world, id, 1, "p0");
-    assert_eq!(c.status(), pb::CheckpointStatus::Verified);
-    assert!(c.verification.is_none());
-    assert_eq!(world.balance_of("p0"), p0 + PAY);
-    // Too late now.
-    let verifier = label_of(&c.verifier);
+    assert_eq!(
+        c.status(),
+        pb::CheckpointStatus::Verifying,
+        "handed to another validator"
+    );
+    assert_eq!(c.missed_by, vec![first.verifier.clone()]);
+    assert_ne!(c.verifier, first.verifier);
+    assert_ne!(c.verifier, addr("p0"));
+    assert_eq!(
+        world.balance_of("p0"),
+        p0,
+        "nothing paid for an unanswered verification"
+    );
+    // The validator that missed it is too late now.
+    let late = label_of(&first.verifier);
     let tx = world.tx(
-        &verifier,
-        vec![verdict(&verifier, id, 1, "p0", &honest_weights("p0", 1))],
+        &late,
+        vec![verdict(&late, id, 1, "p0", &honest_weights("p0", 1))],
     );
     assert_code(
         world.block(vec![tx]).result(0),
         14,
         "a verification after its deadline",
     );
+    // The second validator answers: paid and credited.
+    let second = label_of(&c.verifier);
+    let tx = world.tx(
+        &second,
+        vec![verdict(&second, id, 1, "p0", &honest_weights("p0", 1))],
+    );
+    assert_ok(&world.block(vec![tx]));
+    let c = checkpoint_of(&world, id, 1, "p0");
+    assert_eq!(c.status(), pb::CheckpointStatus::Verified);
+    assert_eq!(c.work_units, UNITS);
+    let p0_fee = if second == "p0" { FEE } else { 0 };
+    assert_eq!(world.balance_of("p0"), p0 + PAY - p0_fee);
+
+    // p1's checkpoint: nobody ever answers. After the first validator and two more, it is
+    // unverified.
+    loop {
+        let c = checkpoint_of(&world, id, 1, "p1");
+        if c.status() != pb::CheckpointStatus::Verifying {
+            break;
+        }
+        assert!(world.chain.height() < 60, "p1's review never ended");
+        world.block(vec![]);
+    }
+    let c = checkpoint_of(&world, id, 1, "p1");
+    assert_eq!(c.status(), pb::CheckpointStatus::Unverified);
+    assert_eq!(
+        c.missed_by.len(),
+        3,
+        "the first validator and two reassignments"
+    );
+    assert_eq!((c.paid.as_str(), c.work_units), ("0", 0));
+    // Round 2 went unsubmitted, so the job ended; once nothing is in review the creator gets
+    // back everything but p0's verified round (its pay and its verifier's fee).
+    let job = job(&world, id);
+    assert_ne!(job.status(), pb::JobStatus::Running);
+    assert_eq!(job.checkpoints_in_review, 0);
+    assert_eq!(world.balance_of("alice"), alice - FEE - SLOT);
 }
 
 #[test]
@@ -681,4 +787,57 @@ fn a_running_job_with_checkpoints_in_review_survives_genesis_export() {
     let (_dir, chain) = chain_from_export(&exported);
     let again = chain.app().export_genesis().unwrap();
     assert_eq!(again["pol"], exported["pol"]);
+}
+
+/// Attack (issue 34, item 1): a host creates a job (its budget comes back), joins it alone
+/// with dust stake and claims 10,000 inner steps of 256 sequences of 64 bytes: 164 million
+/// tokens a checkpoint, which no validator re-executes within its deadline, so a sampled
+/// made-up checkpoint could never be shown wrong. The job is refused (it names the most a
+/// verifier re-executes in time), and a participant bonding less than `min_stake` — the
+/// stake a faulted checkpoint slashes — cannot join.
+#[test]
+fn a_job_nobody_can_reexecute_in_time_or_a_worker_below_min_stake_is_refused() {
+    let mut world = world(100_000);
+    let params = gonka_pol::default_params();
+    let verifiable = params.verifier_tokens_per_block * 3; // this world's 3-block deadline
+    let mut huge = create_job(BUDGET, ROUND_BLOCKS);
+    let config = huge.config.as_mut().unwrap();
+    (config.inner_steps, config.batch_size) = (10_000, 256);
+    let tx = world.tx("alice", vec![any_of(&huge)]);
+    let block = world.block(vec![tx]);
+    assert_code(
+        block.result(0),
+        3,
+        "a checkpoint nobody re-executes in time",
+    );
+    assert!(
+        block.result(0).log.contains(&format!(
+            "trains 163840000 tokens (seq_len × batch_size × inner_steps), more than a verifier re-executes in verification_deadline_blocks (3) at verifier_tokens_per_block ({}): {verifiable}",
+            params.verifier_tokens_per_block
+        )),
+        "{}",
+        block.result(0).log
+    );
+    assert!(world
+        .query::<q::pol::Jobs>(Default::default())
+        .jobs
+        .is_empty());
+
+    // p5 unstakes down to half of min_stake (1,000 here) and tries to join a sound job.
+    let tx = world.tx("p5", vec![unstake_msg("p5", BOND - 500)]);
+    assert_ok(&world.block(vec![tx]));
+    let tx = world.tx("alice", vec![any_of(&create_job(BUDGET, ROUND_BLOCKS))]);
+    assert_ok(&world.block(vec![tx]));
+    let tx = world.tx("p5", vec![join("p5", 1)]);
+    let block = world.block(vec![tx]);
+    assert_code(block.result(0), 8, "a worker below min_stake");
+    assert!(
+        block
+            .result(0)
+            .log
+            .contains("bonds 500ngnk (or is jailed), less than min_stake (1000ngnk)"),
+        "{}",
+        block.result(0).log
+    );
+    assert!(job(&world, 1).workers.is_empty());
 }

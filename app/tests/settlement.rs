@@ -446,6 +446,16 @@ fn assert_challenge_wins(
     }
     let (ta_stake, carol) = (world.bonded(TA), world.balance_of("carol"));
     let host_stake = host.map(|h| world.bonded(h));
+    // The hosts not at fault, and what the cheat's lines owe them.
+    let wronged: Vec<(&str, u128, u128)> = ["p0", "p1"]
+        .into_iter()
+        .filter(|h| Some(*h) != host)
+        .filter_map(|h| {
+            let line = cheat.hosts.iter().find(|l| l.host == addr(h))?;
+            Some((h, world.balance_of(h), line.payout.parse::<u128>().unwrap()))
+        })
+        .collect();
+    let community = world.balance(&gonka_rewards::community_pool_address());
     let result = challenge(&mut world, "carol", 1, kind);
     assert_eq!(result.code, 0, "the challenge wins: {}", result.log);
     let voided = batch(&world, 1);
@@ -457,7 +467,23 @@ fn assert_challenge_wins(
         assert_eq!(world.bonded(h), stake - stake / 5);
         slashed += stake / 5;
     }
-    assert_eq!(world.balance_of("carol"), carol - FEE + slashed);
+    // A tenth of the slash to the challenger; the hosts not at fault paid their lines out of
+    // the transfer agent's slash; the rest to the community pool.
+    let bounty = slashed / 10;
+    assert_eq!(world.balance_of("carol"), carol - FEE + bounty);
+    let mut hosts_paid = 0;
+    for (h, before, payout) in wronged {
+        assert_eq!(
+            world.balance_of(h),
+            before + payout,
+            "{h} is paid by the TA's slash"
+        );
+        hosts_paid += payout;
+    }
+    assert_eq!(
+        world.balance(&gonka_rewards::community_pool_address()),
+        community + slashed - bounty - hosts_paid
+    );
     // Every debit of the cheat refunded; the honest batch's stays.
     assert_eq!(
         (escrow(&world, "alice"), escrow(&world, "bob")),
@@ -897,6 +923,7 @@ fn a_demanded_leaf_left_unanswered_voids_the_batch() {
     let mut world = world_with_rich_carol();
     assert_eq!(settle(&mut world, &honest(1).msg).code, 0);
     let (carol, ta_stake) = (world.balance_of("carol"), world.bonded(TA));
+    let hosts = ["p0", "p1"].map(|h| (h, world.balance_of(h)));
     assert_eq!(demand(&mut world, 1, 4, DEPOSIT).code, 0);
     let deadline = world.chain.height() + ANSWER;
     let now = world.chain.height();
@@ -910,7 +937,22 @@ fn a_demanded_leaf_left_unanswered_voids_the_batch() {
     );
     let slashed = ta_stake / 5;
     assert_eq!(world.bonded(TA), ta_stake - slashed);
-    assert_eq!(world.balance_of("carol"), carol - FEE + slashed);
+    // A tenth of the slash to the challenger (its deposit back too); no host is at fault, so
+    // both are paid their lines out of the transfer agent's slash.
+    assert_eq!(world.balance_of("carol"), carol - FEE + slashed / 10);
+    for (h, before) in hosts {
+        let payout: u128 = honest(1)
+            .msg
+            .hosts
+            .iter()
+            .find(|l| l.host == addr(h))
+            .map_or(0, |l| l.payout.parse().unwrap());
+        assert_eq!(
+            world.balance_of(h),
+            before + payout,
+            "{h} is paid by the TA's slash"
+        );
+    }
     assert_eq!(
         (escrow(&world, "alice"), escrow(&world, "bob")),
         (ESCROW, ESCROW),
@@ -977,10 +1019,89 @@ fn a_transfer_agent_voiding_its_own_batch_gets_its_slash_back_never() {
     );
     assert_eq!(result.code, 0, "{}", result.log);
     assert_eq!(batch(&world, 1).status, BatchStatus::Voided as i32);
-    // It loses the slash and gains nothing: the community pool keeps it.
+    // It loses the slash and gains nothing: its hosts, whose receipts are not on the bad
+    // leaf, are paid their lines out of it, and the community pool keeps the rest.
     assert_eq!(world.bonded(TA), stake - stake / 5);
     assert_eq!(world.balance_of(TA), liquid - FEE);
-    assert_eq!(world.balance(&pool), pooled + stake / 5);
+    assert_eq!(
+        world.balance(&pool),
+        pooled + stake / 5 - host_payouts(&cheat.msg)
+    );
+}
+
+/// Attack (issue 34, item 4): a transfer agent plants a bad leaf in its own batch and has a
+/// sybil (carol) challenge it. The whole 20% slash used to go to the challenger — a free
+/// void that refunds the requesters (perhaps its own sybils) and leaves the hosts who served
+/// unpaid. Now the challenger gets a tenth of the slash, the hosts not at fault are paid
+/// their lines out of the transfer agent's slash, and the community pool keeps the rest:
+/// the transfer agent and its sybil together lose nine tenths of the slash.
+#[test]
+fn a_transfer_agent_voiding_its_own_batch_through_a_sybil_loses_and_its_hosts_are_paid() {
+    let mut world = world_with_carol();
+    let mut records = served_of(&honest(1).leaves);
+    let mut made_up = served("alice", "planted", exec("p0", "n0", 99), (1, 1));
+    made_up.record.requester_signature[3] ^= 1;
+    let id = made_up.record.inference_id.clone();
+    records.push(made_up);
+    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
+    assert_eq!(settle(&mut world, &cheat.msg).code, 0);
+    let index = cheat
+        .leaves
+        .iter()
+        .position(|l| l.record.as_ref().unwrap().inference_id == id)
+        .unwrap() as u64;
+    let pool = gonka_rewards::community_pool_address();
+    let (stake, ta, carol, pooled) = (
+        world.bonded(TA),
+        world.balance_of(TA),
+        world.balance_of("carol"),
+        world.balance(&pool),
+    );
+    let hosts = ["p0", "p1"].map(|h| (h, world.balance_of(h)));
+    let result = challenge(
+        &mut world,
+        "carol",
+        1,
+        Kind::InvalidLeaf(cheat.leaf_proof(index).unwrap()),
+    );
+    assert_eq!(result.code, 0, "{}", result.log);
+    assert_eq!(batch(&world, 1).status, BatchStatus::Voided as i32);
+    let slashed = stake / 5;
+    let bounty = slashed / 10;
+    let ring_before = stake + ta + carol;
+    let ring_after = world.bonded(TA) + world.balance_of(TA) + world.balance_of("carol");
+    assert_eq!(
+        ring_before - ring_after,
+        slashed - bounty + FEE,
+        "the transfer agent and its sybil lose nine tenths of the slash (and the fee)"
+    );
+    for (h, before) in hosts {
+        let payout: u128 = cheat
+            .msg
+            .hosts
+            .iter()
+            .find(|l| l.host == addr(h))
+            .map_or(0, |l| l.payout.parse().unwrap());
+        assert!(payout > 0, "{h} served in the batch");
+        assert_eq!(
+            world.balance_of(h),
+            before + payout,
+            "{h} is paid for its service"
+        );
+    }
+    assert_eq!(
+        world.balance(&pool),
+        pooled + slashed - bounty - host_payouts(&cheat.msg)
+    );
+}
+
+/// What `msg`'s host lines pay hosts other than its transfer agent.
+fn host_payouts(msg: &MsgSettleBatch) -> u128 {
+    msg.hosts
+        .iter()
+        .filter(|l| l.host != msg.transfer_agent)
+        .map(|l| l.payout.parse::<u128>().unwrap())
+        .sum()
 }
 
 /// A second transfer agent in [`world`]: p1, which also hosts.
@@ -1325,7 +1446,11 @@ fn a_sampled_leaf_left_unanswered_voids_the_batch_and_slashes_the_transfer_agent
     );
     let slashed = ta_stake / 5;
     assert_eq!(world.bonded(TA), ta_stake - slashed);
-    assert_eq!(world.balance(&pool), community + slashed);
+    // The pool is the challenger: bounty and rest alike go to it, less the hosts' lines.
+    assert_eq!(
+        world.balance(&pool),
+        community + slashed - host_payouts(&honest(1).msg)
+    );
     assert_eq!(
         (escrow(&world, "alice"), escrow(&world, "bob")),
         (ESCROW, ESCROW),

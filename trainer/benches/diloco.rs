@@ -354,12 +354,15 @@ fn verification_cost(setup: &Setup, h: u32) {
     let verdict =
         verify_round(&task, &commitment, &out.end_weights, &Tolerance::default()).expect("verify");
     let verify = t.elapsed().as_secs_f64();
+    let tokens = u64::from(h) * u64::from(job.batch_size) * SEQ_LEN as u64;
     println!(
         "\nverification of one round (H={h}, batch {}): round {train:.2} s (with hashing), \
-         verify_round {verify:.2} s ({:.2}x); bit-exact {}",
+         verify_round {verify:.2} s ({:.2}x); bit-exact {}; re-execution rate {:.0} trained \
+         tokens/s (x/pol's verifier_tokens_per_block is half of it at 1-second blocks)",
         job.batch_size,
         verify / train,
-        verdict.bit_exact
+        verdict.bit_exact,
+        tokens as f64 / verify
     );
 }
 

@@ -42,7 +42,9 @@ pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()>
         state.delete_raw(keys::sample(height, job, round));
         review::sample_round(state, height, job, round)?;
     }
-    drain_checkpoints(state, &keys::reviews_at(height), review::deadline_passed)
+    drain_checkpoints(state, &keys::reviews_at(height), |s, id| {
+        review::deadline_passed(s, height, id)
+    })
 }
 
 /// After the block's transactions: the rounds due to close at this height close (their

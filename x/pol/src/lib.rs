@@ -30,14 +30,23 @@
 //! when the worker did not serve what re-execution needs. Agreement pays; disagreement is a
 //! dispute decided by a committee drawn in the next block, whose members re-execute and
 //! vote the same message; the loser is slashed `slash_fraction_ppm` (20%) to the winners
-//! ([`review`]). Unsampled checkpoints are paid at once.
+//! ([`review`]). Unsampled checkpoints are paid at once. An unanswered verification never
+//! pays: it goes to another validator, up to `max_reassignments` times, and then the
+//! checkpoint is unverified (not paid, nothing credited, its slot back to the creator).
+//! A job is refused when one checkpoint (`seq_len · batch_size · inner_steps` tokens) could
+//! not be re-executed within `verification_deadline_blocks` at `verifier_tokens_per_block`,
+//! so a sampled checkpoint can always be checked in time; joining needs `min_stake` bonded,
+//! the stake a faulted checkpoint slashes.
 //!
 //! # Pay and work
-//! A paid checkpoint earns its worker `slot − fee` from the job's budget and credits
-//! [`rounds::work_units`] to its host in the same work ledger as inference
-//! ([`gonka_stake::credit_work`]), so training counts for rewards and validator power. The
-//! fee pays the re-execution when the checkpoint is sampled. What a job does not pay goes
-//! back to its creator once it ended and nothing of it is in review.
+//! A paid checkpoint earns its worker `slot − fee` from the job's budget (the creator's
+//! money, paid for what the creator asked). Work is credited only for re-executed work: a
+//! verified (or upheld) checkpoint credits [`rounds::credited_units`] — its round's
+//! [`rounds::work_units`] divided by the sampling rate — to its host in the same work ledger
+//! as inference ([`gonka_stake::credit_work`]), so training counts for rewards and validator
+//! power in expectation while a made-up checkpoint credits only when sampled, where it is
+//! caught and slashed. The fee pays the re-execution when the checkpoint is sampled. What a
+//! job does not pay goes back to its creator once it ended and nothing of it is in review.
 //!
 //! # The trained model
 //! After the last round, each active worker computes the final weights (the last round's

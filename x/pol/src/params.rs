@@ -13,8 +13,10 @@ pub const WORKERS_CEILING: u64 = 256;
 /// 2 to 10,000 blocks, 1,000 blocks to fill a job, 10% of checkpoints re-executed (x/disputes'
 /// highest sampling rate), 20 blocks to verify and 30 for a committee of 3 to vote (as
 /// x/disputes), a 20% slash, 10% of a checkpoint's slot paying its verification, budgets of
-/// at least 1 GNK, at most 100 live jobs, and trained models priced at 1 ngnk per token (the
-/// localnet's price of the reference model they share the runtime with).
+/// at least 1 GNK, at most 100 live jobs, trained models priced at 1 ngnk per token (the
+/// localnet's price of the reference model they share the runtime with), a verifier
+/// re-executing [`DEFAULT_VERIFIER_TOKENS_PER_BLOCK`] trained tokens per block, and an
+/// unanswered verification handed to 2 more validators before the checkpoint goes unverified.
 pub fn default_params() -> Params {
     Params {
         max_workers: 16,
@@ -32,7 +34,23 @@ pub fn default_params() -> Params {
         min_reward_budget: "1000000000".into(),
         max_live_jobs: 100,
         trained_model_price_per_token: "1".into(),
+        verifier_tokens_per_block: DEFAULT_VERIFIER_TOKENS_PER_BLOCK,
+        max_reassignments: 2,
     }
+}
+
+/// Trained tokens of `gonka-ref-v1` one validator re-executes per block, with room to spare:
+/// half of what the DiLoCo bench's re-execution measures on one core of this project's
+/// 2-core machine (`verify_round` of a whole round), at 1-second blocks. With the default 20
+/// blocks to answer, a checkpoint trains at most 20 × this many tokens.
+pub const DEFAULT_VERIFIER_TOKENS_PER_BLOCK: u64 = 4_000;
+
+/// The trained tokens of one checkpoint: `seq_len · batch_size · inner_steps`, saturating.
+pub fn checkpoint_tokens(config: &gonka_proto::pol::TrainingConfig) -> u64 {
+    config
+        .seq_len
+        .saturating_mul(config.batch_size)
+        .saturating_mul(config.inner_steps)
 }
 
 /// Checks every parameter is in range, naming the offending one.
@@ -60,6 +78,10 @@ pub fn validate_params(params: &Params) -> Result<()> {
         ),
         ("dispute_deadline_blocks", params.dispute_deadline_blocks),
         ("max_live_jobs", params.max_live_jobs),
+        (
+            "verifier_tokens_per_block",
+            params.verifier_tokens_per_block,
+        ),
     ] {
         if value == 0 {
             return field(name, "positive", 0);
@@ -135,6 +157,10 @@ mod tests {
             },
             Params {
                 trained_model_price_per_token: String::new(),
+                ..default_params()
+            },
+            Params {
+                verifier_tokens_per_block: 0,
                 ..default_params()
             },
         ];

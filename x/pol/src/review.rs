@@ -18,6 +18,7 @@ use crate::{events, pool_address, PolRead, PolWrite};
 
 const SAMPLE_DOMAIN: &[u8] = b"gonka/pol-sample/v1";
 const COMMITTEE_DOMAIN: &[u8] = b"gonka/pol-committee/v1";
+const REASSIGN_DOMAIN: &[u8] = b"gonka/pol-reassign/v1";
 
 /// Why money moved, as `pol_payout` events name it.
 pub mod reason {
@@ -53,10 +54,29 @@ fn set_duty(state: &mut dyn StateWrite, validator: &str, c: &Checkpoint, present
     state.set_entry(keys::duty(validator, c.job_id, c.round, &c.worker), present);
 }
 
+/// Hands checkpoint `c` to `verifier` until `height + verification_deadline_blocks`.
+fn assign(
+    state: &mut dyn StateWrite,
+    c: &mut Checkpoint,
+    verifier: String,
+    height: u64,
+) -> Result<()> {
+    c.status = CheckpointStatus::Verifying as i32;
+    c.deadline = height + state.pol_params()?.verification_deadline_blocks;
+    set_duty(state, &verifier, c, true);
+    c.verifier = verifier;
+    state.set_entry(
+        keys::review(c.deadline + 1, c.job_id, c.round, &c.worker),
+        true,
+    );
+    Ok(())
+}
+
 /// Samples the checkpoints of round `round` of `job` in `begin_block` of `height` (their
 /// round closed at `height − 1`): each with chance `checkpoint_sample_ppm` by the seed's
 /// first 8 bytes, assigned by power (bytes 8..16) to a validator other than its worker.
-/// Unsampled checkpoints (and sampled ones with no validator to assign) are paid now.
+/// Unsampled checkpoints (and sampled ones with no validator to assign) are paid now, and
+/// credit no work: the sampled ones that verify credit for them.
 pub(crate) fn sample_round(
     state: &mut dyn StateWrite,
     height: u64,
@@ -81,19 +101,12 @@ pub(crate) fn sample_round(
         };
         match verifier {
             Some(verifier) => {
-                c.status = CheckpointStatus::Verifying as i32;
-                c.deadline = height + params.verification_deadline_blocks;
-                set_duty(state, &verifier, &c, true);
-                c.verifier = verifier;
-                state.set_entry(
-                    keys::review(c.deadline + 1, c.job_id, c.round, &c.worker),
-                    true,
-                );
+                assign(state, &mut c, verifier, height)?;
                 state.emit(events::checkpoint("checkpoint_sampled", &c));
             }
             None => {
                 c.status = CheckpointStatus::Accepted as i32;
-                pay_worker(state, &mut job, &mut c)?;
+                pay_worker(state, &mut job, &mut c, false)?;
                 end_review(state, &mut job)?;
             }
         }
@@ -122,7 +135,7 @@ pub(crate) fn verify(
     c.verification = Some(verdict);
     if agrees {
         c.status = CheckpointStatus::Verified as i32;
-        pay_worker(state, job, &mut c)?;
+        pay_worker(state, job, &mut c, true)?;
         pay_fee(state, job, &c)?;
         end_review(state, job)?;
         state.emit(events::checkpoint("checkpoint_verified", &c));
@@ -214,22 +227,50 @@ fn tally(c: &Checkpoint) -> (usize, usize) {
     (upheld, c.votes.len() - upheld)
 }
 
-/// A review whose deadline passed, in `begin_block` of `height` (the block after it): an
-/// unanswered verification counts as agreement without a fee (nothing shows the work
-/// wrong); a dispute is decided by the majority of the votes cast, a tie (or no vote)
-/// being undecided.
-pub(crate) fn deadline_passed(state: &mut dyn StateWrite, id: &CheckpointId) -> Result<()> {
+/// A review whose deadline passed, in `begin_block` of `height` (the block after it). An
+/// unanswered verification never pays: the checkpoint goes to another validator (by power,
+/// neither its worker nor one that already missed it), at most `max_reassignments` times;
+/// then, or with nobody left to ask, it is unverified — its worker is not paid and
+/// credited nothing, and its slot returns to the job's creator. A dispute is decided by
+/// the majority of the votes cast, a tie (or no vote) being undecided.
+pub(crate) fn deadline_passed(
+    state: &mut dyn StateWrite,
+    height: u64,
+    id: &CheckpointId,
+) -> Result<()> {
     let mut c = state.queued_checkpoint(id)?;
     match c.status() {
         CheckpointStatus::Verifying => {
-            let mut job = state.existing_job(c.job_id)?;
             set_duty(state, &c.verifier, &c, false);
-            c.status = CheckpointStatus::Verified as i32;
-            pay_worker(state, &mut job, &mut c)?;
-            end_review(state, &mut job)?;
             state.emit(events::checkpoint("checkpoint_verification_missed", &c));
+            c.missed_by.push(std::mem::take(&mut c.verifier));
+            let params = state.pol_params()?;
+            let mut next = None;
+            if (c.missed_by.len() as u64) <= params.max_reassignments {
+                let mut excluded: Vec<&str> = vec![c.worker.as_str()];
+                excluded.extend(c.missed_by.iter().map(String::as_str));
+                let candidates = gonka_disputes::active_validators(state, &excluded)?;
+                let height_seed = seed(state, purpose::CHECKPOINT_SAMPLING, height - 1)?;
+                next = assign_validator(
+                    &checkpoint_seed(REASSIGN_DOMAIN, &height_seed, &c),
+                    &candidates,
+                );
+            }
+            match next {
+                Some(verifier) => {
+                    assign(state, &mut c, verifier, height)?;
+                    state.emit(events::checkpoint("checkpoint_reassigned", &c));
+                }
+                None => {
+                    let mut job = state.existing_job(c.job_id)?;
+                    c.status = CheckpointStatus::Unverified as i32;
+                    c.deadline = 0;
+                    end_review(state, &mut job)?;
+                    state.emit(events::checkpoint("checkpoint_unverified", &c));
+                    state.put_job(&job);
+                }
+            }
             state.put_checkpoint(&c);
-            state.put_job(&job);
             Ok(())
         }
         CheckpointStatus::Disputed => {
@@ -250,8 +291,8 @@ pub(crate) fn deadline_passed(state: &mut dyn StateWrite, id: &CheckpointId) -> 
 ///   accuser and the members who voted against the checkpoint; the worker is dropped from
 ///   the job and not paid; the accuser gets the verification fee.
 /// - **Upheld**: the accuser is slashed the same way, shared by the worker and the members
-///   who voted for it; the worker is paid.
-/// - **Undecided**: nobody is slashed; the worker is paid.
+///   who voted for it; the worker is paid and its work credited.
+/// - **Undecided**: nobody is slashed; the worker is paid, its work not credited.
 ///
 /// Shares are rounded down, the dust goes to the community pool. Members that never voted
 /// lose their duty.
@@ -291,9 +332,9 @@ fn decide(state: &mut dyn StateWrite, mut c: Checkpoint, outcome: CheckpointStat
             let mut winners = vec![c.worker.clone()];
             winners.extend(voters(true));
             slash_to(state, &c, &c.verifier.clone(), &winners)?;
-            pay_worker(state, &mut job, &mut c)?;
+            pay_worker(state, &mut job, &mut c, true)?;
         }
-        _ => pay_worker(state, &mut job, &mut c)?,
+        _ => pay_worker(state, &mut job, &mut c, false)?,
     }
     end_review(state, &mut job)?;
     state.emit(events::checkpoint("checkpoint_decided", &c));

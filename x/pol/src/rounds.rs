@@ -27,14 +27,22 @@ use crate::{events, keys, pool_address, PolRead, PolWrite};
 /// round).
 pub const UNITS_PER_TRAINED_TOKEN: u64 = 3;
 
-/// Work units of one verified checkpoint: the tokens its round trained
-/// (`seq_len · batch_size · inner_steps`) times [`UNITS_PER_TRAINED_TOKEN`], saturating.
+/// Work units of one checkpoint's round: the tokens it trained
+/// ([`crate::params::checkpoint_tokens`]) times [`UNITS_PER_TRAINED_TOKEN`], saturating.
 pub fn work_units(config: &TrainingConfig) -> u64 {
-    config
-        .seq_len
-        .saturating_mul(config.batch_size)
-        .saturating_mul(config.inner_steps)
-        .saturating_mul(UNITS_PER_TRAINED_TOKEN)
+    crate::params::checkpoint_tokens(config).saturating_mul(UNITS_PER_TRAINED_TOKEN)
+}
+
+/// What a checkpoint credits when it `verified` (re-executed and found right, or upheld by
+/// a committee): its round's work divided by the chance it was sampled, so that sampled
+/// checkpoints credit the work of the unsampled ones, which credit nothing; a made-up
+/// checkpoint is credited only when it is sampled, where it is caught. Saturating.
+pub fn credited_units(config: &TrainingConfig, verified: bool, sample_ppm: u64) -> u64 {
+    if !verified || sample_ppm == 0 {
+        return 0;
+    }
+    let scaled = u128::from(work_units(config)) * u128::from(PPM) / u128::from(sample_ppm);
+    u64::try_from(scaled).unwrap_or(u64::MAX)
 }
 
 /// The job's slot: what one checkpoint is worth, its verification fee included.
@@ -71,25 +79,30 @@ pub(crate) fn pay_from_job(
     transfer(state, &pool_address(), to, &Coin::ngnk(amount.min(left)))
 }
 
-/// Pays a checkpoint's worker its slot less the fee and credits its work (none when its
-/// host is jailed or no longer a participant).
+/// Pays a checkpoint's worker its slot less the fee and, when it `verified`, credits its
+/// work ([`credited_units`]; none when its host is jailed or no longer a participant).
 pub(crate) fn pay_worker(
     state: &mut dyn StateWrite,
     job: &mut TrainingJob,
     checkpoint: &mut Checkpoint,
+    verified: bool,
 ) -> Result<()> {
+    let params = state.pol_params()?;
     let slot = slot(job)?;
-    let amount = slot - fee(slot, state.pol_params()?.verification_fee_ppm);
+    let amount = slot - fee(slot, params.verification_fee_ppm);
     pay_from_job(state, job, &checkpoint.worker, amount)?;
     if let Some(worker) = job.workers.iter_mut().find(|w| w.host == checkpoint.worker) {
         worker.rounds_paid += 1;
         let earned = parse_amount("worker earnings", &worker.earned).unwrap_or(0);
         worker.earned = (earned + amount).to_string();
     }
-    let units = job.config.as_ref().map_or(0, work_units);
-    let creditable = state
-        .participant(&checkpoint.worker)?
-        .is_some_and(|p| !p.jailed);
+    let units = job.config.as_ref().map_or(0, |config| {
+        credited_units(config, verified, params.checkpoint_sample_ppm)
+    });
+    let creditable = units > 0
+        && state
+            .participant(&checkpoint.worker)?
+            .is_some_and(|p| !p.jailed);
     if creditable {
         gonka_stake::credit_work(state, &checkpoint.worker, units)?;
     }

@@ -3,7 +3,7 @@
 
 use gonka_bank::{transfer, Coin};
 use gonka_proto::settlement::{Batch, BatchStatus, MsgSettleBatch};
-use gonka_sdk::{parse_amount, Result, StateWrite};
+use gonka_sdk::{parse_amount, Result, StateWrite, PPM};
 use gonka_stake::StakeRead;
 
 use crate::{escrow_balance, events, pool_address, SettlementRead, SettlementWrite};
@@ -52,9 +52,12 @@ pub fn finalize(state: &mut dyn StateWrite, mut batch: Batch) -> Result<()> {
 }
 
 /// Voids `batch` for `reason` ([`void`]) and slashes its transfer agent, and `host` if it
-/// is another participant, `fraud_slash_ppm` of their stake to `challenger` (to the community
-/// pool when the culprit challenged itself, so voiding one's own batch costs the
-/// slash; the community pool keeps it); emits `batch_voided` naming the challenge `kind`.
+/// is another participant, `fraud_slash_ppm` of their stake. What is slashed is shared so
+/// that voiding one's own batch never pays: `challenger_bounty_ppm` of it to the challenger
+/// (to the community pool when the challenger is a culprit); from the rest of the transfer
+/// agent's slash, every host not at fault its line's payout (pro rata when it falls short:
+/// it served, and the transfer agent's fault voided its pay); everything else to the
+/// community pool. Emits `batch_voided` naming the challenge `kind` and the shares.
 pub fn convict(
     state: &mut dyn StateWrite,
     batch: Batch,
@@ -63,22 +66,62 @@ pub fn convict(
     challenger: &str,
     kind: &str,
 ) -> Result<()> {
-    let agent = settled(&batch).transfer_agent.clone();
+    let msg = settled(&batch).clone();
+    let agent = msg.transfer_agent.clone();
     let batch = void(state, batch, reason)?;
-    let ppm = state.settlement_params()?.fraud_slash_ppm;
+    let params = state.settlement_params()?;
     let host = host.filter(|h| *h != agent);
-    for culprit in std::iter::once(agent).chain(host) {
-        if state.participant(&culprit)?.is_none() {
-            continue;
+    // Slashed into the module pool, then shared out of it.
+    let slash = |state: &mut dyn StateWrite, culprit: &str| -> Result<u128> {
+        if state.participant(culprit)?.is_none() {
+            return Ok(0);
         }
-        let beneficiary = if culprit == challenger {
-            gonka_rewards::community_pool_address()
+        gonka_stake::slash(state, culprit, params.fraud_slash_ppm, &pool_address())
+    };
+    let from_agent = slash(state, &agent)?;
+    let from_host = match &host {
+        Some(h) => slash(state, h)?,
+        None => 0,
+    };
+    let slashed = from_agent + from_host;
+    let community = gonka_rewards::community_pool_address();
+    let bounty = slashed * u128::from(params.challenger_bounty_ppm) / u128::from(PPM);
+    let culprit_challenged = challenger == agent || host.as_deref() == Some(challenger);
+    pay(
+        state,
+        if culprit_challenged {
+            &community
         } else {
-            challenger.to_string()
+            challenger
+        },
+        bounty,
+    )?;
+    // The bounty comes out of the agent's slash first, then the host's.
+    let for_hosts = from_agent.saturating_sub(bounty);
+    let wronged: Vec<(&str, u128)> = msg
+        .hosts
+        .iter()
+        .filter(|l| Some(&l.host) != host.as_ref() && l.host != agent)
+        .map(|l| Ok((l.host.as_str(), parse_amount("host payout", &l.payout)?)))
+        .collect::<Result<_>>()?;
+    let owed: u128 = wronged.iter().map(|(_, payout)| payout).sum();
+    let mut hosts_paid = 0;
+    for (wronged_host, payout) in wronged {
+        let share = if owed <= for_hosts {
+            payout
+        } else {
+            payout * for_hosts / owed
         };
-        gonka_stake::slash(state, &culprit, ppm, &beneficiary)?;
+        pay(state, wronged_host, share)?;
+        hosts_paid += share;
     }
-    state.emit(events::voided(&batch, challenger, kind));
+    pay(state, &community, slashed - bounty - hosts_paid)?;
+    state.emit(
+        events::voided(&batch, challenger, kind)
+            .attr("slashed", format!("{slashed}ngnk"))
+            .attr("bounty", format!("{bounty}ngnk"))
+            .attr("hosts_paid", format!("{hosts_paid}ngnk")),
+    );
     Ok(())
 }
 

@@ -11,8 +11,9 @@ use crate::SettlementError;
 /// demands; a transfer agent serving 60 requests a second settles 3,600 a minute), a
 /// 20% fraud slash (the disputes module's slash for wrong work), 20 blocks to answer a leaf
 /// demand, a 0.001 GNK demand deposit, records at most an hour from their batch's time,
-/// settled batches kept a day, and leaves sampled for validation at up to 10% (x/disputes'
-/// default highest rate, so its rates apply unchanged).
+/// settled batches kept a day, leaves sampled for validation at up to 10% (x/disputes'
+/// default highest rate, so its rates apply unchanged), and 10% of a conviction's slash to
+/// its challenger.
 pub fn default_params() -> Params {
     Params {
         challenge_window_blocks: 600,
@@ -25,6 +26,7 @@ pub fn default_params() -> Params {
         max_record_age_secs: 3_600,
         batch_keep_secs: 86_400,
         leaf_sample_ppm: 100_000,
+        challenger_bounty_ppm: 100_000,
     }
 }
 
@@ -92,6 +94,13 @@ pub fn validate_params(params: &Params) -> Result<()> {
     }
     if params.leaf_sample_ppm > PPM {
         return field("leaf_sample_ppm", "at most 1000000", params.leaf_sample_ppm);
+    }
+    if params.challenger_bounty_ppm >= PPM {
+        return field(
+            "challenger_bounty_ppm",
+            &format!("below {PPM} (a bounty below the slash, or voiding one's own batch pays)"),
+            params.challenger_bounty_ppm,
+        );
     }
     if params.fraud_slash_ppm > PPM {
         return field(

@@ -125,6 +125,16 @@ impl Msg for CreateJob {
             1,
             params.max_inner_steps,
         )?;
+        let tokens = crate::params::checkpoint_tokens(&self.config);
+        let verifiable = params
+            .verifier_tokens_per_block
+            .saturating_mul(params.verification_deadline_blocks);
+        if tokens > verifiable {
+            return Err(invalid(format!(
+                "a checkpoint of this job trains {tokens} tokens (seq_len × batch_size × inner_steps), more than a verifier re-executes in verification_deadline_blocks ({}) at verifier_tokens_per_block ({}): {verifiable}; use fewer inner steps or smaller batches (see /pol/params)",
+                params.verification_deadline_blocks, params.verifier_tokens_per_block
+            )));
+        }
         bound(
             "round_blocks",
             msg.round_blocks,

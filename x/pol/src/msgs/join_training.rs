@@ -49,13 +49,14 @@ impl Msg for JoinTraining {
             return Err(PolError::AlreadyJoined
                 .err(format!("{host} already works on training job {}", job.id)));
         }
-        let staked = match state.participant(host)? {
-            Some(p) => !p.jailed && gonka_stake::bonded(&p)? > 0,
-            None => false,
+        let min_stake = state.stake_params()?.min_stake;
+        let bonded = match state.participant(host)? {
+            Some(p) if !p.jailed => gonka_stake::bonded(&p)?,
+            _ => 0,
         };
-        if !staked {
+        if bonded < min_stake {
             return Err(PolError::NotStaked.err(format!(
-                "{host} is not a staked participant (or is jailed); stake with `gonkad tx stake stake` first"
+                "{host} bonds {bonded}ngnk (or is jailed), less than min_stake ({min_stake}ngnk): a worker's stake is what a faulted checkpoint slashes; stake with `gonkad tx stake create` first"
             )));
         }
         job.workers.push(Worker {
