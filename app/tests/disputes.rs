@@ -26,7 +26,7 @@ use gonka_client::disputes::{
     msg_vote_dispute, ReExecution,
 };
 use gonka_client::settlement::{
-    cosign, msg_demand_leaf, msg_open_escrow, msg_provide_leaf, msg_settle_batch, Batch, Served,
+    cosign, msg_dispute_leaf, msg_open_escrow, msg_provide_leaf, msg_settle_batch, Batch, Served,
 };
 use gonka_client::tx::{msg_register_node, NodeSpec};
 use gonka_proto::disputes as pb;
@@ -222,42 +222,31 @@ fn demands(world: &World) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// The least deposit of a leaf demand (x/settlement's default).
-fn leaf_deposit() -> u128 {
-    gonka_settlement::default_params()
-        .min_leaf_deposit
-        .parse()
-        .unwrap()
-}
-
 /// Settles `rec` as the TA's next committed batch when nothing is sampled (the unsampled
 /// parameters give every host a rate of 0, so the chain demands no leaf and no record is
-/// stored); then alice, its requester, makes the TA publish it so she can dispute it: she
-/// demands its leaf with the least deposit and the TA provides it (earning the deposit),
-/// which stores the record. Commits the next (empty) block, which samples it (at rate 0:
-/// never) and returns that block.
-fn settle_unsampled(world: &mut World, rec: &WorkRecord) -> Block {
-    let (batch, id) = commit_batch(world, TA, std::slice::from_ref(rec), host_of);
+/// stored): returns the batch and its id.
+fn settle_unsampled(world: &mut World, rec: &WorkRecord) -> (Batch, u64) {
+    let settled = commit_batch(world, TA, std::slice::from_ref(rec), host_of);
     assert!(
         demands(world).is_empty(),
         "the chain samples no leaf at rate 0"
     );
+    settled
+}
+
+/// alice disputes `rec`, settled unsampled, the way a requester disputes any answer it got:
+/// with its leaf and proof as the TA serves them (MsgDisputeLeaf), which stores the record
+/// unsampled and opens the dispute with `deposit`. Returns that block.
+fn dispute_unsampled(world: &mut World, rec: &WorkRecord, deposit: u128) -> Block {
+    let (batch, id) = settle_unsampled(world, rec);
+    let proof = batch.leaf_proof(0).unwrap();
     let tx = world.tx(
         "alice",
-        vec![msg_demand_leaf(&addr("alice"), id, 0, leaf_deposit())],
+        vec![msg_dispute_leaf(&addr("alice"), id, proof, deposit)],
     );
-    assert_ok(&world.block(vec![tx]), 0);
-    assert_eq!(demands(world), vec![(id, 0)]);
-    let tx = world.tx(
-        TA,
-        vec![msg_provide_leaf(
-            &addr(TA),
-            id,
-            batch.leaf_proof(0).unwrap(),
-        )],
-    );
-    assert_ok(&world.block(vec![tx]), 0);
-    world.block(vec![])
+    let block = world.block(vec![tx]);
+    assert_ok(&block, 0);
+    block
 }
 
 fn label_of(address: &str) -> &'static str {
@@ -747,16 +736,8 @@ fn false_accusation_is_punished() {
 fn user_dispute_won_refunds_returns_the_deposit_and_pays_a_share() {
     let mut w = world(unsampled_params());
     let rec = record("user-won", false);
-    let id = rec.inference_id.clone();
-    let sampling = settle_unsampled(&mut w, &rec);
-    assert!(sampling.events("validation_sampled").is_empty());
     let before_open = balances(&w);
-    let tx = w.tx(
-        "alice",
-        vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT)],
-    );
-    let block = w.block(vec![tx]);
-    assert_ok(&block, 0);
+    dispute_unsampled(&mut w, &rec, MIN_DEPOSIT);
     assert_eq!(escrow(&w), MIN_DEPOSIT);
     // The dispute asks the TA for the output its votes are judged by.
     reveal(&mut w, &rec);
@@ -813,8 +794,7 @@ fn user_dispute_won_refunds_returns_the_deposit_and_pays_a_share() {
 fn the_refund_comes_from_the_slash_when_the_host_cannot_pay() {
     let mut w = world(unsampled_params());
     let rec = record("poor", false);
-    let id = rec.inference_id.clone();
-    settle_unsampled(&mut w, &rec);
+    let (batch, batch_id) = settle_unsampled(&mut w, &rec);
     // p0 keeps only 500 ngnk of liquid balance (its batch has not paid it yet).
     let keep = 500;
     let away = w.balance_of("p0") - keep - FEE;
@@ -823,9 +803,15 @@ fn the_refund_comes_from_the_slash_when_the_host_cannot_pay() {
         vec![gonka_client::msg_send(&addr("p0"), &addr("bob"), away)],
     );
     assert_ok(&w.block(vec![tx]), 0);
+    let proof = batch.leaf_proof(0).unwrap();
     let tx = w.tx(
         "alice",
-        vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT)],
+        vec![msg_dispute_leaf(
+            &addr("alice"),
+            batch_id,
+            proof,
+            MIN_DEPOSIT,
+        )],
     );
     assert_ok(&w.block(vec![tx]), 0);
     reveal(&mut w, &rec);
@@ -876,13 +862,7 @@ fn a_committee_larger_than_the_candidates_shrinks_to_an_odd_size() {
         ..unsampled_params()
     });
     let rec = record("few", true);
-    let id = rec.inference_id.clone();
-    settle_unsampled(&mut w, &rec);
-    let tx = w.tx(
-        "alice",
-        vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT)],
-    );
-    assert_ok(&w.block(vec![tx]), 0);
+    dispute_unsampled(&mut w, &rec, MIN_DEPOSIT);
     // Four candidates (p1..p4) for five seats: all four drawn, the last one dropped.
     let d = drawn(&mut w, 0);
     assert_eq!(d.committee.len(), 3);
@@ -895,14 +875,8 @@ fn a_committee_larger_than_the_candidates_shrinks_to_an_odd_size() {
 fn user_dispute_lost_forfeits_the_deposit_to_the_executor() {
     let mut w = world(unsampled_params());
     let rec = record("user-lost", true);
-    let id = rec.inference_id.clone();
-    settle_unsampled(&mut w, &rec);
     let before_open = balances(&w);
-    let tx = w.tx(
-        "alice",
-        vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT + 5)],
-    );
-    assert_ok(&w.block(vec![tx]), 0);
+    dispute_unsampled(&mut w, &rec, MIN_DEPOSIT + 5);
     reveal(&mut w, &rec);
     let d = dispute(&w, 0);
     let (m1, m2) = (label_of(&d.committee[0]), label_of(&d.committee[1]));
@@ -937,18 +911,140 @@ fn user_dispute_lost_forfeits_the_deposit_to_the_executor() {
     assert_eq!(work_of(&w, "p0"), TOKENS);
 }
 
+/// A requester disputes an answer nobody sampled with the leaf and proof its TA serves
+/// (MsgDisputeLeaf); a stranger, a proof off the root, a second dispute of the stored record
+/// and a leaf of a batch settled more than `dispute_window_blocks` ago are refused, each
+/// changing nothing. On the old chain, only a sampled or demanded leaf could be disputed
+/// ("disputes 8: no work record" for 90% of answers).
+#[test]
+fn a_requester_disputes_an_unsampled_answer_with_its_leaf_and_strangers_or_stale_leaves_are_refused(
+) {
+    let mut w = world(unsampled_params());
+    let rec = record("by-proof", true);
+    let (batch, id) = settle_unsampled(&mut w, &rec);
+    let old = record_on(0, "too-old", true, (100, 50));
+    let (old_batch, old_id) = settle_unsampled(&mut w, &old);
+    let proof = batch.leaf_proof(0).unwrap();
+    let mut off_root = proof.clone();
+    off_root.leaf.as_mut().unwrap().cost = "1".into();
+    let before = balances(&w);
+    let cases = [
+        (
+            "bob",
+            msg_dispute_leaf(&addr("bob"), id, proof.clone(), MIN_DEPOSIT),
+            ("disputes", 11),
+            "only the requester",
+        ),
+        (
+            "alice",
+            msg_dispute_leaf(&addr("alice"), id, off_root, MIN_DEPOSIT),
+            ("settlement", 13),
+            "",
+        ),
+        (
+            "alice",
+            msg_dispute_leaf(&addr("alice"), id + 7, proof.clone(), MIN_DEPOSIT),
+            ("settlement", 11),
+            "no batch",
+        ),
+        (
+            "alice",
+            msg_dispute_leaf(&addr("alice"), id, proof.clone(), MIN_DEPOSIT - 1),
+            ("disputes", 10),
+            "at least",
+        ),
+    ];
+    for (signer, msg, code, fragment) in cases {
+        let tx = w.tx(signer, vec![msg]);
+        let result = w.block(vec![tx]).result(0).clone();
+        assert_eq!(
+            (result.codespace.as_str(), result.code),
+            code,
+            "{}",
+            result.log
+        );
+        assert!(result.log.contains(fragment), "{}", result.log);
+    }
+    let mut after = balances(&w);
+    for label in ["alice", "bob"] {
+        let fees = if label == "alice" { 3 } else { 1 };
+        *after.get_mut(label).unwrap() += fees * FEE;
+    }
+    assert_eq!(after, before, "refusals move nothing but their fees");
+    assert!(w
+        .query::<q::disputes::List>(pb::QueryDisputesRequest::default())
+        .disputes
+        .is_empty());
+    let tx = w.tx(
+        "alice",
+        vec![msg_dispute_leaf(
+            &addr("alice"),
+            id,
+            proof.clone(),
+            MIN_DEPOSIT,
+        )],
+    );
+    let block = w.block(vec![tx]);
+    assert_ok(&block, 0);
+    assert_eq!(escrow(&w), MIN_DEPOSIT);
+    let d = dispute(&w, 0);
+    assert_eq!(
+        (d.inference_id.as_str(), d.kind.as_str(), d.accuser.as_str()),
+        (rec.inference_id.as_str(), "user", addr("alice").as_str())
+    );
+    assert_eq!(d.executor_host, addr("p0"));
+    assert!(
+        w.block(vec![]).events("validation_sampled").is_empty(),
+        "a disputed record is judged by its committee, not sampled again"
+    );
+    let tx = w.tx(
+        "alice",
+        vec![msg_dispute_leaf(&addr("alice"), id, proof, MIN_DEPOSIT)],
+    );
+    let result = w.block(vec![tx]).result(0).clone();
+    assert_eq!((result.codespace.as_str(), result.code), ("settlement", 18));
+    assert!(result.log.contains("MsgOpenDispute"), "{}", result.log);
+    // The older batch's window closes dispute_window_blocks after its own block.
+    let window = unsampled_params().dispute_window_blocks;
+    let settled_at = batch_height(&w, old_id);
+    while w.chain.height() <= settled_at + window {
+        w.block(vec![]);
+    }
+    let tx = w.tx(
+        "alice",
+        vec![msg_dispute_leaf(
+            &addr("alice"),
+            old_id,
+            old_batch.leaf_proof(0).unwrap(),
+            MIN_DEPOSIT,
+        )],
+    );
+    assert_err(
+        w.block(vec![tx]).result(0),
+        16,
+        "could be disputed until",
+        "a stale leaf",
+    );
+}
+
+/// Height of the block that settled batch `id`.
+fn batch_height(world: &World, id: u64) -> u64 {
+    world
+        .query::<q::settlement::Batch>(spb::QueryBatchRequest {
+            id,
+            ..Default::default()
+        })
+        .batch
+        .unwrap()
+        .height
+}
+
 #[test]
 fn a_dispute_nobody_votes_on_is_undecided_and_its_members_lose_reputation() {
     let mut w = world(unsampled_params());
     let rec = record("silent", false);
-    let id = rec.inference_id.clone();
-    settle_unsampled(&mut w, &rec);
     let alice = w.balance_of("alice");
-    let tx = w.tx(
-        "alice",
-        vec![msg_open_dispute(&addr("alice"), &id, MIN_DEPOSIT)],
-    );
-    assert_ok(&w.block(vec![tx]), 0);
+    dispute_unsampled(&mut w, &rec, MIN_DEPOSIT);
     reveal(&mut w, &rec);
     let d = dispute(&w, 0);
     while w.chain.height() <= d.deadline_height {

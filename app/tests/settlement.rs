@@ -168,7 +168,10 @@ fn escrow(world: &World, requester: &str) -> u128 {
 
 fn batch(world: &World, id: u64) -> pb::Batch {
     world
-        .query::<qs::Batch>(pb::QueryBatchRequest { id })
+        .query::<qs::Batch>(pb::QueryBatchRequest {
+            id,
+            ..Default::default()
+        })
         .batch
         .unwrap()
 }
@@ -408,7 +411,10 @@ fn bad_batches_are_refused_whole_and_change_nothing() {
     );
     assert_code(world.block(vec![tx]).result(0), 15, "not a transfer agent");
     assert_eq!((escrow(&world, "alice"), escrow(&world, "bob")), before);
-    let response = world.query_raw::<qs::Batch>(pb::QueryBatchRequest { id: 1 });
+    let response = world.query_raw::<qs::Batch>(pb::QueryBatchRequest {
+        id: 1,
+        ..Default::default()
+    });
     assert_eq!(response.code, 11, "no batch was stored");
 }
 
@@ -985,7 +991,10 @@ fn final_batches_are_pruned_after_the_keep_time() {
     assert_eq!(batch(&world, 1).status, BatchStatus::Final as i32);
     let now = world.chain.height();
     wait(&mut world, settled_at + 30 - now);
-    let response = world.query_raw::<qs::Batch>(pb::QueryBatchRequest { id: 1 });
+    let response = world.query_raw::<qs::Batch>(pb::QueryBatchRequest {
+        id: 1,
+        ..Default::default()
+    });
     assert_eq!(
         (response.codespace.as_str(), response.code),
         ("settlement", 11),
@@ -1268,7 +1277,10 @@ fn a_demand_on_a_pruned_voided_batch_leaves_the_list_and_still_returns_its_depos
     assert_eq!(open_demands(&world, TA, 0), [(1, 2)]);
     // Pruned: nobody can answer any more, so the agent no longer sees it...
     wait(&mut world, 1);
-    let response = world.query_raw::<qs::Batch>(pb::QueryBatchRequest { id: 1 });
+    let response = world.query_raw::<qs::Batch>(pb::QueryBatchRequest {
+        id: 1,
+        ..Default::default()
+    });
     assert_eq!(
         (response.codespace.as_str(), response.code),
         ("settlement", 11),

@@ -956,7 +956,10 @@ impl Ledger {
             .number;
         while self.next_id <= number {
             let id = self.next_id;
-            let request = QueryBatchRequest { id };
+            let request = QueryBatchRequest {
+                id,
+                ..Default::default()
+            };
             let batch = retried(|| client.query::<q::settlement::Batch>(&request))
                 .await?
                 .batch

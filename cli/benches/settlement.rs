@@ -678,7 +678,10 @@ async fn spot_check_batches(client: &Client, batches: usize, b: usize, ta: &str)
     let mut id = 1;
     // The newest id: walk up from 1 until a query fails (a few dozen at most).
     while client
-        .query::<q::settlement::Batch>(&QueryBatchRequest { id: id + 1 })
+        .query::<q::settlement::Batch>(&QueryBatchRequest {
+            id: id + 1,
+            ..Default::default()
+        })
         .await
         .is_ok()
     {
@@ -686,7 +689,10 @@ async fn spot_check_batches(client: &Client, batches: usize, b: usize, ta: &str)
     }
     for id in (id + 1).saturating_sub(batches as u64).max(1)..=id {
         let batch = client
-            .query::<q::settlement::Batch>(&QueryBatchRequest { id })
+            .query::<q::settlement::Batch>(&QueryBatchRequest {
+                id,
+                ..Default::default()
+            })
             .await?
             .batch
             .ok_or_else(|| anyhow!("batch {id} is not on chain"))?;

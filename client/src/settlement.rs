@@ -10,8 +10,8 @@ use gonka_proto::batch::{leaf_charge, leaf_node, SumNode, SumTree};
 use gonka_proto::inference::WorkRecord;
 use gonka_proto::settlement::{
     msg_challenge_batch::Kind, BatchLeaf, HostTotal, LeafProof, MsgChallengeBatch, MsgCloseEscrow,
-    MsgDemandLeaf, MsgOpenEscrow, MsgProvideLeaf, MsgSettleBatch, MsgTopUpEscrow, NodeProof,
-    RequesterTotal,
+    MsgDemandLeaf, MsgDisputeLeaf, MsgOpenEscrow, MsgProvideLeaf, MsgSettleBatch, MsgTopUpEscrow,
+    NodeProof, RequesterTotal,
 };
 use gonka_proto::signing::batch_sign_bytes;
 
@@ -91,6 +91,18 @@ pub fn msg_provide_leaf(sender: &str, batch_id: u64, proof: LeafProof) -> Any {
         sender: sender.into(),
         batch_id,
         proof: Some(proof),
+    })
+}
+
+/// `/gonka.settlement.v1.MsgDisputeLeaf`: `requester` disputes the answer `proof`'s leaf of
+/// batch `batch_id` commits to, depositing `deposit` ngnk (for a leaf not on chain as a work
+/// record; one that is is disputed with `msg_open_dispute`).
+pub fn msg_dispute_leaf(requester: &str, batch_id: u64, proof: LeafProof, deposit: u128) -> Any {
+    any_of(&MsgDisputeLeaf {
+        requester: requester.into(),
+        batch_id,
+        proof: Some(proof),
+        deposit: deposit.to_string(),
     })
 }
 

@@ -112,6 +112,7 @@ async fn answer_round(
                     .client()
                     .query::<q::Batch>(&QueryBatchRequest {
                         id: demand.batch_id,
+                        ..Default::default()
                     })
                     .await?
                     .batch

@@ -1432,7 +1432,10 @@ pub fn demanded_leaves(w: &World, ta: &str) -> Vec<(u64, u64)> {
 pub fn until_batches_final(w: &mut World, ta: &str) {
     use gonka_proto::settlement as spb;
     let batch = |w: &World, id: u64| {
-        let response = w.query_raw::<q::settlement::Batch>(spb::QueryBatchRequest { id });
+        let response = w.query_raw::<q::settlement::Batch>(spb::QueryBatchRequest {
+            id,
+            ..Default::default()
+        });
         (response.code == 0).then(|| {
             spb::QueryBatchResponse::decode(response.value.as_ref())
                 .unwrap()

@@ -86,7 +86,10 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
         Query::Batch { id } => {
             show::<q::settlement::Batch>(
                 global,
-                QueryBatchRequest { id },
+                QueryBatchRequest {
+                    id,
+                    ..Default::default()
+                },
                 |r: &QueryBatchResponse| r.batch.as_ref().map(batch_text).unwrap_or_default(),
             )
             .await

@@ -182,6 +182,14 @@ pub trait InferenceWrite: StateWrite {
     /// sampling ([`InferenceWrite::take_new_records`]). `stored.record` must be set (every
     /// record this module builds carries it); a bare one is a bug.
     fn put_record(&mut self, stored: &StoredRecord) {
+        let id = self.put_record_unsampled(stored);
+        self.put_raw(keys::new_record(&id), Vec::new());
+    }
+
+    /// Stores and indexes a work record as [`InferenceWrite::put_record`] does, without
+    /// queueing it for sampling (a record brought on chain to be disputed is judged by its
+    /// dispute's committee); returns its inference id.
+    fn put_record_unsampled(&mut self, stored: &StoredRecord) -> String {
         let record = stored
             .record
             .as_ref()
@@ -196,7 +204,7 @@ pub trait InferenceWrite: StateWrite {
             keys::record_of_executor(&record.executor_node, stored.epoch, id),
             id.as_bytes().to_vec(),
         );
-        self.put_raw(keys::new_record(id), Vec::new());
+        id.clone()
     }
 
     /// Removes and returns the ids of the records stored since the last call, in id order:

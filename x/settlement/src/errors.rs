@@ -35,6 +35,10 @@ pub enum SettlementError {
     /// The batches settled in this block already commit to `max_block_records`: the batch
     /// is valid but must wait for a later block.
     BlockRecordsFull = 16,
+    /// A voided batch's leaves are not disputed: its requesters were refunded.
+    BatchVoided = 17,
+    /// The leaf's record is already on chain: dispute it with MsgOpenDispute.
+    RecordOnChain = 18,
 }
 
 gonka_sdk::impl_error_code!(SettlementError, "settlement");

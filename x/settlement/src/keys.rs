@@ -163,6 +163,12 @@ pub fn batch_number(transfer_agent: &str) -> Vec<u8> {
     key
 }
 
+/// Index entry: the stored batch `number` of `transfer_agent` has the id in the value (u64
+/// big-endian). Written with the batch, removed when it is pruned.
+pub fn batch_by_number(transfer_agent: &str, number: u64) -> Vec<u8> {
+    format!("settlement/batch_by_number/{transfer_agent}/{number:020}").into_bytes()
+}
+
 /// The id the next batch gets (value: u64 big-endian).
 pub fn next_batch_id() -> Vec<u8> {
     b"settlement/next_batch_id".to_vec()

@@ -24,9 +24,20 @@ pub fn route(path: &str, data: &[u8], state: &dyn StateRead) -> Option<Result<Ve
             })
         })
         .on::<q::Batch>(|r| {
-            let batch = state.batch(r.id)?.ok_or_else(|| {
-                SettlementError::UnknownBatch.err(format!("no batch with id {}", r.id))
-            })?;
+            let batch = if r.transfer_agent.is_empty() {
+                state.batch(r.id)?.ok_or_else(|| {
+                    SettlementError::UnknownBatch.err(format!("no batch with id {}", r.id))
+                })?
+            } else {
+                state
+                    .batch_by_number(&r.transfer_agent, r.number)?
+                    .ok_or_else(|| {
+                        SettlementError::UnknownBatch.err(format!(
+                            "no stored batch numbered {} by transfer agent {} (not settled yet, or pruned)",
+                            r.number, r.transfer_agent
+                        ))
+                    })?
+            };
             Ok(pb::QueryBatchResponse { batch: Some(batch) })
         })
         .on::<q::BatchNumber>(|r| {

@@ -27,15 +27,17 @@ fn read_u64<S: StateRead + ?Sized>(state: &S, key: &[u8]) -> Result<u64> {
 /// Before batch `id` is pruned: its demands still open (only a voided batch's can be; a
 /// batch becomes final after all of its demands expired) leave its transfer agent's index,
 /// since without the batch nobody can answer them. They stay stored, to return their
-/// deposits when they expire.
-fn drop_demand_index<S: StateWrite + ?Sized>(state: &mut S, id: u64) -> Result<()> {
+/// deposits when they expire. The batch also leaves the index by number.
+fn drop_batch_indexes<S: StateWrite + ?Sized>(state: &mut S, id: u64) -> Result<()> {
     let Some(batch) = state.batch(id)? else {
         return Ok(());
     };
-    let agent = &settled(&batch).transfer_agent;
+    let settled = settled(&batch);
+    let agent = &settled.transfer_agent;
     for (_, demand) in state.prefix_proto::<LeafDemand>(&keys::batch_demands(id))? {
         state.delete_raw(keys::demand_by_agent(agent, id, demand.index));
     }
+    state.delete_raw(keys::batch_by_number(agent, settled.number));
     Ok(())
 }
 
@@ -65,6 +67,14 @@ pub trait SettlementRead: StateRead {
     /// A batch, by id.
     fn batch(&self, id: u64) -> Result<Option<Batch>> {
         self.get_proto(&keys::batch(id))
+    }
+
+    /// The stored batch numbered `number` by `transfer_agent`.
+    fn batch_by_number(&self, transfer_agent: &str, number: u64) -> Result<Option<Batch>> {
+        match read_u64(self, &keys::batch_by_number(transfer_agent, number))? {
+            0 => Ok(None),
+            id => self.batch(id),
+        }
     }
 
     /// The pending batches queued to become final at `height`, in id order.
@@ -212,6 +222,11 @@ pub trait SettlementWrite: StateWrite {
             self.delete_raw(queued);
         }
         self.put_proto(keys::batch(batch.id), batch);
+        let settled = settled(batch);
+        self.put_raw(
+            keys::batch_by_number(&settled.transfer_agent, settled.number),
+            batch.id.to_be_bytes().to_vec(),
+        );
     }
 
     /// Removes and returns the ids of the batches that become final at `height`.
@@ -297,7 +312,7 @@ pub trait SettlementWrite: StateWrite {
                 break;
             }
             self.delete_raw(key);
-            drop_demand_index(self, id)?;
+            drop_batch_indexes(self, id)?;
             self.delete_raw(keys::batch(id));
             pruned += 1;
         }

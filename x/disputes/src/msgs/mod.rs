@@ -1,6 +1,8 @@
 //! Disputes messages: one file per message, plus the checks they share.
 
 mod open_dispute;
+
+pub use open_dispute::open_user_dispute;
 mod reveal_output;
 mod submit_validation;
 mod vote_dispute;

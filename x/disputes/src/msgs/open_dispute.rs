@@ -3,7 +3,8 @@
 
 use gonka_bank::{transfer, Coin};
 use gonka_inference::InferenceRead;
-use gonka_proto::disputes::MsgOpenDispute;
+use gonka_proto::disputes::{Dispute, MsgOpenDispute};
+use gonka_proto::inference::StoredRecord;
 use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
 use super::{check_address, check_inference_id};
@@ -37,60 +38,77 @@ impl Msg for OpenDispute {
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let id = &self.msg.inference_id;
         let stored = state.record(id)?.ok_or_else(|| {
-            DisputesError::UnknownRecord.err(format!("no work record with inference id {id}"))
+            DisputesError::UnknownRecord.err(format!(
+                "no work record with inference id {id}: a leaf nobody sampled or demanded is disputed with its proof from the transfer agent (MsgDisputeLeaf; `gonkad tx disputes open` sends it)"
+            ))
         })?;
-        let requester = stored
-            .record
-            .as_ref()
-            .map(|r| r.requester.as_str())
-            .unwrap_or_default();
-        if requester != self.msg.requester {
-            return Err(DisputesError::NotRequester.err(format!(
-                "only the requester {requester} may dispute record {id}, not {}",
-                self.msg.requester
-            )));
-        }
-        let window = state.disputes_params()?.dispute_window_blocks;
-        let last = stored.height.saturating_add(window);
-        if ctx.block.height > last {
-            return Err(DisputesError::DisputeWindowClosed.err(format!(
-                "record {id} was settled at height {} and could be disputed until height {last} (dispute_window_blocks {window}); this is height {}",
-                stored.height, ctx.block.height
-            )));
-        }
-        if let Some(existing) = state.record_dispute(id)? {
-            let status = state
-                .dispute(existing)?
-                .map(|d| d.status)
-                .unwrap_or_default();
-            return Err(DisputesError::AlreadyDisputed.err(format!(
-                "record {id} already has dispute {existing} ({status}); a record is disputed once"
-            )));
-        }
-        let least = min_deposit(&state.disputes_params()?)?;
-        if self.deposit < least {
-            return Err(DisputesError::DepositTooLow.err(format!(
-                "a dispute deposit must be at least {least}ngnk, found {}ngnk",
-                self.deposit
-            )));
-        }
-        transfer(
-            state,
-            &self.msg.requester,
-            &escrow_address(),
-            &Coin::ngnk(self.deposit),
-        )?;
-        settle::open(
+        let settled_height = stored.height;
+        open_user_dispute(
             state,
             ctx.block.height,
+            &self.msg.requester,
             &stored,
-            Opening {
-                kind: kind::USER,
-                accuser: &self.msg.requester,
-                accuser_commitment: Vec::new(),
-                deposit: self.deposit,
-            },
-        )?;
-        Ok(())
+            self.deposit,
+            settled_height,
+        )
+        .map(|_| ())
     }
+}
+
+/// Opens `requester`'s dispute of the stored record `stored`, moving `deposit` to the
+/// disputes escrow: what MsgOpenDispute does, and x/settlement's MsgDisputeLeaf once it
+/// stored the proven leaf's record. Only the record's requester may, once per record, with at
+/// least `min_deposit`, until `dispute_window_blocks` after `settled_height` (the height its
+/// work was settled on chain).
+pub fn open_user_dispute(
+    state: &mut dyn StateWrite,
+    height: u64,
+    requester: &str,
+    stored: &StoredRecord,
+    deposit: u128,
+    settled_height: u64,
+) -> Result<Dispute> {
+    let record = stored.record.as_ref();
+    let id = record.map_or("", |r| r.inference_id.as_str());
+    let owner = record.map_or("", |r| r.requester.as_str());
+    if owner != requester {
+        return Err(DisputesError::NotRequester.err(format!(
+            "only the requester {owner} may dispute record {id}, not {requester}"
+        )));
+    }
+    let params = state.disputes_params()?;
+    let window = params.dispute_window_blocks;
+    let last = settled_height.saturating_add(window);
+    if height > last {
+        return Err(DisputesError::DisputeWindowClosed.err(format!(
+            "record {id} was settled at height {settled_height} and could be disputed until height {last} (dispute_window_blocks {window}); this is height {height}"
+        )));
+    }
+    if let Some(existing) = state.record_dispute(id)? {
+        let status = state
+            .dispute(existing)?
+            .map(|d| d.status)
+            .unwrap_or_default();
+        return Err(DisputesError::AlreadyDisputed.err(format!(
+            "record {id} already has dispute {existing} ({status}); a record is disputed once"
+        )));
+    }
+    let least = min_deposit(&params)?;
+    if deposit < least {
+        return Err(DisputesError::DepositTooLow.err(format!(
+            "a dispute deposit must be at least {least}ngnk, found {deposit}ngnk"
+        )));
+    }
+    transfer(state, requester, &escrow_address(), &Coin::ngnk(deposit))?;
+    settle::open(
+        state,
+        height,
+        stored,
+        Opening {
+            kind: kind::USER,
+            accuser: requester,
+            accuser_commitment: Vec::new(),
+            deposit,
+        },
+    )
 }

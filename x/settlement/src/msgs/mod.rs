@@ -3,6 +3,7 @@
 mod challenge_batch;
 mod close_escrow;
 mod demand_leaf;
+mod dispute_leaf;
 mod open_escrow;
 mod provide_leaf;
 mod settle_batch;
@@ -26,6 +27,7 @@ pub fn decode(msg: &Any) -> Option<Result<Box<dyn Msg>>> {
         .or_else(|| challenge_batch::decode(msg))
         .or_else(|| demand_leaf::decode(msg))
         .or_else(|| provide_leaf::decode(msg))
+        .or_else(|| dispute_leaf::decode(msg))
 }
 
 /// Stateless checks of an escrow message's parties and amount.
