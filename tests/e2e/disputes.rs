@@ -327,7 +327,10 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
         for id in 1..=batches {
             eventually(&format!("batch {id} final"), || async {
                 let batch = net.clients[0]
-                    .query::<q::settlement::Batch>(&QueryBatchRequest { id })
+                    .query::<q::settlement::Batch>(&QueryBatchRequest {
+                        id,
+                        ..Default::default()
+                    })
                     .await
                     .ok()?
                     .batch?;

@@ -582,7 +582,10 @@ async fn settled_records(net: &Net, tas: &[String]) -> BTreeMap<String, u64> {
         // Batch ids count up across transfer agents.
         for id in 1.. {
             let found = net.clients[0]
-                .query::<q::settlement::Batch>(&QueryBatchRequest { id })
+                .query::<q::settlement::Batch>(&QueryBatchRequest {
+                    id,
+                    ..Default::default()
+                })
                 .await
                 .ok()
                 .and_then(|r| r.batch);

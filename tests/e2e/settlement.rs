@@ -56,7 +56,10 @@ async fn batch_number(net: &Net) -> u64 {
 async fn batch(net: &Net, id: u64) -> Batch {
     eventually(&format!("batch {id} on chain"), || async {
         net.clients[1]
-            .query::<q::settlement::Batch>(&QueryBatchRequest { id })
+            .query::<q::settlement::Batch>(&QueryBatchRequest {
+                id,
+                ..Default::default()
+            })
             .await
             .ok()?
             .batch
