@@ -989,35 +989,53 @@ fn final_batches_are_pruned_after_the_keep_time() {
     let settled_at = world.chain.height();
     wait(&mut world, 29);
     assert_eq!(batch(&world, 1).status, BatchStatus::Final as i32);
+    // The TA's batch number finds it too (what its leaf endpoint names a batch by).
+    let by_number = pb::QueryBatchRequest {
+        transfer_agent: addr(TA),
+        number: 1,
+        ..Default::default()
+    };
+    let found = world.query::<qs::Batch>(by_number.clone()).batch.unwrap();
+    assert_eq!(found, batch(&world, 1));
     let now = world.chain.height();
     wait(&mut world, settled_at + 30 - now);
-    let response = world.query_raw::<qs::Batch>(pb::QueryBatchRequest {
+    let by_id = pb::QueryBatchRequest {
         id: 1,
         ..Default::default()
-    });
-    assert_eq!(
-        (response.codespace.as_str(), response.code),
-        ("settlement", 11),
-        "batch 1 is pruned"
-    );
+    };
+    for request in [by_id, by_number] {
+        let response = world.query_raw::<qs::Batch>(request);
+        assert_eq!(
+            (response.codespace.as_str(), response.code),
+            ("settlement", 11),
+            "batch 1 is pruned, from its index too"
+        );
+    }
+}
+
+/// Settles the TA's batch 1: [`honest`]'s leaves plus alice's request `nonce` with a forged
+/// requester signature (no host's receipt on it); returns the batch and that leaf's index.
+fn settle_with_planted_leaf(world: &mut World, nonce: &str) -> (Batch, u64) {
+    let mut records = served_of(&honest(1).leaves);
+    let mut made_up = served("alice", nonce, exec("p0", "n0", 99), (1, 1));
+    made_up.record.requester_signature[3] ^= 1;
+    let id = made_up.record.inference_id.clone();
+    records.push(made_up);
+    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
+    assert_eq!(settle(world, &cheat.msg).code, 0);
+    let index = cheat
+        .leaves
+        .iter()
+        .position(|l| l.record.as_ref().unwrap().inference_id == id)
+        .unwrap() as u64;
+    (cheat, index)
 }
 
 #[test]
 fn a_transfer_agent_voiding_its_own_batch_gets_its_slash_back_never() {
     let mut world = world_with_carol();
     // A batch with a made-up leaf (no host's receipt on it), challenged by its own TA.
-    let mut records = served_of(&honest(1).leaves);
-    let mut made_up = served("alice", "own", exec("p0", "n0", 99), (1, 1));
-    made_up.record.requester_signature[3] ^= 1;
-    let id = made_up.record.inference_id.clone();
-    records.push(made_up);
-    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
-    assert_eq!(settle(&mut world, &cheat.msg).code, 0);
-    let index = cheat
-        .leaves
-        .iter()
-        .position(|l| l.record.as_ref().unwrap().inference_id == id)
-        .unwrap() as u64;
+    let (cheat, index) = settle_with_planted_leaf(&mut world, "own");
     let pool = gonka_rewards::community_pool_address();
     let (stake, liquid, pooled) = (world.bonded(TA), world.balance_of(TA), world.balance(&pool));
     let result = challenge(
@@ -1047,18 +1065,7 @@ fn a_transfer_agent_voiding_its_own_batch_gets_its_slash_back_never() {
 #[test]
 fn a_transfer_agent_voiding_its_own_batch_through_a_sybil_loses_and_its_hosts_are_paid() {
     let mut world = world_with_carol();
-    let mut records = served_of(&honest(1).leaves);
-    let mut made_up = served("alice", "planted", exec("p0", "n0", 99), (1, 1));
-    made_up.record.requester_signature[3] ^= 1;
-    let id = made_up.record.inference_id.clone();
-    records.push(made_up);
-    let cheat = Batch::build(&addr(TA), 1, records).unwrap();
-    assert_eq!(settle(&mut world, &cheat.msg).code, 0);
-    let index = cheat
-        .leaves
-        .iter()
-        .position(|l| l.record.as_ref().unwrap().inference_id == id)
-        .unwrap() as u64;
+    let (cheat, index) = settle_with_planted_leaf(&mut world, "planted");
     let pool = gonka_rewards::community_pool_address();
     let (stake, ta, carol, pooled) = (
         world.bonded(TA),

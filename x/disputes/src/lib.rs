@@ -163,7 +163,7 @@ mod settle;
 mod state;
 
 pub use errors::DisputesError;
-pub use msgs::open_user_dispute;
+pub use msgs::{open_user_dispute, require_requester};
 pub use params::{challenge_window_blocks, default_params, min_deposit, validate_params};
 pub use settle::{active_validators, reason};
 pub use state::{escrow_address, DisputesRead, DisputesWrite};

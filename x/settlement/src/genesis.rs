@@ -66,6 +66,7 @@ impl Genesis for Settlement {
                 held += parse_amount("requester total", &line.amount)?;
             }
             state.put_batch(batch);
+            state.index_batch_number(batch);
         }
         // Indexed under their batch's transfer agent; a demand on a voided batch (export
         // keeps only pending ones) merely waits to return its deposit, unindexed.

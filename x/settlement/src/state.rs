@@ -222,6 +222,11 @@ pub trait SettlementWrite: StateWrite {
             self.delete_raw(queued);
         }
         self.put_proto(keys::batch(batch.id), batch);
+    }
+
+    /// Indexes a newly stored batch by its transfer agent and number
+    /// ([`SettlementRead::batch_by_number`]); pruning removes the entry.
+    fn index_batch_number(&mut self, batch: &Batch) {
         let settled = settled(batch);
         self.put_raw(
             keys::batch_by_number(&settled.transfer_agent, settled.number),

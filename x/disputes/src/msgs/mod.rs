@@ -2,7 +2,7 @@
 
 mod open_dispute;
 
-pub use open_dispute::open_user_dispute;
+pub use open_dispute::{open_user_dispute, require_requester};
 mod reveal_output;
 mod submit_validation;
 mod vote_dispute;

@@ -4,7 +4,7 @@
 use gonka_bank::{transfer, Coin};
 use gonka_inference::InferenceRead;
 use gonka_proto::disputes::{Dispute, MsgOpenDispute};
-use gonka_proto::inference::StoredRecord;
+use gonka_proto::inference::{StoredRecord, WorkRecord};
 use gonka_sdk::{parse_amount, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
 use super::{check_address, check_inference_id};
@@ -39,20 +39,31 @@ impl Msg for OpenDispute {
         let id = &self.msg.inference_id;
         let stored = state.record(id)?.ok_or_else(|| {
             DisputesError::UnknownRecord.err(format!(
-                "no work record with inference id {id}: a leaf nobody sampled or demanded is disputed with its proof from the transfer agent (MsgDisputeLeaf; `gonkad tx disputes open` sends it)"
+                "no work record with inference id {id}: a leaf nobody sampled or demanded is disputed with its proof from the transfer agent (MsgDisputeLeaf)"
             ))
         })?;
-        let settled_height = stored.height;
         open_user_dispute(
             state,
             ctx.block.height,
             &self.msg.requester,
             &stored,
             self.deposit,
-            settled_height,
+            stored.height,
         )
         .map(|_| ())
     }
+}
+
+/// Only `record`'s requester may dispute it.
+pub fn require_requester(record: Option<&WorkRecord>, requester: &str) -> Result<()> {
+    let id = record.map_or("", |r| r.inference_id.as_str());
+    let owner = record.map_or("", |r| r.requester.as_str());
+    if owner != requester {
+        return Err(DisputesError::NotRequester.err(format!(
+            "only the requester {owner} may dispute record {id}, not {requester}"
+        )));
+    }
+    Ok(())
 }
 
 /// Opens `requester`'s dispute of the stored record `stored`, moving `deposit` to the
@@ -68,14 +79,11 @@ pub fn open_user_dispute(
     deposit: u128,
     settled_height: u64,
 ) -> Result<Dispute> {
-    let record = stored.record.as_ref();
-    let id = record.map_or("", |r| r.inference_id.as_str());
-    let owner = record.map_or("", |r| r.requester.as_str());
-    if owner != requester {
-        return Err(DisputesError::NotRequester.err(format!(
-            "only the requester {owner} may dispute record {id}, not {requester}"
-        )));
-    }
+    require_requester(stored.record.as_ref(), requester)?;
+    let id = stored
+        .record
+        .as_ref()
+        .map_or("", |r| r.inference_id.as_str());
     let params = state.disputes_params()?;
     let window = params.dispute_window_blocks;
     let last = settled_height.saturating_add(window);

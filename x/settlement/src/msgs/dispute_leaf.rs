@@ -6,10 +6,10 @@
 
 use gonka_auth::validate_address;
 use gonka_inference::{InferenceRead, InferenceWrite};
-use gonka_proto::inference::StoredRecord;
 use gonka_proto::settlement::{BatchStatus, MsgDisputeLeaf};
 use gonka_sdk::{decode_as, parse_amount, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
+use super::provide_leaf::leaf_record;
 use crate::challenge::prove;
 use crate::ledger::settled;
 use crate::{SettlementError, SettlementRead};
@@ -49,12 +49,7 @@ impl Msg for DisputeLeaf {
         let leaf = proof.leaf.as_ref().expect("checked at decode");
         let record = leaf.record.as_ref().expect("checked at decode");
         // The cheap checks first: who may dispute, and whether the record is already there.
-        if record.requester != self.msg.requester {
-            return Err(gonka_disputes::DisputesError::NotRequester.err(format!(
-                "only the requester {} may dispute record {}, not {}",
-                record.requester, record.inference_id, self.msg.requester
-            )));
-        }
+        gonka_disputes::require_requester(Some(record), &self.msg.requester)?;
         if state.record(&record.inference_id)?.is_some() {
             return Err(SettlementError::RecordOnChain.err(format!(
                 "record {} is on chain already: dispute it with MsgOpenDispute",
@@ -71,15 +66,8 @@ impl Msg for DisputeLeaf {
             )));
         }
         prove(ctx.gas, &batch, proof)?;
-        let stored = StoredRecord {
-            record: Some(record.clone()),
-            transfer_agent: settled(&batch).transfer_agent.clone(),
-            executor_host: leaf.executor_host.clone(),
-            cost: leaf.cost.clone(),
-            epoch: gonka_epochs::current(state)?,
-            height: ctx.block.height,
-            sampled_ppm: 0,
-        };
+        let agent = settled(&batch).transfer_agent.clone();
+        let stored = leaf_record(state, leaf, agent, ctx.block.height, 0)?;
         state.put_record_unsampled(&stored);
         gonka_disputes::open_user_dispute(
             state,

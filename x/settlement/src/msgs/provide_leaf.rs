@@ -7,7 +7,7 @@
 
 use gonka_auth::validate_address;
 use gonka_bank::{transfer, Coin};
-use gonka_proto::settlement::MsgProvideLeaf;
+use gonka_proto::settlement::{BatchLeaf, MsgProvideLeaf};
 use gonka_sdk::{decode_as, parse_amount, Any, ErrorCode, Msg, Result, StateWrite, TxContext};
 
 use gonka_inference::{InferenceRead, InferenceWrite};
@@ -59,17 +59,29 @@ impl Msg for ProvideLeaf {
             return Ok(());
         };
         if state.record(&record.inference_id)?.is_none() {
-            let sampled_ppm = demand.sampled_ppm;
-            state.put_record(&StoredRecord {
-                record: Some(record.clone()),
-                transfer_agent: agent,
-                executor_host: leaf.executor_host.clone(),
-                cost: leaf.cost.clone(),
-                epoch: gonka_epochs::current(state)?,
-                height: ctx.block.height,
-                sampled_ppm,
-            });
+            let stored = leaf_record(state, leaf, agent, ctx.block.height, demand.sampled_ppm)?;
+            state.put_record(&stored);
         }
         Ok(())
     }
+}
+
+/// The work record a proven `leaf` of a batch of `transfer_agent` becomes at `height` (what
+/// x/inference stores for a provided or disputed leaf); `sampled_ppm` as a demand has it.
+pub(super) fn leaf_record(
+    state: &dyn StateWrite,
+    leaf: &BatchLeaf,
+    transfer_agent: String,
+    height: u64,
+    sampled_ppm: u64,
+) -> Result<StoredRecord> {
+    Ok(StoredRecord {
+        record: leaf.record.clone(),
+        transfer_agent,
+        executor_host: leaf.executor_host.clone(),
+        cost: leaf.cost.clone(),
+        epoch: gonka_epochs::current(state)?,
+        height,
+        sampled_ppm,
+    })
 }

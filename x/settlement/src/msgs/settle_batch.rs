@@ -262,6 +262,7 @@ impl Msg for SettleBatch {
             time: ctx.block.time_seconds,
         };
         state.put_batch(&batch);
+        state.index_batch_number(&batch);
         state.emit(events::settled(&batch));
         Ok(())
     }
