@@ -758,9 +758,67 @@ pub struct PricedModel {
 /// Asks the TA at `url` who it is and which other TAs it knows, waiting at most `timeout`.
 pub async fn identity(url: &str, timeout: Duration) -> Result<Identity> {
     let endpoint = format!("{}{IDENTITY_PATH}", base_url(url)?);
+    let (status, bytes) = get(&endpoint, timeout).await?;
+    if !status.is_success() {
+        bail!("{endpoint} answered {status}; is this a gonka transfer agent?");
+    }
+    serde_json::from_slice::<Identity>(&bytes).with_context(|| {
+        format!("{endpoint} did not answer {{address, pubkey, url, ...}}; is this a gonka transfer agent?")
+    })
+}
+
+/// The committed leaf of request `inference_id` with its proof, as the TA at `url` serves it
+/// (`GET /v1/leaves/{inference_id}`); `None` when the TA holds none (not its request, still
+/// waiting for a batch, or pruned).
+pub async fn served_leaf(
+    url: &str,
+    inference_id: &str,
+    timeout: Duration,
+) -> Result<Option<gonka_proto::settlement::ServedLeaf>> {
+    get_protobuf(url, &format!("/v1/leaves/{inference_id}"), timeout).await
+}
+
+/// Leaf `index` of the TA's own batch `number` with its proof, as the TA at `url` serves it
+/// (`GET /v1/batches/{number}/leaves/{index}`); `None` when it keeps no such leaf.
+pub async fn batch_leaf(
+    url: &str,
+    number: u64,
+    index: u64,
+    timeout: Duration,
+) -> Result<Option<gonka_proto::settlement::LeafProof>> {
+    get_protobuf(url, &format!("/v1/batches/{number}/leaves/{index}"), timeout).await
+}
+
+/// The protobuf `M` the TA at `url` serves at `path`; `None` on 404.
+async fn get_protobuf<M: prost::Message + Default + prost::Name>(
+    url: &str,
+    path: &str,
+    timeout: Duration,
+) -> Result<Option<M>> {
+    let endpoint = format!("{}{path}", base_url(url)?);
+    let (status, bytes) = get(&endpoint, timeout).await?;
+    if status == reqwest::StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    if !status.is_success() {
+        bail!(
+            "{endpoint} answered {status}: {}",
+            String::from_utf8_lossy(&bytes)
+        );
+    }
+    M::decode(bytes.as_slice()).map(Some).with_context(|| {
+        format!(
+            "{endpoint} did not answer a {}; is this a gonka transfer agent?",
+            M::full_name()
+        )
+    })
+}
+
+/// GETs `endpoint` within `timeout`: its status and body.
+async fn get(endpoint: &str, timeout: Duration) -> Result<(reqwest::StatusCode, Vec<u8>)> {
     let fetch = async {
         let response = http_client()?
-            .get(&endpoint)
+            .get(endpoint)
             .send()
             .await
             .map_err(|e| anyhow!("{endpoint}: {}", describe(&e)))?;
@@ -769,12 +827,7 @@ pub async fn identity(url: &str, timeout: Duration) -> Result<Identity> {
             .bytes()
             .await
             .map_err(|e| anyhow!("{endpoint}: {}", describe(&e)))?;
-        if !status.is_success() {
-            bail!("{endpoint} answered {status}; is this a gonka transfer agent?");
-        }
-        serde_json::from_slice::<Identity>(&bytes).with_context(|| {
-            format!("{endpoint} did not answer {{address, pubkey, url, ...}}; is this a gonka transfer agent?")
-        })
+        Ok((status, bytes.to_vec()))
     };
     tokio::time::timeout(timeout, fetch)
         .await

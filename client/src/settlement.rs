@@ -300,6 +300,35 @@ pub fn cosign(key: &SecretKey, chain_id: &str, msg: &MsgSettleBatch) -> Signatur
     key.sign(&batch_sign_bytes(chain_id, msg))
 }
 
+/// The leaf of `proof` if the proof leads to `msg`'s committed root and total (what the
+/// chain checks first of any leaf shown to it).
+pub fn proven_leaf<'a>(msg: &MsgSettleBatch, proof: &'a LeafProof) -> Result<&'a BatchLeaf> {
+    use gonka_proto::batch::{parse_decimal, siblings_from_proto, verify_path};
+    let root: [u8; 32] = msg
+        .root
+        .as_slice()
+        .try_into()
+        .context("root is not 32 bytes")?;
+    let total = parse_decimal(&msg.total).context("total is not a decimal")?;
+    let leaf = proof
+        .leaf
+        .as_ref()
+        .context("a leaf proof carries no leaf")?;
+    let node = leaf_node(leaf).context("a leaf's cost or commission is malformed")?;
+    let siblings = siblings_from_proto(&proof.siblings).context("a proof is malformed")?;
+    verify_path(
+        &root,
+        total,
+        msg.record_count,
+        0,
+        proof.index,
+        node,
+        &siblings,
+    )
+    .with_context(|| format!("leaf {} is not on the batch's tree", proof.index))?;
+    Ok(leaf)
+}
+
 /// What a host checks before it co-signs `msg`: `leaves` (with their proofs) are exactly its
 /// leaves — the chain from its line's last index back through `host_previous` — each on the
 /// committed tree, each carrying a receipt the host's own node signed (`own_receipt`), each
@@ -313,36 +342,15 @@ pub fn check_host_leaves(
     own_receipt: impl Fn(&WorkRecord) -> bool,
     price: impl Fn(&str) -> Option<u128>,
 ) -> Result<()> {
-    use gonka_proto::batch::{parse_decimal, siblings_from_proto, verify_path};
+    use gonka_proto::batch::parse_decimal;
     let line = msg
         .hosts
         .iter()
         .find(|l| l.host == host)
         .with_context(|| format!("the batch has no line for host {host}"))?;
-    let root: [u8; 32] = msg
-        .root
-        .as_slice()
-        .try_into()
-        .context("root is not 32 bytes")?;
-    let total = parse_decimal(&msg.total).context("total is not a decimal")?;
     let mut by_index = BTreeMap::new();
     for proof in leaves {
-        let leaf = proof
-            .leaf
-            .as_ref()
-            .context("a leaf proof carries no leaf")?;
-        let node = leaf_node(leaf).context("a leaf's cost or commission is malformed")?;
-        let siblings = siblings_from_proto(&proof.siblings).context("a proof is malformed")?;
-        verify_path(
-            &root,
-            total,
-            msg.record_count,
-            0,
-            proof.index,
-            node,
-            &siblings,
-        )
-        .with_context(|| format!("leaf {} is not on the batch's tree", proof.index))?;
+        let leaf = proven_leaf(msg, proof)?;
         ensure!(
             by_index.insert(proof.index, leaf).is_none(),
             "leaf {} is shown twice",

@@ -2,6 +2,9 @@
 //! `number` with its Merkle proof (protobuf `gonka.settlement.v1.LeafProof`), for validators,
 //! requesters and anyone checking a batch — and what the TA sends on chain to answer a leaf
 //! demand. A leaf holds the signed record with hashes of prompt and answer, never their text.
+//! `GET /v1/leaves/{inference_id}` answers the same for one request (protobuf
+//! `gonka.settlement.v1.ServedLeaf`, with the number of the batch holding it): what its
+//! requester needs to dispute an answer nobody sampled (`MsgDisputeLeaf`).
 //!
 //! Anyone may ask, so the work is bounded: a batch's tree is rebuilt from its stored leaves
 //! at most once while it stays among the [`CACHED_BATCHES`] most recently asked, and one
@@ -16,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use gonka_client::openai::ApiError;
 use gonka_client::settlement::Batch;
-use gonka_proto::settlement::LeafProof;
+use gonka_proto::settlement::{LeafProof, ServedLeaf};
 use prost::Message;
 
 use crate::settle::Outbox;
@@ -83,13 +86,66 @@ impl Leaves {
             .await?
             .and_then(|batch| batch.leaf_proof(index)))
     }
+
+    /// The committed leaf of request `inference_id` with its proof and batch number; `None`
+    /// while the request waits for a batch, or once its batch is pruned.
+    pub async fn served(&self, inference_id: &str) -> anyhow::Result<Option<ServedLeaf>> {
+        let outbox = self.outbox.clone();
+        let id = inference_id.to_string();
+        let Some((number, index)) = tokio::task::spawn_blocking(move || outbox.leaf_at(&id)).await??
+        else {
+            return Ok(None);
+        };
+        Ok(self.proof(number, index).await?.map(|proof| ServedLeaf {
+            batch_number: number,
+            proof: Some(proof),
+        }))
+    }
 }
 
-/// The route.
+/// The routes.
 pub fn router(leaves: Arc<Leaves>) -> axum::Router {
     axum::Router::new()
         .route("/v1/batches/{number}/leaves/{index}", get(fetch))
+        .route("/v1/leaves/{inference_id}", get(fetch_served))
         .with_state(leaves)
+}
+
+fn protobuf(message: &impl Message) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/x-protobuf")],
+        message.encode_to_vec(),
+    )
+        .into_response()
+}
+
+async fn fetch_served(
+    State(leaves): State<Arc<Leaves>>,
+    Path(inference_id): Path<String>,
+) -> Response {
+    let well_formed = inference_id.len() == 64
+        && inference_id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !well_formed {
+        return ApiError::invalid_value(
+            "invalid_inference_id",
+            "an inference id is 64 lowercase hex digits (the `inference_id` a chat answer names)".into(),
+        )
+        .into_response();
+    }
+    match leaves.served(&inference_id).await {
+        Ok(Some(served)) => protobuf(&served),
+        Ok(None) => ApiError::unavailable_here(
+            "leaf_not_found",
+            format!(
+                "this transfer agent holds no committed leaf of request {inference_id}: it is not one of its requests, is still waiting for its batch (retry in a few blocks), or its batch was pruned after two challenge windows"
+            ),
+        )
+        .into_response(),
+        Err(e) => ApiError::internal(format!("finding the leaf of {inference_id}: {e:#}"))
+            .into_response(),
+    }
 }
 
 async fn fetch(
@@ -97,11 +153,7 @@ async fn fetch(
     Path((number, index)): Path<(u64, u64)>,
 ) -> Response {
     match leaves.proof(number, index).await {
-        Ok(Some(proof)) => (
-            [(header::CONTENT_TYPE, "application/x-protobuf")],
-            proof.encode_to_vec(),
-        )
-            .into_response(),
+        Ok(Some(proof)) => protobuf(&proof),
         Ok(None) => ApiError::unavailable_here(
             "leaf_not_found",
             format!(

@@ -34,6 +34,9 @@ const REJECTED: TableDefinition<&str, &str> = TableDefinition::new("rejected");
 const BATCHES: TableDefinition<u64, &[u8]> = TableDefinition::new("batches");
 /// Committed batches known to be on chain: number → height of the block that included it.
 const INCLUDED: TableDefinition<u64, u64> = TableDefinition::new("included");
+/// Where each committed record is: inference id → (batch number, leaf index). Written with
+/// its batch, removed with it.
+const LEAF_AT: TableDefinition<&str, (u64, u64)> = TableDefinition::new("leaf_at");
 
 /// A pending record with its outbox key.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +73,13 @@ pub struct StoredBatch {
 }
 
 impl StoredBatch {
+    /// The inference ids of its leaves, in tree order.
+    pub fn inference_ids(&self) -> impl Iterator<Item = &str> {
+        self.leaves
+            .iter()
+            .map(|leaf| leaf.record.as_ref().map_or("", |r| r.inference_id.as_str()))
+    }
+
     /// Its number.
     pub fn number(&self) -> u64 {
         self.msg.as_ref().map_or(0, |m| m.number)
@@ -142,6 +152,15 @@ fn decode_batch(value: &[u8]) -> Result<StoredBatch> {
     StoredBatch::decode(value).context("stored batch is not a StoredBatch")
 }
 
+/// Drops the leaf locations of `batch`, which is going away.
+fn forget_leaves(tx: &WriteTransaction, batch: &StoredBatch) -> Result<()> {
+    let mut leaf_at = tx.open_table(LEAF_AT)?;
+    for id in batch.inference_ids() {
+        leaf_at.remove(id)?;
+    }
+    Ok(())
+}
+
 impl Outbox {
     /// Opens (or creates) the outbox at `path` and reloads what is pending.
     pub fn open(path: &Path) -> Result<Outbox> {
@@ -158,6 +177,7 @@ impl Outbox {
         tx.open_table(REJECTED)?;
         tx.open_table(BATCHES)?;
         tx.open_table(INCLUDED)?;
+        tx.open_table(LEAF_AT)?;
         tx.commit()?;
         let mut state = OutboxState::default();
         {
@@ -311,6 +331,10 @@ impl Outbox {
             }
             tx.open_table(BATCHES)?
                 .insert(batch.number(), batch.encode_to_vec().as_slice())?;
+            let mut leaf_at = tx.open_table(LEAF_AT)?;
+            for (index, id) in (0u64..).zip(batch.inference_ids()) {
+                leaf_at.insert(id, (batch.number(), index))?;
+            }
         }
         tx.commit().context("storing a committed batch")?;
         state.pending -= keys.len();
@@ -353,6 +377,7 @@ impl Outbox {
         if tx.open_table(BATCHES)?.remove(batch.number())?.is_none() {
             return Ok(());
         }
+        forget_leaves(&tx, batch)?;
         {
             let mut pending = tx.open_table(PENDING)?;
             let mut refused = tx.open_table(REJECTED)?;
@@ -396,6 +421,16 @@ impl Outbox {
             .transpose()
     }
 
+    /// Where the committed record of `inference_id` is: (batch number, leaf index); `None`
+    /// while it is pending, or once its batch is refused or pruned.
+    pub fn leaf_at(&self, inference_id: &str) -> Result<Option<(u64, u64)>> {
+        let read = self.db.begin_read()?;
+        Ok(read
+            .open_table(LEAF_AT)?
+            .get(inference_id)?
+            .map(|at| at.value()))
+    }
+
     /// The number of the last committed batch kept (0 if none).
     pub fn last_batch_number(&self) -> Result<u64> {
         let read = self.db.begin_read()?;
@@ -432,7 +467,9 @@ impl Outbox {
             }
             for number in &old {
                 included.remove(*number)?;
-                batches.remove(*number)?;
+                if let Some(stored) = batches.remove(*number)? {
+                    forget_leaves(&tx, &decode_batch(stored.value())?)?;
+                }
             }
             old.len()
         };
@@ -598,6 +635,8 @@ mod tests {
         let batch1 = stored(1, &first);
         outbox.commit(&keys, &batch1).unwrap();
         assert_eq!((outbox.len(), outbox.owed_by("alice")), (1, 20));
+        assert_eq!(outbox.leaf_at("b").unwrap(), Some((1, 1)), "leaf b is at 1/1");
+        assert_eq!(outbox.leaf_at("c").unwrap(), None, "c is still pending");
         assert_eq!(outbox.unincluded().unwrap().unwrap().number(), 1);
         // A crash now: the batch and what it owes survive.
         drop(outbox);
@@ -625,7 +664,10 @@ mod tests {
         outbox.commit(&keys, &batch2).unwrap();
         assert_eq!(outbox.len(), 0);
         let aside = BTreeMap::from([("d".to_string(), "escrow short".to_string())]);
+        assert_eq!(outbox.leaf_at("d").unwrap(), Some((2, 1)));
         outbox.uncommit(&batch2, &aside).unwrap();
+        assert_eq!(outbox.leaf_at("d").unwrap(), None, "a refused batch's leaves go");
+        assert_eq!(outbox.leaf_at("c").unwrap(), None);
         assert_eq!(
             (outbox.len(), outbox.owed_by("alice"), outbox.owed_by("bob")),
             (1, 10, 0)
@@ -643,6 +685,7 @@ mod tests {
         assert_eq!(outbox.prune_included_before(40).unwrap(), 0);
         assert_eq!(outbox.prune_included_before(41).unwrap(), 1);
         assert!(outbox.batch(1).unwrap().is_none());
+        assert_eq!(outbox.leaf_at("a").unwrap(), None, "a pruned batch's leaves go");
         drop(outbox);
         std::fs::remove_file(&path).unwrap();
     }

@@ -26,10 +26,18 @@ pub enum Query {
         #[command(flatten)]
         prove: ProveArgs,
     },
-    /// A settled batch: its root, totals, lines and status.
+    /// A settled batch: its root, totals, lines and status; by id, or by its transfer
+    /// agent's own number (what the agent's leaf endpoints name it by).
     Batch {
         /// Batch id (from the `batch_settled` event).
-        id: u64,
+        #[arg(required_unless_present = "transfer_agent")]
+        id: Option<u64>,
+        /// The batch's transfer agent (with --number, instead of an id).
+        #[arg(long, requires = "number", conflicts_with = "id")]
+        transfer_agent: Option<String>,
+        /// The transfer agent's batch number.
+        #[arg(long, requires = "transfer_agent")]
+        number: Option<u64>,
     },
     /// A transfer agent's last batch number (0 before its first).
     BatchNumber {
@@ -83,12 +91,17 @@ pub async fn run(global: &Global, query: Query) -> Result<()> {
             )
             .await
         }
-        Query::Batch { id } => {
+        Query::Batch {
+            id,
+            transfer_agent,
+            number,
+        } => {
             show::<q::settlement::Batch>(
                 global,
                 QueryBatchRequest {
-                    id,
-                    ..Default::default()
+                    id: id.unwrap_or(0),
+                    transfer_agent: transfer_agent.unwrap_or_default(),
+                    number: number.unwrap_or(0),
                 },
                 |r: &QueryBatchResponse| r.batch.as_ref().map(batch_text).unwrap_or_default(),
             )

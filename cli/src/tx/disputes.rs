@@ -1,12 +1,25 @@
 //! `gonkad tx disputes`: submit a validation, open a user dispute, vote on a dispute.
 
-use anyhow::Result;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use gonka_client::Any;
+use gonka_client::chat::served_leaf;
 use gonka_client::disputes::{
     msg_open_dispute, msg_submit_validation, msg_vote_dispute, ReExecution,
 };
+use gonka_client::settlement::{msg_dispute_leaf, proven_leaf};
+use gonka_client::rpc::QueryError;
+use gonka_inference::InferenceError;
+use gonka_proto::query as q;
+use gonka_proto::settlement::{QueryBatchRequest, ServedLeaf};
+use gonka_sdk::ErrorCode;
 
 use super::{sign_broadcast_print, TxOptions};
 use crate::{amount::parse_ngnk, keys::load_key, Global};
+
+/// How long a transfer agent has to serve a leaf.
+const LEAF_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `gonkad tx disputes` subcommands.
 #[derive(clap::Subcommand)]
@@ -14,7 +27,9 @@ pub enum Command {
     /// As the assigned validator, commit your result of a sampled work record (the chain
     /// compares it once the record's transfer agent reveals the output).
     Validate(ValidateArgs),
-    /// As the requester of a work record, dispute it with a deposit.
+    /// As the requester of an answer, dispute it with a deposit: its committee re-executes
+    /// it; a wrong answer slashes its host and returns the deposit, a right one pays the
+    /// deposit to the host.
     Open(OpenArgs),
     /// As a committee member, commit your result as your vote on a dispute.
     Vote(VoteArgs),
@@ -42,13 +57,27 @@ pub struct ValidateArgs {
 
 /// Arguments of `gonkad tx disputes open`.
 #[derive(clap::Args)]
+#[command(after_help = "\
+An answer that is on chain as a work record (it was sampled for validation, or its leaf was \
+demanded) is disputed with MsgOpenDispute. Any other answer is disputed with its leaf: the \
+command asks the transfer agents (--ta, else those registered on chain) for the leaf and \
+proof of the inference (GET /v1/leaves/{inference_id}), checks the proof against the batch \
+root on chain and sends MsgDisputeLeaf. A leaf is served once its batch is on chain (a few \
+blocks after the answer) and disputable for x/disputes' dispute_window_blocks after that.
+
+Example:
+  gonkad tx disputes open alice 3f0c...e1 1gnk")]
 pub struct OpenArgs {
     /// Name of the requester's key in the keyring.
     from: String,
-    /// Inference id of the disputed record.
+    /// Inference id of the disputed answer (`gonkad chat` prints it).
     inference_id: String,
     /// Deposit (at least the chain's min_deposit): 1500ngnk, 2.5gnk or a bare number of ngnk.
     deposit: String,
+    /// Transfer agent base URL to ask for the answer's leaf; repeat to ask several. Without
+    /// it, the transfer agents registered on chain are asked.
+    #[arg(long = "ta", value_name = "URL")]
+    transfer_agents: Vec<String>,
     #[command(flatten)]
     tx: TxOptions,
 }
@@ -112,11 +141,8 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         }
         Command::Open(args) => {
             let key = load_key(global, &args.from)?;
-            let msg = msg_open_dispute(
-                key.address(),
-                &args.inference_id,
-                parse_ngnk(&args.deposit)?,
-            );
+            let deposit = parse_ngnk(&args.deposit)?;
+            let msg = dispute(global, key.address(), &args, deposit).await?;
             (key, msg, args.tx)
         }
         Command::Vote(args) => {
@@ -131,6 +157,93 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         }
     };
     sign_broadcast_print(global, &key, vec![msg], &tx).await
+}
+
+/// The message that disputes `args.inference_id` for `requester`: MsgOpenDispute for a
+/// record on chain, else MsgDisputeLeaf with the leaf its transfer agent serves.
+async fn dispute(global: &Global, requester: &str, args: &OpenArgs, deposit: u128) -> Result<Any> {
+    let id = &args.inference_id;
+    let rpc = global.client()?;
+    let request = gonka_proto::inference::QueryRecordRequest {
+        inference_id: id.clone(),
+    };
+    match rpc.query::<q::inference::Record>(&request).await {
+        Ok(_) => return Ok(msg_open_dispute(requester, id, deposit)),
+        Err(e) if !is_unknown_record(&e) => return Err(e),
+        Err(_) => {}
+    }
+    let (url, served) = fetch_leaf(global, args).await?;
+    let proof = served.proof.context("the leaf carries no proof")?;
+    let record = proof
+        .leaf
+        .as_ref()
+        .and_then(|leaf| leaf.record.as_ref())
+        .with_context(|| format!("{url} served a leaf without its record"))?;
+    if &record.inference_id != id {
+        bail!(
+            "{url} served the leaf of {} when asked for {id}",
+            record.inference_id
+        );
+    }
+    if record.requester != requester {
+        bail!(
+            "inference {id} was requested by {}, not by {requester}: only its requester may dispute it",
+            record.requester
+        );
+    }
+    let by_number = QueryBatchRequest {
+        transfer_agent: record.transfer_agent.clone(),
+        number: served.batch_number,
+        ..QueryBatchRequest::default()
+    };
+    let batch = rpc
+        .query::<q::settlement::Batch>(&by_number)
+        .await
+        .with_context(|| {
+            format!(
+                "finding batch {} of transfer agent {} on chain",
+                served.batch_number, record.transfer_agent
+            )
+        })?
+        .batch
+        .context("the chain answered no batch")?;
+    let settled = batch.settled.as_ref().context("the batch carries no message")?;
+    proven_leaf(settled, &proof).with_context(|| {
+        format!(
+            "{url} served a proof that is not on batch {}'s root on chain; demand leaf {} on chain instead (gonkad tx settlement demand-leaf {requester} {} {} <deposit>)",
+            batch.id, proof.index, batch.id, proof.index
+        )
+    })?;
+    eprintln!(
+        "disputing leaf {} of batch {} (served by {url})",
+        proof.index, batch.id
+    );
+    Ok(msg_dispute_leaf(requester, batch.id, proof, deposit))
+}
+
+/// Whether `error` is the chain saying it holds no such work record.
+fn is_unknown_record(error: &anyhow::Error) -> bool {
+    error.downcast_ref::<QueryError>().is_some_and(|e| {
+        e.codespace == InferenceError::CODESPACE && e.code == InferenceError::UnknownRecord.code()
+    })
+}
+
+/// The first leaf of `args.inference_id` a transfer agent serves, with that agent's URL.
+async fn fetch_leaf(global: &Global, args: &OpenArgs) -> Result<(String, ServedLeaf)> {
+    let id = &args.inference_id;
+    let urls = crate::chat::transfer_agents(global, &args.transfer_agents).await?;
+    let mut why = Vec::new();
+    for url in urls {
+        match served_leaf(&url, id, LEAF_TIMEOUT).await {
+            Ok(Some(served)) => return Ok((url, served)),
+            Ok(None) => why.push(format!("{url}: no leaf")),
+            Err(e) => why.push(format!("{e:#}")),
+        }
+    }
+    bail!(
+        "inference {id} is not on chain as a work record and no transfer agent serves its leaf ({}); if the answer is only seconds old, retry once its batch is on chain, or name its transfer agent with --ta",
+        why.join("; ")
+    )
 }
 
 #[cfg(test)]
