@@ -786,7 +786,12 @@ pub async fn batch_leaf(
     index: u64,
     timeout: Duration,
 ) -> Result<Option<gonka_proto::settlement::LeafProof>> {
-    get_protobuf(url, &format!("/v1/batches/{number}/leaves/{index}"), timeout).await
+    get_protobuf(
+        url,
+        &format!("/v1/batches/{number}/leaves/{index}"),
+        timeout,
+    )
+    .await
 }
 
 /// The protobuf `M` the TA at `url` serves at `path`; `None` on 404.

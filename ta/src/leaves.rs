@@ -92,7 +92,8 @@ impl Leaves {
     pub async fn served(&self, inference_id: &str) -> anyhow::Result<Option<ServedLeaf>> {
         let outbox = self.outbox.clone();
         let id = inference_id.to_string();
-        let Some((number, index)) = tokio::task::spawn_blocking(move || outbox.leaf_at(&id)).await??
+        let Some((number, index)) =
+            tokio::task::spawn_blocking(move || outbox.leaf_at(&id)).await??
         else {
             return Ok(None);
         };
@@ -130,7 +131,8 @@ async fn fetch_served(
     if !well_formed {
         return ApiError::invalid_value(
             "invalid_inference_id",
-            "an inference id is 64 lowercase hex digits (the `inference_id` a chat answer names)".into(),
+            "an inference id is 64 lowercase hex digits (the `inference_id` a chat answer names)"
+                .into(),
         )
         .into_response();
     }

@@ -635,7 +635,11 @@ mod tests {
         let batch1 = stored(1, &first);
         outbox.commit(&keys, &batch1).unwrap();
         assert_eq!((outbox.len(), outbox.owed_by("alice")), (1, 20));
-        assert_eq!(outbox.leaf_at("b").unwrap(), Some((1, 1)), "leaf b is at 1/1");
+        assert_eq!(
+            outbox.leaf_at("b").unwrap(),
+            Some((1, 1)),
+            "leaf b is at 1/1"
+        );
         assert_eq!(outbox.leaf_at("c").unwrap(), None, "c is still pending");
         assert_eq!(outbox.unincluded().unwrap().unwrap().number(), 1);
         // A crash now: the batch and what it owes survive.
@@ -666,7 +670,11 @@ mod tests {
         let aside = BTreeMap::from([("d".to_string(), "escrow short".to_string())]);
         assert_eq!(outbox.leaf_at("d").unwrap(), Some((2, 1)));
         outbox.uncommit(&batch2, &aside).unwrap();
-        assert_eq!(outbox.leaf_at("d").unwrap(), None, "a refused batch's leaves go");
+        assert_eq!(
+            outbox.leaf_at("d").unwrap(),
+            None,
+            "a refused batch's leaves go"
+        );
         assert_eq!(outbox.leaf_at("c").unwrap(), None);
         assert_eq!(
             (outbox.len(), outbox.owed_by("alice"), outbox.owed_by("bob")),
@@ -685,7 +693,11 @@ mod tests {
         assert_eq!(outbox.prune_included_before(40).unwrap(), 0);
         assert_eq!(outbox.prune_included_before(41).unwrap(), 1);
         assert!(outbox.batch(1).unwrap().is_none());
-        assert_eq!(outbox.leaf_at("a").unwrap(), None, "a pruned batch's leaves go");
+        assert_eq!(
+            outbox.leaf_at("a").unwrap(),
+            None,
+            "a pruned batch's leaves go"
+        );
         drop(outbox);
         std::fs::remove_file(&path).unwrap();
     }

@@ -34,7 +34,8 @@ use gonka_proto::settlement::{BatchStatus, QueryBatchNumberRequest, QueryBatchRe
 
 use crate::explorer::History;
 use crate::inference::{
-    decided_validation, eventually, genesis_config, settled, sidecars, wait_for_registry, GNK,
+    decided_validation, eventually, genesis_config, keyring_with_alice, settled, sidecars,
+    wait_for_registry, GNK,
 };
 use crate::support::{addr, Net, VALIDATORS};
 
@@ -42,6 +43,8 @@ use crate::support::{addr, Net, VALIDATORS};
 const REQUESTS: usize = 3;
 /// Share of stake a lost dispute slashes, ppm (the default).
 const SLASH_PPM: u128 = 200_000;
+/// The least deposit of a user dispute (1 GNK).
+const DEPOSIT: u128 = GNK;
 
 async fn bonded(net: &Net, operator: &str) -> u128 {
     net.clients[0]
@@ -68,70 +71,82 @@ async fn disputes(net: &Net, status: &str) -> Vec<Dispute> {
         .unwrap_or_default()
 }
 
+/// The network both tests run: validator roles on, node 3's ML node cheating on every answer
+/// and winning routing by bandwidth, the transfer agent of validator 1 batching every 500 ms,
+/// and every leaf of every batch sampled when `sample_leaves`, none otherwise.
+async fn start_network(name: &str, sample_leaves: bool) -> Net {
+    let leaf_sample_ppm = if sample_leaves { 1_000_000 } else { 0 };
+    Net::start_with(name, VALIDATORS, |config| {
+        config.app_state_for_validators = Some(AppStateFn(Arc::new(move |keys| {
+            let mut config = genesis_config(keys, 100_000);
+            config.settlement_params = Some(gonka_proto::settlement::Params {
+                challenge_window_blocks: 40,
+                leaf_answer_blocks: 10,
+                leaf_sample_ppm,
+                ..gonka_settlement::default_params()
+            });
+            let mut state = config.app_state();
+            state["disputes"] = json!({ "params": {
+                "min_sample_ppm": 1_000_000, "max_sample_ppm": 1_000_000,
+                "decay_validations": 20, "validation_deadline_blocks": 40,
+                "dispute_deadline_blocks": 40, "committee_size": 3,
+                "slash_fraction_ppm": SLASH_PPM as u64, "min_deposit": DEPOSIT.to_string(),
+                "validation_reward_ppm": 1_000_000, "jail_after_misses": 3,
+                "miss_penalty_ppm": 100_000, "dispute_window_blocks": 100,
+                "reveal_deadline_blocks": 10,
+            }});
+            state
+        })));
+        let mut sidecars = sidecars();
+        sidecars.validator_role = true;
+        sidecars.transfer_agent_args = vec![
+            vec![],
+            ["--batch-interval-ms", "500"].map(Into::into).to_vec(),
+        ];
+        sidecars.ml_node_args = vec![
+            vec![],
+            vec![],
+            vec![],
+            [
+                "--testing-cheat-fraction",
+                "1",
+                "--bandwidth-mbps",
+                "100000",
+            ]
+            .map(Into::into)
+            .to_vec(),
+        ];
+        config.sidecar = Some(sidecars);
+    })
+    .await
+}
+
+/// The hosts (validator operators), once each one's BLS key for co-signing is on chain.
+async fn hosts_with_bls_keys(net: &Net) -> Vec<String> {
+    let hosts: Vec<String> = (0..VALIDATORS)
+        .map(|i| addr(&format!("validator{i}")))
+        .collect();
+    for host in &hosts {
+        eventually(&format!("{host}'s BLS key on chain"), || async {
+            net.clients[0]
+                .query::<q::bls::Key>(&QueryKeyRequest {
+                    address: host.clone(),
+                })
+                .await
+                .ok()?
+                .key
+        })
+        .await;
+    }
+    hosts
+}
+
 #[test]
 fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
     crate::support::run(async {
-        let net = Net::start_with("disputes", VALIDATORS, |config| {
-            config.app_state_for_validators = Some(AppStateFn(Arc::new(|keys| {
-                let mut config = genesis_config(keys, 100_000);
-                config.settlement_params = Some(gonka_proto::settlement::Params {
-                    challenge_window_blocks: 40,
-                    leaf_answer_blocks: 10,
-                    leaf_sample_ppm: 1_000_000,
-                    ..gonka_settlement::default_params()
-                });
-                let mut state = config.app_state();
-                state["disputes"] = json!({ "params": {
-                    "min_sample_ppm": 1_000_000, "max_sample_ppm": 1_000_000,
-                    "decay_validations": 20, "validation_deadline_blocks": 40,
-                    "dispute_deadline_blocks": 40, "committee_size": 3,
-                    "slash_fraction_ppm": SLASH_PPM as u64, "min_deposit": "1000000000",
-                    "validation_reward_ppm": 1_000_000, "jail_after_misses": 3,
-                    "miss_penalty_ppm": 100_000, "dispute_window_blocks": 100,
-                    "reveal_deadline_blocks": 10,
-                }});
-                state
-            })));
-            let mut sidecars = sidecars();
-            sidecars.validator_role = true;
-            sidecars.transfer_agent_args = vec![
-                vec![],
-                ["--batch-interval-ms", "500"].map(Into::into).to_vec(),
-            ];
-            sidecars.ml_node_args = vec![
-                vec![],
-                vec![],
-                vec![],
-                [
-                    "--testing-cheat-fraction",
-                    "1",
-                    "--bandwidth-mbps",
-                    "100000",
-                ]
-                .map(Into::into)
-                .to_vec(),
-            ];
-            config.sidecar = Some(sidecars);
-        })
-        .await;
+        let net = start_network("disputes", true).await;
         wait_for_registry(&net).await;
-
-        let hosts: Vec<String> = (0..VALIDATORS)
-            .map(|i| addr(&format!("validator{i}")))
-            .collect();
-        // The hosts co-sign batches with the BLS keys their validator role registers.
-        for host in &hosts {
-            eventually(&format!("{host}'s BLS key on chain"), || async {
-                net.clients[0]
-                    .query::<q::bls::Key>(&QueryKeyRequest {
-                        address: host.clone(),
-                    })
-                    .await
-                    .ok()?
-                    .key
-            })
-            .await;
-        }
+        let hosts = hosts_with_bls_keys(&net).await;
         net.tx_ok(
             0,
             "alice",
@@ -349,5 +364,131 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
         }
         // The explorer shows this network's work, rewards and dispute as RPC reads them.
         crate::explorer::browse_and_check(&net, "alice", History::Dispute, "disputes").await;
+    });
+}
+
+/// A requester disputes answers nobody sampled (no leaf of any batch is sampled here) with
+/// `gonkad tx disputes open`, which finds no record on chain, fetches each answer's leaf and
+/// proof from the transfer agents registered on chain and sends MsgDisputeLeaf: the committee
+/// upholds the honest answer (the deposit goes to its executor's host) and faults the
+/// cheating one (its host loses 20% of its stake, the deposit comes back).
+#[test]
+fn a_requester_disputes_answers_nobody_sampled_and_the_committee_decides_them() {
+    crate::support::run(async {
+        let net = start_network("user-disputes", false).await;
+        wait_for_registry(&net).await;
+        let hosts = hosts_with_bls_keys(&net).await;
+        net.tx_ok(
+            0,
+            "alice",
+            vec![msg_open_escrow(
+                &addr("alice"),
+                &hosts[1],
+                GNK,
+                net.height(0).await + 100_000,
+            )],
+            "open escrow",
+        )
+        .await;
+        let cheater_bonded = bonded(&net, &hosts[3]).await;
+
+        // Two requests at once: node 3 wins the first by bandwidth, so the second goes to a
+        // node with nothing in flight (lower relative load wins), which answers honestly.
+        let ta = net.net.transfer_agent_urls()[1].clone();
+        let alice = Key::from_mnemonic(&well_known_mnemonic("alice")).unwrap();
+        let client = ChatClient::new(alice, &[ta]).unwrap();
+        let ask = |i: usize| {
+            let mut request =
+                ChatRequest::new("gonka/reference-1", vec![Message::user(format!("u{i}"))]);
+            request.max_tokens = Some(64);
+            request.stream = false;
+            let client = &client;
+            async move { client.chat(&request, |_| {}).await.unwrap() }
+        };
+        let (mut cheated, mut honest) = (None, None);
+        for round in 0..10 {
+            let (a, b) = tokio::join!(ask(2 * round), ask(2 * round + 1));
+            for answer in [a, b] {
+                let id = answer.inference_id.clone().unwrap();
+                let executor = answer.executor.clone().unwrap();
+                if executor == "node3-ml" {
+                    cheated.get_or_insert(id);
+                } else {
+                    honest.get_or_insert((id, executor));
+                }
+            }
+            if cheated.is_some() && honest.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        }
+        let cheated = cheated.expect("node 3 served one of 20 answers");
+        let (honest, honest_node) = honest.expect("an honest node served one of 20 answers");
+
+        let keyring = keyring_with_alice();
+        let home = keyring.path().to_str().unwrap();
+        let rpc = net.node(0).rpc_url.clone();
+        let open = |id: &str| {
+            crate::support::gonkad(&[
+                "--node", &rpc, "--home", home, "--output", "json", "tx", "disputes", "open",
+                "alice", id, "1gnk",
+            ])
+        };
+        for id in [&honest, &cheated] {
+            // A leaf is served once its batch is on chain, a few blocks after the answer.
+            let out = eventually(&format!("the dispute of {id} lands"), || async {
+                let out = open(id);
+                out.status.success().then_some(out)
+            })
+            .await;
+            let sent: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(sent["code"], 0, "{sent}");
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("disputing leaf"),
+                "no record was on chain, so the leaf was disputed: {out:?}"
+            );
+        }
+        // Now the record is on chain: a second dispute of it is MsgOpenDispute, refused.
+        let again = open(&cheated);
+        assert!(!again.status.success(), "{again:?}");
+
+        let decided = |status: &'static str, id: String| {
+            let net = &net;
+            async move {
+                eventually(&format!("the dispute of {id} {status}"), || async {
+                    disputes(net, status)
+                        .await
+                        .into_iter()
+                        .find(|d| d.inference_id == id)
+                })
+                .await
+            }
+        };
+        let upheld = decided("executor_upheld", honest.clone()).await;
+        assert_eq!(
+            (upheld.kind.as_str(), upheld.accuser.as_str()),
+            ("user", addr("alice").as_str())
+        );
+        assert_eq!(upheld.executor_node, honest_node);
+        assert!(
+            upheld.payouts.iter().any(|p| p.to == upheld.executor_host
+                && p.amount == DEPOSIT.to_string()
+                && p.reason == "deposit_forfeit"),
+            "the deposit pays the honest host: {:?}",
+            upheld.payouts
+        );
+
+        let faulted = decided("executor_faulted", cheated.clone()).await;
+        assert_eq!(faulted.slashed, hosts[3]);
+        let taken = cheater_bonded * SLASH_PPM / 1_000_000;
+        assert_eq!(faulted.slashed_amount, taken.to_string());
+        assert_eq!(bonded(&net, &hosts[3]).await, cheater_bonded - taken);
+        assert!(
+            faulted.payouts.iter().any(|p| p.to == addr("alice")
+                && p.amount == DEPOSIT.to_string()
+                && p.reason == "deposit_return"),
+            "the deposit comes back: {:?}",
+            faulted.payouts
+        );
     });
 }

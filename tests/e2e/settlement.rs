@@ -26,6 +26,7 @@ use gonka_proto::batch::{leaf_node, parse_decimal, siblings_from_proto, verify_p
 use gonka_proto::query as q;
 use gonka_proto::settlement::{
     Batch, BatchStatus, LeafProof, QueryBatchNumberRequest, QueryBatchRequest, QueryDemandsRequest,
+    ServedLeaf,
 };
 use prost::Message as _;
 
@@ -240,6 +241,25 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
         assert!(ids[1..].contains(&leaf.record.unwrap().inference_id));
         let (status, _) = http_get(ta_addr, "/v1/batches/9/leaves/0");
         assert_eq!(status, 404);
+        // Each answer's leaf, found by its inference id, names its batch and position.
+        for (id, number) in ids.iter().zip([1, 2, 2]) {
+            let (status, body) = http_get_bytes(ta_addr, &format!("/v1/leaves/{id}"));
+            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+            let served = ServedLeaf::decode(body.as_slice()).expect("a ServedLeaf");
+            assert_eq!(served.batch_number, number, "{id}");
+            let (_, by_position) = http_get_bytes(
+                ta_addr,
+                &format!(
+                    "/v1/batches/{number}/leaves/{}",
+                    served.proof.as_ref().unwrap().index
+                ),
+            );
+            assert_eq!(served.proof.unwrap().encode_to_vec(), by_position, "{id}");
+        }
+        let (status, _) = http_get(ta_addr, &format!("/v1/leaves/{}", "0".repeat(64)));
+        assert_eq!(status, 404, "no such request");
+        let (status, _) = http_get(ta_addr, "/v1/leaves/not-an-id");
+        assert_eq!(status, 400);
 
         // Alice demands that leaf on chain: the TA answers by itself and earns the deposit.
         net.tx_ok(

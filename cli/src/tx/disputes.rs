@@ -3,13 +3,13 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use gonka_client::Any;
 use gonka_client::chat::served_leaf;
 use gonka_client::disputes::{
     msg_open_dispute, msg_submit_validation, msg_vote_dispute, ReExecution,
 };
-use gonka_client::settlement::{msg_dispute_leaf, proven_leaf};
 use gonka_client::rpc::QueryError;
+use gonka_client::settlement::{msg_dispute_leaf, proven_leaf};
+use gonka_client::Any;
 use gonka_inference::InferenceError;
 use gonka_proto::query as q;
 use gonka_proto::settlement::{QueryBatchRequest, ServedLeaf};
@@ -207,7 +207,10 @@ async fn dispute(global: &Global, requester: &str, args: &OpenArgs, deposit: u12
         })?
         .batch
         .context("the chain answered no batch")?;
-    let settled = batch.settled.as_ref().context("the batch carries no message")?;
+    let settled = batch
+        .settled
+        .as_ref()
+        .context("the batch carries no message")?;
     proven_leaf(settled, &proof).with_context(|| {
         format!(
             "{url} served a proof that is not on batch {}'s root on chain; demand leaf {} on chain instead (gonkad tx settlement demand-leaf {requester} {} {} <deposit>)",

@@ -232,7 +232,10 @@ async fn fetch_proof(
             )
         })?;
     if proof.index != index {
-        bail!("{url} served leaf {} when asked for leaf {index}", proof.index);
+        bail!(
+            "{url} served leaf {} when asked for leaf {index}",
+            proof.index
+        );
     }
     proven_leaf(&settled, &proof).with_context(|| {
         format!("{url} served a proof that is not on batch {batch_id}'s root on chain; demand the leaf on chain instead")
@@ -321,8 +324,8 @@ pub async fn run(global: &Global, command: Command) -> Result<()> {
         }
         Command::Provide(args) => {
             let key = load_key(global, &args.from)?;
-            let proof = fetch_proof(global, args.batch_id, args.index, args.ta_url.as_deref())
-                .await?;
+            let proof =
+                fetch_proof(global, args.batch_id, args.index, args.ta_url.as_deref()).await?;
             let msg = msg_provide_leaf(key.address(), args.batch_id, proof);
             sign_broadcast_print(global, &key, vec![msg], &args.tx).await
         }
