@@ -73,10 +73,12 @@ async fn disputes(net: &Net, status: &str) -> Vec<Dispute> {
 
 /// The network both tests run: validator roles on, node 3's ML node cheating on every answer
 /// and winning routing by bandwidth, the transfer agent of validator 1 batching every 500 ms,
-/// and every leaf of every batch sampled when `sample_leaves`, none otherwise.
-async fn start_network(name: &str, sample_leaves: bool) -> Net {
+/// and every leaf of every batch sampled when `sample_leaves`, none otherwise. Returned with
+/// the hosts once every ML node is registered, every host's BLS key is on chain and Alice's
+/// escrow of 1 GNK for that transfer agent is open.
+async fn start_network(name: &str, sample_leaves: bool) -> (Net, Vec<String>) {
     let leaf_sample_ppm = if sample_leaves { 1_000_000 } else { 0 };
-    Net::start_with(name, VALIDATORS, |config| {
+    let net = Net::start_with(name, VALIDATORS, |config| {
         config.app_state_for_validators = Some(AppStateFn(Arc::new(move |keys| {
             let mut config = genesis_config(keys, 100_000);
             config.settlement_params = Some(gonka_proto::settlement::Params {
@@ -118,7 +120,22 @@ async fn start_network(name: &str, sample_leaves: bool) -> Net {
         ];
         config.sidecar = Some(sidecars);
     })
-    .await
+    .await;
+    wait_for_registry(&net).await;
+    let hosts = hosts_with_bls_keys(&net).await;
+    net.tx_ok(
+        0,
+        "alice",
+        vec![msg_open_escrow(
+            &addr("alice"),
+            &hosts[1],
+            GNK,
+            net.height(0).await + 100_000,
+        )],
+        "open escrow",
+    )
+    .await;
+    (net, hosts)
 }
 
 /// The hosts (validator operators), once each one's BLS key for co-signing is on chain.
@@ -144,21 +161,7 @@ async fn hosts_with_bls_keys(net: &Net) -> Vec<String> {
 #[test]
 fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
     crate::support::run(async {
-        let net = start_network("disputes", true).await;
-        wait_for_registry(&net).await;
-        let hosts = hosts_with_bls_keys(&net).await;
-        net.tx_ok(
-            0,
-            "alice",
-            vec![msg_open_escrow(
-                &addr("alice"),
-                &hosts[1],
-                GNK,
-                net.height(0).await + 100_000,
-            )],
-            "open escrow",
-        )
-        .await;
+        let (net, hosts) = start_network("disputes", true).await;
         // No host sends a tx until the first request: the balances read now are those of
         // this height, and every fee paid later is in a block after it.
         let start_height = net.height(0).await;
@@ -375,21 +378,7 @@ fn a_cheating_ml_node_is_caught_and_its_host_slashed_for_the_honest_side() {
 #[test]
 fn a_requester_disputes_answers_nobody_sampled_and_the_committee_decides_them() {
     crate::support::run(async {
-        let net = start_network("user-disputes", false).await;
-        wait_for_registry(&net).await;
-        let hosts = hosts_with_bls_keys(&net).await;
-        net.tx_ok(
-            0,
-            "alice",
-            vec![msg_open_escrow(
-                &addr("alice"),
-                &hosts[1],
-                GNK,
-                net.height(0).await + 100_000,
-            )],
-            "open escrow",
-        )
-        .await;
+        let (net, hosts) = start_network("user-disputes", false).await;
         let cheater_bonded = bonded(&net, &hosts[3]).await;
 
         // Two requests at once: node 3 wins the first by bandwidth, so the second goes to a
