@@ -52,6 +52,11 @@ pub fn inference_id(request_hash: &[u8]) -> String {
     request_hash.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Whether `text` has the shape of an inference id: 64 lowercase hex characters.
+pub fn is_inference_id(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// SHA-256 of a request body: a work record's `prompt_hash`.
 pub fn body_hash(body: &[u8]) -> [u8; 32] {
     Sha256::digest(body).into()
@@ -468,6 +473,9 @@ mod tests {
     #[test]
     fn inference_id_is_lowercase_hex() {
         assert_eq!(inference_id(&[0xAB; 2]), "abab");
+        assert!(is_inference_id(&inference_id(&[0xAB; 32])));
+        assert!(!is_inference_id(&"AB".repeat(32)));
+        assert!(!is_inference_id("abab"));
     }
 
     #[test]

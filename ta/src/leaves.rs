@@ -124,11 +124,7 @@ async fn fetch_served(
     State(leaves): State<Arc<Leaves>>,
     Path(inference_id): Path<String>,
 ) -> Response {
-    let well_formed = inference_id.len() == 64
-        && inference_id
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if !well_formed {
+    if !gonka_proto::signing::is_inference_id(&inference_id) {
         return ApiError::invalid_value(
             "invalid_inference_id",
             "an inference id is 64 lowercase hex digits (the `inference_id` a chat answer names)"

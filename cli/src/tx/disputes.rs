@@ -1,7 +1,5 @@
 //! `gonkad tx disputes`: submit a validation, open a user dispute, vote on a dispute.
 
-use std::time::Duration;
-
 use anyhow::{bail, Context, Result};
 use gonka_client::chat::served_leaf;
 use gonka_client::disputes::{
@@ -15,11 +13,9 @@ use gonka_proto::query as q;
 use gonka_proto::settlement::{QueryBatchRequest, ServedLeaf};
 use gonka_sdk::ErrorCode;
 
+use super::settlement::LEAF_TIMEOUT;
 use super::{sign_broadcast_print, TxOptions};
 use crate::{amount::parse_ngnk, keys::load_key, Global};
-
-/// How long a transfer agent has to serve a leaf.
-const LEAF_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `gonkad tx disputes` subcommands.
 #[derive(clap::Subcommand)]
@@ -196,17 +192,7 @@ async fn dispute(global: &Global, requester: &str, args: &OpenArgs, deposit: u12
         number: served.batch_number,
         ..QueryBatchRequest::default()
     };
-    let batch = rpc
-        .query::<q::settlement::Batch>(&by_number)
-        .await
-        .with_context(|| {
-            format!(
-                "finding batch {} of transfer agent {} on chain",
-                served.batch_number, record.transfer_agent
-            )
-        })?
-        .batch
-        .context("the chain answered no batch")?;
+    let batch = super::settlement::batch(global, by_number).await?;
     let settled = batch
         .settled
         .as_ref()

@@ -19,7 +19,7 @@ use super::{sign_broadcast_print, TxOptions};
 use crate::{amount::parse_ngnk, keys::load_key, Global};
 
 /// How long a transfer agent has to serve a leaf.
-const LEAF_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const LEAF_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `gonkad tx settlement` subcommands.
 #[derive(clap::Subcommand)]
@@ -179,19 +179,23 @@ pub struct ChallengeArgs {
     tx: TxOptions,
 }
 
-/// Batch `id` as the chain holds it.
-async fn batch(global: &Global, id: u64) -> Result<Batch> {
-    let request = QueryBatchRequest {
-        id,
-        ..QueryBatchRequest::default()
+/// The batch `request` names (by id, or by transfer agent and number) as the chain holds it.
+pub(super) async fn batch(global: &Global, request: QueryBatchRequest) -> Result<Batch> {
+    let named = if request.transfer_agent.is_empty() {
+        format!("batch {}", request.id)
+    } else {
+        format!(
+            "batch {} of transfer agent {}",
+            request.number, request.transfer_agent
+        )
     };
     global
         .client()?
         .query::<q::settlement::Batch>(&request)
         .await
-        .with_context(|| format!("finding batch {id} on chain"))?
+        .with_context(|| format!("finding {named} on chain"))?
         .batch
-        .with_context(|| format!("the chain answered no batch {id}"))
+        .with_context(|| format!("the chain answered no {named}"))
 }
 
 /// The URL transfer agent `address` registered on chain.
@@ -217,7 +221,11 @@ async fn fetch_proof(
     index: u64,
     ta_url: Option<&str>,
 ) -> Result<LeafProof> {
-    let batch = batch(global, batch_id).await?;
+    let by_id = QueryBatchRequest {
+        id: batch_id,
+        ..QueryBatchRequest::default()
+    };
+    let batch = batch(global, by_id).await?;
     let settled = batch.settled.context("the batch carries no message")?;
     let url = match ta_url {
         Some(url) => url.to_string(),

@@ -27,8 +27,7 @@ fn check_address(field: &str, address: &str) -> Result<()> {
 
 /// An inference id: 64 lowercase hex characters.
 fn check_inference_id(id: &str) -> Result<()> {
-    let ok = id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    if ok {
+    if gonka_proto::signing::is_inference_id(id) {
         Ok(())
     } else {
         Err(DisputesError::InvalidMsg.err(format!(
