@@ -43,6 +43,8 @@ pub struct GasMeter {
     consumed: Cell<u64>,
     /// Where the limit was first exceeded.
     exhausted_at: Cell<Option<&'static str>>,
+    /// Inside [`GasMeter::prepaid`] work: charges are not counted.
+    prepaid: Cell<bool>,
     costs: GasCosts,
 }
 
@@ -53,6 +55,7 @@ impl GasMeter {
             limit,
             consumed: Cell::new(0),
             exhausted_at: Cell::new(None),
+            prepaid: Cell::new(false),
             costs,
         }
     }
@@ -80,12 +83,34 @@ impl GasMeter {
     /// Charges `amount` gas for `location` (a short name such as `"ReadFlat"`, shown in the
     /// out-of-gas log). Fails once the total exceeds the limit; the gas stays counted.
     pub fn consume(&self, amount: u64, location: &'static str) -> Result<()> {
+        if self.prepaid.get() {
+            return self.check();
+        }
         let consumed = self.consumed.get().saturating_add(amount);
         self.consumed.set(consumed);
         if consumed > self.limit && self.exhausted_at.get().is_none() {
             self.exhausted_at.set(Some(location));
         }
         self.check()
+    }
+
+    /// Charges the flat `amount` for `location`, then runs `work` without charging what it
+    /// uses. For work whose cost depends on the order of transactions in a block (the vote
+    /// or reveal that happens to decide a dispute settles it): a flat price makes the gas a
+    /// simulation estimates the gas the tx uses wherever it lands, so a tx cannot run out of
+    /// gas (or be dropped from the mempool on recheck) because another landed first. The
+    /// caller must bound `work` and set `amount` above what it can cost.
+    pub fn prepaid<R>(
+        &self,
+        amount: u64,
+        location: &'static str,
+        work: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        self.consume(amount, location)?;
+        let outer = self.prepaid.replace(true);
+        let result = work();
+        self.prepaid.set(outer);
+        result
     }
 
     /// Charges one secp256k1 signature verification.
@@ -208,6 +233,33 @@ mod tests {
         write_per_byte: 30,
         sig_verify_bls12_381: 10_000,
     };
+
+    #[test]
+    fn prepaid_work_costs_its_flat_price_whatever_it_does() {
+        let used = |work_reads: u64| {
+            let meter = GasMeter::new(10_000, COSTS);
+            meter.consume(100, "before").unwrap();
+            meter
+                .prepaid(3_000, "flat", || {
+                    for _ in 0..work_reads {
+                        meter.consume(1_000, "inside")?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            meter.consume(10, "after").unwrap();
+            meter.consumed()
+        };
+        assert_eq!(used(0), 3_110);
+        assert_eq!(used(50), 3_110, "what the prepaid work does is not charged");
+        let meter = GasMeter::new(1_000, COSTS);
+        let err = meter.prepaid(3_000, "flat", || Ok(())).unwrap_err();
+        assert_eq!(
+            err.code,
+            SdkError::OutOfGas as u32,
+            "the flat price is charged first"
+        );
+    }
 
     #[test]
     fn meter_counts_and_fails_past_the_limit_with_sdk_code_11() {

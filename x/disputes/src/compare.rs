@@ -39,6 +39,23 @@ pub fn model_of<S: StateRead + ?Sized>(
     Ok((model, validation))
 }
 
+/// The most gas one [`agrees`] of `record`'s results can charge: nothing for an "exact"
+/// model; for a "logprobs" one, every position (the completion tokens and a stop token) with
+/// its own log-probability and both sides' `logprob_top_k` alternatives.
+pub fn max_compare_gas<S: StateRead + ?Sized>(state: &S, record: &WorkRecord) -> Result<u64> {
+    let (model, validation) = model_of(state, record)?;
+    Ok(match validation {
+        Validation::Exact => 0,
+        Validation::Logprobs => {
+            let positions = record.completion_tokens.saturating_add(1);
+            let per_position = 1 + 2 * u64::from(model.logprob_top_k);
+            positions
+                .saturating_mul(per_position)
+                .saturating_mul(GAS_PER_COMPARED_LOGPROB)
+        }
+    })
+}
+
 /// Checks that a result fits the record's model before it is stored: a commitment for an
 /// "exact" model; for a "logprobs" one, scores with the model's `logprob_top_k` at as many
 /// positions as the record's completion tokens (or one more, the stop token).

@@ -109,6 +109,10 @@
 //! is decided as soon as one side has `⌊n/2⌋ + 1` votes; otherwise, in the first block
 //! after the deadline, by the majority of the votes cast, a tie (or no vote) being
 //! `undecided`.
+//! Every vote, and the reveal of a disputed record, pays the flat price of judging and
+//! deciding the dispute (`DECIDE_GAS`, 500,000, and the worst-case score comparisons),
+//! whether or not it is the one that decides: which lands last is the block's order, so
+//! the gas its sender simulated must not depend on it.
 //!
 //! ## Settlement
 //! - **Executor faulted**: its host is slashed `slash_fraction_ppm` (20%) of bonded and

@@ -381,8 +381,29 @@ fn sides_with(vote: &Vote, outcome: &str) -> bool {
     }
 }
 
+/// Flat gas of judging a dispute's votes and settling it when decided, beside the score
+/// comparisons ([`decide_price`]). Settling an executor faulted by a committee of 3 (slash,
+/// refund, voided work, payouts) measured about 240,000 gas in `app/tests/disputes.rs`;
+/// this is twice that.
+pub const DECIDE_GAS: u64 = 500_000;
+
+/// What every vote, and the reveal of a disputed record, pays for judging and deciding the
+/// dispute, whether or not it is the message that decides it: which of them lands last
+/// depends on the block's order, not on the sender, so a flat price keeps the gas a
+/// simulation estimates right (a reveal simulated before the deciding vote landed would
+/// otherwise run out of gas on recheck and be dropped, and its TA slashed for withholding).
+fn decide_price(state: &dyn StateWrite, dispute: &Dispute) -> Result<u64> {
+    let record = state
+        .record(&dispute.inference_id)?
+        .and_then(|s| s.record)
+        .unwrap_or_default();
+    let compares = u64::try_from(dispute.committee.len()).unwrap_or(u64::MAX);
+    Ok(DECIDE_GAS
+        .saturating_add(compares.saturating_mul(compare::max_compare_gas(state, &record)?)))
+}
+
 /// Records `vote` and settles the dispute as soon as one side has a majority of the whole
-/// committee (`⌊n/2⌋ + 1`).
+/// committee (`⌊n/2⌋ + 1`), at the flat [`decide_price`].
 pub fn add_vote(
     state: &mut dyn StateWrite,
     ctx: &TxContext<'_>,
@@ -390,26 +411,32 @@ pub fn add_vote(
     vote: Vote,
 ) -> Result<()> {
     dispute.votes.push(vote);
-    let revealed = judge(state, dispute, ctx.gas)?;
-    if let Some(vote) = dispute.votes.last() {
-        state.emit(events::vote(
-            dispute.id,
-            &vote.voter,
-            vote_side(vote, revealed),
-        ));
-    }
-    decide(state, ctx.block.height, dispute, revealed)
+    let price = decide_price(state, dispute)?;
+    ctx.gas.prepaid(price, "DecideDispute", || {
+        let revealed = judge(state, dispute, ctx.gas)?;
+        if let Some(vote) = dispute.votes.last() {
+            state.emit(events::vote(
+                dispute.id,
+                &vote.voter,
+                vote_side(vote, revealed),
+            ));
+        }
+        decide(state, ctx.block.height, dispute, revealed)
+    })
 }
 
 /// Judges the votes of an open dispute once the record's output is revealed and settles it
-/// if a side has its majority.
+/// if a side has its majority, at the flat [`decide_price`].
 pub fn judge_votes(
     state: &mut dyn StateWrite,
     ctx: &TxContext<'_>,
     dispute: &mut Dispute,
 ) -> Result<()> {
-    let revealed = judge(state, dispute, ctx.gas)?;
-    decide(state, ctx.block.height, dispute, revealed)
+    let price = decide_price(state, dispute)?;
+    ctx.gas.prepaid(price, "DecideDispute", || {
+        let revealed = judge(state, dispute, ctx.gas)?;
+        decide(state, ctx.block.height, dispute, revealed)
+    })
 }
 
 /// Judges the votes by the record's revealed output, if revealed (returns whether it is): a
