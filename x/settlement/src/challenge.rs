@@ -181,17 +181,24 @@ pub fn invalid_leaf(
     gas.consume_signature_verify("challenged requester signature")?;
     let agent = &settled(batch).transfer_agent;
     let age = state.settlement_params()?.max_record_age_secs;
-    let reason = match leaf_fault(chain_id, agent, batch.time, age, proven.leaf) {
-        Some(reason) => reason,
-        None => match priced_fault(state, proven.leaf)? {
-            Some(reason) => reason,
-            None => return Ok(None),
-        },
+    let fault = |reason: String, host: Option<String>| {
+        Ok(Some(Fault {
+            reason: format!("leaf {}: {reason}", proven.index),
+            host,
+        }))
     };
-    Ok(Some(Fault {
-        reason: format!("leaf {}: {reason}", proven.index),
-        host: signing_host(gas, state, proven.leaf)?,
-    }))
+    if let Some(reason) = signed_fault(chain_id, agent, proven.leaf) {
+        return fault(reason, signing_host(gas, state, proven.leaf)?);
+    }
+    // When a batch lands is its transfer agent's choice alone: a TA that holds a host's
+    // co-signed leaves until they are too old voids its own batch, never the host.
+    if let Some(reason) = age_fault(batch.time, age, proven.leaf) {
+        return fault(reason, None);
+    }
+    match priced_fault(state, proven.leaf)? {
+        Some(reason) => fault(reason, signing_host(gas, state, proven.leaf)?),
+        None => Ok(None),
+    }
 }
 
 /// The rules of a leaf against the chain's model prices and `max_tokens_per_record`: its
@@ -232,8 +239,9 @@ fn priced_fault(state: &dyn StateRead, leaf: &BatchLeaf) -> Result<Option<String
 
 /// The first rule `leaf` breaks on its own, if any, in a batch of `agent` on `chain_id` whose
 /// block time is `time`, where requests are at most `age` seconds away from it: the rules
-/// an `invalid_leaf` challenge proves broken, and that a host checks of its own leaves before
-/// it co-signs a batch (a bad leaf with its receipt would slash it).
+/// an `invalid_leaf` challenge proves broken ([`signed_fault`], then [`age_fault`]), and that
+/// a host checks of its own leaves before it co-signs a batch (a bad leaf with its receipt
+/// would slash it; a stale one would void the batch it is paid by).
 pub fn leaf_fault(
     chain_id: &str,
     agent: &str,
@@ -241,6 +249,25 @@ pub fn leaf_fault(
     age: u64,
     leaf: &BatchLeaf,
 ) -> Option<String> {
+    signed_fault(chain_id, agent, leaf).or_else(|| age_fault(time, age, leaf))
+}
+
+/// A leaf's request signed more than `age` seconds away from `time`, its batch's block time.
+pub fn age_fault(time: i64, age: u64, leaf: &BatchLeaf) -> Option<String> {
+    let record = leaf.record.as_ref()?;
+    let distance = (i128::from(time) - i128::from(record.timestamp)).unsigned_abs();
+    (distance > u128::from(age)).then(|| {
+        format!(
+            "request timestamp {} is {distance} s from the batch's block time {time}, more than max_record_age_secs {age}",
+            record.timestamp
+        )
+    })
+}
+
+/// The first rule of what was signed that `leaf` breaks, in a batch of `agent` on
+/// `chain_id`: its record, request hash and requester signature, and the charge within the
+/// signed terms.
+fn signed_fault(chain_id: &str, agent: &str, leaf: &BatchLeaf) -> Option<String> {
     let Some(record) = leaf.record.as_ref() else {
         return Some("the leaf carries no record".into());
     };
@@ -289,13 +316,6 @@ pub fn leaf_fault(
         &record.requester_signature,
     ) {
         return Some("the requester signature does not verify".into());
-    }
-    let distance = (i128::from(time) - i128::from(record.timestamp)).unsigned_abs();
-    if distance > u128::from(age) {
-        return Some(format!(
-            "request timestamp {} is {distance} s from the batch's block time {time}, more than max_record_age_secs {age}",
-            record.timestamp
-        ));
     }
     if record.completion_tokens > record.max_completion_tokens {
         return Some(format!(

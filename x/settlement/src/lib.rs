@@ -25,8 +25,10 @@
 //! add up, a requester or host line that is not its leaves', an inference id settled twice).
 //! Each is decided from at most four leaves and their O(log n) paths. Success voids the
 //! batch (requesters refunded, nobody paid or credited) and slashes the transfer agent — and
-//! a host that co-signed a bad leaf or its own wrong line — `fraud_slash_ppm` of stake to
-//! the challenger. The window is safe when an honest watcher can fetch and check a batch
+//! a host that co-signed a bad leaf or its own wrong line, but never for a leaf's age, since
+//! when a batch lands is its transfer agent's choice — `fraud_slash_ppm` of stake: a tenth
+//! to the challenger, the hosts not at fault paid their lines from it, the rest to the
+//! community pool. The window is safe when an honest watcher can fetch and check a batch
 //! within it: genesis keeps it at most inference's `payload_retention_blocks` (the leaves
 //! are still served) and shorter than stake's unbonding (the stake to slash cannot leave
 //! first). Until a batch is final nothing it claims has paid anybody.
