@@ -4,6 +4,8 @@
 //! can no longer follow the chain safely: it logs the reason and exits, and CometBFT
 //! replays from the last commit when it is restarted.
 
+use std::collections::BTreeSet;
+
 use gonka_sdk::{Event, ValidatorUpdate};
 use tendermint_abci::Application;
 use tendermint_proto::google::protobuf::Timestamp;
@@ -19,6 +21,7 @@ use tendermint_proto::v0_38::abci::{
 };
 use tendermint_proto::v0_38::crypto::{public_key, PublicKey};
 
+use crate::duty;
 use crate::tx::TxOutcome;
 use crate::App;
 
@@ -174,16 +177,29 @@ impl Application for App {
     }
 
     fn prepare_proposal(&self, request: RequestPrepareProposal) -> ResponsePrepareProposal {
-        // The beacon first, then mempool order; drop what does not fit in the block or
+        // The beacon first, then the duties this node checked (up to their share of the
+        // block), then mempool order without them; drop what does not fit in the block or
         // exceeds the tx limit.
         let height = u64::try_from(request.height).unwrap_or(0);
         let max_tx = self.max_tx_bytes();
         let mut budget = u64::try_from(request.max_tx_bytes).unwrap_or(0);
         let beacon = self.beacon_tx(height, request.local_last_commit.as_ref());
+        let duties = self.duty_txs(budget / duty::DUTY_SHARE_DIVISOR, max_tx);
+        let placed: BTreeSet<&[u8]> = duties.iter().map(Vec::as_slice).collect();
+        let mempool: Vec<_> = request
+            .txs
+            .into_iter()
+            .filter(|tx| !placed.contains(tx.as_ref()))
+            .collect();
+        let ordered = if duties.is_empty() {
+            mempool
+        } else {
+            self.in_sequence_order(duties.into_iter().map(Into::into).chain(mempool).collect())
+        };
         let txs = beacon
             .map(Into::into)
             .into_iter()
-            .chain(request.txs)
+            .chain(ordered)
             .filter(|tx| {
                 let size = tx.len() as u64;
                 let keep = size <= max_tx && size <= budget;

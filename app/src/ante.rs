@@ -64,6 +64,13 @@ pub struct DecodedTx {
     hint: Option<SignDocHint>,
 }
 
+impl DecodedTx {
+    /// The sequence the tx is signed with.
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+}
+
 fn decode_err(what: &str, e: impl std::fmt::Display) -> Error {
     AuthError::TxDecode.err(format!("{what} is not valid protobuf: {e}"))
 }

@@ -13,8 +13,9 @@ use gonka_sdk::{
 };
 use gonka_store::{ChangeSet, PreparedCommit, Store};
 
-use crate::ante::Mode;
+use crate::ante::{self, Mode};
 use crate::beacon::BeaconNode;
+use crate::duty::DutyPool;
 use crate::lock::lock;
 use crate::snapshots::{SnapshotConfig, Snapshots};
 use crate::tx::{self, TxOutcome};
@@ -40,6 +41,9 @@ struct Inner {
     retention: Mutex<Retention>,
     /// State-sync snapshots: the ones this node writes, and a restore under way.
     snapshots: Snapshots,
+    /// Duty transactions this node checked, which its proposals carry first. Lock order:
+    /// after `check`.
+    duties: Mutex<DutyPool>,
 }
 
 /// What a node keeps of its history. Node-local: the app hash depends only on the latest
@@ -148,6 +152,7 @@ impl App {
                 }),
                 retention: Mutex::new(Retention::default()),
                 snapshots: Snapshots::default(),
+                duties: Mutex::new(DutyPool::default()),
             }),
         })
     }
@@ -178,6 +183,58 @@ impl App {
     /// The modules in hook order.
     pub(crate) fn modules(&self) -> &[Box<dyn Module>] {
         &self.inner.modules
+    }
+
+    /// `txs` in proposal order with no tx before a tx of the same signer with a lower
+    /// sequence: each is preceded by its signer's earlier ones in the list, so a duty
+    /// placed first brings along what its signer sent before it rather than failing on
+    /// its sequence. A tx that does not decode keeps its place.
+    pub(crate) fn in_sequence_order<T: AsRef<[u8]>>(&self, txs: Vec<T>) -> Vec<T> {
+        let Ok(params) = self.inner.store.auth_params() else {
+            return txs;
+        };
+        let keys: Vec<Option<(String, u64)>> = txs
+            .iter()
+            .map(|tx| {
+                ante::decode(self.modules(), &params, tx.as_ref(), Mode::Execute)
+                    .ok()
+                    .map(|d| (d.signer.clone(), d.sequence()))
+            })
+            .collect();
+        let mut by_signer: BTreeMap<&str, BTreeMap<u64, usize>> = BTreeMap::new();
+        for (index, key) in keys.iter().enumerate() {
+            if let Some((signer, sequence)) = key {
+                by_signer
+                    .entry(signer)
+                    .or_default()
+                    .insert(*sequence, index);
+            }
+        }
+        let mut order = Vec::with_capacity(txs.len());
+        let mut placed = vec![false; txs.len()];
+        for index in 0..txs.len() {
+            if placed[index] {
+                continue;
+            }
+            if let Some((signer, sequence)) = &keys[index] {
+                for &earlier in by_signer[signer.as_str()]
+                    .range(..*sequence)
+                    .map(|(_, i)| i)
+                {
+                    if !placed[earlier] {
+                        placed[earlier] = true;
+                        order.push(earlier);
+                    }
+                }
+            }
+            placed[index] = true;
+            order.push(index);
+        }
+        let mut slots: Vec<Option<T>> = txs.into_iter().map(Some).collect();
+        order
+            .into_iter()
+            .filter_map(|index| slots[index].take())
+            .collect()
     }
 
     /// Largest tx the committed parameters accept.
@@ -278,7 +335,19 @@ impl App {
         if outcome.code == 0 {
             writes.extend(tx_writes);
         }
+        let mut duties = lock(&self.inner.duties);
+        if outcome.code != 0 {
+            duties.forget(bytes);
+        } else if outcome.duty {
+            duties.admit(bytes, block.height);
+        }
         outcome
+    }
+
+    /// The oldest duty transactions this node checked that fit in `budget` bytes (none
+    /// larger than `max_tx`), for its proposal.
+    pub(crate) fn duty_txs(&self, budget: u64, max_tx: u64) -> Vec<Vec<u8>> {
+        lock(&self.inner.duties).proposal(budget, max_tx)
     }
 
     /// Runs a tx against a copy of the mempool state as the `Simulate` query does: no
@@ -357,6 +426,7 @@ impl App {
             events: Vec::new(),
             gas_wanted: 0,
             gas_used: 0,
+            duty: false,
         });
         let skip = usize::from(beacon_result.is_some());
         let tx_results: Vec<TxOutcome> = beacon_result
@@ -402,6 +472,7 @@ impl App {
         let prepared = store.prepare(first_version, change_sets)?;
         let app_hash = prepared.root();
         consensus.pending = Some((prepared, block.clone()));
+        lock(&self.inner.duties).settle_block(height, txs);
         tracing::debug!(height = block.height, txs = txs.len(), app_hash = %hex::encode(app_hash), "block finalized");
         Ok(FinalizedBlock {
             tx_results,

@@ -15,6 +15,7 @@ mod abci;
 mod ante;
 mod app;
 pub mod beacon;
+pub mod duty;
 pub mod genesis;
 pub mod harness;
 mod lock;

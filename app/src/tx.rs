@@ -24,6 +24,8 @@ pub struct TxOutcome {
     pub gas_wanted: i64,
     /// Gas the tx consumed up to where it stopped; past `gas_wanted` when it ran out.
     pub gas_used: i64,
+    /// Executed, and every message is a duty ([`gonka_sdk::Msg::is_duty`]).
+    pub duty: bool,
 }
 
 impl TxOutcome {
@@ -35,6 +37,7 @@ impl TxOutcome {
             events,
             gas_wanted,
             gas_used,
+            duty: false,
         }
     }
 }
@@ -133,6 +136,7 @@ pub fn execute(
             events,
             gas_wanted,
             gas_used: gas_used(&gas),
+            duty: decoded.msgs.iter().all(|(_, msg)| msg.is_duty()),
         },
     }
 }

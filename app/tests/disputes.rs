@@ -2295,3 +2295,70 @@ fn the_gas_of_a_vote_or_reveal_does_not_depend_on_whether_it_decides_the_dispute
         }
     }
 }
+
+/// Stuffing blocks (a full block costs about 0.002 GNK) cannot push a duty past its
+/// deadline: the transfer agent's reveal arrives behind a mempool of bank sends far larger
+/// than the block, and the proposer still puts it first, with the TA's own send that came
+/// before it (whose sequence it follows). On the old chain the proposal was the mempool's
+/// order: the sends filled the block and the reveal waited, block after block, until the
+/// dispute settled as withheld against the TA.
+#[test]
+fn a_reveal_sent_behind_a_stuffed_mempool_lands_first_with_the_tx_its_sender_sent_before() {
+    use gonka_client::msg_send;
+    use tendermint_abci::Application;
+    use tendermint_proto::v0_38::abci::RequestPrepareProposal;
+
+    let mut w = world(unsampled_params());
+    let rec = record("stuffed", true);
+    dispute_unsampled(&mut w, &rec, MIN_DEPOSIT);
+    let members: Vec<&str> = drawn(&mut w, 0)
+        .committee
+        .iter()
+        .map(|m| label_of(m))
+        .collect();
+    for m in members.iter().take(members.len() / 2 + 1) {
+        let vote = msg_vote_dispute(&addr(m), 0, &answer(truth("stuffed")));
+        let tx = w.tx(m, vec![vote]);
+        assert_ok(&w.block(vec![tx]), 0);
+    }
+    assert_eq!(dispute(&w, 0).status, "open", "waiting for the reveal");
+
+    let stuffing: Vec<Vec<u8>> = (0..200)
+        .map(|_| w.tx("alice", vec![msg_send(&addr("alice"), &addr("bob"), 1)]))
+        .collect();
+    let ta_send = w.tx(TA, vec![msg_send(&addr(TA), &addr("bob"), 1)]);
+    let reveal_tx = w.tx(TA, vec![reveal_msg(TA, &rec)]);
+    for tx in [&ta_send, &reveal_tx] {
+        let checked = w.chain.check_tx(tx.clone());
+        assert_eq!(checked.code, 0, "{}", checked.log);
+    }
+    // The mempool's order: the stuffing, then the TA's send and its reveal; room for ten
+    // sends.
+    let mut mempool = stuffing.clone();
+    mempool.extend([ta_send.clone(), reveal_tx.clone()]);
+    let block_bytes = 10 * stuffing[0].len() as i64;
+    let proposal: Vec<Vec<u8>> = Application::prepare_proposal(
+        w.chain.app(),
+        RequestPrepareProposal {
+            max_tx_bytes: block_bytes,
+            txs: mempool.into_iter().map(Into::into).collect(),
+            height: w.chain.height() as i64 + 1,
+            ..Default::default()
+        },
+    )
+    .txs
+    .into_iter()
+    .map(|t| t.to_vec())
+    .collect();
+    let at = |tx: &Vec<u8>| proposal.iter().position(|t| t == tx);
+    assert_eq!(
+        (at(&ta_send), at(&reveal_tx)),
+        (Some(0), Some(1)),
+        "the duty first, after its sender's earlier tx"
+    );
+    assert!(proposal.len() > 2, "the rest of the block is the mempool's");
+    let block = w.block(proposal);
+    assert_ok(&block, 0);
+    assert_ok(&block, 1);
+    assert_eq!(dispute(&w, 0).status, "executor_upheld");
+}

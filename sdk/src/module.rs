@@ -11,6 +11,13 @@ pub trait Msg: Send {
     /// tx's gas; other costly work (a signature check) is charged with `ctx.gas` before it
     /// runs, and after the cheap checks that can refuse the message.
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()>;
+    /// Whether this is a duty: work the chain asked of its sender by a deadline, which it
+    /// is punished for missing (a reveal, a vote, a validation, a demanded leaf, a DKG
+    /// message, a checkpoint or its verification). A proposer puts transactions of duties
+    /// only first in its block, so stuffing blocks cannot make their senders miss deadlines.
+    fn is_duty(&self) -> bool {
+        false
+    }
 }
 
 /// A change of one validator's voting power, returned to CometBFT at the end of a block.

@@ -27,6 +27,10 @@ impl Msg for DkgComplain {
         &self.0.complainer
     }
 
+    fn is_duty(&self) -> bool {
+        true
+    }
+
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let msg = &self.0;
         let height = ctx.block.height;

@@ -48,6 +48,10 @@ impl Msg for DkgDeal {
         &self.0.dealer
     }
 
+    fn is_duty(&self) -> bool {
+        true
+    }
+
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let msg = &self.0;
         let height = ctx.block.height;

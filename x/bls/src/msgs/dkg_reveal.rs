@@ -54,6 +54,10 @@ impl Msg for DkgReveal {
         &self.msg.dealer
     }
 
+    fn is_duty(&self) -> bool {
+        true
+    }
+
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let msg = &self.msg;
         let height = ctx.block.height;

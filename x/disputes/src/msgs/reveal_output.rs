@@ -53,6 +53,10 @@ impl Msg for RevealOutput {
         &self.msg.sender
     }
 
+    fn is_duty(&self) -> bool {
+        true
+    }
+
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let msg = &self.msg;
         let id = &msg.inference_id;

@@ -33,6 +33,10 @@ impl Msg for SubmitValidation {
         &self.0.validator
     }
 
+    fn is_duty(&self) -> bool {
+        true
+    }
+
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let msg = &self.0;
         let id = &msg.inference_id;

@@ -33,6 +33,10 @@ impl Msg for VoteDispute {
         &self.0.voter
     }
 
+    fn is_duty(&self) -> bool {
+        true
+    }
+
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let msg = &self.0;
         let id = msg.dispute_id;

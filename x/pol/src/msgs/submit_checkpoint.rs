@@ -29,6 +29,10 @@ impl Msg for SubmitCheckpoint {
         &self.0.worker
     }
 
+    fn is_duty(&self) -> bool {
+        true
+    }
+
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let msg = &self.0;
         let job = state.existing_job(msg.job_id)?;

@@ -37,6 +37,10 @@ impl Msg for VerifyCheckpoint {
         &self.0.validator
     }
 
+    fn is_duty(&self) -> bool {
+        true
+    }
+
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let msg = &self.0;
         let height = ctx.block.height;

@@ -36,6 +36,10 @@ impl Msg for ProvideLeaf {
         &self.0.sender
     }
 
+    fn is_duty(&self) -> bool {
+        true
+    }
+
     fn execute(&self, ctx: &TxContext<'_>, state: &mut dyn StateWrite) -> Result<()> {
         let id = self.0.batch_id;
         let proof = self.0.proof.as_ref().expect("checked at decode");
