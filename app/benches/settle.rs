@@ -141,6 +141,7 @@ fn record(ta: &str, requester: &Key, host: &str, n: usize) -> WorkRecord {
             model: MODEL.into(),
             max_price_per_token: 1,
             max_completion_tokens: 20,
+            max_prompt_tokens: 1 << 20,
         },
         response_hash: [7; 32],
         salt: [9; 32],

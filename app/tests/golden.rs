@@ -51,7 +51,7 @@ const PARTICIPANTS: [&str; 7] = ["p0", "p1", "p2", "p3", "p4", "p5", "dave"];
 
 /// The recorded app hash after the scenario's last block (height 26, where the key
 /// generation round that the end of epoch 1 started is final).
-const GOLDEN: &str = "bb8315ab19cefcee60a9e80ede2ca4255cf30dd3c6ebaceb1af8a0ffb265e80f";
+const GOLDEN: &str = "a66bb846f5645083419c0bf4086b75f0fd917099fee81895a9014b609f5b4468";
 
 /// Six genesis participants p0..p5 bonding `BOND` (p5 the transfer agent, so p1..p4 judge
 /// its records); alice, bob, carol and dave funded;

@@ -329,9 +329,10 @@ fn client_and_chain_agree_on_signed_bytes() {
     let input = request(TA, "z", LLAMA, N0, (4, 5), 7);
     let r = signed_record("alice", 10, &input);
 
-    // SHA-256("gonka/request/v2" ‖ chain id ‖ body hash ‖ timestamp u64 ‖ commission u128 ‖
-    // transfer agent ‖ model ‖ max price per token u128 ‖ max completion tokens u64 ‖ nonce).
-    let mut layout = b"gonka/request/v2".to_vec();
+    // SHA-256("gonka/request/v3" ‖ chain id ‖ body hash ‖ timestamp u64 ‖ commission u128 ‖
+    // transfer agent ‖ model ‖ max price per token u128 ‖ max completion tokens u64 ‖
+    // max prompt tokens u64 ‖ nonce).
+    let mut layout = b"gonka/request/v3".to_vec();
     push_text(&mut layout, CHAIN_ID);
     layout.extend_from_slice(&digest("prompt z"));
     layout.extend_from_slice(&1_700_000_000u64.to_be_bytes());
@@ -340,6 +341,7 @@ fn client_and_chain_agree_on_signed_bytes() {
     push_text(&mut layout, LLAMA);
     layout.extend_from_slice(&MAX_PRICE_PER_TOKEN.to_be_bytes());
     layout.extend_from_slice(&5u64.to_be_bytes());
+    layout.extend_from_slice(&4u64.to_be_bytes());
     push_text(&mut layout, "z");
     let request_hash: [u8; 32] = Sha256::digest(&layout).into();
     assert_eq!(input.terms.hash(), request_hash);
@@ -502,10 +504,18 @@ fn client_and_chain_agree_on_signed_bytes() {
     other_model.model = QWEN.into();
     let mut other_agent = r.clone();
     other_agent.transfer_agent = addr("p1");
+    let mut more_prompt_signed = r.clone();
+    more_prompt_signed.max_prompt_tokens = 400;
+    // A host claiming more prompt tokens than the requester signed for (it signed 4): on
+    // the old chain nothing the requester signed bounded them.
+    let mut longer_prompt = r.clone();
+    longer_prompt.prompt_tokens = 5;
     for (changed, reason) in [
-        (more_completion, "request/v2"),
-        (other_model, "request/v2"),
+        (more_completion, "request/v3"),
+        (other_model, "request/v3"),
+        (more_prompt_signed, "request/v3"),
         (other_agent, "signed for transfer agent"),
+        (longer_prompt, "5 prompt tokens, above the signed 4"),
     ] {
         let found = fault(&changed).expect("a changed signed field is a fault");
         assert!(found.contains(reason), "{found:?} lacks {reason:?}");

@@ -51,7 +51,7 @@
 //! queueing anywhere counts. Closed loop: each client signs, sends, waits for the answer and
 //! starts again; latency runs from the send. Each request is a new TCP connection with
 //! `Connection: close` (as the TA and ML nodes do among themselves), non-streamed, signed by
-//! one of the requesters round-robin (request/v2 headers: chain id, the TA, the model, price,
+//! one of the requesters round-robin (request/v3 headers: chain id, the TA, the model, price,
 //! `max_tokens`, commission, a fresh nonce). A request that is not answered 200 within
 //! [`REQUEST_TIMEOUT`] counts as an error; percentiles are over the 200s after the warm-up.
 //!
@@ -793,6 +793,7 @@ impl Ctx {
             model: spec.backend.model().into(),
             max_price_per_token: PRICE,
             max_completion_tokens: MAX_TOKENS,
+            max_prompt_tokens: gonka_proto::signing::prompt_token_bound(&body),
         };
         let request_hash = terms.hash();
         let mut headers = sign_request(&self.requesters[requester], &body, terms)?;
@@ -1937,6 +1938,7 @@ fn sample_batch(
                     model: STUB_MODEL.into(),
                     max_price_per_token: PRICE,
                     max_completion_tokens: MAX_TOKENS,
+                    max_prompt_tokens: gonka_proto::signing::prompt_token_bound(&body),
                 },
                 response_hash: gonka_proto::signing::response_hash("a canned answer"),
                 salt,
@@ -1984,6 +1986,7 @@ fn components(
         model: STUB_MODEL.into(),
         max_price_per_token: PRICE,
         max_completion_tokens: MAX_TOKENS,
+        max_prompt_tokens: gonka_proto::signing::prompt_token_bound(&body),
     };
 
     let mut n = 0u64;
@@ -2011,7 +2014,7 @@ fn components(
         std::hint::black_box(std::hint::black_box(&request).hash());
     });
     out.push((
-        "request/v2 hash (RequestTerms::hash)".into(),
+        "request/v3 hash (RequestTerms::hash)".into(),
         t,
         "3x: TA, ML node, co-sign check".into(),
     ));

@@ -377,6 +377,7 @@ fn sign_records(
                     model: MODEL.into(),
                     max_price_per_token: PRICE,
                     max_completion_tokens: COMPLETION_TOKENS,
+                    max_prompt_tokens: 1 << 20,
                 },
                 response_hash,
                 salt,

@@ -1,5 +1,5 @@
 //! `gonkad proxy`: a local OpenAI endpoint for clients that cannot sign. Each chat request it
-//! receives is signed with a key from the keyring (request/v2, as `gonkad chat` signs) and
+//! receives is signed with a key from the keyring (request/v3, as `gonkad chat` signs) and
 //! sent to the network's transfer agents with fail-over; the answer comes back in the OpenAI
 //! shape, plain or streamed. So the `openai` CLI, its Python and JS clients, LangChain or curl
 //! work with gonka unchanged: point their base URL at the proxy.

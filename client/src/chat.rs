@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::openai::Sampling;
 use crate::openai::{ChoiceLogprobs, Usage};
-use crate::request::{sign_request, RequestTerms};
+use crate::request::{prompt_token_bound, sign_request, RequestTerms};
 use crate::sse::SseParser;
 use crate::{unix_now, Key};
 
@@ -413,6 +413,8 @@ impl ChatClient {
             model: request.model.clone(),
             max_price_per_token,
             max_completion_tokens: u64::from(request.max_tokens()),
+            // Set from the body by `attempt`.
+            max_prompt_tokens: 0,
         })
     }
 
@@ -424,7 +426,10 @@ impl ChatClient {
         body: &[u8],
         on_delta: &mut impl FnMut(&str),
     ) -> Result<ChatResponse, AttemptError> {
-        let terms = self.terms_at(url, request).await?;
+        let terms = RequestTerms {
+            max_prompt_tokens: prompt_token_bound(body),
+            ..self.terms_at(url, request).await?
+        };
         let headers = sign_request(&self.key, body, terms)
             .map_err(|e| AttemptError::Stop(ChatError::Signing(format!("{e:#}"))))?;
         let mut post = self

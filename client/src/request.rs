@@ -1,6 +1,6 @@
 //! Signed inference requests: the headers a requester attaches to an OpenAI request so a
 //! transfer agent and the ML node can authenticate it and the chain can later verify the
-//! work record. Every term the chain reads is an explicit, signed header (request/v2, see
+//! work record. Every term the chain reads is an explicit, signed header (request/v3, see
 //! [`gonka_proto::signing::RequestTerms`]); the body's own `model` and `max_tokens` must
 //! agree with them ([`body_agrees`]).
 //!
@@ -15,6 +15,7 @@
 //! | `x-gonka-model`           | the model id; the body's `model` must be the same        |
 //! | `x-gonka-max-price`       | most ngnk per token the requester pays (decimal)         |
 //! | `x-gonka-max-tokens`      | most completion tokens it pays for; the body's `max_tokens` (or `max_completion_tokens`), if any, must be the same |
+//! | `x-gonka-max-prompt-tokens` | most prompt tokens it pays for (the chat-formatted prompt as the model tokenizes it); the body's length in bytes bounds every prompt of it |
 //! | `x-gonka-commission`      | ngnk the requester pays the transfer agent (decimal, optional, default 0) |
 //! | `x-gonka-signature`       | hex of the 64-byte ECDSA signature `r ‖ s`               |
 //!
@@ -24,7 +25,9 @@
 //! libsecp256k1 under k256's rules ([`crate::sig`]).
 
 use anyhow::{anyhow, Result};
-pub use gonka_proto::signing::{body_hash, nonce_ok, RequestTerms, MAX_NONCE_LEN};
+pub use gonka_proto::signing::{
+    body_hash, nonce_ok, prompt_token_bound, RequestTerms, MAX_NONCE_LEN,
+};
 use k256::ecdsa::Signature;
 use serde::Deserialize;
 
@@ -50,6 +53,8 @@ pub const HEADER_MODEL: &str = "x-gonka-model";
 pub const HEADER_MAX_PRICE: &str = "x-gonka-max-price";
 /// Header carrying the most completion tokens the requester pays for.
 pub const HEADER_MAX_TOKENS: &str = "x-gonka-max-tokens";
+/// Header carrying the most prompt tokens the requester pays for.
+pub const HEADER_MAX_PROMPT_TOKENS: &str = "x-gonka-max-prompt-tokens";
 /// Header carrying the signed commission in ngnk (absent means 0).
 pub const HEADER_COMMISSION: &str = "x-gonka-commission";
 /// Header carrying the hex signature `r ‖ s`.
@@ -57,7 +62,7 @@ pub const HEADER_SIGNATURE: &str = "x-gonka-signature";
 
 /// Every header of a signed request, in the order [`sign_request`] writes them: what a
 /// transfer agent forwards to the ML node so the node can check the request itself.
-pub const REQUEST_HEADERS: [&str; 11] = [
+pub const REQUEST_HEADERS: [&str; 12] = [
     HEADER_ADDRESS,
     HEADER_PUBKEY,
     HEADER_TIMESTAMP,
@@ -67,6 +72,7 @@ pub const REQUEST_HEADERS: [&str; 11] = [
     HEADER_MODEL,
     HEADER_MAX_PRICE,
     HEADER_MAX_TOKENS,
+    HEADER_MAX_PROMPT_TOKENS,
     HEADER_COMMISSION,
     HEADER_SIGNATURE,
 ];
@@ -93,6 +99,10 @@ pub fn sign_request(
         (HEADER_MODEL, terms.model),
         (HEADER_MAX_PRICE, terms.max_price_per_token.to_string()),
         (HEADER_MAX_TOKENS, terms.max_completion_tokens.to_string()),
+        (
+            HEADER_MAX_PROMPT_TOKENS,
+            terms.max_prompt_tokens.to_string(),
+        ),
         (HEADER_COMMISSION, terms.commission.to_string()),
         (HEADER_SIGNATURE, hex::encode(signature.to_bytes())),
     ])
@@ -339,6 +349,7 @@ pub fn verify_request<'a>(
         model: required_header(header, HEADER_MODEL)?.to_string(),
         max_price_per_token: decimal(header, HEADER_MAX_PRICE, "a decimal amount of ngnk")?,
         max_completion_tokens: decimal(header, HEADER_MAX_TOKENS, "a decimal token count")?,
+        max_prompt_tokens: decimal(header, HEADER_MAX_PROMPT_TOKENS, "a decimal token count")?,
     };
     let caller = verify_signed_headers(
         header,
@@ -346,7 +357,7 @@ pub fn verify_request<'a>(
             terms.timestamp = timestamp;
             terms.hash()
         },
-        "the request/v2 hash of the body and the signed x-gonka-* terms",
+        "the request/v3 hash of the body and the signed x-gonka-* terms",
         now_secs,
         max_skew_secs,
     )?;
@@ -424,6 +435,7 @@ mod tests {
             model: "m".into(),
             max_price_per_token: 10,
             max_completion_tokens: 16,
+            max_prompt_tokens: 300,
         }
     }
 
@@ -449,6 +461,7 @@ mod tests {
             HEADER_MODEL,
             HEADER_MAX_PRICE,
             HEADER_MAX_TOKENS,
+            HEADER_MAX_PROMPT_TOKENS,
             HEADER_COMMISSION,
             HEADER_NONCE,
         ] {
@@ -456,6 +469,7 @@ mod tests {
             let value = &mut changed.iter_mut().find(|(n, _)| *n == name).unwrap().1;
             *value = if name == HEADER_MAX_PRICE
                 || name == HEADER_MAX_TOKENS
+                || name == HEADER_MAX_PROMPT_TOKENS
                 || name == HEADER_COMMISSION
             {
                 "99".into()
@@ -497,7 +511,7 @@ mod tests {
         let signature = Signature::from_slice(&hex::decode(&signature.1).unwrap()).unwrap();
         let high_s = Signature::from_scalars(signature.r(), -*signature.s()).unwrap();
         let bob_pubkey = hex::encode(bob.public_key().to_bytes());
-        let what = "the request/v2 hash of the body and the signed x-gonka-* terms";
+        let what = "the request/v3 hash of the body and the signed x-gonka-* terms";
         for (changed, code, message) in [
             (
                 // x = 0 is on no secp256k1 point (7 is not a square modulo p).

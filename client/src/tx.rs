@@ -350,7 +350,7 @@ pub struct WorkRecordInput {
     pub host: String,
 }
 
-/// A complete work record: the requester's signature over the request/v2 hash of
+/// A complete work record: the requester's signature over the request/v3 hash of
 /// `input.terms` (by `requester`, whose compressed public key is included) and the executor
 /// node's receipt/v2 signature (by `executor`), both SHA-256 prehashed ECDSA in compact form.
 pub fn signed_work_record(
@@ -400,6 +400,7 @@ pub fn signed_work_record(
         transfer_agent: terms.transfer_agent.clone(),
         max_price_per_token: terms.max_price_per_token.to_string(),
         max_completion_tokens: terms.max_completion_tokens,
+        max_prompt_tokens: terms.max_prompt_tokens,
     })
 }
 
@@ -529,6 +530,7 @@ mod tests {
             model: "m".into(),
             max_price_per_token: 10,
             max_completion_tokens: 4,
+            max_prompt_tokens: 8,
         };
         let input = WorkRecordInput {
             terms: terms.clone(),

@@ -21,7 +21,7 @@
 //! A request carrying the requester's signed headers
 //! ([`REQUEST_HEADERS`](gonka_client::request::REQUEST_HEADERS), forwarded by the transfer
 //! agent) is checked by the node itself before it runs: the signature must verify
-//! over the request/v2 hash of the body it executes and the signed terms (401 otherwise),
+//! over the request/v3 hash of the body it executes and the signed terms (401 otherwise),
 //! the timestamp must be within `max_skew_secs`, the body must agree with the terms and the
 //! signed model must be this node's (400 `terms_mismatch`, 404). The completion budget is the
 //! signed `x-gonka-max-tokens`. Such a request is answered, when the node has a response key,
@@ -86,12 +86,15 @@ pub use api::*;
 use forward::Upstream;
 pub use gonka_client::openai::ApiError;
 use gonka_client::receipt::{Receipt, HEADER_RECEIPT};
-use gonka_client::request::{body_agrees, verify_request, RequestTerms, HEADER_SIGNATURE};
+use gonka_client::request::{
+    body_agrees, verify_request, RequestTerms, HEADER_MAX_PROMPT_TOKENS, HEADER_SIGNATURE,
+};
 use gonka_client::server::{read_body, ServerLimits};
 use gonka_client::unix_now;
 use gonka_model::weights::Weights;
 use gonka_model::{self as reference, ChatTurn, ReferenceModel};
 use gonka_proto::disputes::ScoredOutput;
+use gonka_proto::signing::TEMPLATE_TOKENS;
 pub use llm::LlmModel;
 
 /// Settings of an ML node.
@@ -435,7 +438,7 @@ struct Admitted {
     max_tokens: usize,
     stream: bool,
     include_usage: bool,
-    /// The request/v2 hash of a signed request, computed by this node from the body and the
+    /// The request/v3 hash of a signed request, computed by this node from the body and the
     /// requester's signed terms.
     request_hash: Option<[u8; 32]>,
     /// Alternatives per position of the scored output the receipt commits to: set for a
@@ -450,7 +453,7 @@ struct Admitted {
 /// computed itself, and the signed completion budget.
 /// A requester-signed request as the node checked it.
 struct SignedByRequester {
-    /// The request/v2 hash, computed here.
+    /// The request/v3 hash, computed here.
     hash: [u8; 32],
     /// The signed completion budget.
     budget: i64,
@@ -537,6 +540,9 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
         }
     };
     let prompt_tokens = prompt_of(node, &req)?;
+    if let Some(signed) = &signed {
+        check_prompt_budget(node, &req.model, prompt_tokens.len(), &signed.terms)?;
+    }
     let sampling = Sampling::of(&req)?;
     let scored_top_k = match node.llm_for(&req.model) {
         Some(llm) if signed.is_some() && cfg.response_key.is_some() => {
@@ -562,6 +568,29 @@ async fn admit(node: &Node, headers: &HeaderMap, body: Body) -> Result<Admitted,
         scored_top_k,
         permit,
     })
+}
+
+/// Refuses a prompt of more tokens than the requester signed for (`prompt_too_long`), for
+/// the backends that count the tokens they read: the reference model and a language model.
+/// A forwarded request's tokens are the upstream's to count; the transfer agent refuses a
+/// receipt claiming more than the signed bound.
+fn check_prompt_budget(
+    node: &Node,
+    model: &str,
+    tokens: usize,
+    terms: &RequestTerms,
+) -> Result<(), ApiError> {
+    let counted = !matches!(node.backend_for(model, None), Backend::Forward(_));
+    if counted && tokens as u64 > terms.max_prompt_tokens {
+        return Err(ApiError::invalid_value(
+            "prompt_too_long",
+            format!(
+                "the chat-formatted prompt is {tokens} tokens of {model} but `{HEADER_MAX_PROMPT_TOKENS}` signs at most {}; sign a larger bound (the body's length in bytes plus {TEMPLATE_TOKENS} always suffices)",
+                terms.max_prompt_tokens
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The chat-formatted prompt of a request for a model this node serves, as the tokens of

@@ -186,6 +186,7 @@ pub fn signed_request_at(
         model: fields["model"].as_str().unwrap_or_default().to_string(),
         max_price_per_token: 0,
         max_completion_tokens: fields["max_tokens"].as_u64().unwrap_or(64),
+        max_prompt_tokens: gonka_proto::signing::prompt_token_bound(body),
     };
     let hash = terms.hash();
     let headers = gonka_client::request::sign_request(&test_requester(), body, terms)
@@ -247,6 +248,7 @@ pub fn served_record(
             model: crate::DEFAULT_MODEL_ID.into(),
             max_price_per_token: price,
             max_completion_tokens: tokens,
+            max_prompt_tokens: tokens,
         },
         response_hash: [2; 32],
         salt: [3; 32],

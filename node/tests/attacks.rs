@@ -95,6 +95,7 @@ async fn a_body_that_disagrees_with_the_signed_terms_is_refused() {
             model: model.into(),
             max_price_per_token: 0,
             max_completion_tokens,
+            max_prompt_tokens: gonka_proto::signing::prompt_token_bound(&question),
         };
         sign_request(&test_requester(), &question, terms).unwrap()
     };
@@ -103,6 +104,40 @@ async fn a_body_that_disagrees_with_the_signed_terms_is_refused() {
     let resp = post(addr, &sign("gonka/other", 8), &question).await;
     assert_error(&resp, 400, "terms_mismatch");
     assert_eq!(resp.header(HEADER_RECEIPT), None);
+}
+
+/// A prompt longer than the requester signed for is refused before anything runs: the node
+/// would otherwise receipt, and the requester pay for, prompt tokens nothing it signed
+/// bounds (request/v2 signed no prompt bound at all). The reference model reads one token
+/// per byte of the chat-formatted prompt, so "hi" in the chat format is about 26 tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_longer_than_the_signed_bound_is_refused() {
+    let (addr, _) = receipting_node().await;
+    let question = body("hi");
+    let sign = |max_prompt_tokens: u64| {
+        let terms = RequestTerms {
+            chain_id: String::new(),
+            body_hash: [0; 32],
+            timestamp: gonka_client::unix_now(),
+            nonce: format!("n-prompt-{max_prompt_tokens}"),
+            commission: 0,
+            transfer_agent: TEST_TRANSFER_AGENT.into(),
+            model: DEFAULT_MODEL_ID.into(),
+            max_price_per_token: 0,
+            max_completion_tokens: 8,
+            max_prompt_tokens,
+        };
+        sign_request(&test_requester(), &question, terms).unwrap()
+    };
+    let resp = post(addr, &sign(10), &question).await;
+    assert_error(&resp, 400, "prompt_too_long");
+    assert!(resp.body.contains("signs at most 10"), "{}", resp.body);
+    assert_eq!(resp.header(HEADER_RECEIPT), None);
+    let bound = gonka_proto::signing::prompt_token_bound(&question);
+    let resp = post(addr, &sign(bound), &question).await;
+    assert_eq!(resp.status, 200, "the body's bound suffices: {}", resp.body);
+    let receipt = Receipt::from_header(resp.header(HEADER_RECEIPT).unwrap()).unwrap();
+    assert!(receipt.prompt_tokens <= bound && receipt.prompt_tokens > 10);
 }
 
 /// The receipt the node does sign names the hash it computed from the body it executed and

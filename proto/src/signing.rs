@@ -9,7 +9,7 @@
 //!
 //! | format              | signed by      | binds                                                   |
 //! |---------------------|----------------|---------------------------------------------------------|
-//! | `gonka/request/v2`  | the requester  | chain id, body hash, timestamp, commission, transfer agent, model, max price per token, max completion tokens, nonce |
+//! | `gonka/request/v3`  | the requester  | chain id, body hash, timestamp, commission, transfer agent, model, max price per token, max completion tokens, max prompt tokens, nonce |
 //! | `gonka/receipt/v2`  | the ML node    | request hash, output commitment, prompt and completion tokens, node id, host |
 //! | `gonka/node-key/v1` | the ML node    | proof of possession of a node key: chain id, host, node id, public key |
 //! | `gonka/node-call/v1`| the caller of an ML node | node id, request hash, body hash, timestamp: a registered transfer agent or the node's own host |
@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 pub const MAX_NONCE_LEN: usize = 64;
 
 /// Domain separator of the request hash.
-pub const REQUEST_DOMAIN: &[u8] = b"gonka/request/v2";
+pub const REQUEST_DOMAIN: &[u8] = b"gonka/request/v3";
 
 /// Domain separator of an ML node's execution receipt.
 pub const RECEIPT_DOMAIN: &[u8] = b"gonka/receipt/v2";
@@ -124,12 +124,18 @@ pub struct RequestTerms {
     /// Most completion tokens the requester pays for; the chain refuses a record claiming
     /// more.
     pub max_completion_tokens: u64,
+    /// Most prompt tokens the requester pays for (the prompt as the model tokenizes it, chat
+    /// template included); the ML node refuses a longer prompt and the chain a record
+    /// claiming more. A requester that cannot tokenize signs the body's length in bytes,
+    /// which no chat-formatted prompt of it exceeds.
+    pub max_prompt_tokens: u64,
 }
 
 impl RequestTerms {
-    /// The 32 bytes the requester signs: SHA-256 of `"gonka/request/v2"` ‖ chain id ‖
+    /// The 32 bytes the requester signs: SHA-256 of `"gonka/request/v3"` ‖ chain id ‖
     /// body hash ‖ timestamp (u64) ‖ commission (u128) ‖ transfer agent ‖ model ‖ max price
-    /// per token (u128) ‖ max completion tokens (u64) ‖ nonce, encoded as the module docs say.
+    /// per token (u128) ‖ max completion tokens (u64) ‖ max prompt tokens (u64) ‖ nonce,
+    /// encoded as the module docs say.
     /// Its lowercase hex is the inference id.
     pub fn hash(&self) -> [u8; 32] {
         Signed::new(REQUEST_DOMAIN)
@@ -141,9 +147,22 @@ impl RequestTerms {
             .text(&self.model)
             .fixed(&self.max_price_per_token.to_be_bytes())
             .fixed(&self.max_completion_tokens.to_be_bytes())
+            .fixed(&self.max_prompt_tokens.to_be_bytes())
             .text(&self.nonce)
             .finish()
     }
+}
+
+/// Room a chat template needs beyond the body's own bytes (a default system prompt and the
+/// turn markers), in tokens.
+pub const TEMPLATE_TOKENS: u64 = 64;
+
+/// The prompt tokens a requester that cannot tokenize signs for a chat `body`
+/// ([`RequestTerms::max_prompt_tokens`]): its length in bytes plus [`TEMPLATE_TOKENS`]. The
+/// network's tokenizers make at most one token per byte of text, and the JSON around each
+/// message is longer than a template's markers for it.
+pub fn prompt_token_bound(body: &[u8]) -> u64 {
+    (body.len() as u64).saturating_add(TEMPLATE_TOKENS)
 }
 
 /// Whether `nonce` is 1 to [`MAX_NONCE_LEN`] printable ASCII characters.
@@ -368,12 +387,13 @@ mod tests {
             model: "m".into(),
             max_price_per_token: 10,
             max_completion_tokens: 256,
+            max_prompt_tokens: 512,
         }
     }
 
     #[test]
     fn request_hash_follows_the_documented_layout_and_binds_every_field() {
-        let mut layout = b"gonka/request/v2".to_vec();
+        let mut layout = b"gonka/request/v3".to_vec();
         layout.extend_from_slice(&[0, 0, 0, 1, b'c']);
         layout.extend_from_slice(&[1; 32]);
         layout.extend_from_slice(&7u64.to_be_bytes());
@@ -382,11 +402,12 @@ mod tests {
         layout.extend_from_slice(&[0, 0, 0, 1, b'm']);
         layout.extend_from_slice(&10u128.to_be_bytes());
         layout.extend_from_slice(&256u64.to_be_bytes());
+        layout.extend_from_slice(&512u64.to_be_bytes());
         layout.extend_from_slice(&[0, 0, 0, 1, b'n']);
         let expected: [u8; 32] = Sha256::digest(&layout).into();
         assert_eq!(terms().hash(), expected);
 
-        let changes: [fn(&mut RequestTerms); 9] = [
+        let changes: [fn(&mut RequestTerms); 10] = [
             |t| t.chain_id.push('x'),
             |t| t.body_hash[0] = 2,
             |t| t.timestamp += 1,
@@ -396,6 +417,7 @@ mod tests {
             |t| t.model.push('x'),
             |t| t.max_price_per_token += 1,
             |t| t.max_completion_tokens += 1,
+            |t| t.max_prompt_tokens += 1,
         ];
         for change in changes {
             let mut t = terms();

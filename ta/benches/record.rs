@@ -51,6 +51,7 @@ fn entry(i: u64) -> Entry {
                 transfer_agent: "gonka1ta00000000000000000000000000000000000".into(),
                 max_price_per_token: "1000".into(),
                 max_completion_tokens: 16,
+                max_prompt_tokens: 64,
             },
             host: "gonka1host0000000000000000000000000000000000".into(),
             cost: 126,

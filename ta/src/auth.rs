@@ -1,6 +1,6 @@
 //! Request authentication for the transfer agent.
 //!
-//! The headers and the signed bytes are defined once in [`gonka_client::request`] (request/v2:
+//! The headers and the signed bytes are defined once in [`gonka_client::request`] (request/v3:
 //! every term the chain reads is a signed header). The TA checks, cheapest first: headers
 //! present and well-formed, the public key derives to the claimed address, the signature is
 //! valid over the request hash of the body and the terms, the timestamp is within
@@ -216,6 +216,7 @@ mod tests {
             model: "m".into(),
             max_price_per_token: 10,
             max_completion_tokens: 16,
+            max_prompt_tokens: 4_096,
         }
     }
 

@@ -712,6 +712,12 @@ fn served(
             tokens.completion_tokens, auth.terms.max_completion_tokens
         ));
     }
+    if tokens.prompt_tokens > auth.terms.max_prompt_tokens {
+        return Err(format!(
+            "node `{id}` claims {} prompt tokens but the requester signed for at most {}",
+            tokens.prompt_tokens, auth.terms.max_prompt_tokens
+        ));
+    }
     let receipt = match ta.sink {
         Sink::Chain { .. } => receipt.verify(&node.pubkey, &node.host, &auth.request_hash)?,
         Sink::Memory(_) => VerifiedReceipt {
@@ -766,6 +772,7 @@ async fn record(
         transfer_agent: terms.transfer_agent.clone(),
         max_price_per_token: terms.max_price_per_token.to_string(),
         max_completion_tokens: terms.max_completion_tokens,
+        max_prompt_tokens: terms.max_prompt_tokens,
     };
     match &ta.sink {
         Sink::Chain { recorder, .. } => {
@@ -909,9 +916,9 @@ async fn handle_chat(
     if !serves {
         return Err(model_unknown(&model));
     }
-    // The worst case: body bytes bound the prompt tokens of byte-level tokenizers such as
-    // the reference model's (real tokenizers produce fewer tokens than bytes).
-    let bound = (bytes.len() as u128)
+    // The worst case: the prompt and completion tokens the requester signed for (the ML node
+    // refuses a longer prompt, and this TA a receipt claiming more).
+    let bound = u128::from(auth.terms.max_prompt_tokens)
         .saturating_add(u128::from(max_tokens))
         .saturating_mul(terms.price_per_token)
         .saturating_add(auth.terms.commission);

@@ -49,6 +49,7 @@ fn sign(key: &Key, body: &[u8]) -> Vec<(&'static str, String)> {
         model: fields["model"].as_str().unwrap().to_string(),
         max_price_per_token: 0,
         max_completion_tokens: fields["max_tokens"].as_u64().unwrap(),
+        max_prompt_tokens: gonka_proto::signing::prompt_token_bound(body),
     };
     auth::sign_request(key, body, terms).unwrap()
 }

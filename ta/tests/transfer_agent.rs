@@ -43,6 +43,7 @@ fn terms(body: &[u8], timestamp: u64, nonce: &str, commission: u128) -> RequestT
         model: fields["model"].as_str().unwrap_or_default().to_string(),
         max_price_per_token: 0,
         max_completion_tokens: fields["max_tokens"].as_u64().unwrap_or(64),
+        max_prompt_tokens: gonka_proto::signing::prompt_token_bound(body),
     }
 }
 

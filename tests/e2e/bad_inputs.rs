@@ -422,6 +422,7 @@ async fn sidecar_inputs(table: &mut Catalogue) {
         model: model.into(),
         max_price_per_token: 1_000,
         max_completion_tokens: 8,
+        max_prompt_tokens: 4_096,
     };
     let signed = |body: &str, terms: RequestTerms| {
         sign_request(key("alice"), body.as_bytes(), terms).unwrap()

@@ -1231,6 +1231,7 @@ pub fn request(
             model: model.into(),
             max_price_per_token: MAX_PRICE_PER_TOKEN,
             max_completion_tokens: tokens.1,
+            max_prompt_tokens: tokens.0,
         },
         response_hash: truth(nonce),
         salt: salt(nonce),

@@ -293,6 +293,7 @@ fn http(root: &Path) {
         model: http::MODEL.into(),
         max_price_per_token: 10,
         max_completion_tokens: 16,
+        max_prompt_tokens: gonka_proto::signing::prompt_token_bound(body.as_bytes()),
     };
     let signed = gonka_client::request::sign_request(key("alice"), body.as_bytes(), terms.clone())
         .expect("signing a request");

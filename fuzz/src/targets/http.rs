@@ -97,6 +97,7 @@ pub fn run(data: &[u8]) {
         model: MODEL.into(),
         max_price_per_token: 1,
         max_completion_tokens: 16,
+        max_prompt_tokens: 64,
     };
     let _ = body_agrees(body, &terms);
 

@@ -260,6 +260,7 @@ pub fn sign_request(
         model: fields["model"].as_str().unwrap_or_default().to_string(),
         max_price_per_token: max_price,
         max_completion_tokens: fields["max_tokens"].as_u64().unwrap_or(64),
+        max_prompt_tokens: gonka_proto::signing::prompt_token_bound(body),
     };
     gonka_client::request::sign_request(key, body, terms)
 }

@@ -21,8 +21,8 @@
 //!
 //! ## Signed bytes
 //! Defined once in [`gonka_proto::signing`]: the requester signs [`RequestTerms::hash`]
-//! (request/v2: chain id, body hash, timestamp, commission, transfer agent, model, max price
-//! per token, max completion tokens, nonce), which a challenge recomputes from the record and
+//! (request/v3: chain id, body hash, timestamp, commission, transfer agent, model, max price
+//! per token, max completion tokens, max prompt tokens, nonce), which a challenge recomputes from the record and
 //! the chain id; the executor ML node signs [`ReceiptTerms::sign_bytes`] (receipt/v2:
 //! request hash, salted output commitment, token counts, node id, host) with its registered
 //! key, whose possession the host proved at registration ([`node_key_proof_bytes`]).

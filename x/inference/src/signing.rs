@@ -1,4 +1,4 @@
-//! Signature checks over the signed formats of [`gonka_proto::signing`] (request/v2,
+//! Signature checks over the signed formats of [`gonka_proto::signing`] (request/v3,
 //! receipt/v2, node-key/v1). Public so the sidecar checks exactly what the chain checks.
 //!
 //! Every signature is secp256k1 ECDSA in 64-byte compact form (`r ‖ s`, low S), over a

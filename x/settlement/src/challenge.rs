@@ -303,9 +303,10 @@ fn signed_fault(chain_id: &str, agent: &str, leaf: &BatchLeaf) -> Option<String>
         model: record.model.clone(),
         max_price_per_token: max_price,
         max_completion_tokens: record.max_completion_tokens,
+        max_prompt_tokens: record.max_prompt_tokens,
     };
     if terms.hash() != request_hash {
-        return Some("request_hash is not the request/v2 hash of the leaf's terms".into());
+        return Some("request_hash is not the request/v3 hash of the leaf's terms".into());
     }
     if address_of_pubkey(&record.requester_pubkey).as_deref() != Some(record.requester.as_str()) {
         return Some("requester_pubkey does not derive to the requester".into());
@@ -316,6 +317,12 @@ fn signed_fault(chain_id: &str, agent: &str, leaf: &BatchLeaf) -> Option<String>
         &record.requester_signature,
     ) {
         return Some("the requester signature does not verify".into());
+    }
+    if record.prompt_tokens > record.max_prompt_tokens {
+        return Some(format!(
+            "{} prompt tokens, above the signed {}",
+            record.prompt_tokens, record.max_prompt_tokens
+        ));
     }
     if record.completion_tokens > record.max_completion_tokens {
         return Some(format!(

@@ -1,7 +1,7 @@
 //! x/settlement: how served work is paid, at the rate the chain can carry.
 //!
 //! Requesters escrow money for a transfer agent (`MsgOpenEscrow`, `MsgTopUpEscrow`,
-//! `MsgCloseEscrow`); requests stay signed off chain in the request/v2 format, and the
+//! `MsgCloseEscrow`); requests stay signed off chain in the request/v3 format, and the
 //! escrow is the one named by the request's signed `transfer_agent`. The transfer agent
 //! commits batches of served records with `MsgSettleBatch`: the root of a Merkle sum tree
 //! over the records (gonka-proto `batch`), per-requester totals, per-host work and payouts,
