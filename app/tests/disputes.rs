@@ -2240,6 +2240,36 @@ fn a_validator_that_skips_key_generation_forfeits_its_validation_rewards() {
     );
 }
 
+/// A world where the record of `nonce` (honest or not), unsampled, was disputed by its
+/// requester and its committee drawn; with the record and the committee's labels.
+fn disputed_with_committee(nonce: &str, honest: bool) -> (World, WorkRecord, Vec<&'static str>) {
+    let mut w = world(unsampled_params());
+    let rec = record(nonce, honest);
+    dispute_unsampled(&mut w, &rec, MIN_DEPOSIT);
+    let members = drawn(&mut w, 0)
+        .committee
+        .iter()
+        .map(|m| label_of(m))
+        .collect();
+    (w, rec, members)
+}
+
+/// A majority of `members` votes the true answer of `nonce` on dispute 0, one block each;
+/// returns the gas each vote used.
+fn majority_votes(w: &mut World, members: &[&str], nonce: &str) -> Vec<i64> {
+    members
+        .iter()
+        .take(members.len() / 2 + 1)
+        .map(|m| {
+            let vote = msg_vote_dispute(&addr(m), 0, &answer(truth(nonce)));
+            let tx = w.tx(m, vec![vote]);
+            let block = w.block(vec![tx]);
+            assert_ok(&block, 0);
+            block.result(0).gas_used
+        })
+        .collect()
+}
+
 /// The vote or reveal that decides a dispute settles it, and which one lands last depends on
 /// the block's order: each pays the flat price of deciding, so the gas a sender's simulation
 /// estimated (before the other landed) still covers it. On the old chain the deciding reveal
@@ -2251,26 +2281,12 @@ fn the_gas_of_a_vote_or_reveal_does_not_depend_on_whether_it_decides_the_dispute
     for honest in [true, false] {
         let mut used = Vec::new();
         for votes_first in [false, true] {
-            let mut w = world(unsampled_params());
-            let rec = record("order", honest);
-            dispute_unsampled(&mut w, &rec, MIN_DEPOSIT);
-            let members: Vec<&str> = drawn(&mut w, 0)
-                .committee
-                .iter()
-                .map(|m| label_of(m))
-                .collect();
+            let (mut w, rec, members) = disputed_with_committee("order", honest);
             let mut reveal_gas = 0;
             if !votes_first {
                 reveal_gas = reveal(&mut w, &rec).result(0).gas_used;
             }
-            let mut votes_gas = Vec::new();
-            for m in members.iter().take(members.len() / 2 + 1) {
-                let vote = msg_vote_dispute(&addr(m), 0, &answer(truth("order")));
-                let tx = w.tx(m, vec![vote]);
-                let block = w.block(vec![tx]);
-                assert_ok(&block, 0);
-                votes_gas.push(block.result(0).gas_used);
-            }
+            let votes_gas = majority_votes(&mut w, &members, "order");
             if votes_first {
                 reveal_gas = reveal(&mut w, &rec).result(0).gas_used;
             }
@@ -2308,19 +2324,8 @@ fn a_reveal_sent_behind_a_stuffed_mempool_lands_first_with_the_tx_its_sender_sen
     use tendermint_abci::Application;
     use tendermint_proto::v0_38::abci::RequestPrepareProposal;
 
-    let mut w = world(unsampled_params());
-    let rec = record("stuffed", true);
-    dispute_unsampled(&mut w, &rec, MIN_DEPOSIT);
-    let members: Vec<&str> = drawn(&mut w, 0)
-        .committee
-        .iter()
-        .map(|m| label_of(m))
-        .collect();
-    for m in members.iter().take(members.len() / 2 + 1) {
-        let vote = msg_vote_dispute(&addr(m), 0, &answer(truth("stuffed")));
-        let tx = w.tx(m, vec![vote]);
-        assert_ok(&w.block(vec![tx]), 0);
-    }
+    let (mut w, rec, members) = disputed_with_committee("stuffed", true);
+    majority_votes(&mut w, &members, "stuffed");
     assert_eq!(dispute(&w, 0).status, "open", "waiting for the reveal");
 
     let stuffing: Vec<Vec<u8>> = (0..200)
