@@ -291,6 +291,7 @@ fn main() {
                         record: record(&ta_address, requester, host, next_record),
                         host: host.clone(),
                         cost: 30,
+                        work_per_token: 0,
                     }
                 })
                 .collect();

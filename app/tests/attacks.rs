@@ -1395,6 +1395,7 @@ fn claimed_batch(w: &mut World, number: u64, nonce: &str, claimed: u64) -> Vec<u
     let record = honest(nonce, N0, (10, 10), 0);
     let served = Served {
         cost: cost((10, 10)) as u128,
+        work_per_token: 0,
         host: addr(N0.host),
         record,
     };

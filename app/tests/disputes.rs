@@ -1827,6 +1827,7 @@ fn committed(number: u64, records: &[WorkRecord]) -> (Batch, Any) {
             record: r.clone(),
             host: addr(host_of(r)),
             cost: u128::from(r.prompt_tokens + r.completion_tokens) * PRICE,
+            work_per_token: 0,
         })
         .collect();
     let batch = Batch::build(&addr(TA), number, served).unwrap();

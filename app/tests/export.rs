@@ -87,6 +87,7 @@ fn moved_world() -> World {
             record,
             host: addr("p3"),
             cost: 200,
+            work_per_token: 0,
         }],
     )
     .unwrap();

@@ -25,6 +25,9 @@ use tendermint_proto::v0_38::abci::ExecTxResult;
 
 const MODEL: &str = "bench/model";
 const PRICE: u128 = 2;
+/// A model of SmolLM2-135M's weight (its `work_per_token`), at the same price.
+const LARGE: &str = "bench/large";
+const LARGE_WORK_PER_TOKEN: u64 = gonka_client::chat::LLM_WORK_PER_TOKEN;
 /// x/inference's `max_tokens_per_record` here.
 const MAX_TOKENS: u64 = 10_000;
 const TA: &str = "p2";
@@ -65,7 +68,11 @@ fn world_with(keep: u64, sample_ppm: u64) -> World {
     let mut world = World::with_genesis(setup, |state| {
         state["inference"] = serde_json::json!({
             "params": {"max_tokens_per_record": MAX_TOKENS, "payload_retention_blocks": 1000},
-            "models": [{"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0}],
+            "models": [
+                {"id": MODEL, "price_per_token": PRICE.to_string(), "min_vram_mib": 0},
+                {"id": LARGE, "price_per_token": PRICE.to_string(), "min_vram_mib": 0,
+                 "work_per_token": LARGE_WORK_PER_TOKEN},
+            ],
         });
         let params = &mut state["settlement"]["params"];
         params["challenge_window_blocks"] = WINDOW.into();
@@ -87,7 +94,7 @@ fn world_with(keep: u64, sample_ppm: u64) -> World {
             vec![
                 gonka_client::msg_register_node(
                     &addr(host),
-                    &node_spec(host, node, &[MODEL], 0, seed),
+                    &node_spec(host, node, &[MODEL, LARGE], 0, seed),
                 ),
                 register_bls(host),
             ],
@@ -113,6 +120,7 @@ fn served(requester: &str, nonce: &str, on: Exec<'_>, tokens: (u64, u64)) -> Ser
         record: work_record(requester, TA, nonce, MODEL, on, tokens, COMMISSION),
         host: addr(on.host),
         cost: u128::from(tokens.0 + tokens.1) * PRICE,
+        work_per_token: 0,
     }
 }
 
@@ -624,6 +632,7 @@ fn a_price_above_what_the_requester_signed_voids_its_batch_and_slashes_its_host(
         record: signed_record("alice", N0.seed, &input),
         host: addr("p0"),
         cost: 7 * PRICE,
+        work_per_token: 0,
     };
     assert_an_extra_leaf_voids_the_batch(world_with_carol(), pricey, Some("p0"));
 }
@@ -639,6 +648,7 @@ fn a_leaf_off_the_chain_price_or_beyond_max_tokens_voids_its_batch_and_slashes_i
         record: work_record("alice", TA, nonce, model, N0, tokens, COMMISSION),
         host: addr("p0"),
         cost,
+        work_per_token: 0,
     };
     let cheap = leaf("cheap", MODEL, (300, 400), 1);
     let long = leaf(
@@ -653,6 +663,42 @@ fn a_leaf_off_the_chain_price_or_beyond_max_tokens_voids_its_batch_and_slashes_i
     }
 }
 
+/// Work is weighed by the model: the same tokens credit `work_per_token` times more on a model
+/// that costs 101 times the reference model's compute per token, so self-dealing on the cheapest model
+/// buys no more power per unit of compute (on the old chain both credited 30 units). A leaf
+/// that claims the large model's weight for a small model's tokens voids its batch and
+/// slashes the host that co-signed it.
+#[test]
+fn work_is_weighed_by_the_model_and_a_leaf_overstating_its_weight_voids_its_batch() {
+    let mut world = world();
+    let on = |nonce: &str, model: &str, work_per_token: u64| Served {
+        record: work_record("alice", TA, nonce, model, N0, (10, 20), COMMISSION),
+        host: addr("p0"),
+        cost: 30 * PRICE,
+        work_per_token,
+    };
+    let weighed = Batch::build(
+        &addr(TA),
+        1,
+        vec![
+            on("small", MODEL, 0),
+            on("large", LARGE, LARGE_WORK_PER_TOKEN),
+        ],
+    )
+    .unwrap();
+    let result = settle(&mut world, &weighed.msg);
+    assert_eq!(result.code, 0, "{}", result.log);
+    wait(&mut world, WINDOW);
+    assert_eq!(batch(&world, 1).status, BatchStatus::Final as i32);
+    assert_eq!(
+        world.work(0),
+        vec![(addr("p0"), 30 + 30 * LARGE_WORK_PER_TOKEN)]
+    );
+
+    let inflated = on("inflated", MODEL, LARGE_WORK_PER_TOKEN);
+    assert_an_extra_leaf_voids_the_batch(world_with_carol(), inflated, Some("p0"));
+}
+
 /// The work-integrity attack of a transfer agent settling a request the requester signed
 /// for another transfer agent (to collect its commission), on a committed batch.
 #[test]
@@ -661,6 +707,7 @@ fn a_record_signed_for_another_transfer_agent_voids_the_batch_that_settles_it() 
         record: work_record("alice", "p0", "foreign", MODEL, N1, (2, 2), COMMISSION),
         host: addr("p1"),
         cost: 4 * PRICE,
+        work_per_token: 0,
     };
     assert_an_extra_leaf_voids_the_batch(world_with_carol(), foreign, Some("p1"));
 }
@@ -703,6 +750,7 @@ fn rechain(served: Vec<Served>) -> Vec<gonka_proto::settlement::BatchLeaf> {
                 host_previous: previous,
                 host_work: work + tokens,
                 host_payout: (payout + s.cost).to_string(),
+                work_per_token: s.work_per_token,
             }
         })
         .collect()
@@ -976,6 +1024,7 @@ fn a_leaf_signed_too_long_before_its_batch_voids_it_and_slashes_only_its_transfe
         record: signed_record("alice", N0.seed, &input),
         host: addr("p0"),
         cost: 4 * PRICE,
+        work_per_token: 0,
     };
     // When the batch lands is the TA's choice, not the host's: the host is not slashed and is
     // paid its line out of the TA's slash (on the old chain it was slashed 20% too).
@@ -1175,6 +1224,7 @@ fn a_transfer_agent_lists_the_open_demands_on_its_batches_until_answered_or_expi
             record,
             host: addr("p0"),
             cost: 6 * PRICE,
+            work_per_token: 0,
         }],
     )
     .unwrap();

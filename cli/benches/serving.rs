@@ -1952,6 +1952,7 @@ fn sample_batch(
             Ok(Served {
                 host: host.into(),
                 cost: u128::from(STUB_PROMPT_TOKENS + MAX_TOKENS) * PRICE,
+                work_per_token: 0,
                 record,
             })
         })
@@ -2149,8 +2150,13 @@ fn components(
     };
     let now_secs = unix_now() as i64;
     let t = median_time(build_runs, || {
-        check_host_leaves(&batch.msg, &host, &proofs, own_receipt, |_| Some(PRICE))
-            .expect("accepts");
+        let terms = |_: &str| {
+            Some(gonka_client::settlement::ModelTerms {
+                price_per_token: PRICE,
+                work_per_token: 0,
+            })
+        };
+        check_host_leaves(&batch.msg, &host, &proofs, own_receipt, terms).expect("accepts");
         for proof in &proofs {
             let leaf = proof.leaf.as_ref().expect("a leaf");
             let fault = gonka_settlement::challenge::leaf_fault(

@@ -492,6 +492,7 @@ async fn run_committed(
                 // As sign_records assigned it.
                 host: hosts[(k * b + j) % hosts.len()].clone(),
                 cost: u128::from(record.prompt_tokens + record.completion_tokens) * PRICE,
+                work_per_token: 0,
                 record: record.clone(),
             })
             .collect();

@@ -67,6 +67,7 @@ fn genesis(
             gonka_proto::inference::Model {
                 id: gonka_client::chat::DEFAULT_MODEL.into(),
                 price_per_token: "1".into(),
+                work_per_token: 1,
                 ..gonka_proto::inference::Model::default()
             },
             gonka_client::chat::llm_model_entry(2),

@@ -62,8 +62,18 @@ pub const LLM_LOGPROB_THRESHOLD: u64 = 26_214;
 /// `logprob_position_threshold`): 20 nats, more than twice the worst honest position measured.
 pub const LLM_LOGPROB_POSITION_THRESHOLD: u64 = 20 * 65_536;
 
+/// [`LLM_MODEL`]'s `work_per_token`: what a token of it costs to compute over what a token of
+/// the reference model costs, as the network's runtimes serve them on one core of this
+/// project's machine — 14,309 decoded tokens/s for the reference model (`cargo bench -p
+/// gonka-model --bench reference`) against 142 for SmolLM2-135M (gonka-llm's kernel, README
+/// benchmarks), 100.8 rounded up. By parameters (134,515,008 against 98,432) it would be
+/// 1,367, but the integer reference runtime spends about 14 times more per parameter, so
+/// self-dealing on SmolLM2 would then buy 13 times more work per CPU-second.
+pub const LLM_WORK_PER_TOKEN: u64 = 101;
+
 /// [`LLM_MODEL`]'s entry in a localnet's model table, at `price_per_token` ngnk: validated by
-/// log-probabilities, as a real model served by other runtimes (`--upstream-url`) must be.
+/// log-probabilities, as a real model served by other runtimes (`--upstream-url`) must be,
+/// and crediting [`LLM_WORK_PER_TOKEN`] work units a token.
 pub fn llm_model_entry(price_per_token: u128) -> gonka_proto::inference::Model {
     gonka_proto::inference::Model {
         id: LLM_MODEL.into(),
@@ -72,6 +82,7 @@ pub fn llm_model_entry(price_per_token: u128) -> gonka_proto::inference::Model {
         logprob_top_k: LLM_LOGPROB_TOP_K,
         logprob_threshold: LLM_LOGPROB_THRESHOLD,
         logprob_position_threshold: LLM_LOGPROB_POSITION_THRESHOLD,
+        work_per_token: LLM_WORK_PER_TOKEN,
         ..gonka_proto::inference::Model::default()
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, ensure, Context, Result};
 use cosmrs::Any;
 use gonka_bls_crypto::{aggregate, SecretKey, Signature};
-use gonka_proto::batch::{leaf_charge, leaf_node, SumNode, SumTree};
+use gonka_proto::batch::{leaf_charge, leaf_node, record_work, SumNode, SumTree};
 use gonka_proto::inference::WorkRecord;
 use gonka_proto::settlement::{
     msg_challenge_batch::Kind, BatchLeaf, HostTotal, LeafProof, MsgChallengeBatch, MsgCloseEscrow,
@@ -116,6 +116,18 @@ pub struct Served {
     pub host: String,
     /// ngnk the host is paid: tokens x the model's price.
     pub cost: u128,
+    /// The model's `work_per_token` in the chain's model table (0 counts as 1): the host's
+    /// work for it is its tokens times this ([`gonka_proto::batch::record_work`]).
+    pub work_per_token: u64,
+}
+
+/// What the chain's model table says of a model that a host checks its leaves by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelTerms {
+    /// ngnk per token.
+    pub price_per_token: u128,
+    /// Work units per token (0 counts as 1).
+    pub work_per_token: u64,
 }
 
 impl Served {
@@ -126,6 +138,7 @@ impl Served {
             record: leaf.record.clone()?,
             host: leaf.executor_host.clone(),
             cost: gonka_proto::batch::parse_decimal(&leaf.cost)?,
+            work_per_token: leaf.work_per_token,
         })
     }
 
@@ -136,6 +149,7 @@ impl Served {
             record: Some(self.record.clone()),
             executor_host: self.host.clone(),
             cost: self.cost.to_string(),
+            work_per_token: self.work_per_token,
             ..BatchLeaf::default()
         }
     }
@@ -172,13 +186,10 @@ impl Batch {
         let mut running: BTreeMap<String, (u64, u64, u128)> = BTreeMap::new();
         let mut leaves = Vec::with_capacity(served.len());
         for (index, item) in served.into_iter().enumerate() {
-            let tokens = item
-                .record
-                .prompt_tokens
-                .checked_add(item.record.completion_tokens)
-                .context("token counts overflow")?;
+            let own = record_work(&item.record, item.work_per_token)
+                .context("the record's work overflows")?;
             let (previous, work, payout) = running.get(&item.host).copied().unwrap_or_default();
-            let work = work.checked_add(tokens).context("host work overflows")?;
+            let work = work.checked_add(own).context("host work overflows")?;
             let payout = payout
                 .checked_add(item.cost)
                 .context("host payout overflows")?;
@@ -190,6 +201,7 @@ impl Batch {
                 host_previous: previous,
                 host_work: work,
                 host_payout: payout.to_string(),
+                work_per_token: item.work_per_token,
             });
         }
         Batch::from_leaves(transfer_agent, number, leaves)
@@ -332,7 +344,8 @@ pub fn proven_leaf<'a>(msg: &MsgSettleBatch, proof: &'a LeafProof) -> Result<&'a
 /// What a host checks before it co-signs `msg`: `leaves` (with their proofs) are exactly its
 /// leaves — the chain from its line's last index back through `host_previous` — each on the
 /// committed tree, each carrying a receipt the host's own node signed (`own_receipt`), each
-/// paid `tokens × price` of its model (`price`), and the running totals add up to its line.
+/// paid `tokens × price` of its model and credited `tokens × work_per_token` (`terms`), and
+/// the running totals add up to its line.
 /// A host that co-signs only such batches is never slashed by a challenge: every leaf it
 /// vouches for is its own work at its price, and its line is their sum.
 pub fn check_host_leaves(
@@ -340,7 +353,7 @@ pub fn check_host_leaves(
     host: &str,
     leaves: &[LeafProof],
     own_receipt: impl Fn(&WorkRecord) -> bool,
-    price: impl Fn(&str) -> Option<u128>,
+    terms: impl Fn(&str) -> Option<ModelTerms>,
 ) -> Result<()> {
     use gonka_proto::batch::parse_decimal;
     let line = msg
@@ -378,18 +391,28 @@ pub fn check_host_leaves(
             .checked_add(record.completion_tokens)
             .context("token counts overflow")?;
         let cost = parse_decimal(&leaf.cost).context("a leaf's cost is malformed")?;
-        let price = price(&record.model)
+        let terms = terms(&record.model)
             .with_context(|| format!("leaf {index}: model {} has no known price", record.model))?;
+        let price = terms.price_per_token;
         ensure!(
             u128::from(tokens).checked_mul(price) == Some(cost),
             "leaf {index}: cost {cost} is not {tokens} tokens at {price}"
         );
         ensure!(
+            leaf.work_per_token == terms.work_per_token,
+            "leaf {index}: work_per_token {} is not model {}'s {}",
+            leaf.work_per_token,
+            record.model,
+            terms.work_per_token
+        );
+        let own =
+            record_work(record, terms.work_per_token).context("the record's work overflows")?;
+        ensure!(
             leaf.host_work == work && parse_decimal(&leaf.host_payout) == Some(payout),
             "leaf {index}: the host's running totals are not what its line needs"
         );
         work = work
-            .checked_sub(tokens)
+            .checked_sub(own)
             .context("the host's work does not add up")?;
         payout = payout
             .checked_sub(cost)
@@ -429,6 +452,14 @@ mod tests {
         }
     }
 
+    /// The terms of a model at `price` and the reference model's work per token.
+    fn priced(price: u128) -> ModelTerms {
+        ModelTerms {
+            price_per_token: price,
+            work_per_token: 0,
+        }
+    }
+
     /// Six records over hosts h1 and h2 (h1 owns nonces starting with 'x').
     fn batch() -> Batch {
         let served = [
@@ -443,6 +474,7 @@ mod tests {
             record: record(requester, nonce, tokens),
             host: if nonce.starts_with('x') { "h1" } else { "h2" }.into(),
             cost: u128::from(tokens + 1) * 10,
+            work_per_token: 0,
         })
         .to_vec();
         Batch::build("ta", 1, served).unwrap()
@@ -460,7 +492,9 @@ mod tests {
             r.inference_id
                 .contains(if host == "h1" { "-x" } else { "-y" })
         };
-        check_host_leaves(&batch.msg, host, leaves, owns, |m| (m == "m").then_some(10))
+        check_host_leaves(&batch.msg, host, leaves, owns, |m| {
+            (m == "m").then_some(priced(10))
+        })
     }
 
     #[test]
@@ -488,11 +522,21 @@ mod tests {
         inflated.msg.hosts[0].work_units += 1;
         assert!(check(&inflated, "h1", &mine).is_err());
         // A leaf whose receipt is not the host's own.
-        let owns_nothing = check_host_leaves(&batch.msg, "h1", &mine, |_| false, |_| Some(10));
+        let owns_nothing =
+            check_host_leaves(&batch.msg, "h1", &mine, |_| false, |_| Some(priced(10)));
         assert!(owns_nothing.is_err());
         // Paid below its price.
-        let dearer = check_host_leaves(&batch.msg, "h1", &mine, |_| true, |_| Some(11));
+        let dearer = check_host_leaves(&batch.msg, "h1", &mine, |_| true, |_| Some(priced(11)));
         assert!(dearer.is_err());
+        // Counted at another model's work per token than the chain's.
+        let heavier = |_: &str| {
+            Some(ModelTerms {
+                work_per_token: 101,
+                ..priced(10)
+            })
+        };
+        let weighed = check_host_leaves(&batch.msg, "h1", &mine, |_| true, heavier);
+        assert!(weighed.unwrap_err().to_string().contains("work_per_token"));
         // A leaf changed after the tree was built.
         let mut changed = mine.clone();
         changed[0].leaf.as_mut().unwrap().cost = "1".into();

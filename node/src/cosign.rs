@@ -27,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use gonka_client::bls::crypto::SecretKey;
 use gonka_client::openai::ApiError;
 use gonka_client::server::read_body;
-use gonka_client::settlement::{check_host_leaves, cosign, RECORD_AGE_MARGIN_SECS};
+use gonka_client::settlement::{check_host_leaves, cosign, ModelTerms, RECORD_AGE_MARGIN_SECS};
 use gonka_client::unix_now;
 use gonka_proto::inference::WorkRecord;
 use gonka_proto::settlement::{CosignRequest, CosignResponse};
@@ -49,8 +49,8 @@ pub struct Cosigner {
     pub bls: SecretKey,
     /// The chain the batches settle on.
     pub chain_id: String,
-    /// The chain's price per token of each model the node serves, in ngnk.
-    pub prices: BTreeMap<String, u128>,
+    /// The chain's price (ngnk) and work per token of each model the node serves.
+    pub models: BTreeMap<String, ModelTerms>,
     /// The chain's `max_record_age_secs` (x/settlement): older leaves are refused.
     pub max_record_age_secs: u64,
 }
@@ -59,7 +59,7 @@ impl std::fmt::Debug for Cosigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cosigner")
             .field("chain_id", &self.chain_id)
-            .field("prices", &self.prices)
+            .field("models", &self.models)
             .finish_non_exhaustive()
     }
 }
@@ -80,14 +80,19 @@ pub async fn prepare(
                 .query::<q::inference::Models>(&Default::default())
                 .await?
                 .models;
-            let mut prices = BTreeMap::new();
+            let mut terms = BTreeMap::new();
             for model in &served {
-                let price = models
+                let found = models
                     .iter()
                     .find(|m| &m.id == model)
-                    .and_then(|m| gonka_proto::batch::parse_decimal(&m.price_per_token))
+                    .and_then(|m| {
+                        Some(ModelTerms {
+                            price_per_token: gonka_proto::batch::parse_decimal(&m.price_per_token)?,
+                            work_per_token: m.work_per_token,
+                        })
+                    })
                     .ok_or_else(|| anyhow::anyhow!("model {model} is not priced on chain"))?;
-                prices.insert(model.clone(), price);
+                terms.insert(model.clone(), found);
             }
             let age = client
                 .query::<q::settlement::Params>(&Default::default())
@@ -95,15 +100,15 @@ pub async fn prepare(
                 .params
                 .ok_or_else(|| anyhow::anyhow!("the chain has no settlement parameters"))?
                 .max_record_age_secs;
-            anyhow::Ok((chain_id, prices, age))
+            anyhow::Ok((chain_id, terms, age))
         };
         match answer.await {
-            Ok((chain_id, prices, max_record_age_secs)) => {
-                tracing::info!(?prices, "co-signing batches for the host");
+            Ok((chain_id, models, max_record_age_secs)) => {
+                tracing::info!(?models, "co-signing batches for the host");
                 let _ = slot.set(Cosigner {
                     bls,
                     chain_id,
-                    prices,
+                    models,
                     max_record_age_secs,
                 });
                 return;
@@ -173,7 +178,7 @@ async fn answer(node: &Node, body: Body) -> Result<Response, ApiError> {
         host,
         &request.leaves,
         |record| own_receipt(&verifying, node_id, host, record),
-        |model| cosigner.prices.get(model).copied(),
+        |model| cosigner.models.get(model).copied(),
     )
     .map_err(|e| ApiError::invalid_value("batch_refused", format!("{e:#}")))?;
     // A leaf that breaks a rule of its own would let anyone void the batch and slash this

@@ -262,6 +262,7 @@ pub fn served_record(
         record: signed_work_record(requester, node_key, &input).expect("signing a test record"),
         host: host.into(),
         cost: u128::from(2 * tokens) * price,
+        work_per_token: 0,
     }
 }
 

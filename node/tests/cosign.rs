@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use gonka_client::bls::crypto::{SecretKey, Signature};
 use gonka_client::keys::well_known_mnemonic;
-use gonka_client::settlement::{Batch, Served};
+use gonka_client::settlement::{Batch, ModelTerms, Served};
 use gonka_client::Key;
 use gonka_node::cosign::Cosigner;
 use gonka_node::testing::{served_record, start_receipting_node};
@@ -38,7 +38,14 @@ async fn start(cosigning: bool) -> SocketAddr {
     let cosigner = cosigning.then(|| Cosigner {
         bls: host_bls(),
         chain_id: CHAIN.into(),
-        prices: [(gonka_node::DEFAULT_MODEL_ID.to_string(), PRICE)].into(),
+        models: [(
+            gonka_node::DEFAULT_MODEL_ID.to_string(),
+            ModelTerms {
+                price_per_token: PRICE,
+                work_per_token: 0,
+            },
+        )]
+        .into(),
         max_record_age_secs: 1_000_000_000,
     });
     let host = key("host-a").address().to_string();

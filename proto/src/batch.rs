@@ -23,6 +23,7 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::inference::WorkRecord;
 use crate::settlement::{BatchLeaf, SumNode as SumNodeProto};
 
 /// Most levels above the leaves: trees hold at most 2^32 leaves.
@@ -53,6 +54,16 @@ impl SumNode {
             sum: parse_decimal(&node.sum)?,
         })
     }
+}
+
+/// The work units `record` credits its host: its prompt and completion tokens times its
+/// model's `work_per_token` (0 counts as 1, a reference-model token); `None` on overflow.
+/// A host's running `host_work` in a batch adds these up.
+pub fn record_work(record: &WorkRecord, work_per_token: u64) -> Option<u64> {
+    record
+        .prompt_tokens
+        .checked_add(record.completion_tokens)?
+        .checked_mul(work_per_token.max(1))
 }
 
 /// A canonical decimal u128 (no sign, no leading zeros except "0").

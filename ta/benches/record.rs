@@ -55,6 +55,7 @@ fn entry(i: u64) -> Entry {
             },
             host: "gonka1host0000000000000000000000000000000000".into(),
             cost: 126,
+            work_per_token: 0,
         },
         body: vec![b'x'; 200],
         opening: OutputOpening {

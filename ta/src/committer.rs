@@ -488,6 +488,7 @@ mod tests {
                 },
                 host: host.into(),
                 cost: 1,
+                work_per_token: 0,
             },
         }
     }

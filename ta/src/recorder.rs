@@ -395,6 +395,7 @@ mod tests {
                 },
                 host: "h".into(),
                 cost: 2,
+                work_per_token: 0,
             },
             body: format!("body {i}").into_bytes(),
             opening: OutputOpening {

@@ -38,6 +38,8 @@ pub struct ModelTerms {
     /// For a model validated by log-probabilities: the alternatives per position its
     /// receipts' scored outputs carry (`None`: validated by exact answers).
     pub logprob_top_k: Option<u32>,
+    /// Work units per token (the table's value, 0 counting as 1), which its leaves carry.
+    pub work_per_token: u64,
 }
 
 /// A snapshot of the network as the TA routes on it.
@@ -96,6 +98,7 @@ impl Registry {
                             price_per_token,
                             min_vram_mib: m.min_vram_mib,
                             logprob_top_k: (m.validation == "logprobs").then_some(m.logprob_top_k),
+                            work_per_token: m.work_per_token,
                         },
                     );
                 }
@@ -156,6 +159,7 @@ impl Registry {
                 price_per_token: 0,
                 min_vram_mib: 0,
                 logprob_top_k: None,
+                work_per_token: 0,
             })
     }
 

@@ -782,12 +782,14 @@ async fn record(
                 scored: served.scored,
             };
             let tokens = u128::from(record.prompt_tokens) + u128::from(record.completion_tokens);
-            let cost = tokens.saturating_mul(ta.registry().terms(&terms.model).price_per_token);
+            let model = ta.registry().terms(&terms.model);
+            let cost = tokens.saturating_mul(model.price_per_token);
             let id = record.inference_id.clone();
             let served = gonka_client::settlement::Served {
                 record,
                 host: node.host.clone(),
                 cost,
+                work_per_token: model.work_per_token,
             };
             let entry = Entry {
                 served,

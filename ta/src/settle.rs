@@ -525,6 +525,7 @@ mod tests {
             },
             host: "host".into(),
             cost,
+            work_per_token: 0,
         }
     }
 

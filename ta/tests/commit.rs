@@ -52,7 +52,14 @@ impl Host {
         let cosigner = cosigning.then(|| Cosigner {
             bls: self.bls.clone(),
             chain_id: CHAIN.into(),
-            prices: [(gonka_node::DEFAULT_MODEL_ID.to_string(), PRICE)].into(),
+            models: [(
+                gonka_node::DEFAULT_MODEL_ID.to_string(),
+                gonka_client::settlement::ModelTerms {
+                    price_per_token: PRICE,
+                    work_per_token: 0,
+                },
+            )]
+            .into(),
             max_record_age_secs: 1_000_000_000,
         });
         let addr =

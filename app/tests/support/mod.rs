@@ -1287,17 +1287,18 @@ pub fn settle_tx(
 ) -> (gonka_client::settlement::Batch, Vec<u8>) {
     use gonka_client::settlement::{cosign, msg_settle_batch, Batch, Served};
     use gonka_proto::settlement as spb;
-    let prices: BTreeMap<String, u128> = w
+    let models: BTreeMap<String, (u128, u64)> = w
         .query_all::<q::inference::Models>(Default::default())
         .into_iter()
-        .map(|m| (m.id, m.price_per_token.parse().unwrap()))
+        .map(|m| (m.id, (m.price_per_token.parse().unwrap(), m.work_per_token)))
         .collect();
     let served: Vec<Served> = records
         .iter()
         .map(|r| Served {
             record: r.clone(),
             host: addr(host_of(r)),
-            cost: u128::from(r.prompt_tokens + r.completion_tokens) * prices[&r.model],
+            cost: u128::from(r.prompt_tokens + r.completion_tokens) * models[&r.model].0,
+            work_per_token: models[&r.model].1,
         })
         .collect();
     let number = w

@@ -9,7 +9,7 @@ use gonka_inference::InferenceRead;
 use gonka_proto::disputes::{Dispute, Payout, Vote};
 use gonka_proto::inference::StoredRecord;
 use gonka_sdk::{
-    parse_amount, ErrorCode, Event, GasMeter, Result, SdkError, StateWrite, TxContext,
+    parse_amount, ErrorCode, Event, GasMeter, Result, SdkError, StateRead, StateWrite, TxContext,
 };
 use gonka_stake::StakeRead;
 
@@ -98,13 +98,14 @@ impl ModelValidators {
     }
 }
 
-/// Tokens of a stored record (its work units).
-pub fn record_tokens(stored: &StoredRecord) -> u64 {
-    stored
-        .record
-        .as_ref()
-        .map(|r| r.prompt_tokens.saturating_add(r.completion_tokens))
-        .unwrap_or(0)
+/// The work units a stored record credited its host: its tokens times its model's
+/// `work_per_token` (the value its leaf was held to at settlement; a model's never changes).
+pub fn record_work(state: &dyn StateRead, stored: &StoredRecord) -> Result<u64> {
+    let Some(record) = stored.record.as_ref() else {
+        return Ok(0);
+    };
+    let per_token = state.model(&record.model)?.map_or(0, |m| m.work_per_token);
+    Ok(gonka_proto::batch::record_work(record, per_token).unwrap_or(u64::MAX))
 }
 
 /// Cost the requester paid the host for a stored record.
@@ -643,7 +644,8 @@ pub fn settle(
     match outcome {
         status::EXECUTOR_FAULTED => {
             let slashed = slash_into_escrow(state, dispute, &host)?;
-            gonka_stake::void_work_or_owe(state, &host, stored.epoch, record_tokens(&stored))?;
+            let work = record_work(state, &stored)?;
+            gonka_stake::void_work_or_owe(state, &host, stored.epoch, work)?;
             // The refund: from the host's liquid balance first, the rest from the slash.
             let from_host = cost.min(state.balance(&host, NATIVE_DENOM)?);
             pay(state, dispute, &host, &requester, from_host, reason::REFUND)?;
@@ -716,7 +718,8 @@ pub fn settle(
             // pays for it with its stake, which first refunds the requester.
             let ta = dispute.transfer_agent.clone();
             let slashed = slash_into_escrow(state, dispute, &ta)?;
-            gonka_stake::void_work_or_owe(state, &host, stored.epoch, record_tokens(&stored))?;
+            let work = record_work(state, &stored)?;
+            gonka_stake::void_work_or_owe(state, &host, stored.epoch, work)?;
             let refund = cost.min(slashed);
             pay(state, dispute, &escrow, &requester, refund, reason::REFUND)?;
             if is_user {

@@ -4,7 +4,9 @@
 //! - Models are priced in genesis (`id`, `price_per_token` in ngnk, `min_vram_mib`), or
 //!   published by x/pol when a training job completes (`gonka_proto::ids::TRAINED_MODEL_PREFIX`, with the
 //!   SHA-256 of the weights its ML nodes load). Each says how its work is validated
-//!   ([`Validation`]): by exact answers, or by top-k log-probabilities for inexact models.
+//!   ([`Validation`]): by exact answers, or by top-k log-probabilities for inexact models,
+//!   and what a token of it weighs (`work_per_token`: its compute per token, a reference-model
+//!   token being 1; 0 counts as 1), which the work a settled record credits is multiplied by.
 //! - A staked host (a participant, not jailed, bonded ≥ stake's `min_stake`) registers ML
 //!   nodes (`MsgRegisterNode`, `MsgUpdateNode`, `MsgRemoveNode`): a globally unique id, the
 //!   models served (each priced, each fitting the node's VRAM), capacity, endpoint and the

@@ -6,8 +6,8 @@
 use gonka_auth::address_of_pubkey;
 use gonka_inference::{inference_id, signature_ok, InferenceRead, ReceiptTerms, RequestTerms};
 use gonka_proto::batch::{
-    leaf_charge, leaf_hash, leaf_node, parent_hash, parse_decimal, siblings_from_proto,
-    verify_path, SumNode,
+    leaf_charge, leaf_hash, leaf_node, parent_hash, parse_decimal, record_work,
+    siblings_from_proto, verify_path, SumNode,
 };
 use gonka_proto::settlement::{
     Batch, BatchLeaf, HostMismatch, LeafProof, MsgSettleBatch, RequesterMismatch, SumMismatch,
@@ -58,9 +58,10 @@ impl Proven<'_> {
         &self.leaf.executor_host
     }
 
-    fn tokens(&self) -> Option<u64> {
-        let record = self.leaf.record.as_ref()?;
-        record.prompt_tokens.checked_add(record.completion_tokens)
+    /// The work units the leaf credits its host, at the `work_per_token` it carries (which
+    /// an `invalid_leaf` challenge holds to the model table's).
+    fn work(&self) -> Option<u64> {
+        record_work(self.leaf.record.as_ref()?, self.leaf.work_per_token)
     }
 }
 
@@ -227,6 +228,12 @@ fn priced_fault(state: &dyn StateRead, leaf: &BatchLeaf) -> Result<Option<String
             record.model
         )));
     };
+    if leaf.work_per_token != model.work_per_token {
+        return Ok(Some(format!(
+            "work_per_token {} is not model {}'s {}",
+            leaf.work_per_token, record.model, model.work_per_token
+        )));
+    }
     let price = parse_decimal(&model.price_per_token).unwrap_or(u128::MAX);
     let due = u128::from(tokens).checked_mul(price);
     Ok((due != Some(cost)).then(|| {
@@ -523,9 +530,9 @@ pub fn host_mismatch(
         return Ok(fault(format!("host {host} has no line in the batch")));
     };
     let work = leaf.leaf.host_work;
-    let (Some(payout), Some(tokens), Some(cost)) = (
+    let (Some(payout), Some(own_work), Some(cost)) = (
         parse_decimal(&leaf.leaf.host_payout),
-        leaf.tokens(),
+        leaf.work(),
         parse_decimal(&leaf.leaf.cost),
     ) else {
         return Ok(fault(
@@ -550,7 +557,7 @@ pub fn host_mismatch(
         }));
     }
     let previous = leaf.leaf.host_previous;
-    if previous == 0 && (work != tokens || payout != cost) {
+    if previous == 0 && (work != own_work || payout != cost) {
         return Ok(fault(
             "a host's first leaf must hold its own work and cost".into(),
         ));
@@ -561,7 +568,7 @@ pub fn host_mismatch(
     if let Some(other) = other {
         if previous > 0 && other.index + 1 == previous {
             let adds_up = other.host() == host
-                && other.leaf.host_work.checked_add(tokens) == Some(work)
+                && other.leaf.host_work.checked_add(own_work) == Some(work)
                 && parse_decimal(&other.leaf.host_payout).and_then(|p| p.checked_add(cost))
                     == Some(payout);
             if !adds_up {

@@ -95,7 +95,9 @@ impl Msg for PublishModel {
                 min_vram_mib: 0,
                 weights_sha256: hash,
                 trained_by_job: job.id,
-                // Served by the bit-exact reference runtime: validated by exact answers.
+                // Served by the bit-exact reference runtime: validated by exact answers, and
+                // of the reference architecture, so a token of it is one work unit.
+                work_per_token: 1,
                 ..Model::default()
             };
             if state.model(&model.id)?.is_some() {
