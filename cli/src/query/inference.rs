@@ -169,6 +169,10 @@ fn model_text(m: &pb::Model) -> String {
         ("id", m.id.clone()),
         ("price_per_token", show_ngnk(&m.price_per_token)),
         ("min_vram_mib", m.min_vram_mib.to_string()),
+        (
+            "work_per_token",
+            format!("{} work units", m.work_per_token.max(1)),
+        ),
     ];
     if !m.weights_sha256.is_empty() {
         lines.push(("weights_sha256", hex::encode(&m.weights_sha256)));
