@@ -363,6 +363,8 @@ fn a_completed_job_publishes_its_model_once_most_workers_attest_one_hash() {
             min_vram_mib: 0,
             weights_sha256: hash("final").to_vec(),
             trained_by_job: id,
+            // The reference architecture: a token of it is one work unit.
+            work_per_token: 1,
             ..Default::default()
         }]
     );
