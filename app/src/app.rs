@@ -335,11 +335,10 @@ impl App {
         if outcome.code == 0 {
             writes.extend(tx_writes);
         }
-        let mut duties = lock(&self.inner.duties);
         if outcome.code != 0 {
-            duties.forget(bytes);
+            lock(&self.inner.duties).forget(bytes);
         } else if outcome.duty {
-            duties.admit(bytes, block.height);
+            lock(&self.inner.duties).admit(bytes, block.height);
         }
         outcome
     }

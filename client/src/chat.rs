@@ -379,12 +379,14 @@ impl ChatClient {
 
     /// The terms to sign for `request` at the TA `url`: its address and chain (asked at its
     /// `/v1/identity` once, and again when it did not list the request's model then, e.g. a
-    /// model published since), the request's model and budget, and the ceiling price (the
-    /// request's own, or the price the TA lists for the model).
+    /// model published since), the request's model and budget, the ceiling price (the
+    /// request's own, or the price the TA lists for the model), and the prompt bound of its
+    /// `body`.
     async fn terms_at(
         &self,
         url: &str,
         request: &ChatRequest,
+        body: &[u8],
     ) -> Result<RequestTerms, AttemptError> {
         let known = self
             .identities
@@ -424,8 +426,7 @@ impl ChatClient {
             model: request.model.clone(),
             max_price_per_token,
             max_completion_tokens: u64::from(request.max_tokens()),
-            // Set from the body by `attempt`.
-            max_prompt_tokens: 0,
+            max_prompt_tokens: prompt_token_bound(body),
         })
     }
 
@@ -437,10 +438,7 @@ impl ChatClient {
         body: &[u8],
         on_delta: &mut impl FnMut(&str),
     ) -> Result<ChatResponse, AttemptError> {
-        let terms = RequestTerms {
-            max_prompt_tokens: prompt_token_bound(body),
-            ..self.terms_at(url, request).await?
-        };
+        let terms = self.terms_at(url, request, body).await?;
         let headers = sign_request(&self.key, body, terms)
             .map_err(|e| AttemptError::Stop(ChatError::Signing(format!("{e:#}"))))?;
         let mut post = self
