@@ -664,7 +664,7 @@ fn a_leaf_off_the_chain_price_or_beyond_max_tokens_voids_its_batch_and_slashes_i
 }
 
 /// Work is weighed by the model: the same tokens credit `work_per_token` times more on a model
-/// that costs 101 times the reference model's compute per token, so self-dealing on the cheapest model
+/// that costs 125 times the reference model's compute per token, so self-dealing on the cheapest model
 /// buys no more power per unit of compute (on the old chain both credited 30 units). A leaf
 /// that claims the large model's weight for a small model's tokens voids its batch and
 /// slashes the host that co-signed it.

@@ -64,12 +64,14 @@ pub const LLM_LOGPROB_POSITION_THRESHOLD: u64 = 20 * 65_536;
 
 /// [`LLM_MODEL`]'s `work_per_token`: what a token of it costs to compute over what a token of
 /// the reference model costs, as the network's runtimes serve them on one core of this
-/// project's machine — 14,309 decoded tokens/s for the reference model (`cargo bench -p
-/// gonka-model --bench reference`) against 142 for SmolLM2-135M (gonka-llm's kernel, README
-/// benchmarks), 100.8 rounded up. By parameters (134,515,008 against 98,432) it would be
-/// 1,367, but the integer reference runtime spends about 14 times more per parameter, so
-/// self-dealing on SmolLM2 would then buy 13 times more work per CPU-second.
-pub const LLM_WORK_PER_TOKEN: u64 = 101;
+/// project's machine: decoded tokens/s of the reference model (`cargo bench -p gonka-model
+/// --bench reference`) over SmolLM2-135M's (gonka-llm's kernel, `GONKA_LLM_BENCH_CONFIGS=
+/// 1:exact cargo bench -p gonka-llm`), run one after the other, three times: 14,329 / 108.0,
+/// 13,648 / 109.4 and 13,429 / 108.5, ratios 132.7, 124.8 and 123.8, the median rounded up.
+/// By parameters (134,515,008 against 98,432) it would be 1,367, but the integer reference
+/// runtime spends about 11 times more per parameter, so self-dealing on SmolLM2 would then
+/// buy 11 times more work per CPU-second.
+pub const LLM_WORK_PER_TOKEN: u64 = 125;
 
 /// [`LLM_MODEL`]'s entry in a localnet's model table, at `price_per_token` ngnk: validated by
 /// log-probabilities, as a real model served by other runtimes (`--upstream-url`) must be,

@@ -531,7 +531,7 @@ mod tests {
         // Counted at another model's work per token than the chain's.
         let heavier = |_: &str| {
             Some(ModelTerms {
-                work_per_token: 101,
+                work_per_token: 125,
                 ..priced(10)
             })
         };
