@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use gonka_bls::beacon::{self, signing_group};
+use gonka_bls::beacon;
 use gonka_bls::shares::group_shares_in_state;
 use gonka_bls::{sign, BlsRead};
 use gonka_bls_crypto::threshold::{
@@ -39,7 +39,7 @@ use gonka_proto::bls::{
     self as pb, BeaconTx, BlsKey, DkgRound, ExtendedVote, SignRequest, VoteExtension,
 };
 use gonka_proto::signing::beacon_message;
-use gonka_sdk::{StateRead, StateReadExt};
+use gonka_sdk::StateRead;
 use gonka_stake::StakeRead;
 use prost::Message;
 use sha2::{Digest, Sha256};
@@ -48,10 +48,7 @@ use tendermint_proto::v0_38::types::{BlockIdFlag, CanonicalVoteExtension};
 
 use crate::{tx, App};
 
-/// State key of the first height whose precommits carry vote extensions, written at genesis
-/// from CometBFT's consensus parameters (absent: extensions are off and no height has a
-/// group signature).
-pub const VOTE_EXTENSIONS_KEY: &[u8] = b"app/vote_extensions_enable_height";
+pub use gonka_bls::beacon::VOTE_EXTENSIONS_KEY;
 
 /// What the node knows about beacons besides the state: its own shares (a validator) and
 /// the group it last looked at.
@@ -310,27 +307,14 @@ fn committed_votes(commit: &ExtendedCommitInfo) -> Vec<(&[u8], &[u8], &[u8])> {
 }
 
 impl App {
-    /// The first height with vote extensions (0: none).
-    fn vote_extensions_from(&self) -> u64 {
-        self.store()
-            .get_proto::<u64>(VOTE_EXTENSIONS_KEY)
-            .ok()
-            .flatten()
-            .unwrap_or(0)
-    }
-
     /// Whether the precommits of `height` carry vote extensions.
     fn extensions_at(&self, height: u64) -> bool {
-        let from = self.vote_extensions_from();
-        height > 0 && from > 0 && height >= from
+        beacon::extensions_at(self.store(), height).unwrap_or(false)
     }
 
     /// The signing group of `height`, if vote extensions are on there and a group exists.
     fn beacon_group(&self, height: u64) -> Option<DkgRound> {
-        if !self.extensions_at(height) {
-            return None;
-        }
-        signing_group(self.store(), height).ok().flatten()
+        beacon::beacon_group(self.store(), height).ok().flatten()
     }
 
     /// The signing request the extensions of `height` sign, if extensions are on there.

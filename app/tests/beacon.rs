@@ -1,7 +1,7 @@
 //! The randomness beacon through the app's ABCI 2.0 calls, in process: four validators with
 //! vote extensions on run a key generation; then each refusal of `VerifyVoteExtension` and
 //! `ProcessProposal` is tried, the proposer's beacon is checked against the group key, and
-//! the committed beacon (or, below the threshold, the fallback) is what x/bls records.
+//! the committed beacon (or, below the threshold, a height without one) is what x/bls records.
 
 mod common;
 mod support;
@@ -12,7 +12,7 @@ use gonka_bls::BlsRead;
 use gonka_bls_crypto::dkg::Ephemeral;
 use gonka_bls_crypto::threshold::{sign_all, Polynomial, SecretShare};
 use gonka_bls_crypto::{PublicKey, SecretKey, Signature};
-use gonka_client::bls::{msg_dkg_deal, msg_register_bls_key};
+use gonka_client::bls::msg_dkg_deal;
 use gonka_proto::bls::{self as pb, BeaconTx, ExtendedVote, VoteExtension};
 use gonka_proto::query::bls as q;
 use gonka_proto::query::Query;
@@ -25,20 +25,13 @@ use support::*;
 use tendermint_abci::Application;
 use tendermint_proto::v0_38::abci::{
     response_process_proposal::ProposalStatus, response_verify_vote_extension::VerifyStatus,
-    CommitInfo, ExtendedCommitInfo, ExtendedVoteInfo, RequestPrepareProposal,
-    RequestProcessProposal, RequestVerifyVoteExtension, Validator, VoteInfo,
+    CommitInfo, ExtendedCommitInfo, RequestProcessProposal, RequestVerifyVoteExtension, VoteInfo,
 };
-use tendermint_proto::v0_38::types::{BlockIdFlag, CanonicalVoteExtension};
 
 const VALIDATORS: usize = 4;
 
 fn bls_key(i: usize) -> SecretKey {
     SecretKey::from_seed(&[i as u8 + 1; 32])
-}
-
-/// CometBFT's address of validator `i`.
-fn address(i: usize) -> Vec<u8> {
-    Sha256::digest(consensus_key(i))[..20].to_vec()
 }
 
 /// A group in force, the world it lives in and each validator's shares of it.
@@ -59,60 +52,15 @@ fn grouped() -> Grouped {
         state["bls"] = serde_json::json!({"params": {"dkg_slots": 12, "dkg_deal_blocks": 2,
             "dkg_complaint_blocks": 1, "dkg_reveal_blocks": 1, "beacon_keep_blocks": 1000}});
     });
-    let txs = (0..VALIDATORS)
-        .map(|i| {
-            let label = format!("p{i}");
-            w.tx(
-                &label,
-                vec![msg_register_bls_key(&addr(&label), CHAIN_ID, &bls_key(i))],
-            )
-        })
-        .collect();
-    w.block(txs);
-    let round = loop {
-        let latest = w.chain.query(
-            q::Dkg::PATH,
-            pb::QueryDkgRequest { round: 0 }.encode_to_vec(),
-        );
-        if latest.code == 0 {
-            break pb::QueryDkgResponse::decode(latest.value.as_ref())
-                .unwrap()
-                .round
-                .unwrap();
-        }
-        w.block(vec![]);
-    };
-    let deals = (0..VALIDATORS)
-        .map(|i| {
-            let label = format!("p{i}");
-            let poly = Polynomial::from_seed(round.threshold as usize, &[i as u8, 7]);
-            let ephemeral = Ephemeral::from_seed(&[i as u8 + 50; 32]);
-            let msg = msg_dkg_deal(CHAIN_ID, &round, &addr(&label), &poly, &ephemeral).unwrap();
-            w.tx(&label, vec![msg])
-        })
-        .collect();
-    w.block(deals);
-    let round = loop {
-        let group = w.query::<q::Group>(pb::QueryGroupRequest {}).round;
-        if let Some(group) = group.filter(|g| g.id == round.id) {
-            break group;
-        }
-        w.block(vec![]);
-    };
+    let Group { round, shares } = w.form_group(VALIDATORS);
     assert_eq!((round.total_slots, round.threshold), (12, 9));
-    w.block(vec![]);
-    let shares = (0..VALIDATORS)
-        .map(|i| {
-            group_shares_in_state(w.chain.app().store(), &bls_key(i), CHAIN_ID, &round).unwrap()
-        })
-        .collect();
     Grouped { w, round, shares }
 }
 
 impl Grouped {
     /// Validator `i`'s vote extension: its partials of the beacon message of `height`.
     fn extension(&self, i: usize, height: u64) -> Vec<u8> {
-        extension_of(self.round.id, &self.shares[i], height)
+        beacon_extension(self.round.id, &self.shares[i], height)
     }
 
     fn verify(&self, i_address: &[u8], height: u64, extension: Vec<u8>) -> VerifyStatus {
@@ -129,11 +77,11 @@ impl Grouped {
     }
 
     fn commit(&self, extensions: &[Vec<u8>]) -> ExtendedCommitInfo {
-        commit_of(&self.w, extensions)
+        extended_commit(&self.w, extensions)
     }
 
     fn prepare(&self, commit: &ExtendedCommitInfo) -> Vec<Vec<u8>> {
-        prepare(&self.w, commit, Vec::new())
+        prepare_with(&self.w, commit, Vec::new())
     }
 
     fn process(&self, txs: &[Vec<u8>], commit: &ExtendedCommitInfo) -> ProposalStatus {
@@ -146,46 +94,6 @@ impl Grouped {
             .beacon
             .unwrap()
     }
-}
-
-/// The last commit as the proposer of the next block sees it: every validator committed,
-/// with `extensions[i]` signed by validator `i`'s consensus key at the last height.
-fn commit_of(w: &World, extensions: &[Vec<u8>]) -> ExtendedCommitInfo {
-    let height = w.chain.height();
-    ExtendedCommitInfo {
-        round: 0,
-        votes: extensions
-            .iter()
-            .enumerate()
-            .map(|(i, ext)| ExtendedVoteInfo {
-                validator: Some(Validator {
-                    address: address(i).into(),
-                    power: 1,
-                }),
-                vote_extension: ext.clone().into(),
-                extension_signature: extension_signature(i, ext, height).to_vec().into(),
-                block_id_flag: BlockIdFlag::Commit as i32,
-            })
-            .collect(),
-    }
-}
-
-/// `PrepareProposal` of the next block with `commit` and the mempool's `txs`.
-fn prepare(w: &World, commit: &ExtendedCommitInfo, txs: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
-    Application::prepare_proposal(
-        w.chain.app(),
-        RequestPrepareProposal {
-            max_tx_bytes: 1 << 20,
-            txs: txs.into_iter().map(Into::into).collect(),
-            local_last_commit: Some(commit.clone()),
-            height: w.chain.height() as i64 + 1,
-            ..Default::default()
-        },
-    )
-    .txs
-    .into_iter()
-    .map(|t| t.to_vec())
-    .collect()
 }
 
 /// `ProcessProposal` of the next block: `txs` with `commit` as its last commit.
@@ -213,33 +121,6 @@ fn process(w: &World, txs: &[Vec<u8>], commit: &ExtendedCommitInfo) -> ProposalS
     ProposalStatus::try_from(response.status).unwrap()
 }
 
-fn extension_of(round: u64, shares: &[SecretShare], height: u64) -> Vec<u8> {
-    VoteExtension {
-        round,
-        partials: sign_all(shares, &beacon_message(CHAIN_ID, height))
-            .into_iter()
-            .map(|p| pb::PartialSignature {
-                slot: p.index,
-                signature: p.signature.to_bytes().to_vec(),
-            })
-            .collect(),
-        ..Default::default()
-    }
-    .encode_to_vec()
-}
-
-/// Validator `i`'s CometBFT signature of `extension` at `height`, round 0.
-fn extension_signature(i: usize, extension: &[u8], height: u64) -> [u8; 64] {
-    let sign_bytes = CanonicalVoteExtension {
-        extension: extension.to_vec(),
-        height: height as i64,
-        round: 0,
-        chain_id: CHAIN_ID.into(),
-    }
-    .encode_length_delimited_to_vec();
-    consensus_signing_key(i).sign(&sign_bytes).to_bytes()
-}
-
 fn beacon_tx(tx: &BeaconTx) -> Vec<u8> {
     gonka_bls::beacon::encode_tx(tx)
 }
@@ -265,11 +146,11 @@ fn vote_extensions_carry_valid_partials_of_their_own_slots_only() {
     let voting = g.w.chain.height() + 1;
     let valid = g.extension(0, voting);
     assert_eq!(
-        g.verify(&address(0), voting, valid.clone()),
+        g.verify(&consensus_address(0), voting, valid.clone()),
         VerifyStatus::Accept
     );
     assert_eq!(
-        g.verify(&address(0), voting, Vec::new()),
+        g.verify(&consensus_address(0), voting, Vec::new()),
         VerifyStatus::Accept,
         "an empty extension contributes nothing and stalls nothing"
     );
@@ -280,23 +161,35 @@ fn vote_extensions_carry_valid_partials_of_their_own_slots_only() {
     let cases: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
         (
             "the next height's message",
-            address(0),
+            consensus_address(0),
             g.extension(0, voting + 1),
         ),
-        ("another validator's slots", address(1), valid.clone()),
+        (
+            "another validator's slots",
+            consensus_address(1),
+            valid.clone(),
+        ),
         ("not a validator", vec![7; 20], valid.clone()),
-        ("another round", address(0), wrong_round.encode_to_vec()),
+        (
+            "another round",
+            consensus_address(0),
+            wrong_round.encode_to_vec(),
+        ),
         (
             "no partials",
-            address(0),
+            consensus_address(0),
             VoteExtension {
                 round: g.round.id,
                 ..Default::default()
             }
             .encode_to_vec(),
         ),
-        ("not a point", address(0), bad_point.encode_to_vec()),
-        ("not protobuf", address(0), vec![0xff, 0xff, 0xff]),
+        (
+            "not a point",
+            consensus_address(0),
+            bad_point.encode_to_vec(),
+        ),
+        ("not protobuf", consensus_address(0), vec![0xff, 0xff, 0xff]),
     ];
     for (case, who, extension) in cases {
         assert_eq!(
@@ -399,7 +292,7 @@ fn the_proposer_combines_the_beacon_and_every_validator_checks_it() {
 }
 
 #[test]
-fn below_the_threshold_the_proposer_shows_every_extension_and_the_block_hash_seeds() {
+fn below_the_threshold_the_proposer_shows_every_extension_and_the_height_has_no_seed() {
     let mut g = grouped();
     let signed = g.w.chain.height();
     // Two valid extensions (6 slots) and one that does not verify: below the threshold.
@@ -417,8 +310,15 @@ fn below_the_threshold_the_proposer_shows_every_extension_and_the_block_hash_see
     assert_eq!(g.process(&txs, &commit), ProposalStatus::Accept);
     g.w.block(txs);
     let recorded = g.beacon(signed);
-    assert_eq!(recorded.source, "block_hash");
-    assert!(recorded.signature.is_empty());
+    assert_eq!(recorded.source, "unsigned");
+    assert!(recorded.signature.is_empty() && recorded.value.is_empty());
+    let store = g.w.chain.app().store();
+    for purpose in [b"validation-sampling".as_slice(), b"dispute-committee"] {
+        assert_eq!(
+            gonka_bls::beacon::seed(store, purpose, signed).unwrap(),
+            None
+        );
+    }
 }
 
 /// A network of the four validators driven block by block through the ABCI 2.0 calls: every
@@ -468,7 +368,7 @@ impl Network {
         if let Some(group) = gonka_bls::beacon::signing_group(store, height).unwrap() {
             if let Some(shares) = shares_of(&group) {
                 let partials =
-                    VoteExtension::decode(extension_of(group.id, &shares, height).as_slice())
+                    VoteExtension::decode(beacon_extension(group.id, &shares, height).as_slice())
                         .unwrap();
                 ext.round = group.id;
                 ext.partials = partials.partials;
@@ -495,8 +395,8 @@ impl Network {
     /// Proposes, checks and commits the next block with `txs` after the beacon.
     fn block(&mut self, txs: Vec<Vec<u8>>) -> Block {
         let height = self.w.chain.height();
-        let commit = commit_of(&self.w, &self.last_extensions);
-        let proposal = prepare(&self.w, &commit, txs);
+        let commit = extended_commit(&self.w, &self.last_extensions);
+        let proposal = prepare_with(&self.w, &commit, txs);
         assert_eq!(
             process(&self.w, &proposal, &commit),
             ProposalStatus::Accept,
@@ -510,7 +410,7 @@ impl Network {
             let accepted = Application::verify_vote_extension(
                 self.w.chain.app(),
                 RequestVerifyVoteExtension {
-                    validator_address: address(i).into(),
+                    validator_address: consensus_address(i).into(),
                     height: height as i64 + 1,
                     vote_extension: ext.clone().into(),
                     ..Default::default()
@@ -530,8 +430,8 @@ impl Network {
     /// validator refuses one made below the threshold, over another digest, or for a request
     /// that is not pending; returns whether it could try.
     fn refuses_bad_request_signatures(&self) -> bool {
-        let commit = commit_of(&self.w, &self.last_extensions);
-        let proposal = prepare(&self.w, &commit, Vec::new());
+        let commit = extended_commit(&self.w, &self.last_extensions);
+        let proposal = prepare_with(&self.w, &commit, Vec::new());
         let Some(good) = proposal.first().map(|t| decode_beacon(t)) else {
             return false;
         };

@@ -65,7 +65,30 @@ fn world_sampling(ppm: u64) -> World {
 fn world_with(keep: u64, sample_ppm: u64) -> World {
     let mut setup = Setup::new(3, 1_000_000);
     setup.epoch_length = 100_000;
+    world_of(setup, keep, sample_ppm)
+}
+
+/// [`world_sampling`] at certainty on a chain whose beacon a BLS group of p0..p2 signs: a key
+/// generation round starts in an epoch's last block, so epochs last 5 blocks (unbonding 200
+/// epochs, to outlast the challenge window) and the round's phases 4; vote extensions are
+/// on. [`World::block`] then commits blocks whose
+/// beacon the group did not sign, [`World::signed_block`] blocks whose beacon it did.
+fn world_grouped() -> (World, Group) {
+    let mut setup = Setup::new(3, 1_000_000);
+    setup.epoch_length = 5;
+    setup.stake.unbonding_epochs = 200;
+    setup.vote_extensions_from = 1;
+    let mut world = world_of(setup, 2 * MAX_AGE, 1_000_000);
+    let group = world.form_group(3);
+    (world, group)
+}
+
+/// The settlement world of `setup`, keeping final batches `keep` seconds and sampling
+/// leaves at `sample_ppm`.
+fn world_of(setup: Setup, keep: u64, sample_ppm: u64) -> World {
     let mut world = World::with_genesis(setup, |state| {
+        state["bls"] = serde_json::json!({"params": {"dkg_slots": 12, "dkg_deal_blocks": 2,
+            "dkg_complaint_blocks": 1, "dkg_reveal_blocks": 1, "beacon_keep_blocks": 1000}});
         state["inference"] = serde_json::json!({
             "params": {"max_tokens_per_record": MAX_TOKENS, "payload_retention_blocks": 1000},
             "models": [
@@ -1496,6 +1519,115 @@ fn the_sampled_leaves_of_a_batch_are_demanded_and_provided_ones_become_work_reco
         world.balance_of("p0"),
         p0 + 82,
         "sampling takes nothing from the host"
+    );
+}
+
+/// A proposer can leave a height without a group signature (by trimming its last commit
+/// below the slot threshold, or as CometBFT's harness does here, without a beacon
+/// transaction), and a value it could choose must seed nothing: the draws that would use
+/// such a height (leaf sampling, record sampling, dispute committees) wait for the next
+/// height the group signed, and a batch waiting for its sampling does not become final.
+#[test]
+fn the_draws_of_a_height_no_group_signed_wait_for_the_next_signed_height() {
+    let (mut world, group) = world_grouped();
+    let unsigned = |world: &World| {
+        let height = world.chain.height() - 1;
+        let beacon = world
+            .query::<gonka_proto::query::bls::Beacon>(gonka_proto::bls::QueryBeaconRequest {
+                height,
+            })
+            .beacon
+            .unwrap();
+        beacon.source != "group"
+    };
+    let batch0 = honest(1);
+    let tx = world.tx(TA, vec![msg_settle_batch(&signed(&batch0.msg))]);
+    let block = world.signed_block(&group, vec![tx]);
+    assert!(block.response.tx_results.iter().all(|r| r.code == 0));
+    for _ in 0..WINDOW + 2 {
+        let block = world.block(vec![]);
+        assert!(unsigned(&world));
+        assert!(block.events("leaves_sampled").is_empty());
+        assert!(open_demands(&world, TA, 0).is_empty());
+    }
+    assert_eq!(
+        batch(&world, 1).status,
+        BatchStatus::Pending as i32,
+        "a batch whose leaves were not sampled does not become final"
+    );
+    let block = world.signed_block(&group, vec![]);
+    assert!(!unsigned(&world));
+    assert_eq!(block.events("leaves_sampled")[0]["count"], "5");
+    let deadline = world.chain.height() + ANSWER;
+    let demands = world
+        .query::<qs::Demands>(pb::QueryDemandsRequest {
+            transfer_agent: addr(TA),
+            ..Default::default()
+        })
+        .demands;
+    assert_eq!(demands.len(), 5);
+    assert!(demands.iter().all(|d| d.deadline == deadline));
+    assert_eq!(
+        batch(&world, 1).final_at,
+        deadline + 1,
+        "the window outlasts the deadline"
+    );
+
+    // The provided leaves become records; x/disputes samples them at the next signed height.
+    let provide: Vec<_> = (0..5)
+        .map(|i| msg_provide_leaf(&addr(TA), 1, batch0.leaf_proof(i).unwrap()))
+        .collect();
+    let tx = world.tx(TA, provide);
+    assert_eq!(world.block(vec![tx]).result(0).code, 0);
+    let block = world.block(vec![]);
+    assert!(block.events("validation_sampled").is_empty());
+    let block = world.signed_block(&group, vec![]);
+    assert_eq!(block.events("validation_sampled").len(), 5);
+
+    // alice disputes an answer: its committee is drawn at the next signed height, with the
+    // whole deadline from there.
+    let id = batch0
+        .leaves
+        .iter()
+        .filter_map(|l| l.record.as_ref())
+        .find(|r| r.requester == addr("alice"))
+        .unwrap()
+        .inference_id
+        .clone();
+    let tx = world.tx(
+        "alice",
+        vec![gonka_client::disputes::msg_open_dispute(
+            &addr("alice"),
+            &id,
+            1_000_000_000,
+        )],
+    );
+    let block = world.block(vec![tx]);
+    assert_eq!(block.result(0).code, 0, "{}", block.result(0).log);
+    for _ in 0..3 {
+        assert!(world.block(vec![]).events("dispute_committee").is_empty());
+    }
+    let block = world.signed_block(&group, vec![]);
+    let drawn = block.events("dispute_committee");
+    assert_eq!(drawn.len(), 1);
+    let dispute = world
+        .query::<gonka_proto::query::disputes::Dispute>(
+            gonka_proto::disputes::QueryDisputeRequest {
+                id: drawn[0]["dispute_id"].parse().unwrap(),
+            },
+        )
+        .dispute
+        .unwrap();
+    assert!(!dispute.committee.is_empty());
+    assert_eq!(
+        dispute.deadline_height,
+        world.chain.height() - 1 + gonka_disputes::default_params().dispute_deadline_blocks
+    );
+    assert!(world.chain.height() > deadline);
+    assert_eq!(
+        batch(&world, 1).status,
+        BatchStatus::Final as i32,
+        "sampled and answered, the batch became final after its extended window"
     );
 }
 

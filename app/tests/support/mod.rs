@@ -1473,3 +1473,204 @@ pub fn training_config() -> gonka_proto::pol::TrainingConfig {
         outer_momentum_ppm: 900_000,
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// A BLS group and blocks whose beacon it signs.
+
+/// A BLS group in force: its round and each member's shares (member `i` is validator `p{i}`).
+pub struct Group {
+    pub round: gonka_proto::bls::DkgRound,
+    pub shares: Vec<Vec<gonka_bls_crypto::threshold::SecretShare>>,
+}
+
+/// CometBFT's address of validator `i` (`p{i}`).
+pub fn consensus_address(i: usize) -> Vec<u8> {
+    Sha256::digest(consensus_key(i))[..20].to_vec()
+}
+
+/// Validator `i`'s vote extension: its partials of the beacon message of `height` with
+/// `shares` of round `round`.
+pub fn beacon_extension(
+    round: u64,
+    shares: &[gonka_bls_crypto::threshold::SecretShare],
+    height: u64,
+) -> Vec<u8> {
+    use gonka_proto::bls as pb;
+    pb::VoteExtension {
+        round,
+        partials: gonka_bls_crypto::threshold::sign_all(
+            shares,
+            &gonka_proto::signing::beacon_message(CHAIN_ID, height),
+        )
+        .into_iter()
+        .map(|p| pb::PartialSignature {
+            slot: p.index,
+            signature: p.signature.to_bytes().to_vec(),
+        })
+        .collect(),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// Validator `i`'s CometBFT signature of `extension` at `height`, round 0.
+pub fn extension_signature(i: usize, extension: &[u8], height: u64) -> [u8; 64] {
+    let sign_bytes = tendermint_proto::v0_38::types::CanonicalVoteExtension {
+        extension: extension.to_vec(),
+        height: height as i64,
+        round: 0,
+        chain_id: CHAIN_ID.into(),
+    }
+    .encode_length_delimited_to_vec();
+    consensus_signing_key(i).sign(&sign_bytes).to_bytes()
+}
+
+/// The last commit as the proposer of the next block sees it: every validator committed,
+/// with `extensions[i]` signed by validator `i`'s consensus key at the last height.
+pub fn extended_commit(
+    w: &World,
+    extensions: &[Vec<u8>],
+) -> tendermint_proto::v0_38::abci::ExtendedCommitInfo {
+    use tendermint_proto::v0_38::abci::{ExtendedCommitInfo, ExtendedVoteInfo, Validator};
+    let height = w.chain.height();
+    ExtendedCommitInfo {
+        round: 0,
+        votes: extensions
+            .iter()
+            .enumerate()
+            .map(|(i, ext)| ExtendedVoteInfo {
+                validator: Some(Validator {
+                    address: consensus_address(i).into(),
+                    power: 1,
+                }),
+                vote_extension: ext.clone().into(),
+                extension_signature: extension_signature(i, ext, height).to_vec().into(),
+                block_id_flag: tendermint_proto::v0_38::types::BlockIdFlag::Commit as i32,
+            })
+            .collect(),
+    }
+}
+
+/// `PrepareProposal` of the next block with `commit` and the mempool's `txs`.
+pub fn prepare_with(
+    w: &World,
+    commit: &tendermint_proto::v0_38::abci::ExtendedCommitInfo,
+    txs: Vec<Vec<u8>>,
+) -> Vec<Vec<u8>> {
+    tendermint_abci::Application::prepare_proposal(
+        w.chain.app(),
+        tendermint_proto::v0_38::abci::RequestPrepareProposal {
+            max_tx_bytes: 1 << 20,
+            txs: txs.into_iter().map(Into::into).collect(),
+            local_last_commit: Some(commit.clone()),
+            height: w.chain.height() as i64 + 1,
+            ..Default::default()
+        },
+    )
+    .txs
+    .into_iter()
+    .map(|t| t.to_vec())
+    .collect()
+}
+
+impl World {
+    /// Validators `p0..p{n-1}` register their BLS keys (those that have none) and deal in
+    /// the next key generation round; returns once its group is in force and a block has
+    /// passed since (so the group signs the last committed height). The world's epochs must
+    /// be short: a round starts in an epoch's last block.
+    pub fn form_group(&mut self, n: usize) -> Group {
+        use gonka_bls::BlsRead;
+        use gonka_bls_crypto::dkg::Ephemeral;
+        use gonka_bls_crypto::threshold::Polynomial;
+        use gonka_proto::bls as pb;
+        use gonka_proto::query::bls as qb;
+        let labels: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+        let unregistered: Vec<&String> = labels
+            .iter()
+            .filter(|l| {
+                self.chain
+                    .app()
+                    .store()
+                    .bls_key(&addr(l))
+                    .unwrap()
+                    .is_none()
+            })
+            .collect();
+        let txs = unregistered
+            .into_iter()
+            .map(|l| self.tx(l, vec![register_bls(l)]))
+            .collect();
+        self.block(txs);
+        let round = loop {
+            let latest = self.chain.query(
+                qb::Dkg::PATH,
+                pb::QueryDkgRequest { round: 0 }.encode_to_vec(),
+            );
+            if latest.code == 0 {
+                let round = pb::QueryDkgResponse::decode(latest.value.as_ref())
+                    .unwrap()
+                    .round
+                    .unwrap();
+                if round.members.len() == n {
+                    break round;
+                }
+            }
+            self.block(vec![]);
+        };
+        let deals = labels
+            .iter()
+            .enumerate()
+            .map(|(i, label)| {
+                let poly = Polynomial::from_seed(round.threshold as usize, &[i as u8, 7]);
+                let ephemeral = Ephemeral::from_seed(&[i as u8 + 50; 32]);
+                let msg = gonka_client::bls::msg_dkg_deal(
+                    CHAIN_ID,
+                    &round,
+                    &addr(label),
+                    &poly,
+                    &ephemeral,
+                )
+                .unwrap();
+                self.tx(label, vec![msg])
+            })
+            .collect();
+        self.block(deals);
+        let round = loop {
+            let group = self.query::<qb::Group>(pb::QueryGroupRequest {}).round;
+            if let Some(group) = group.filter(|g| g.id == round.id) {
+                break group;
+            }
+            self.block(vec![]);
+        };
+        self.block(vec![]);
+        let shares = labels
+            .iter()
+            .map(|l| {
+                gonka_bls::shares::group_shares_in_state(
+                    self.chain.app().store(),
+                    &bls_key(l),
+                    CHAIN_ID,
+                    &round,
+                )
+                .unwrap()
+            })
+            .collect();
+        Group { round, shares }
+    }
+
+    /// Commits the next block of `txs` as its proposer makes it from every member's vote
+    /// extension of the last height: its beacon transaction carries `group`'s signature.
+    pub fn signed_block(&mut self, group: &Group, txs: Vec<Vec<u8>>) -> Block {
+        let height = self.chain.height();
+        let extensions: Vec<Vec<u8>> = group
+            .shares
+            .iter()
+            .map(|shares| beacon_extension(group.round.id, shares, height))
+            .collect();
+        let commit = extended_commit(self, &extensions);
+        let txs = prepare_with(self, &commit, txs);
+        let beacon = gonka_bls::beacon::decode_tx(&txs[0]).unwrap().unwrap();
+        assert!(!beacon.signature.is_empty(), "the extensions make a beacon");
+        self.block(txs)
+    }
+}

@@ -67,10 +67,14 @@
 //!   block whose beacon does not verify, or that leaves it out while the extensions it
 //!   received could make it (the app's `beacon` module has the ABCI side).
 //! - **Record**: `begin_block` of `h + 1` records `h`'s [`gonka_proto::bls::Beacon`]:
-//!   `SHA-256(signature)`, or, for a height no group signed, `SHA-256("gonka/beacon-fallback/v1"
-//!   ‖ hash of block h + 1)`. Until the first group exists (the first key generation ends a
-//!   few blocks into epoch 1) the chain is seeded by block hashes, which the proposer of the
-//!   next block can grind; nothing is staked on that seed before the first validations.
+//!   `SHA-256(signature)`; for a height a group signs but block `h + 1` carried no signature
+//!   (its last commit's extensions held fewer slots than the threshold, which a proposer can
+//!   arrange by trimming its last commit to just over two thirds of the power), no value
+//!   (`unsigned`): [`beacon::seed`] is `None` and every draw that would use it waits for the
+//!   next signed height. Until the first group exists (the first key generation ends a few
+//!   blocks into epoch 1) the chain is seeded by block hashes, `SHA-256("gonka/beacon-fallback/v1"
+//!   ‖ hash of block h + 1)`, which the proposer of the next block can grind; nothing is staked
+//!   on that seed before the first validations.
 //! - **Seeds**: [`beacon::seed`]`(purpose, h)` = SHA-256(`"gonka/seed/v1"` ‖ purpose ‖ `h` ‖
 //!   the beacon value of `h`) is the one source of every choice the chain draws
 //!   ([`beacon::purpose`]): which records are validated and by whom, dispute committees.

@@ -2,6 +2,7 @@
 //! (x/inference queues them as it stores them, so this work follows the block, not the
 //! epoch).
 
+use gonka_bls::beacon::{purpose, seed};
 use gonka_inference::{InferenceRead, InferenceWrite};
 use gonka_proto::disputes::Validation;
 use gonka_sdk::{BlockContext, Result, StateWrite};
@@ -20,8 +21,21 @@ use crate::{events, kind, status, DisputesRead, DisputesWrite};
 /// with its output never revealed (the transfer agent withheld it: a `reveal` dispute
 /// settles that at once, unless the record's dispute decides it).
 pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
-    for id in state.take_committee_draws(ctx.height)? {
-        settle::draw_committee(state, ctx.height, id)?;
+    let draws = state.take_committee_draws(ctx.height)?;
+    if !draws.is_empty() {
+        match seed(state, purpose::DISPUTE_COMMITTEE, ctx.height - 1)? {
+            Some(height_seed) => {
+                for id in draws {
+                    settle::draw_committee(state, ctx.height, &height_seed, id)?;
+                }
+            }
+            // The last height has no randomness: the draws wait for the next block.
+            None => {
+                for id in draws {
+                    state.queue_committee_draw(ctx.height, id);
+                }
+            }
+        }
     }
     for id in state.take_validations_due(ctx.height)? {
         let Some(mut validation) = state.validation(&id)? else {
@@ -68,26 +82,26 @@ pub fn begin_block(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()>
         let Some(mut dispute) = state.dispute(id)? else {
             continue;
         };
-        if dispute.status == status::OPEN {
+        // A dispute still waiting for its committee gets its deadline when it is drawn.
+        if dispute.status == status::OPEN && !dispute.committee.is_empty() {
             settle::settle_at_deadline(state, ctx.height, &mut dispute)?;
         }
     }
     sample_queued(ctx, state)
 }
 
-/// Samples every record stored since the last block (x/inference's queue), in inference-id
-/// order.
+/// Samples every record stored since the last sampling (x/inference's queue), in
+/// inference-id order, with the last height's seed; while the last height has none (no
+/// group signature), the records wait in the queue.
 fn sample_queued(ctx: &BlockContext, state: &mut dyn StateWrite) -> Result<()> {
-    let queued = state.take_new_records()?;
-    if queued.is_empty() {
+    if !state.has_new_records()? {
         return Ok(());
     }
+    let Some(height_seed) = seed(state, purpose::VALIDATION_SAMPLING, ctx.height - 1)? else {
+        return Ok(());
+    };
+    let queued = state.take_new_records()?;
     let params = state.disputes_params()?;
-    let height_seed = gonka_bls::beacon::seed(
-        state,
-        gonka_bls::beacon::purpose::VALIDATION_SAMPLING,
-        ctx.height - 1,
-    )?;
     let mut validators = ModelValidators::default();
     for id in queued {
         let Some(stored) = state.record(&id)? else {

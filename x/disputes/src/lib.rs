@@ -9,7 +9,9 @@
 //! where `seed` is x/bls's ([`gonka_bls::beacon::seed`]): the beacon of `H` is the group's
 //! threshold signature of height `H`, released only in the precommits of block `H` (after
 //! its records were fixed), unique (no proposer can choose among outcomes), and the same on
-//! every node. The record is sampled when the seed's first 8 bytes (u64 BE)
+//! every node. When `H` has no group signature, the queue waits, and the first block after a
+//! signed height `H'` samples it with `H'`'s seed (committee draws likewise). The record is
+//! sampled when the seed's first 8 bytes (u64 BE)
 //! modulo 10^6 are below the executor's rate (for a leaf of a committed batch, which reached
 //! the chain only because x/settlement sampled it with chance `sampled_ppm`, below
 //! `rate / sampled_ppm`, so the overall rate is the same). The executor is the record's

@@ -300,10 +300,16 @@ pub fn open(
 /// Draws the committee of dispute `id`, opened at an earlier height, at `height`: by power,
 /// from the active validators other than its parties (the executor's host, the record's
 /// transfer agent, which holds the answer and a payload dispute accuses, and the accuser),
-/// with the dispute-committee seed of the height it was opened at. Then asks for the output
-/// reveal its votes are judged by; with no eligible member at all it is resolved at once as
-/// undecided.
-pub fn draw_committee(state: &mut dyn StateWrite, height: u64, id: u64) -> Result<()> {
+/// with `height_seed`, the dispute-committee seed of the last height (the height it was
+/// opened at, or a later one when that had no group signature: the dispute's deadline
+/// then moves by as many blocks). Then asks for the output reveal its votes are judged by;
+/// with no eligible member at all it is resolved at once as undecided.
+pub fn draw_committee(
+    state: &mut dyn StateWrite,
+    height: u64,
+    height_seed: &[u8; 32],
+    id: u64,
+) -> Result<()> {
     let Some(mut dispute) = state.dispute(id)? else {
         return Ok(());
     };
@@ -317,12 +323,11 @@ pub fn draw_committee(state: &mut dyn StateWrite, height: u64, id: u64) -> Resul
         dispute.accuser.as_str(),
     ];
     let candidates = ModelValidators::default().candidates(state, &dispute.model, &parties)?;
-    let height_seed = gonka_bls::beacon::seed(
-        state,
-        gonka_bls::beacon::purpose::DISPUTE_COMMITTEE,
-        dispute.opened_height,
-    )?;
-    let seed = committee_seed(&height_seed, id, &dispute.inference_id);
+    let seed = committee_seed(height_seed, id, &dispute.inference_id);
+    let deadline = (height - 1).saturating_add(params.dispute_deadline_blocks);
+    if deadline != dispute.deadline_height {
+        state.move_dispute_deadline(&mut dispute, deadline);
+    }
     dispute.committee = committee(&seed, candidates, params.committee_size);
     for member in &dispute.committee {
         state.add_dispute_party(member, id);

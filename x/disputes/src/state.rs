@@ -256,6 +256,13 @@ pub trait DisputesWrite: StateWrite {
         }
     }
 
+    /// Moves open dispute `d`'s deadline (and its place in the deadline index) to `deadline`.
+    fn move_dispute_deadline(&mut self, d: &mut Dispute, deadline: u64) {
+        self.delete_raw(keys::dispute_deadline(d.deadline_height, d.id));
+        d.deadline_height = deadline;
+        self.put_raw(keys::dispute_deadline(deadline, d.id), Vec::new());
+    }
+
     /// Stores an executor's statistics.
     fn put_executor_stats(&mut self, stats: &ExecutorStats) {
         self.put_proto(keys::executor_stats(&stats.host), stats);

@@ -128,6 +128,12 @@ pub trait InferenceRead: StateRead {
             self.record(&String::from_utf8_lossy(id))
         })
     }
+
+    /// Whether records stored since the disputes sampler last drained them are waiting.
+    fn has_new_records(&self) -> Result<bool> {
+        let prefix = keys::new_records();
+        Ok(!self.range_raw(&prefix, &prefix, 1)?.is_empty())
+    }
 }
 
 impl<T: StateRead + ?Sized> InferenceRead for T {}
@@ -209,7 +215,7 @@ pub trait InferenceWrite: StateWrite {
 
     /// Removes and returns the ids of the records stored since the last call, in id order:
     /// the disputes sampler drains it once per block, so its work is proportional to the
-    /// records of that block.
+    /// records of that block (or of the blocks it waited for a group signature).
     fn take_new_records(&mut self) -> Result<Vec<String>> {
         let mut ids = Vec::new();
         for (key, _) in self.prefix_raw(&keys::new_records())? {

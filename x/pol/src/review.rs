@@ -2,7 +2,9 @@
 //! an assigned validator, disputed before a committee when it disagrees, and settled.
 //!
 //! Seeds come from x/bls's beacon ([`gonka_bls::beacon::seed`]) of the block before the
-//! draw, which nobody could know when the checkpoints (or the accusation) were sent.
+//! draw, which nobody could know when the checkpoints (or the accusation) were sent. When
+//! that height has none (no group signature), the draw waits a block, and a verifier whose
+//! deadline passed keeps its checkpoint until a seed can choose the next.
 
 use gonka_bank::{transfer, Coin};
 use gonka_bls::beacon::{purpose, seed};
@@ -87,7 +89,11 @@ pub(crate) fn sample_round(
         return Ok(());
     };
     let params = state.pol_params()?;
-    let height_seed = seed(state, purpose::CHECKPOINT_SAMPLING, height - 1)?;
+    let Some(height_seed) = seed(state, purpose::CHECKPOINT_SAMPLING, height - 1)? else {
+        // The last height has no seed: the round is sampled a block later.
+        state.set_entry(keys::sample(height + 1, job.id, round), true);
+        return Ok(());
+    };
     for mut c in state.round_checkpoints(job.id, round)? {
         if c.status() != CheckpointStatus::Closed {
             continue;
@@ -176,7 +182,11 @@ pub(crate) fn draw_committee(
         return Ok(());
     }
     let params = state.pol_params()?;
-    let height_seed = seed(state, purpose::DISPUTE_COMMITTEE, height - 1)?;
+    let Some(height_seed) = seed(state, purpose::DISPUTE_COMMITTEE, height - 1)? else {
+        // The last height has no seed: the committee is drawn a block later.
+        state.set_entry(keys::draw(height + 1, c.job_id, c.round, &c.worker), true);
+        return Ok(());
+    };
     let s = checkpoint_seed(COMMITTEE_DOMAIN, &height_seed, &c);
     let candidates =
         gonka_disputes::active_validators(state, &[c.worker.as_str(), c.verifier.as_str()])?;
@@ -241,16 +251,25 @@ pub(crate) fn deadline_passed(
     let mut c = state.queued_checkpoint(id)?;
     match c.status() {
         CheckpointStatus::Verifying => {
+            let params = state.pol_params()?;
+            let reassigned = (c.missed_by.len() as u64) < params.max_reassignments;
+            let height_seed = seed(state, purpose::CHECKPOINT_SAMPLING, height - 1)?;
+            if reassigned && height_seed.is_none() {
+                // No seed to choose the next verifier by: the verifier keeps the checkpoint a
+                // block more.
+                c.deadline = height;
+                state.set_entry(keys::review(height + 1, c.job_id, c.round, &c.worker), true);
+                state.put_checkpoint(&c);
+                return Ok(());
+            }
             set_duty(state, &c.verifier, &c, false);
             state.emit(events::checkpoint("checkpoint_verification_missed", &c));
             c.missed_by.push(std::mem::take(&mut c.verifier));
-            let params = state.pol_params()?;
             let mut next = None;
-            if (c.missed_by.len() as u64) <= params.max_reassignments {
+            if let Some(height_seed) = height_seed.filter(|_| reassigned) {
                 let mut excluded: Vec<&str> = vec![c.worker.as_str()];
                 excluded.extend(c.missed_by.iter().map(String::as_str));
                 let candidates = gonka_disputes::active_validators(state, &excluded)?;
-                let height_seed = seed(state, purpose::CHECKPOINT_SAMPLING, height - 1)?;
                 next = assign_validator(
                     &checkpoint_seed(REASSIGN_DOMAIN, &height_seed, &c),
                     &candidates,

@@ -62,12 +62,24 @@ pub fn final_at(height: u64, id: u64) -> Vec<u8> {
     key
 }
 
-/// The batch id of a [`final_at`] key under `prefix`.
-pub fn parse_final(prefix: &[u8], key: &[u8]) -> Option<u64> {
+/// The batch id of a queue key ([`final_at`], [`unsampled_batch`]) under `prefix`.
+pub fn parse_batch_id(prefix: &[u8], key: &[u8]) -> Option<u64> {
     std::str::from_utf8(key.strip_prefix(prefix)?)
         .ok()?
         .parse()
         .ok()
+}
+
+/// Prefix of the batches waiting for their leaf sampling, in id (so settling) order.
+pub fn unsampled() -> Vec<u8> {
+    b"settlement/unsampled/".to_vec()
+}
+
+/// Queue entry: batch `id` waits for its leaf sampling.
+pub fn unsampled_batch(id: u64) -> Vec<u8> {
+    let mut key = unsampled();
+    key.extend_from_slice(format!("{id:020}").as_bytes());
+    key
 }
 
 /// Prefix of every open leaf demand.
@@ -197,8 +209,8 @@ mod tests {
         );
         assert!(release(9, "a", "b") < release(10, "a", "b"));
         let key = final_at(12, 3);
-        assert_eq!(parse_final(&finals_at(12), &key), Some(3));
-        assert_eq!(parse_final(&finals_at(13), &key), None);
+        assert_eq!(parse_batch_id(&finals_at(12), &key), Some(3));
+        assert_eq!(parse_batch_id(&finals_at(13), &key), None);
         let key = demand_due(30, 2, 7);
         assert_eq!(parse_demand_due(&demands_due(30), &key), Some((2, 7)));
         assert!(demand(2, 7).starts_with(&demands()));

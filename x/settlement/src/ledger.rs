@@ -207,13 +207,21 @@ pub fn expire_demands(state: &mut dyn StateWrite, height: u64) -> Result<()> {
     Ok(())
 }
 
-/// Pays out the batches whose window closes at `height`.
+/// Pays out the batches whose window closes at `height`; one whose leaves were not sampled
+/// yet (no group signed a height since it settled) waits a block more.
 pub fn finalize_due(state: &mut dyn StateWrite, height: u64) -> Result<()> {
     for id in state.take_finals(height)? {
-        if let Some(batch) = state.batch(id)? {
-            if batch.status == BatchStatus::Pending as i32 {
-                finalize(state, batch)?;
-            }
+        let Some(mut batch) = state.batch(id)? else {
+            continue;
+        };
+        if batch.status != BatchStatus::Pending as i32 {
+            continue;
+        }
+        if state.is_unsampled(id)? {
+            batch.final_at = height + 1;
+            state.put_batch(&batch);
+        } else {
+            finalize(state, batch)?;
         }
     }
     Ok(())

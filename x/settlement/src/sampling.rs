@@ -17,16 +17,17 @@
 //! least that rate): the overall rate is each executor's, as for records settled one by one,
 //! while a batch of hosts with clean records costs the chain only their low rate.
 //!
-//! The batches settled at `H` are found without extra state: they are the pending batches
-//! queued to become final at `H + challenge_window_blocks` (a genesis parameter) whose height
-//! is `H`. The work is one hash per four records of the last block's batches plus one demand
-//! per sampled leaf: proportional to the block, and paid for by the batches. A batch's claimed
+//! A settled batch waits in a queue for its sampling. When `H` has no seed (a group signs it,
+//! but the block after it carried no signature: its proposer may have trimmed the last
+//! commit to choose that), the batches wait for the next signed height and stay pending
+//! meanwhile. The work is one hash per four records of the last block's batches plus one
+//! demand per sampled leaf: proportional to the block, and paid for by the batches. A batch's claimed
 //! `record_count` is what the sampler loops over, so `MsgSettleBatch` charges
 //! [`sampling_gas`] for it before anything else is checked against state, and the records of
 //! one block's batches are capped by `max_block_records`: a block's sampling hashes at most
 //! that many records and writes at most that many times `leaf_sample_ppm` demands.
 
-use gonka_proto::settlement::{Batch, BatchStatus, LeafDemand, MsgSettleBatch, Params};
+use gonka_proto::settlement::{BatchStatus, LeafDemand, MsgSettleBatch, Params};
 use gonka_sdk::{GasCosts, Result, StateRead, StateWrite, PPM};
 use sha2::{Digest, Sha256};
 
@@ -39,6 +40,10 @@ use crate::{events, SettlementRead, SettlementWrite};
 
 /// Domain separator of leaf sampling.
 pub const LEAF_SAMPLE_DOMAIN: &[u8] = b"gonka/leaf-sample/v1";
+
+/// Batches one block looks at for sampling: more wait for the next (a block settles at most
+/// `max_block_records` records, so on time this is never reached).
+const MAX_SAMPLED_BATCHES: usize = 1_024;
 
 /// A bound on the bytes one sample demand writes: its queue and index keys and the demand.
 const DEMAND_BYTES: u64 = 320;
@@ -111,33 +116,57 @@ pub fn sampled_leaves(
     sampled
 }
 
-/// Demands the sampled leaves of the batches settled in the block before `height`.
+/// Demands the sampled leaves of the batches waiting for their sampling (those settled in
+/// the blocks before `height`), in settling order, with the last height's seed. While the
+/// last height has no seed (no group signature), they wait, and [`finalize_due`] holds them
+/// back from finality; catching up, a block samples batches of at most `max_block_records`
+/// records (always one), and a batch sampled late keeps `leaf_answer_blocks` to answer, its
+/// window extended past the deadline.
+///
+/// [`finalize_due`]: crate::ledger::finalize_due
 pub fn demand_samples(state: &mut dyn StateWrite, height: u64) -> Result<()> {
     let params = state.settlement_params()?;
     if params.leaf_sample_ppm == 0 || height < 2 {
         return Ok(());
     }
-    let settled_at = height - 1;
-    let due = settled_at + params.challenge_window_blocks;
-    let batches: Vec<Batch> = state
-        .batches_final_at(due)?
-        .into_iter()
-        .filter(|b| b.height == settled_at && b.status == BatchStatus::Pending as i32)
-        .collect();
-    if batches.is_empty() {
+    let waiting = state.unsampled_batches(MAX_SAMPLED_BATCHES)?;
+    if waiting.is_empty() {
         return Ok(());
     }
-    let seed = gonka_bls::beacon::seed(
+    let Some(seed) = gonka_bls::beacon::seed(
         state,
         gonka_bls::beacon::purpose::VALIDATION_SAMPLING,
-        settled_at,
-    )?;
+        height - 1,
+    )?
+    else {
+        return Ok(());
+    };
     let pool = gonka_rewards::community_pool_address();
-    for batch in batches {
-        let msg = settled(&batch);
-        let agent = msg.transfer_agent.clone();
-        let rate = batch_sample_rate(state, &params, msg)?;
-        let deadline = (height + params.leaf_answer_blocks).min(batch.final_at - 1);
+    let mut records = 0u64;
+    for id in waiting {
+        let Some(mut batch) = state.batch(id)? else {
+            state.set_unsampled(id, false);
+            continue;
+        };
+        let msg = settled(&batch).clone();
+        if records > 0 && records.saturating_add(msg.record_count) > params.max_block_records {
+            break;
+        }
+        records = records.saturating_add(msg.record_count);
+        state.set_unsampled(id, false);
+        if batch.status != BatchStatus::Pending as i32 {
+            continue;
+        }
+        let rate = batch_sample_rate(state, &params, &msg)?;
+        let deadline = if batch.height + 1 == height {
+            (height + params.leaf_answer_blocks).min(batch.final_at - 1)
+        } else {
+            let deadline = height + params.leaf_answer_blocks;
+            if batch.final_at <= deadline {
+                state.move_final(&mut batch, deadline + 1);
+            }
+            deadline
+        };
         let indexes = sampled_leaves(&seed, batch.id, msg.record_count, rate);
         for &index in &indexes {
             if state.leaf_demand(batch.id, index)?.is_some() {
@@ -151,7 +180,7 @@ pub fn demand_samples(state: &mut dyn StateWrite, height: u64) -> Result<()> {
                 deadline,
                 sampled_ppm: rate,
             };
-            state.put_leaf_demand(&demand, Some(&agent));
+            state.put_leaf_demand(&demand, Some(&msg.transfer_agent));
         }
         state.emit(events::sampled(
             &batch,

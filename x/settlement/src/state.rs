@@ -82,11 +82,26 @@ pub trait SettlementRead: StateRead {
         let prefix = keys::finals_at(height);
         let mut batches = Vec::new();
         for (key, _) in self.prefix_raw(&prefix)? {
-            if let Some(batch) = keys::parse_final(&prefix, &key).map(|id| self.batch(id)) {
+            if let Some(batch) = keys::parse_batch_id(&prefix, &key).map(|id| self.batch(id)) {
                 batches.extend(batch?);
             }
         }
         Ok(batches)
+    }
+
+    /// Whether batch `id` still waits for its leaf sampling.
+    fn is_unsampled(&self, id: u64) -> Result<bool> {
+        Ok(self.get_raw(&keys::unsampled_batch(id))?.is_some())
+    }
+
+    /// The ids of the first `limit` batches waiting for their leaf sampling, in id order.
+    fn unsampled_batches(&self, limit: usize) -> Result<Vec<u64>> {
+        let prefix = keys::unsampled();
+        Ok(self
+            .range_raw(&prefix, &prefix, limit)?
+            .into_iter()
+            .filter_map(|(key, _)| keys::parse_batch_id(&prefix, &key))
+            .collect())
     }
 
     /// Every stored batch, by id (genesis export).
@@ -234,12 +249,28 @@ pub trait SettlementWrite: StateWrite {
         );
     }
 
+    /// Queues batch `id` for its leaf sampling (`false`: takes it off the queue).
+    fn set_unsampled(&mut self, id: u64, waiting: bool) {
+        if waiting {
+            self.put_raw(keys::unsampled_batch(id), Vec::new());
+        } else {
+            self.delete_raw(keys::unsampled_batch(id));
+        }
+    }
+
+    /// Moves pending `batch`'s finality (and its place in the queue) to `final_at`.
+    fn move_final(&mut self, batch: &mut Batch, final_at: u64) {
+        self.delete_raw(keys::final_at(batch.final_at, batch.id));
+        batch.final_at = final_at;
+        self.put_batch(batch);
+    }
+
     /// Removes and returns the ids of the batches that become final at `height`.
     fn take_finals(&mut self, height: u64) -> Result<Vec<u64>> {
         let prefix = keys::finals_at(height);
         let mut due = Vec::new();
         for (key, _) in self.prefix_raw(&prefix)? {
-            due.extend(keys::parse_final(&prefix, &key));
+            due.extend(keys::parse_batch_id(&prefix, &key));
             self.delete_raw(key);
         }
         Ok(due)

@@ -263,6 +263,9 @@ impl Msg for SettleBatch {
         };
         state.put_batch(&batch);
         state.index_batch_number(&batch);
+        if params.leaf_sample_ppm > 0 {
+            state.set_unsampled(id, true);
+        }
         state.emit(events::settled(&batch));
         Ok(())
     }
