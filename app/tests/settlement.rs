@@ -414,7 +414,8 @@ fn bad_batches_are_refused_whole_and_change_nothing() {
     assert_code(world.block(vec![tx]).result(0), 9, "missing host signature");
     // Signed, then a line changed: the hosts did not sign that.
     let mut msg = signed(&batch0.msg);
-    msg.hosts[0].work_units += 1;
+    let payout: u128 = msg.hosts[0].payout.parse().unwrap();
+    msg.hosts[0].payout = (payout - 1).to_string();
     let tx = world.tx(TA, vec![msg_settle_batch(&msg)]);
     assert_code(
         world.block(vec![tx]).result(0),
@@ -804,6 +805,72 @@ fn a_leaf_sum_that_is_not_its_charge_voids_its_batch() {
     assert_wins_against_cheat_only(world, &cheat, kind, None);
 }
 
+/// The index of `host`'s first leaf in `batch`.
+fn first_leaf_of(batch: &Batch, host: &str) -> u64 {
+    let at = batch
+        .leaves
+        .iter()
+        .position(|l| l.executor_host == addr(host));
+    at.unwrap() as u64
+}
+
+/// `batch` with the tree node of leaf `index` recording `extra` more work than the leaf
+/// (and `host`'s line claiming it, so the lines still add up to the root's work).
+fn with_inflated_node(batch: &Batch, index: u64, extra: u64, host: &str) -> Batch {
+    let mut nodes: Vec<_> = batch.leaves.iter().map(|l| leaf_node(l).unwrap()).collect();
+    nodes[index as usize].work += extra;
+    let mut cheat = Batch::assemble(&addr(TA), 1, batch.leaves.clone(), nodes).unwrap();
+    let line = cheat.msg.hosts.iter_mut().find(|l| l.host == addr(host));
+    line.unwrap().work_units += extra;
+    cheat
+}
+
+/// A colluding transfer agent and host claim work nobody served: a host line above its
+/// leaves' work. The root commits to the total work, which the lines must add up to; a line
+/// may claim at most the work its payout buys at the chain's cheapest work (here the large
+/// model's: 125 units per 2 ngnk); a node recording more work than its leaf (or children)
+/// voids the batch by `sum_mismatch` (and no leaf below it can be proven when sampled).
+#[test]
+fn host_work_is_a_sum_of_the_tree_bounded_by_the_payout_and_an_inflated_node_voids_its_batch() {
+    let mut world = world_with_carol();
+    let honest_batch = honest(1);
+    let p1 = addr("p1");
+    let index = first_leaf_of(&honest_batch, "p1");
+    // The line alone, over an honest tree: the lines do not add up to the root's work.
+    let mut cheat = honest(1);
+    let line = cheat.msg.hosts.iter_mut().find(|l| l.host == p1).unwrap();
+    assert_eq!(line.payout, "40");
+    line.work_units += 1_000_000;
+    let result = settle(&mut world, &cheat.msg);
+    assert_code(&result, 6, "a host line above the tree's work");
+    assert!(result.log.contains("total_work"), "{}", result.log);
+    // The tree too: a million work units for p1's 40 ngnk is more than they buy (2,500).
+    let cheat = with_inflated_node(&honest_batch, index, 1_000_000, "p1");
+    let result = settle(&mut world, &cheat.msg);
+    assert_code(&result, 6, "work beyond the payout");
+    assert!(
+        result.log.contains("cheapest work on chain"),
+        "{}",
+        result.log
+    );
+    let number = world
+        .query::<qs::BatchNumber>(pb::QueryBatchNumberRequest {
+            transfer_agent: addr(TA),
+        })
+        .number;
+    assert_eq!(number, 0, "nothing settled");
+    // Within the bound, the node is the fraud, proven by its leaf.
+    let cheat = with_inflated_node(&honest_batch, index, 100, "p1");
+    let kind = |b: &Batch| {
+        Kind::SumMismatch(SumMismatch {
+            node: b.node_proof(0, index),
+            leaf: Some(b.leaves[index as usize].clone()),
+            ..Default::default()
+        })
+    };
+    assert_wins_against_cheat_only(world, &cheat, kind, None);
+}
+
 #[test]
 fn a_requester_line_that_is_not_its_leaves_voids_its_batch() {
     let world = world_with_carol();
@@ -828,11 +895,18 @@ fn a_requester_line_that_is_not_its_leaves_voids_its_batch() {
 #[test]
 fn a_host_line_above_its_leaves_voids_its_batch_and_slashes_the_host() {
     let world = world_with_carol();
-    let mut cheat = honest(1);
-    let p0 = addr("p0");
-    let line = cheat.msg.hosts.iter_mut().find(|l| l.host == p0).unwrap();
-    line.work_units += 1_000;
-    let last = line.last_index;
+    // p0's line claims 1,000 more work units than its leaves' running total, and a leaf of
+    // p1 records them in the tree, so the lines add up to the root's work.
+    let honest_batch = honest(1);
+    let p1_leaf = first_leaf_of(&honest_batch, "p1");
+    let mut cheat = with_inflated_node(&honest_batch, p1_leaf, 1_000, "p1");
+    let line = |msg: &mut MsgSettleBatch, host: &str| -> usize {
+        msg.hosts.iter().position(|l| l.host == addr(host)).unwrap()
+    };
+    let (p0, p1) = (line(&mut cheat.msg, "p0"), line(&mut cheat.msg, "p1"));
+    cheat.msg.hosts[p1].work_units -= 1_000;
+    cheat.msg.hosts[p0].work_units += 1_000;
+    let last = cheat.msg.hosts[p0].last_index;
     let kind = |b: &Batch, index| {
         Kind::HostMismatch(HostMismatch {
             leaf: b.leaf_proof(index),

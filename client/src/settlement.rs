@@ -166,6 +166,9 @@ pub struct Batch {
     pub msg: MsgSettleBatch,
 }
 
+/// Why a leaf has no node.
+const MALFORMED_LEAF: &str = "a leaf's cost or commission is malformed, or its work overflows";
+
 impl Batch {
     /// Builds batch `number` of `transfer_agent`: sorts the records by (requester, inference
     /// id), chains each host's leaves with running totals, and computes the tree and lines.
@@ -211,7 +214,7 @@ impl Batch {
     pub fn from_leaves(transfer_agent: &str, number: u64, leaves: Vec<BatchLeaf>) -> Result<Batch> {
         let nodes = leaves
             .iter()
-            .map(|leaf| leaf_node(leaf).context("a leaf's cost or commission is malformed"))
+            .map(|leaf| leaf_node(leaf).context(MALFORMED_LEAF))
             .collect::<Result<Vec<_>>>()?;
         Batch::assemble(transfer_agent, number, leaves, nodes)
     }
@@ -249,6 +252,7 @@ impl Batch {
             number,
             root: tree.root().to_vec(),
             total: total.to_string(),
+            total_work: tree.top().work,
             record_count: leaves.len() as u64,
             requesters: requesters
                 .into_iter()
@@ -312,32 +316,19 @@ pub fn cosign(key: &SecretKey, chain_id: &str, msg: &MsgSettleBatch) -> Signatur
     key.sign(&batch_sign_bytes(chain_id, msg))
 }
 
-/// The leaf of `proof` if the proof leads to `msg`'s committed root and total (what the
+/// The leaf of `proof` if the proof leads to `msg`'s committed root and totals (what the
 /// chain checks first of any leaf shown to it).
 pub fn proven_leaf<'a>(msg: &MsgSettleBatch, proof: &'a LeafProof) -> Result<&'a BatchLeaf> {
-    use gonka_proto::batch::{parse_decimal, siblings_from_proto, verify_path};
-    let root: [u8; 32] = msg
-        .root
-        .as_slice()
-        .try_into()
-        .context("root is not 32 bytes")?;
-    let total = parse_decimal(&msg.total).context("total is not a decimal")?;
+    use gonka_proto::batch::{siblings_from_proto, verify_path, Committed};
+    let committed = Committed::of(msg).context("root is not 32 bytes or total no decimal")?;
     let leaf = proof
         .leaf
         .as_ref()
         .context("a leaf proof carries no leaf")?;
-    let node = leaf_node(leaf).context("a leaf's cost or commission is malformed")?;
+    let node = leaf_node(leaf).context(MALFORMED_LEAF)?;
     let siblings = siblings_from_proto(&proof.siblings).context("a proof is malformed")?;
-    verify_path(
-        &root,
-        total,
-        msg.record_count,
-        0,
-        proof.index,
-        node,
-        &siblings,
-    )
-    .with_context(|| format!("leaf {} is not on the batch's tree", proof.index))?;
+    verify_path(&committed, 0, proof.index, node, &siblings)
+        .with_context(|| format!("leaf {} is not on the batch's tree", proof.index))?;
     Ok(leaf)
 }
 

@@ -2,16 +2,18 @@
 //! challenges), transfer agents (which build trees and serve proofs) and validators and
 //! requesters (who check the leaves they fetch).
 //!
-//! Every node is a hash and a sum of charges (ngnk, u128):
-//! - a leaf is `(SHA-256(0x00 ‖ protobuf BatchLeaf), cost + commission)`;
-//! - a parent is `(SHA-256(0x01 ‖ left.hash ‖ left.sum ‖ right.hash ‖ right.sum), left.sum +
-//!   right.sum)` with sums as 16 big-endian bytes, so a parent's hash commits to its
-//!   children's sums;
+//! Every node is a hash and two sums: of charges (ngnk, u128) and of work units (u64):
+//! - a leaf is `(SHA-256(0x00 ‖ protobuf BatchLeaf), cost + commission, its work)`, its work
+//!   being [`record_work`] of its record at its `work_per_token`;
+//! - a parent is `(SHA-256(0x01 ‖ left.hash ‖ left.sum ‖ left.work ‖ right.hash ‖ right.sum ‖
+//!   right.work), left.sum + right.sum, left.work + right.work)` with charge sums as 16 and
+//!   work sums as 8 big-endian bytes, so a parent's hash commits to its children's sums;
 //! - each level pairs nodes left to right; an odd last node is carried up unchanged (never
 //!   duplicated, which would count its sum twice).
 //!
-//! The batch's *root* is `SHA-256(0x02 ‖ leaf count (8 bytes) ‖ top.hash ‖ top.sum)`: it
-//! binds the number of leaves (so every position has one proof shape) and the total. A
+//! The batch's *root* is `SHA-256(0x02 ‖ leaf count (8 bytes) ‖ top.hash ‖ top.sum ‖
+//! top.work)`: it binds the number of leaves (so every position has one proof shape), the
+//! total charge and the total work (which the batch's host lines must add up to). A
 //! tree built by someone else may record a sum for a node that is not its children's: such a
 //! node is a fraud provable by its path and its children ([`root_of_path`] accepts any
 //! claimed node, so the chain can check the claim that was signed).
@@ -24,7 +26,7 @@
 use sha2::{Digest, Sha256};
 
 use crate::inference::WorkRecord;
-use crate::settlement::{BatchLeaf, SumNode as SumNodeProto};
+use crate::settlement::{BatchLeaf, MsgSettleBatch, SumNode as SumNodeProto};
 
 /// Most levels above the leaves: trees hold at most 2^32 leaves.
 pub const MAX_DEPTH: u32 = 32;
@@ -36,6 +38,8 @@ pub struct SumNode {
     pub hash: [u8; 32],
     /// The sum of the charges below it, as recorded.
     pub sum: u128,
+    /// The sum of the work units below it, as recorded.
+    pub work: u64,
 }
 
 impl SumNode {
@@ -44,6 +48,7 @@ impl SumNode {
         SumNodeProto {
             hash: self.hash.to_vec(),
             sum: self.sum.to_string(),
+            work: self.work,
         }
     }
 
@@ -52,6 +57,7 @@ impl SumNode {
         Some(SumNode {
             hash: node.hash.as_slice().try_into().ok()?,
             sum: parse_decimal(&node.sum)?,
+            work: node.work,
         })
     }
 }
@@ -90,11 +96,19 @@ pub fn leaf_hash(leaf: &BatchLeaf) -> [u8; 32] {
     hasher.finalize().into()
 }
 
-/// A leaf's node: its hash and its charge; `None` if the charge is malformed.
+/// A leaf's work units: [`record_work`] of its record at its `work_per_token`; `None` without
+/// a record or on overflow.
+pub fn leaf_work(leaf: &BatchLeaf) -> Option<u64> {
+    record_work(leaf.record.as_ref()?, leaf.work_per_token)
+}
+
+/// A leaf's node: its hash, its charge and its work; `None` if the charge is malformed or
+/// the work overflows.
 pub fn leaf_node(leaf: &BatchLeaf) -> Option<SumNode> {
     Some(SumNode {
         hash: leaf_hash(leaf),
         sum: leaf_charge(leaf)?,
+        work: leaf_work(leaf)?,
     })
 }
 
@@ -104,8 +118,10 @@ pub fn parent_hash(left: &SumNode, right: &SumNode) -> [u8; 32] {
     hasher.update([1u8]);
     hasher.update(left.hash);
     hasher.update(left.sum.to_be_bytes());
+    hasher.update(left.work.to_be_bytes());
     hasher.update(right.hash);
     hasher.update(right.sum.to_be_bytes());
+    hasher.update(right.work.to_be_bytes());
     hasher.finalize().into()
 }
 
@@ -114,6 +130,7 @@ pub fn parent(left: &SumNode, right: &SumNode) -> Option<SumNode> {
     Some(SumNode {
         hash: parent_hash(left, right),
         sum: left.sum.checked_add(right.sum)?,
+        work: left.work.checked_add(right.work)?,
     })
 }
 
@@ -166,6 +183,17 @@ impl SumTree {
         commitment(self.len(), &self.top())
     }
 
+    /// What a batch of this tree commits to.
+    pub fn committed(&self) -> Committed {
+        let top = self.top();
+        Committed {
+            root: self.root(),
+            total: top.sum,
+            work: top.work,
+            count: self.len(),
+        }
+    }
+
     /// Number of levels above the leaves.
     pub fn height(&self) -> u32 {
         (self.levels.len() - 1) as u32
@@ -210,22 +238,50 @@ pub fn commitment(count: u64, top: &SumNode) -> [u8; 32] {
     hasher.update(count.to_be_bytes());
     hasher.update(top.hash);
     hasher.update(top.sum.to_be_bytes());
+    hasher.update(top.work.to_be_bytes());
     hasher.finalize().into()
 }
 
-/// Checks that `node`, claimed at `(level, index)` of a batch of `count` leaves with root
-/// `root` and total `total`, is on the committed tree through `siblings`; returns its prefix.
+/// What a batch commits its tree to: the root, the total charge and the total work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Committed {
+    /// The root ([`commitment`]).
+    pub root: [u8; 32],
+    /// The top node's charge sum.
+    pub total: u128,
+    /// The top node's work sum.
+    pub work: u64,
+    /// Number of leaves.
+    pub count: u64,
+}
+
+impl Committed {
+    /// What `msg` commits to; `None` if its root is not 32 bytes or its total no canonical
+    /// decimal.
+    pub fn of(msg: &MsgSettleBatch) -> Option<Committed> {
+        Some(Committed {
+            root: msg.root.as_slice().try_into().ok()?,
+            total: parse_decimal(&msg.total)?,
+            work: msg.total_work,
+            count: msg.record_count,
+        })
+    }
+}
+
+/// Checks that `node`, claimed at `(level, index)` of the batch `batch` commits to, is on
+/// its tree through `siblings`; returns its prefix.
 pub fn verify_path(
-    root: &[u8; 32],
-    total: u128,
-    count: u64,
+    batch: &Committed,
     level: u32,
     index: u64,
     node: SumNode,
     siblings: &[SumNode],
 ) -> Option<u128> {
-    let (top, prefix) = root_of_path(count, level, index, node, siblings)?;
-    (top.sum == total && commitment(count, &top) == *root).then_some(prefix)
+    let (top, prefix) = root_of_path(batch.count, level, index, node, siblings)?;
+    let committed = top.sum == batch.total
+        && top.work == batch.work
+        && commitment(batch.count, &top) == batch.root;
+    committed.then_some(prefix)
 }
 
 /// The top node reached from `node`, claimed to be at `(level, index)` of a tree of `count`
@@ -276,12 +332,14 @@ pub fn siblings_from_proto(siblings: &[SumNodeProto]) -> Option<Vec<SumNode>> {
 mod tests {
     use super::*;
 
+    /// Leaves charging `sums`, each with twice its charge in work.
     fn leaves(sums: &[u128]) -> Vec<SumNode> {
         sums.iter()
             .enumerate()
             .map(|(i, sum)| SumNode {
                 hash: Sha256::digest((i as u64).to_be_bytes()).into(),
                 sum: *sum,
+                work: 2 * *sum as u64,
             })
             .collect()
     }
@@ -291,13 +349,14 @@ mod tests {
         for count in 1..=17u64 {
             let sums: Vec<u128> = (1..=count as u128).map(|i| i * 10).collect();
             let tree = SumTree::build(leaves(&sums)).unwrap();
-            let (root, total) = (tree.root(), tree.top().sum);
-            assert_eq!(total, sums.iter().sum::<u128>());
+            let committed = tree.committed();
+            assert_eq!(committed.total, sums.iter().sum::<u128>());
+            assert_eq!(u128::from(committed.work), 2 * committed.total);
             for level in 0..=tree.height() {
                 for index in 0..width(count, level) {
                     let node = tree.node(level, index).unwrap();
                     let proof = tree.proof(level, index).unwrap();
-                    let prefix = verify_path(&root, total, count, level, index, node, &proof);
+                    let prefix = verify_path(&committed, level, index, node, &proof);
                     let prefix = prefix.expect("an honest proof verifies");
                     if level == 0 {
                         assert_eq!(prefix, sums[..index as usize].iter().sum::<u128>());
@@ -310,42 +369,64 @@ mod tests {
     #[test]
     fn a_changed_leaf_sum_or_position_does_not_reach_the_root() {
         let tree = SumTree::build(leaves(&[5, 6, 7, 8, 9])).unwrap();
-        let (root, total) = (tree.root(), 35);
+        let committed = tree.committed();
         let proof = tree.proof(0, 2).unwrap();
         let mut node = tree.node(0, 2).unwrap();
         let verify = |count, index, node, proof: &[SumNode]| {
-            verify_path(&root, total, count, 0, index, node, proof)
+            verify_path(&Committed { count, ..committed }, 0, index, node, proof)
         };
         assert_eq!(verify(5, 2, node, &proof), Some(11));
         assert_eq!(verify(5, 3, node, &proof), None);
         assert_eq!(verify(5, 5, node, &proof), None);
         // Same proof shape, but the count is committed.
         assert_eq!(verify(6, 2, node, &proof), None);
-        assert_eq!(verify_path(&root, 36, 5, 0, 2, node, &proof), None);
+        // So are both totals.
+        let more = |total, work| Committed {
+            total,
+            work,
+            ..committed
+        };
+        assert_eq!(verify_path(&more(36, 70), 0, 2, node, &proof), None);
+        assert_eq!(verify_path(&more(35, 71), 0, 2, node, &proof), None);
         assert_eq!(verify(5, 2, node, &proof[1..]), None);
+        node.work += 1;
+        assert_eq!(
+            verify(5, 2, node, &proof),
+            None,
+            "a leaf's work is committed"
+        );
+        node.work -= 1;
         node.sum += 1;
         assert_eq!(verify(5, 2, node, &proof), None);
     }
 
     #[test]
     fn a_recorded_sum_that_does_not_add_up_is_visible_at_its_node() {
-        // A cheat records 1 instead of 11 for the parent of leaves 0 and 1.
+        // A cheat records 1 instead of 11 for the parent of leaves 0 and 1, and 1,000 work
+        // units instead of 22.
         let base = leaves(&[5, 6, 7, 8]);
         let (left, right) = (base[0], base[1]);
         let forged = SumNode {
             hash: parent_hash(&left, &right),
             sum: 1,
+            work: 1_000,
         };
         let sibling = parent(&base[2], &base[3]).unwrap();
         let top = parent(&forged, &sibling).unwrap();
-        assert_eq!(top.sum, 16);
-        let root = commitment(4, &top);
+        assert_eq!((top.sum, top.work), (16, 1_030));
+        let committed = Committed {
+            root: commitment(4, &top),
+            total: 16,
+            work: 1_030,
+            count: 4,
+        };
         // The forged node is on the committed tree, and its children do not add up to it.
-        assert_eq!(verify_path(&root, 16, 4, 1, 0, forged, &[sibling]), Some(0));
+        assert_eq!(verify_path(&committed, 1, 0, forged, &[sibling]), Some(0));
         assert_eq!(parent_hash(&left, &right), forged.hash);
         assert_ne!(left.sum + right.sum, forged.sum);
+        assert_ne!(left.work + right.work, forged.work);
         // So is the top itself, with no path.
-        assert_eq!(verify_path(&root, 16, 4, 2, 0, top, &[]), Some(0));
+        assert_eq!(verify_path(&committed, 2, 0, top, &[]), Some(0));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use gonka_client::keys::well_known_mnemonic;
 use gonka_client::settlement::{msg_close_escrow, msg_demand_leaf, msg_open_escrow};
 use gonka_client::Key;
 use gonka_localnet::AppStateFn;
-use gonka_proto::batch::{leaf_node, parse_decimal, siblings_from_proto, verify_path};
+use gonka_proto::batch::{leaf_node, siblings_from_proto, verify_path, Committed};
 use gonka_proto::query as q;
 use gonka_proto::settlement::{
     Batch, BatchStatus, LeafProof, QueryBatchNumberRequest, QueryBatchRequest, QueryDemandsRequest,
@@ -223,9 +223,7 @@ fn requests_paid_from_an_escrow_settle_in_committed_batches_across_a_killed_tran
         let leaf = proof.leaf.clone().unwrap();
         assert!(
             verify_path(
-                &committed.root.clone().try_into().unwrap(),
-                parse_decimal(&committed.total).unwrap(),
-                committed.record_count,
+                &Committed::of(committed).unwrap(),
                 0,
                 proof.index,
                 leaf_node(&leaf).unwrap(),

@@ -1325,8 +1325,8 @@ pub fn settle_tx(
     (batch, tx)
 }
 
-/// Batch `number` of `agent` charging `lines` requesters 1 ngnk each for one record, all
-/// paid to host p0, under an aggregate signature p0's key made over another message: a
+/// Batch `number` of `agent` charging `lines` requesters 1 ngnk each for one record of one
+/// work unit, all paid to host p0, under an aggregate signature p0's key made over another message: a
 /// well-formed batch whose signature any node that checked it would refuse.
 pub fn unverifiable_batch(
     agent: &str,
@@ -1350,11 +1350,12 @@ pub fn unverifiable_batch(
         requesters,
         hosts: vec![HostTotal {
             host: addr("p0"),
-            work_units: 2 * lines as u64,
+            work_units: lines as u64,
             payout: lines.to_string(),
             last_index: lines as u64 - 1,
         }],
         host_signature: bls_key("p0").sign(b"another message").to_bytes().to_vec(),
+        total_work: lines as u64,
     }
 }
 

@@ -44,7 +44,7 @@ impl Genesis for Inference {
                 return Err(InferenceError::InvalidModel
                     .err(format!("genesis lists model {} twice", model.id)));
             }
-            state.put_model(model);
+            state.put_model(model)?;
         }
         for node in genesis.nodes {
             let node = node_from(Some(node))?;

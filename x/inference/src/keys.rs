@@ -13,6 +13,11 @@ pub fn models() -> Vec<u8> {
     b"inference/model/".to_vec()
 }
 
+/// The id of the model whose work costs the fewest ngnk per unit.
+pub fn cheapest_work_model() -> Vec<u8> {
+    b"inference/cheapest_work_model".to_vec()
+}
+
 /// One model, by id.
 pub fn model(id: &str) -> Vec<u8> {
     let mut key = models();

@@ -52,7 +52,7 @@ pub use signing::{
     result_commitment, result_matches, signature_ok, text_output_commitment, ReceiptTerms,
     RequestTerms,
 };
-pub use state::{InferenceRead, InferenceWrite};
+pub use state::{work_within, InferenceRead, InferenceWrite};
 
 use gonka_proto::inference::Model;
 use gonka_sdk::{Any, BlockContext, HookOutput, Module, Msg, Result, StateRead, StateWrite};

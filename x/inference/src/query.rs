@@ -112,7 +112,7 @@ mod tests {
         let records: Vec<StoredRecord> = (0..17)
             .map(|n| record(n, 3, if n % 2 == 0 { "node-00" } else { "node-01" }))
             .collect();
-        models.iter().for_each(|m| state.put_model(m));
+        models.iter().for_each(|m| state.put_model(m).unwrap());
         nodes.iter().for_each(|n| state.put_node(n));
         agents.iter().for_each(|t| state.put_transfer_agent(t));
         records.iter().for_each(|r| state.put_record(r));

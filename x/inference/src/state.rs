@@ -8,6 +8,29 @@ use gonka_sdk::{
 
 use crate::{default_params, keys};
 
+/// A model's work units per ngnk as the fraction `(work_per_token, price_per_token)` (an
+/// unparsable price counts as the highest).
+fn work_price(model: &Model) -> (u128, u128) {
+    let ngnk = gonka_sdk::parse_amount("price_per_token", &model.price_per_token);
+    (
+        u128::from(model.work_per_token.max(1)),
+        ngnk.unwrap_or(u128::MAX),
+    )
+}
+
+/// Whether `work` units for `payout` ngnk cost at least `model`'s ngnk per work unit: `work ×
+/// price_per_token ≤ payout × work_per_token` (always, for a free model).
+pub fn work_within(model: &Model, work: u64, payout: u128) -> bool {
+    let (per_token, price) = work_price(model);
+    u128::from(work).saturating_mul(price) <= payout.saturating_mul(per_token)
+}
+
+/// Whether `a`'s work costs fewer ngnk per unit than `b`'s.
+fn cheaper_work(a: &Model, b: &Model) -> bool {
+    let ((wa, pa), (wb, pb)) = (work_price(a), work_price(b));
+    wa.saturating_mul(pb) > wb.saturating_mul(pa)
+}
+
 /// Reads of inference state.
 pub trait InferenceRead: StateRead {
     /// Current parameters (the defaults if genesis stored none).
@@ -20,6 +43,16 @@ pub trait InferenceRead: StateRead {
     /// A priced model.
     fn model(&self, id: &str) -> Result<Option<Model>> {
         self.get_proto(&keys::model(id))
+    }
+
+    /// The model whose work costs the fewest ngnk per unit (the highest `work_per_token` per
+    /// ngnk of `price_per_token`): what bounds the work a batch's host may claim for its
+    /// payout. `None` before the first model.
+    fn cheapest_work_model(&self) -> Result<Option<Model>> {
+        match self.get_raw(&keys::cheapest_work_model())? {
+            Some(id) => self.model(&String::from_utf8_lossy(&id)),
+            None => Ok(None),
+        }
     }
 
     /// Every model, ascending by id.
@@ -155,9 +188,17 @@ pub trait InferenceWrite: StateWrite {
         self.put_proto(keys::params(), params);
     }
 
-    /// Stores a model.
-    fn put_model(&mut self, model: &Model) {
+    /// Stores a model (and notes it if its work is the cheapest yet).
+    fn put_model(&mut self, model: &Model) -> Result<()> {
         self.put_proto(keys::model(&model.id), model);
+        let cheaper = match self.cheapest_work_model()? {
+            Some(best) => cheaper_work(model, &best),
+            None => true,
+        };
+        if cheaper {
+            self.put_raw(keys::cheapest_work_model(), model.id.as_bytes().to_vec());
+        }
+        Ok(())
     }
 
     /// Stores an ML node and indexes it by key and by host.

@@ -6,12 +6,11 @@
 use gonka_auth::address_of_pubkey;
 use gonka_inference::{inference_id, signature_ok, InferenceRead, ReceiptTerms, RequestTerms};
 use gonka_proto::batch::{
-    leaf_charge, leaf_hash, leaf_node, parent_hash, parse_decimal, record_work,
-    siblings_from_proto, verify_path, SumNode,
+    leaf_charge, leaf_hash, leaf_node, leaf_work, parent_hash, parse_decimal, siblings_from_proto,
+    verify_path, Committed, SumNode,
 };
 use gonka_proto::settlement::{
-    Batch, BatchLeaf, HostMismatch, LeafProof, MsgSettleBatch, RequesterMismatch, SumMismatch,
-    UnsortedLeaves,
+    Batch, BatchLeaf, HostMismatch, LeafProof, RequesterMismatch, SumMismatch, UnsortedLeaves,
 };
 use gonka_sdk::{ErrorCode, GasMeter, Result, StateRead};
 
@@ -36,6 +35,9 @@ pub struct Proven<'a> {
     pub index: u64,
     pub leaf: &'a BatchLeaf,
     pub charge: u128,
+    /// The work units the leaf credits its host, at the `work_per_token` it carries (which
+    /// an `invalid_leaf` challenge holds to the model table's).
+    pub work: u64,
     pub prefix: u128,
 }
 
@@ -57,26 +59,10 @@ impl Proven<'_> {
     fn host(&self) -> &str {
         &self.leaf.executor_host
     }
-
-    /// The work units the leaf credits its host, at the `work_per_token` it carries (which
-    /// an `invalid_leaf` challenge holds to the model table's).
-    fn work(&self) -> Option<u64> {
-        record_work(self.leaf.record.as_ref()?, self.leaf.work_per_token)
-    }
 }
 
 fn bad_proof(log: String) -> gonka_sdk::Error {
     SettlementError::InvalidProof.err(log)
-}
-
-fn root_and_total(msg: &MsgSettleBatch) -> Result<([u8; 32], u128)> {
-    let root = msg
-        .root
-        .as_slice()
-        .try_into()
-        .map_err(|_| bad_proof("stored root".into()))?;
-    let total = parse_decimal(&msg.total).ok_or_else(|| bad_proof("stored total".into()))?;
-    Ok((root, total))
 }
 
 /// Checks a node proof: gas, then the path to `batch`'s root; the node's prefix.
@@ -92,8 +78,8 @@ fn check_path(
     let msg = settled(batch);
     let siblings = siblings_from_proto(siblings)
         .ok_or_else(|| bad_proof("a proof node is malformed or the proof is too long".into()))?;
-    let (root, total) = root_and_total(msg)?;
-    verify_path(&root, total, msg.record_count, level, index, node, &siblings).ok_or_else(|| {
+    let committed = Committed::of(msg).ok_or_else(|| bad_proof("stored root or total".into()))?;
+    verify_path(&committed, level, index, node, &siblings).ok_or_else(|| {
         bad_proof(format!(
             "the node at level {level}, index {index} does not lead to batch {}'s root through the given siblings",
             batch.id
@@ -111,7 +97,7 @@ pub fn prove<'a>(gas: &GasMeter, batch: &Batch, proof: &'a LeafProof) -> Result<
     gas.consume(GAS_PER_HASH * encoded.div_ceil(64), "batch leaf hash")?;
     let node = leaf_node(leaf).ok_or_else(|| {
         bad_proof(format!(
-            "leaf {}'s charge is malformed; challenge its node with sum_mismatch",
+            "leaf {}'s charge is malformed or its work overflows; challenge its node with sum_mismatch",
             proof.index
         ))
     })?;
@@ -123,6 +109,7 @@ pub fn prove<'a>(gas: &GasMeter, batch: &Batch, proof: &'a LeafProof) -> Result<
         index: proof.index,
         leaf,
         charge: node.sum,
+        work: node.work,
         prefix,
     })
 }
@@ -395,8 +382,14 @@ pub fn sum_mismatch(gas: &GasMeter, batch: &Batch, claim: &SumMismatch) -> Resul
         if leaf_hash(leaf) != node.hash {
             return Err(bad_proof(format!("the leaf given is not {at}")));
         }
-        return Ok((leaf_charge(leaf) != Some(node.sum)).then(|| Fault {
-            reason: format!("{at} records {}ngnk, not its leaf's charge", node.sum),
+        if leaf_charge(leaf) != Some(node.sum) {
+            return Ok(Some(Fault {
+                reason: format!("{at} records {}ngnk, not its leaf's charge", node.sum),
+                host: None,
+            }));
+        }
+        return Ok((leaf_work(leaf) != Some(node.work)).then(|| Fault {
+            reason: format!("{at} records {} work units, not its leaf's", node.work),
             host: None,
         }));
     }
@@ -408,11 +401,20 @@ pub fn sum_mismatch(gas: &GasMeter, batch: &Batch, claim: &SumMismatch) -> Resul
     if parent_hash(&left, &right) != node.hash {
         return Err(bad_proof(format!("the children given are not {at}'s")));
     }
-    Ok(
-        (left.sum.checked_add(right.sum) != Some(node.sum)).then(|| Fault {
+    if left.sum.checked_add(right.sum) != Some(node.sum) {
+        return Ok(Some(Fault {
             reason: format!(
                 "{at} records {}ngnk but its children hold {} and {}",
                 node.sum, left.sum, right.sum
+            ),
+            host: None,
+        }));
+    }
+    Ok(
+        (left.work.checked_add(right.work) != Some(node.work)).then(|| Fault {
+            reason: format!(
+                "{at} records {} work units but its children hold {} and {}",
+                node.work, left.work, right.work
             ),
             host: None,
         }),
@@ -530,14 +532,12 @@ pub fn host_mismatch(
         return Ok(fault(format!("host {host} has no line in the batch")));
     };
     let work = leaf.leaf.host_work;
-    let (Some(payout), Some(own_work), Some(cost)) = (
+    let own_work = leaf.work;
+    let (Some(payout), Some(cost)) = (
         parse_decimal(&leaf.leaf.host_payout),
-        leaf.work(),
         parse_decimal(&leaf.leaf.cost),
     ) else {
-        return Ok(fault(
-            "host_payout, cost or token counts are malformed".into(),
-        ));
+        return Ok(fault("host_payout or cost is malformed".into()));
     };
     if leaf.index > line.last_index {
         return Ok(fault(format!(

@@ -106,7 +106,7 @@ impl Msg for PublishModel {
             }
             job.model_id = model.id.clone();
             state.emit(events::model_published(&job, &model.weights_sha256));
-            state.put_model(&model);
+            state.put_model(&model)?;
         }
         state.put_job(&job);
         Ok(())

@@ -4,9 +4,11 @@
 //! a full batch from an account that cannot pay costs nothing per line. After the ante, in
 //! `execute`, statelessly: a 32-byte root, 96 signature bytes, at least one record, requester
 //! and host lines strictly ascending, canonical amounts, positive requester totals adding up
-//! to `total`, host payouts not above it, each host's last index inside the batch; then
-//! against state: the lines and records within the parameters, a registered and staked
-//! transfer agent using its next batch number, staked hosts with BLS keys, the gas of the
+//! to `total`, host payouts not above it, host work units adding up to `total_work`, each
+//! host's last index inside the batch; then against state: the lines and records within the
+//! parameters, no host line claiming more work than its payout buys at the chain's cheapest
+//! work (x/inference's `cheapest_work_model`), a registered and staked transfer agent using
+//! its next batch number, staked hosts with BLS keys, the gas of the
 //! next block's sampling of the claimed record count ([`crate::sampling::sampling_gas`]) and
 //! room for those records in this block (`max_block_records`), then the one aggregate
 //! signature (a BLS verification's gas first; the point is decompressed only
@@ -17,6 +19,7 @@
 use gonka_auth::validate_address;
 use gonka_bls::BlsRead;
 use gonka_bls_crypto::{fast_aggregate_verify, PublicKey, Signature, SIGNATURE_LEN};
+use gonka_inference::InferenceRead;
 use gonka_proto::batch::parse_decimal;
 use gonka_proto::settlement::{Batch, BatchStatus, MsgSettleBatch};
 use gonka_proto::signing::batch_sign_bytes;
@@ -119,6 +122,7 @@ pub fn check_batch(encoded: &[u8]) -> Result<(MsgSettleBatch, Vec<u128>)> {
         )));
     }
     let mut paid = 0u128;
+    let mut work = 0u64;
     for (i, line) in msg.hosts.iter().enumerate() {
         validate_address(&format!("hosts[{i}].host"), &line.host)?;
         if i > 0 && msg.hosts[i - 1].host >= line.host {
@@ -137,10 +141,19 @@ pub fn check_batch(encoded: &[u8]) -> Result<(MsgSettleBatch, Vec<u128>)> {
         paid = paid
             .checked_add(payout)
             .ok_or_else(|| invalid("payouts overflow".into()))?;
+        work = work
+            .checked_add(line.work_units)
+            .ok_or_else(|| invalid("work units overflow".into()))?;
     }
     if paid > total {
         return Err(invalid(format!(
             "the host payouts add up to {paid}ngnk, more than the batch total {total}ngnk"
+        )));
+    }
+    if work != msg.total_work {
+        return Err(invalid(format!(
+            "the host lines add up to {work} work units but the batch's total_work is {}",
+            msg.total_work
         )));
     }
     // Only its length here: decompressing the point (a square root and a subgroup check)
@@ -189,6 +202,23 @@ impl Msg for SettleBatch {
                 "batch number {} is not {agent}'s next, {expected}",
                 msg.number
             )));
+        }
+        // No host line claims more work than its payout buys at the cheapest work on chain:
+        // every leaf is paid tokens × its model's price and credits tokens × its weight.
+        let cheapest = state.cheapest_work_model()?;
+        for (i, line) in msg.hosts.iter().enumerate() {
+            let payout = parse_decimal(&line.payout).unwrap_or(0);
+            if let Some(model) = cheapest.as_ref() {
+                if !gonka_inference::work_within(model, line.work_units, payout) {
+                    return Err(invalid(format!(
+                        "hosts[{i}] claims {} work units for {payout}ngnk, more than the cheapest work on chain buys (model {}: {} work units per token at {}ngnk per token)",
+                        line.work_units,
+                        model.id,
+                        model.work_per_token.max(1),
+                        model.price_per_token
+                    )));
+                }
+            }
         }
         let mut keys = Vec::with_capacity(msg.hosts.len());
         for line in &msg.hosts {
