@@ -4,10 +4,12 @@
 //! `MsgCloseEscrow`); requests stay signed off chain in the request/v3 format, and the
 //! escrow is the one named by the request's signed `transfer_agent`. The transfer agent
 //! commits batches of served records with `MsgSettleBatch`: the root of a Merkle sum tree
-//! over the records (gonka-proto `batch`), per-requester totals, per-host work and payouts,
-//! and one aggregate BLS signature of all the hosts over the whole message. The chain checks
-//! a constant amount per batch (the lines' arithmetic, one fast-aggregate verification, one
-//! escrow debit per requester), never a record.
+//! over the records (gonka-proto `batch`: each node sums the charges and the work units below
+//! it), per-requester totals, per-host work and payouts, and one aggregate BLS signature of
+//! all the hosts over the whole message. The chain checks a constant amount per batch (the
+//! lines' arithmetic — requester lines adding up to the root's charge, host lines to its
+//! work, each host line's work no more than its payout buys at the cheapest work on chain —
+//! one fast-aggregate verification, one escrow debit per requester), never a record.
 //!
 //! # Money
 //! Escrows and pending debits sit in the module account [`pool_address`]. A batch debits
