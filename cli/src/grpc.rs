@@ -9,8 +9,8 @@
 //! `BroadcastTx`, `GetTx` and `GetTxsEvent`, and `cosmos.consensus.v1.Query/Params` (which the app cannot
 //! answer: they are the node's) go to CometBFT's `broadcast_tx_sync`, `tx`,
 //! `tx_search` and `consensus_params`, as do the `cosmos.base.tendermint.v1beta1.Service` calls
-//! `GetLatestBlock`, `GetBlockByHeight` and `GetSyncing`, answered with the standard Cosmos
-//! messages.
+//! `GetLatestBlock`, `GetBlockByHeight`, `GetSyncing` and `GetNodeInfo`, answered with the
+//! standard Cosmos messages.
 //!
 //! A request with the `x-cosmos-block-height` header (gRPC metadata or an HTTP header, as
 //! Cosmos nodes take it) is answered from the state committed at that height: queries of
@@ -426,6 +426,57 @@ pub(crate) async fn syncing(client: &Client) -> Result<Vec<u8>, Status> {
     .encode_to_vec())
 }
 
+/// The Cosmos SDK release whose gRPC and REST endpoints, tx format and sign modes the API
+/// port follows: what `GetNodeInfo` reports as `cosmos_sdk_version` (gonka does not run the
+/// Cosmos SDK; clients such as cosmpy parse this to pick the shapes they expect).
+pub const COSMOS_SDK_API_VERSION: &str = "v0.50.0";
+
+/// `cosmos.base.tendermint.v1beta1.Service/GetNodeInfo`: the node's CometBFT identity and the
+/// application's version, with [`COSMOS_SDK_API_VERSION`].
+pub(crate) async fn node_info(client: &Client) -> Result<Vec<u8>, Status> {
+    use cosmos_sdk_proto::cosmos::base::tendermint::v1beta1::{GetNodeInfoResponse, VersionInfo};
+    use cosmos_sdk_proto::tendermint::p2p::{
+        DefaultNodeInfo, DefaultNodeInfoOther, ProtocolVersion,
+    };
+    let status = client
+        .status()
+        .await
+        .map_err(|e| Status::new(UNAVAILABLE, format!("{e:#}")))?;
+    let info = &status.node_info;
+    Ok(GetNodeInfoResponse {
+        default_node_info: Some(DefaultNodeInfo {
+            protocol_version: Some(ProtocolVersion {
+                p2p: info.protocol_version.p2p,
+                block: info.protocol_version.block,
+                app: info.protocol_version.app,
+            }),
+            default_node_id: info.id.to_string(),
+            listen_addr: info.listen_addr.to_string(),
+            network: info.network.to_string(),
+            version: info.version.to_string(),
+            channels: info.channels.to_string().into_bytes(),
+            moniker: info.moniker.to_string(),
+            other: Some(DefaultNodeInfoOther {
+                tx_index: if bool::from(info.other.tx_index) {
+                    "on"
+                } else {
+                    "off"
+                }
+                .into(),
+                rpc_address: info.other.rpc_address.to_string(),
+            }),
+        }),
+        application_version: Some(VersionInfo {
+            name: "gonka".into(),
+            app_name: "gonkad".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            cosmos_sdk_version: COSMOS_SDK_API_VERSION.into(),
+            ..Default::default()
+        }),
+    }
+    .encode_to_vec())
+}
+
 /// Answers one gRPC call.
 async fn call(client: &Client, request: Request<Incoming>) -> Result<Vec<u8>, Status> {
     let path = request.uri().path().to_string();
@@ -454,6 +505,7 @@ async fn call(client: &Client, request: Request<Incoming>) -> Result<Vec<u8>, St
             block(client, Some(request.height)).await
         }
         "/cosmos.base.tendermint.v1beta1.Service/GetSyncing" => syncing(client).await,
+        "/cosmos.base.tendermint.v1beta1.Service/GetNodeInfo" => node_info(client).await,
         _ => client
             .query_raw(&path, message.to_vec())
             .await

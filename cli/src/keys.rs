@@ -31,10 +31,15 @@ use crate::Global;
 /// `gonkad keys` subcommands.
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Create a new key from a fresh 24-word mnemonic (printed once: write it down).
+    /// Create a new key from a fresh 24-word mnemonic (printed once: write it down), or with
+    /// --recover from an existing mnemonic read from standard input (as `keys import`).
     Add {
         /// Name of the key.
         name: String,
+        /// Recover the key from a mnemonic read from standard input (the Cosmos SDK's
+        /// spelling of `keys import`).
+        #[arg(long)]
+        recover: bool,
     },
     /// List stored keys.
     List,
@@ -418,12 +423,41 @@ pub fn load_key(global: &Global, name: &str) -> Result<Key> {
     global.keyring().key(name)
 }
 
+/// Stores `mnemonic` (read from standard input when `None`) as key `name` and says so.
+fn import(
+    keyring: &Keyring,
+    name: &str,
+    mnemonic: Option<String>,
+    out: crate::output::Output,
+) -> Result<()> {
+    let mnemonic = match mnemonic {
+        Some(m) => m,
+        None => {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text)?;
+            text
+        }
+    };
+    let key = keyring.insert(name, &mnemonic)?;
+    out.print(json!({"name": key.name, "address": key.address}), || {
+        format!("imported {} as {}", key.address, key.name)
+    });
+    Ok(())
+}
+
 /// Runs a `gonkad keys` subcommand.
 pub fn run(global: &Global, command: Command) -> Result<()> {
     let keyring = global.keyring();
     let out = global.output;
     match command {
-        Command::Add { name } => {
+        Command::Add {
+            name,
+            recover: true,
+        } => import(&keyring, &name, None, out)?,
+        Command::Add {
+            name,
+            recover: false,
+        } => {
             let mnemonic = generate_mnemonic();
             let key = keyring.insert(&name, &mnemonic)?;
             out.print(
@@ -464,20 +498,7 @@ pub fn run(global: &Global, command: Command) -> Result<()> {
                 || key.address.clone(),
             );
         }
-        Command::Import { name, mnemonic } => {
-            let mnemonic = match mnemonic {
-                Some(m) => m,
-                None => {
-                    let mut text = String::new();
-                    std::io::stdin().read_to_string(&mut text)?;
-                    text
-                }
-            };
-            let key = keyring.insert(&name, &mnemonic)?;
-            out.print(json!({"name": key.name, "address": key.address}), || {
-                format!("imported {} as {}", key.address, key.name)
-            });
-        }
+        Command::Import { name, mnemonic } => import(&keyring, &name, mnemonic, out)?,
         Command::Export { name, private_key } => {
             let key = keyring.entry(&keyring.load()?, &name)?;
             let mnemonic = keyring.mnemonic(&key)?;

@@ -18,7 +18,7 @@
 //! | `GET /cosmos/consensus/v1/params` | the consensus `Params` (block size and gas limits) |
 //! | `GET /cosmos/base/tendermint/v1beta1/syncing` | `GetSyncing` |
 //! | `GET /cosmos/base/tendermint/v1beta1/blocks/{latest,H}` | `GetLatestBlock`, `GetBlockByHeight` |
-//! | `GET /cosmos/base/tendermint/v1beta1/node_info` | `GetNodeInfo` (id, network, version, moniker) |
+//! | `GET /cosmos/base/tendermint/v1beta1/node_info` | `GetNodeInfo` (id, network, version, moniker; the app version and the Cosmos SDK API version it follows) |
 //! | `GET /gonka/{module}/v1/{query}?field=value` | the module query `/{module}/{query}` (its JSON as `gonkad query --output json` prints it) |
 //!
 //! Errors are the gRPC status as Cosmos gateways render it, `{"code", "message", "details"}`,
@@ -38,7 +38,7 @@ use cosmos_sdk_proto::cosmos::bank::v1beta1::{
 use cosmos_sdk_proto::cosmos::base::abci::v1beta1::TxResponse;
 use cosmos_sdk_proto::cosmos::base::query::v1beta1::{PageRequest, PageResponse};
 use cosmos_sdk_proto::cosmos::base::tendermint::v1beta1::{
-    GetLatestBlockResponse, GetSyncingResponse,
+    GetLatestBlockResponse, GetNodeInfoResponse, GetSyncingResponse,
 };
 use cosmos_sdk_proto::cosmos::base::v1beta1::Coin;
 use cosmos_sdk_proto::cosmos::tx::v1beta1::{
@@ -601,23 +601,22 @@ async fn route(client: &Client, request: Request<Incoming>) -> Result<Value, Sta
             Ok(block_json(&r))
         }
         (&Method::GET, ["cosmos", "base", "tendermint", "v1beta1", "node_info"]) => {
-            let status = client
-                .status()
-                .await
-                .map_err(|e| Status::new(grpc::UNAVAILABLE, format!("{e:#}")))?;
-            let info = &status.node_info;
+            let r: GetNodeInfoResponse = decode(&grpc::node_info(client).await?)?;
+            let info = r.default_node_info.unwrap_or_default();
+            let app = r.application_version.unwrap_or_default();
             Ok(json!({
                 "default_node_info": {
-                    "default_node_id": info.id.to_string(),
-                    "listen_addr": info.listen_addr.to_string(),
-                    "network": info.network.to_string(),
-                    "version": info.version.to_string(),
-                    "moniker": info.moniker.to_string(),
+                    "default_node_id": info.default_node_id,
+                    "listen_addr": info.listen_addr,
+                    "network": info.network,
+                    "version": info.version,
+                    "moniker": info.moniker,
                 },
                 "application_version": {
-                    "name": "gonka",
-                    "app_name": "gonkad",
-                    "version": env!("CARGO_PKG_VERSION"),
+                    "name": app.name,
+                    "app_name": app.app_name,
+                    "version": app.version,
+                    "cosmos_sdk_version": app.cosmos_sdk_version,
                 },
             }))
         }

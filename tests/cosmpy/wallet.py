@@ -1,5 +1,6 @@
-"""Stock cosmpy against gonka over a node's gRPC or REST (`gonkad start --api-listen`): read a balance, send tokens with
-a simulated gas limit, wait for the tx and read the recipient's balance. Prints one JSON
+"""Stock cosmpy against gonka over a node's gRPC or REST (`gonkad start --api-listen`): read the
+node's info, read a balance, send tokens with a simulated gas limit, wait for the tx and read
+the recipient's balance. Prints one JSON
 report for tests/e2e/cosmpy.rs.
 
 Usage: wallet.py URL CHAIN_ID MIN_GAS_PRICE RECIPIENT AMOUNT, the sender's private key
@@ -36,6 +37,7 @@ def main() -> None:
         PrivateKey(bytes.fromhex(os.environ["GONKA_PRIVATE_KEY"])), prefix="gonka"
     )
     sender = str(wallet.address())
+    node = client.query_node_info()
     before = client.query_bank_balance(sender, "ngnk")
     account = client.query_account(sender)
     try:
@@ -62,6 +64,8 @@ def main() -> None:
         json.dumps(
             {
                 "sender": sender,
+                "appName": node.app_name,
+                "cosmosSdkVersion": str(node.cosmos_sdk_version),
                 "balanceBefore": before,
                 "accountNumber": account.number,
                 "sequence": account.sequence,

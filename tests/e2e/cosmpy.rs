@@ -69,6 +69,9 @@ async fn cosmpy_sends_and_reads(net: &Net, url: &str, sender: &str, recipient: &
     // An account that does not exist is NOT_FOUND (gRPC's status, REST's 404), as Cosmos
     // nodes answer.
     assert_eq!(report["unknownAccount"], "NOT_FOUND", "{url}: {report}");
+    // query_node_info parses the Cosmos SDK API version the node reports.
+    assert_eq!(report["appName"], "gonka", "{url}: {report}");
+    assert_eq!(report["cosmosSdkVersion"], "0.50.0", "{url}: {report}");
     assert_eq!(report["code"], 0, "{url}: {report}");
     let (used, wanted) = (
         report["gasUsed"].as_u64().unwrap(),

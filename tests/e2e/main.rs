@@ -257,7 +257,8 @@ async fn crash_and_catch_up(net: &mut Net, ledger: &mut Ledger) {
     }
 }
 
-/// Test 3: the `gonkad` CLI as a user runs it against the network: `keys import`, `tx bank
+/// Test 3: the `gonkad` CLI as a user runs it against the network: `keys import` (and `keys
+/// add --recover`), `tx bank
 /// send` (signs, broadcasts, waits), `query bank balance`, `status`, `query tx`, all with
 /// `--output json`; a fee below the minimum fails with the node's reason; and a plain HTTP
 /// GET of `/abci_query?path="/bank/balance"&data=0x...` answers the balance.
@@ -283,6 +284,22 @@ fn cli_and_http_against_a_real_network() {
         ]);
         assert_eq!(imported["name"], "alice", "{imported}");
         assert_eq!(imported["address"], addr("alice"), "{imported}");
+        // The Cosmos SDK's spelling: `keys add NAME --recover`, the mnemonic on stdin.
+        let recovered = support::gonkad_json_with_input(
+            &[
+                "--home",
+                home,
+                "--output",
+                "json",
+                "keys",
+                "add",
+                "alice-again",
+                "--recover",
+            ],
+            &format!("{mnemonic}\n"),
+        );
+        assert_eq!(recovered["name"], "alice-again", "{recovered}");
+        assert_eq!(recovered["address"], addr("alice"), "{recovered}");
 
         // tx bank send through node 1.
         let recipient = addr("e2e-cli-recipient");

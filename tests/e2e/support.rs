@@ -633,21 +633,59 @@ fn strip_ansi(text: &str) -> String {
 /// The passphrase of the tests' keyrings: they use the default, encrypted `file` backend.
 pub const KEYRING_PASSPHRASE: &str = "e2e keyring passphrase";
 
-/// Runs the `gonkad` binary under test with `args`, with no `GONKA_*` variables from the
+/// The `gonkad` binary under test with `args`, with no `GONKA_*` variables from the
 /// environment leaking in but the keyring passphrase ([`KEYRING_PASSPHRASE`]).
+fn gonkad_command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gonkad"));
+    command
+        .args(args)
+        .env_remove("GONKA_NODE")
+        .env_remove("GONKA_CHAIN_ID")
+        .env_remove("GONKA_HOME")
+        .env_remove("GONKA_KEYRING_BACKEND")
+        .env("GONKA_KEYRING_PASSPHRASE", KEYRING_PASSPHRASE)
+        .env_remove("RUST_LOG");
+    command
+}
+
+/// Runs [`gonkad_command`] and waits for it.
 pub fn gonkad(args: &[&str]) -> Output {
     tokio::task::block_in_place(|| {
-        Command::new(env!("CARGO_BIN_EXE_gonkad"))
-            .args(args)
-            .env_remove("GONKA_NODE")
-            .env_remove("GONKA_CHAIN_ID")
-            .env_remove("GONKA_HOME")
-            .env_remove("GONKA_KEYRING_BACKEND")
-            .env("GONKA_KEYRING_PASSPHRASE", KEYRING_PASSPHRASE)
-            .env_remove("RUST_LOG")
+        gonkad_command(args)
             .output()
             .unwrap_or_else(|e| panic!("running gonkad {args:?}: {e}"))
     })
+}
+
+/// Runs `gonkad args` with `input` on its standard input, asserts it succeeded and parses
+/// its standard output as JSON.
+pub fn gonkad_json_with_input(args: &[&str], input: &str) -> serde_json::Value {
+    use std::io::Write;
+    use std::process::Stdio;
+    let out = tokio::task::block_in_place(|| {
+        let mut child = gonkad_command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("running gonkad {args:?}: {e}"));
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "gonkad {args:?} failed ({}):\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("gonkad {args:?} printed no JSON ({e}): {stdout}"))
 }
 
 /// Runs `gonkad args`, asserts it succeeded and returns its standard output.
