@@ -843,3 +843,49 @@ fn a_job_nobody_can_reexecute_in_time_or_a_worker_below_min_stake_is_refused() {
     );
     assert!(job(&world, 1).workers.is_empty());
 }
+
+/// A proposer that leaves a height without a group signature chooses no verifier: the
+/// checkpoints of a round closed at such a height wait, unsampled and unpaid, for the next
+/// signed height; and a verifier whose deadline passed keeps its checkpoint until a seed
+/// can choose the next one.
+#[test]
+fn checkpoint_draws_wait_for_a_height_the_group_signed() {
+    let mut setup = Setup::new(6, BOND);
+    setup.epoch_length = 5;
+    setup.vote_extensions_from = 1;
+    let mut world = World::with_genesis(setup, |state| {
+        state["pol"] = json!({ "params": params(1_000_000) });
+        state["bls"] = json!({"params": {"dkg_slots": 12, "dkg_deal_blocks": 2,
+            "dkg_complaint_blocks": 1, "dkg_reveal_blocks": 1, "beacon_keep_blocks": 1000}});
+    });
+    let group = world.form_group(6);
+    let id = started_job(&mut world);
+    submit_round(&mut world, id, 1, &["p0", "p1", "p2"], |w| {
+        honest_weights(w, 1)
+    });
+    for _ in 0..3 {
+        let block = world.block(vec![]);
+        assert!(block.events("checkpoint_sampled").is_empty());
+        for c in checkpoints(&world, id, 1) {
+            assert_eq!(c.status(), pb::CheckpointStatus::Closed);
+            assert_eq!(c.paid, "0");
+        }
+    }
+    let block = world.signed_block(&group, vec![]);
+    assert_eq!(block.events("checkpoint_sampled").len(), 3);
+    let first = checkpoint_of(&world, id, 1, "p0");
+    assert_eq!(first.status(), pb::CheckpointStatus::Verifying);
+    // Nobody verifies; past the deadline, unsigned heights keep the verifier.
+    while world.chain.height() <= first.deadline + 2 {
+        world.block(vec![]);
+    }
+    let c = checkpoint_of(&world, id, 1, "p0");
+    assert_eq!(c.status(), pb::CheckpointStatus::Verifying);
+    assert_eq!(c.verifier, first.verifier);
+    assert!(c.missed_by.is_empty());
+    assert_eq!(c.deadline, world.chain.height());
+    world.signed_block(&group, vec![]);
+    let c = checkpoint_of(&world, id, 1, "p0");
+    assert_eq!(c.missed_by, vec![first.verifier.clone()]);
+    assert_ne!(c.verifier, first.verifier, "reassigned at the signed height");
+}
