@@ -887,5 +887,8 @@ fn checkpoint_draws_wait_for_a_height_the_group_signed() {
     world.signed_block(&group, vec![]);
     let c = checkpoint_of(&world, id, 1, "p0");
     assert_eq!(c.missed_by, vec![first.verifier.clone()]);
-    assert_ne!(c.verifier, first.verifier, "reassigned at the signed height");
+    assert_ne!(
+        c.verifier, first.verifier,
+        "reassigned at the signed height"
+    );
 }
