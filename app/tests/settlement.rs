@@ -795,14 +795,18 @@ fn a_leaf_sum_that_is_not_its_charge_voids_its_batch() {
     let mut cheat = Batch::assemble(&addr(TA), 1, honest_batch.leaves.clone(), nodes).unwrap();
     cheat.msg.total = cheat.tree.top().sum.to_string();
     line_mut(&mut cheat.msg, "alice").amount = (line(&honest_batch, "alice") + 100).to_string();
-    let kind = |b: &Batch| {
+    assert_wins_against_cheat_only(world, &cheat, leaf_sum_mismatch(index), None);
+}
+
+/// A `sum_mismatch` challenge of leaf `index`'s node, with the leaf.
+fn leaf_sum_mismatch(index: u64) -> impl Fn(&Batch) -> Kind {
+    move |b: &Batch| {
         Kind::SumMismatch(SumMismatch {
             node: b.node_proof(0, index),
             leaf: Some(b.leaves[index as usize].clone()),
             ..Default::default()
         })
-    };
-    assert_wins_against_cheat_only(world, &cheat, kind, None);
+    }
 }
 
 /// The index of `host`'s first leaf in `batch`.
@@ -861,14 +865,7 @@ fn host_work_is_a_sum_of_the_tree_bounded_by_the_payout_and_an_inflated_node_voi
     assert_eq!(number, 0, "nothing settled");
     // Within the bound, the node is the fraud, proven by its leaf.
     let cheat = with_inflated_node(&honest_batch, index, 100, "p1");
-    let kind = |b: &Batch| {
-        Kind::SumMismatch(SumMismatch {
-            node: b.node_proof(0, index),
-            leaf: Some(b.leaves[index as usize].clone()),
-            ..Default::default()
-        })
-    };
-    assert_wins_against_cheat_only(world, &cheat, kind, None);
+    assert_wins_against_cheat_only(world, &cheat, leaf_sum_mismatch(index), None);
 }
 
 #[test]
