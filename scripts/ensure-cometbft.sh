@@ -1,16 +1,22 @@
 # shellcheck shell=bash
-# Makes `cometbft` v0.38.25 available on PATH. Meant to be sourced:
+# Makes `cometbft` v0.38.25 with gonka's patches (`cometbft version` says 0.38.25+gonka.1)
+# available on PATH. Meant to be sourced:
 #
 #     source scripts/ensure-cometbft.sh
 #
 # Puts Go's install directory ($(go env GOBIN), else the first entry of $(go env GOPATH) + /bin)
-# on PATH, and if `cometbft` is missing or is not v0.38.25, runs
-#     go install github.com/cometbft/cometbft/cmd/cometbft@v0.38.25
-# Prints what it does. Returns non-zero (never exits the sourcing shell) on failure.
+# on PATH, and if `cometbft` is missing or is another build, builds it there: the v0.38.25
+# module from Go's module proxy (`go mod download`), the patches in scripts/cometbft/ applied
+# (see each patch's header for what it fixes and why), then `go build ./cmd/cometbft` with the
+# build tag `gonka.1` in its version. Prints what it does. Returns non-zero (never exits the
+# sourcing shell) on failure.
 
 _gonka_ensure_cometbft() {
-    local want="0.38.25"
-    local install="go install github.com/cometbft/cometbft/cmd/cometbft@v${want}"
+    local release="0.38.25"
+    local want="${release}+gonka.1"
+    local patches
+    patches="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cometbft"
+    local install="source scripts/ensure-cometbft.sh"
 
     if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
         echo "ensure-cometbft: adding /usr/local/go/bin to PATH (go was not on PATH)"
@@ -46,23 +52,47 @@ _gonka_ensure_cometbft() {
 
     local found="cometbft not found"
     if [ -n "${have}" ]; then
-        found="found cometbft '${have}' at $(command -v cometbft), need v${want}"
+        found="found cometbft '${have}' at $(command -v cometbft), need ${want}"
     fi
     if [ -z "${gobin}" ]; then
         echo "ensure-cometbft: ${found}, and Go is not installed." >&2
         echo "ensure-cometbft: install Go (https://go.dev/dl/), then run: ${install}" >&2
         return 1
     fi
-    echo "ensure-cometbft: ${found}; running: ${install}"
-    if ! go install "github.com/cometbft/cometbft/cmd/cometbft@v${want}"; then
-        echo "ensure-cometbft: '${install}' failed" >&2
+    echo "ensure-cometbft: ${found}; building v${release} with the patches in ${patches}"
+    local source
+    source="$(go mod download -json "github.com/cometbft/cometbft@v${release}" \
+        | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+    if [ -z "${source}" ] || [ ! -d "${source}" ]; then
+        echo "ensure-cometbft: 'go mod download github.com/cometbft/cometbft@v${release}' failed" >&2
         return 1
     fi
+    local build
+    build="$(mktemp -d)"
+    cp -R "${source}/." "${build}" && chmod -R u+w "${build}"
+    local patch
+    for patch in "${patches}"/*.patch; do
+        echo "ensure-cometbft: applying $(basename "${patch}")"
+        if ! (cd "${build}" && git apply "${patch}"); then
+            echo "ensure-cometbft: ${patch} does not apply to cometbft v${release}" >&2
+            rm -rf "${build}"
+            return 1
+        fi
+    done
+    mkdir -p "${gobin}"
+    if ! (cd "${build}" && go build -trimpath \
+        -ldflags "-X github.com/cometbft/cometbft/version.TMGitCommitHash=${want#*+}" \
+        -o "${gobin}/cometbft" ./cmd/cometbft); then
+        echo "ensure-cometbft: building cometbft in ${build} failed" >&2
+        rm -rf "${build}"
+        return 1
+    fi
+    rm -rf "${build}"
     hash -r 2>/dev/null || true
 
     have="$(cometbft version 2>/dev/null || true)"
     if [ "${have}" != "${want}" ]; then
-        echo "ensure-cometbft: installed v${want} into ${gobin}, but \`cometbft\` on PATH is" \
+        echo "ensure-cometbft: installed ${want} into ${gobin}, but \`cometbft\` on PATH is" \
             "$(command -v cometbft || echo missing) reporting '${have}'; put ${gobin} first on PATH" >&2
         return 1
     fi

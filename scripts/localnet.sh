@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds gonkad and gonka-sidecar (release) and runs `gonkad localnet` with the given arguments (for example
-# `scripts/localnet.sh --validators 4`); makes sure CometBFT v0.38.25 is on PATH and the language
+# `scripts/localnet.sh --validators 4`); makes sure CometBFT v0.38.25+gonka.1 is on PATH and the language
 # model the ML nodes serve is fetched (scripts/fetch-model.sh) first.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

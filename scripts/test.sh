@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: makes sure CometBFT v0.38.25 is installed and on PATH (the
+# Runs the whole test suite: makes sure CometBFT v0.38.25+gonka.1 is built and on PATH (the
 # localnet and end-to-end tests run it), then `cargo test --workspace` with any extra arguments,
 # e.g. `scripts/test.sh -p gonka-localnet` or `scripts/test.sh -- --nocapture`.
 set -euo pipefail

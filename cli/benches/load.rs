@@ -40,7 +40,10 @@ fn env(name: &str, default: usize) -> usize {
 
 /// What one run measured.
 struct Figures {
+    /// Load txs submitted (and committed).
     txs: usize,
+    /// How long the generator took to have every tx accepted.
+    submitted: Duration,
     committed_per_s: f64,
     latency_p50: Duration,
     latency_p99: Duration,
@@ -56,11 +59,79 @@ struct Figures {
 struct Watched {
     pids: Vec<u32>,
     metrics_urls: Vec<String>,
+    /// Where to save node 0's CometBFT CPU profile of the load (`LOAD_PPROF`), and its
+    /// pprof address.
+    pprof: Option<(std::path::PathBuf, String)>,
+}
+
+/// Port of node 0's CometBFT pprof server when `LOAD_PPROF` asks for profiles.
+const PPROF_PORT: u16 = 6_061;
+
+/// With `LOAD_PPROF=DIR`, turns on node 0's CometBFT pprof server (call before it starts)
+/// and says where its profile of run `name` goes.
+fn pprof_of(node: &gonka_localnet::NodeInfo, name: &str) -> Option<(std::path::PathBuf, String)> {
+    let dir = std::path::PathBuf::from(std::env::var_os("LOAD_PPROF")?);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = node.config_toml_path();
+    let text = std::fs::read_to_string(&config).unwrap();
+    let address = format!("127.0.0.1:{PPROF_PORT}");
+    let text = text.replace(
+        "pprof_laddr = \"\"",
+        &format!("pprof_laddr = \"{address}\""),
+    );
+    std::fs::write(&config, text).unwrap();
+    Some((dir.join(format!("{name}.pprof")), address))
+}
+
+/// Who submits a run's txs.
+#[derive(Clone, Copy, PartialEq)]
+enum Generator {
+    /// This repo's client: tendermint-rpc's `HttpClient`, one tokio task per sender.
+    Rust,
+    /// Stock cosmjs in Node.js (`tests/cosmjs/load.mjs`), as wallets submit.
+    Cosmjs,
+}
+
+impl Generator {
+    fn tag(self) -> &'static str {
+        match self {
+            Generator::Rust => "rust",
+            Generator::Cosmjs => "cosmjs",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Generator::Rust => "gonka-client (Rust)",
+            Generator::Cosmjs => "cosmjs 0.39",
+        }
+    }
+}
+
+/// What a run submits, per sender in order.
+enum Txs<'a> {
+    /// Bank sends of 1 ngnk signed by `keys` (account numbers in order) from sequence 0.
+    Sends {
+        keys: &'a [Key],
+        fee: GasFee,
+        recipient: String,
+    },
+    /// CometBFT kvstore `key=value` txs of `size` bytes.
+    KeyValues { senders: usize, size: usize },
 }
 
 fn main() {
     let senders = env("LOAD_SENDERS", 64);
     let per_sender = env("LOAD_TXS", 200) as u64;
+    let generators: Vec<Generator> = std::env::var("LOAD_GENERATORS")
+        .unwrap_or_else(|_| "rust,cosmjs".into())
+        .split(',')
+        .map(|name| match name.trim() {
+            "rust" => Generator::Rust,
+            "cosmjs" => Generator::Cosmjs,
+            other => panic!("LOAD_GENERATORS: unknown generator {other:?} (rust, cosmjs)"),
+        })
+        .collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -69,15 +140,140 @@ fn main() {
     let keys: Vec<Key> = (0..senders)
         .map(|i| Key::from_mnemonic(&well_known_mnemonic(&format!("load-{i}"))).unwrap())
         .collect();
+    let price = GasPrice::parse(&gonka_auth::default_params().min_gas_price).unwrap();
+    let sends = Txs::Sends {
+        keys: &keys,
+        fee: GasFee::at_price(SEND_GAS, &price).unwrap(),
+        recipient: keys[0].address().to_string(),
+    };
+    let size = signed(&sends, 1)[0][0].len();
+    let key_values = Txs::KeyValues { senders, size };
+    println!(
+        "{} txs of {size} bytes from {senders} senders per run: signed sends on the chain, key=value txs on kvstore",
+        senders * per_sender as usize
+    );
 
-    let chain = {
-        let dir = tempfile::tempdir().unwrap();
-        let net = start_chain(dir.path(), &keys);
-        let urls: Vec<String> = net.nodes().iter().map(|n| n.rpc_url.clone()).collect();
-        let price = GasPrice::parse(&gonka_auth::default_params().min_gas_price).unwrap();
-        let fee = GasFee::at_price(SEND_GAS, &price).unwrap();
-        let recipient = keys[0].address().to_string();
-        let txs: Vec<Vec<Vec<u8>>> = keys
+    let cometbft = find_cometbft().expect("cometbft on PATH");
+    // `LOAD_BASELINE_COMETBFT=PATH`: the chain also runs on that CometBFT build (e.g. the
+    // stock v0.38.25), before the one on PATH, in the same run.
+    let mut cometbfts: Vec<(&str, std::path::PathBuf)> = Vec::new();
+    if let Some(baseline) = std::env::var_os("LOAD_BASELINE_COMETBFT") {
+        cometbfts.push((" on the baseline CometBFT", baseline.into()));
+    }
+    cometbfts.push(("", cometbft));
+    for (label, path) in &cometbfts {
+        let version = gonka_localnet::cometbft_version(path).unwrap();
+        println!("gonka{label}: cometbft {version} at {}", path.display());
+    }
+    let mut rows = Vec::new();
+    for &generator in &generators {
+        let kvstore = {
+            let dir = tempfile::tempdir().unwrap();
+            let (urls, processes) =
+                start_kvstore(dir.path(), &format!("kvstore-{}", generator.tag()));
+            let watched = Watched {
+                pids: processes.pids.clone(),
+                metrics_urls: Vec::new(),
+                pprof: processes.pprof.clone(),
+            };
+            println!("kvstore, {}:", generator.name());
+            let submitter = Submitter::new(generator, &key_values, &urls, per_sender);
+            runtime.block_on(load(&urls, submitter, 0, &watched))
+        };
+        let mut runs = Vec::new();
+        for (label, cometbft) in &cometbfts {
+            let dir = tempfile::tempdir().unwrap();
+            let name = format!("gonka-{}{label}", generator.tag());
+            let (net, pprof) = start_chain(dir.path(), &keys, &name, cometbft);
+            let urls: Vec<String> = net.nodes().iter().map(|n| n.rpc_url.clone()).collect();
+            let pid = |i: usize, role: Role| net.pid(i, role).expect("the node is running");
+            let watched = Watched {
+                // The apps first, then the CometBFT nodes.
+                pids: (0..VALIDATORS)
+                    .map(|i| pid(i, Role::App))
+                    .chain((0..VALIDATORS).map(|i| pid(i, Role::Cometbft)))
+                    .collect(),
+                metrics_urls: net
+                    .nodes()
+                    .iter()
+                    .map(|n| format!("http://{}:{}/metrics", n.host, n.ports.app_metrics()))
+                    .collect(),
+                pprof,
+            };
+            println!("gonka{label}, {}:", generator.name());
+            let submitter = Submitter::new(generator, &sends, &urls, per_sender);
+            // The chain's blocks each start with a beacon tx.
+            runs.push((
+                *label,
+                runtime.block_on(load(&urls, submitter, 1, &watched)),
+            ));
+        }
+        rows.push((generator, kvstore, runs));
+    }
+
+    let verify = verify_rate();
+    // Every node verifies each tx once (CheckTx; FinalizeBlock reuses it); the four nodes
+    // share this machine's cores, so at best a tx costs kvstore's time plus four
+    // verifications of one core's time divided by the cores.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    println!();
+    println!(
+        "| load generator | app | txs | committed tx/s | gonka / kvstore | commit latency p50 / p99 | submitted in | rejected | generator CPU |"
+    );
+    println!("|---|---|---:|---:|---:|---|---:|---:|---:|");
+    for (generator, kvstore, runs) in &rows {
+        let kvstore_row =
+            std::iter::once(("kvstore (CometBFT's)".to_string(), kvstore, String::new()));
+        let chain_rows = runs.iter().map(|(label, f)| {
+            let ratio = format!(
+                "{:.1}%",
+                100.0 * f.committed_per_s / kvstore.committed_per_s
+            );
+            (format!("gonka (signed sends){label}"), f, ratio)
+        });
+        for (name, f, ratio) in kvstore_row.chain(chain_rows) {
+            println!(
+                "| {} | {name} | {} | {:.0} | {ratio} | {:.0} / {:.0} ms | {:.1} s | {} | {:.0}% of a core |",
+                generator.name(),
+                f.txs,
+                f.committed_per_s,
+                f.latency_p50.as_secs_f64() * 1e3,
+                f.latency_p99.as_secs_f64() * 1e3,
+                f.submitted.as_secs_f64(),
+                f.rejected,
+                f.cpu_share * 100.0
+            );
+        }
+    }
+    println!();
+    println!("secp256k1 verifications/s (libsecp256k1, one core): {verify:.0}; cores: {cores}");
+    for (generator, kvstore, runs) in &rows {
+        let (_, chain) = runs.last().unwrap();
+        let bound = 1.0 / (1.0 / kvstore.committed_per_s + VALIDATORS as f64 / (verify * cores));
+        println!(
+            "{}: the bound kvstore + {VALIDATORS} verifications per tx: {bound:.0} tx/s ({:.1}% of kvstore); gonka reaches {:.1}% of the bound",
+            generator.name(),
+            100.0 * bound / kvstore.committed_per_s,
+            100.0 * chain.committed_per_s / bound
+        );
+    }
+    for (generator, kvstore, runs) in &rows {
+        for (label, chain) in runs {
+            println!();
+            println!("## With {}{label}", generator.name());
+            print_cpu_split(kvstore, chain, verify);
+        }
+    }
+}
+
+/// The txs of `txs` for `per_sender` txs per sender, built and signed here.
+fn signed(txs: &Txs, per_sender: u64) -> Vec<Vec<Vec<u8>>> {
+    match txs {
+        Txs::Sends {
+            keys,
+            fee,
+            recipient,
+        } => keys
             .iter()
             .enumerate()
             .map(|(number, key)| {
@@ -90,101 +286,28 @@ fn main() {
                         };
                         sign(
                             key,
-                            vec![msg_send(key.address(), &recipient, 1)],
+                            vec![msg_send(key.address(), recipient, 1)],
                             &signer,
-                            fee,
+                            *fee,
                             "",
                         )
                         .unwrap()
                     })
                     .collect()
             })
-            .collect();
-        let size = txs[0][0].len();
-        println!(
-            "chain: {} signed sends of {size} bytes from {senders} senders",
-            senders * per_sender as usize
-        );
-        let pid = |i: usize, role: Role| net.pid(i, role).expect("the node is running");
-        let watched = Watched {
-            // The apps first, then the CometBFT nodes.
-            pids: (0..VALIDATORS)
-                .map(|i| pid(i, Role::App))
-                .chain((0..VALIDATORS).map(|i| pid(i, Role::Cometbft)))
-                .collect(),
-            metrics_urls: net
-                .nodes()
-                .iter()
-                .map(|n| format!("http://{}:{}/metrics", n.host, n.ports.app_metrics()))
-                .collect(),
-        };
-        // The chain's blocks each start with a beacon tx.
-        let figures = runtime.block_on(load(&urls, txs, 1, &watched));
-        drop(net);
-        (figures, size)
-    };
-
-    let kvstore = {
-        let dir = tempfile::tempdir().unwrap();
-        let (urls, processes) = start_kvstore(dir.path());
-        let watched = Watched {
-            pids: processes.0.iter().map(std::process::Child::id).collect(),
-            metrics_urls: Vec::new(),
-        };
-        let size = chain.1;
-        let txs: Vec<Vec<Vec<u8>>> = (0..senders)
+            .collect(),
+        Txs::KeyValues { senders, size } => (0..*senders)
             .map(|s| {
                 (0..per_sender)
                     .map(|n| {
                         let mut tx = format!("s{s}n{n}=").into_bytes();
-                        tx.resize(size, b'v');
+                        tx.resize(*size, b'v');
                         tx
                     })
                     .collect()
             })
-            .collect();
-        println!(
-            "kvstore: {} txs of {size} bytes from {senders} senders",
-            senders * per_sender as usize
-        );
-        runtime.block_on(load(&urls, txs, 0, &watched))
-    };
-
-    let (chain, _) = chain;
-    let verify = k256_verify_rate();
-    // Every node verifies each tx once (CheckTx; FinalizeBlock reuses it); the four nodes
-    // share this machine's cores, so at best a tx costs kvstore's time plus four
-    // verifications of one core's time divided by the cores.
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let bound = 1.0 / (1.0 / kvstore.committed_per_s + VALIDATORS as f64 / (verify * cores));
-    println!();
-    println!(
-        "| app | txs | committed tx/s | commit latency p50 / p99 | rejected | load generator CPU |"
-    );
-    println!("|---|---:|---:|---|---:|---:|");
-    for (name, f) in [
-        ("kvstore (CometBFT's)", &kvstore),
-        ("gonka (signed sends)", &chain),
-    ] {
-        println!(
-            "| {name} | {} | {:.0} | {:.0} / {:.0} ms | {} | {:.0}% of a core |",
-            f.txs,
-            f.committed_per_s,
-            f.latency_p50.as_secs_f64() * 1e3,
-            f.latency_p99.as_secs_f64() * 1e3,
-            f.rejected,
-            f.cpu_share * 100.0
-        );
+            .collect(),
     }
-    println!();
-    println!("k256 verifications/s (one core): {verify:.0}; cores: {cores}");
-    println!(
-        "gonka / kvstore: {:.1}%; the bound kvstore + {VALIDATORS} verifications per tx: {bound:.0} tx/s ({:.1}% of kvstore); gonka reaches {:.1}% of the bound",
-        100.0 * chain.committed_per_s / kvstore.committed_per_s,
-        100.0 * bound / kvstore.committed_per_s,
-        100.0 * chain.committed_per_s / bound
-    );
-    print_cpu_split(&kvstore, &chain, verify);
 }
 
 /// Prints where the CPU went while the load ran: per committed tx, CometBFT's processes
@@ -285,7 +408,12 @@ fn print_cpu_split(kvstore: &Figures, chain: &Figures, verify: f64) {
 }
 
 /// A 4-validator chain-only localnet whose genesis funds `keys` (account numbers in order).
-fn start_chain(dir: &std::path::Path, keys: &[Key]) -> Localnet {
+fn start_chain(
+    dir: &std::path::Path,
+    keys: &[Key],
+    name: &str,
+    cometbft: &std::path::Path,
+) -> (Localnet, Option<(std::path::PathBuf, String)>) {
     let accounts: Vec<GenesisAccount> = keys
         .iter()
         .map(|k| GenesisAccount {
@@ -293,11 +421,7 @@ fn start_chain(dir: &std::path::Path, keys: &[Key]) -> Localnet {
             ngnk: 1_000_000_000_000_000,
         })
         .collect();
-    let mut config = LocalnetConfig::new(
-        dir.join("net"),
-        env!("CARGO_BIN_EXE_gonkad"),
-        find_cometbft().expect("cometbft on PATH"),
-    );
+    let mut config = LocalnetConfig::new(dir.join("net"), env!("CARGO_BIN_EXE_gonkad"), cometbft);
     config.validators = VALIDATORS;
     config.chain_id = CHAIN_ID.into();
     config.base_port = find_free_base_port(VALIDATORS, 33_000).unwrap();
@@ -323,17 +447,22 @@ fn start_chain(dir: &std::path::Path, keys: &[Key]) -> Localnet {
         genesis.app_state()
     })));
     let mut net = Localnet::prepare(config).unwrap();
+    let pprof = pprof_of(&net.nodes()[0], name);
     net.start().unwrap();
     net.wait_for_height(0, 2, Duration::from_secs(60)).unwrap();
-    net
+    (net, pprof)
 }
 
-/// Processes killed on drop.
-struct Processes(Vec<std::process::Child>);
+/// The kvstore network's processes, killed on drop.
+struct Processes {
+    children: Vec<std::process::Child>,
+    pids: Vec<u32>,
+    pprof: Option<(std::path::PathBuf, String)>,
+}
 
 impl Drop for Processes {
     fn drop(&mut self) {
-        for child in &mut self.0 {
+        for child in &mut self.children {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -343,7 +472,7 @@ impl Drop for Processes {
 /// The same topology and block settings running CometBFT's built-in kvstore app: the
 /// localnet's layout (homes, ports, peers, genesis), with the validators written into
 /// genesis.json (kvstore sets none) and each node started with `--proxy_app=kvstore`.
-fn start_kvstore(dir: &std::path::Path) -> (Vec<String>, Processes) {
+fn start_kvstore(dir: &std::path::Path, name: &str) -> (Vec<String>, Processes) {
     let cometbft = find_cometbft().expect("cometbft on PATH");
     let mut config = LocalnetConfig::new(dir.join("net"), env!("CARGO_BIN_EXE_gonkad"), &cometbft);
     config.validators = VALIDATORS;
@@ -368,7 +497,11 @@ fn start_kvstore(dir: &std::path::Path) -> (Vec<String>, Processes) {
             })
         })
         .collect();
-    let mut processes = Processes(Vec::new());
+    let mut processes = Processes {
+        children: Vec::new(),
+        pids: Vec::new(),
+        pprof: pprof_of(&net.nodes()[0], name),
+    };
     for node in net.nodes() {
         let path = node.genesis_path();
         let mut genesis: serde_json::Value =
@@ -376,7 +509,7 @@ fn start_kvstore(dir: &std::path::Path) -> (Vec<String>, Processes) {
         genesis["validators"] = serde_json::json!(validators);
         std::fs::write(&path, genesis.to_string()).unwrap();
         let log = std::fs::File::create(&node.cometbft_log).unwrap();
-        processes.0.push(
+        processes.children.push(
             std::process::Command::new(&cometbft)
                 .args(["start", "--proxy_app=kvstore", "--home"])
                 .arg(&node.cometbft_home)
@@ -386,6 +519,11 @@ fn start_kvstore(dir: &std::path::Path) -> (Vec<String>, Processes) {
                 .unwrap(),
         );
     }
+    processes.pids = processes
+        .children
+        .iter()
+        .map(std::process::Child::id)
+        .collect();
     let urls: Vec<String> = net.nodes().iter().map(|n| n.rpc_url.clone()).collect();
     let client = HttpClient::new(urls[0].as_str()).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -411,28 +549,134 @@ fn start_kvstore(dir: &std::path::Path) -> (Vec<String>, Processes) {
     (urls, processes)
 }
 
-/// Submits every sender's txs (in order, one task per sender, to node `sender % nodes`) as
-/// fast as they are accepted, waits for them to commit, and measures. `per_block_extra`: txs
-/// every block carries besides the load (the chain's beacon tx).
-async fn load(
-    urls: &[String],
-    txs: Vec<Vec<Vec<u8>>>,
-    per_block_extra: u64,
-    watched: &Watched,
-) -> Figures {
-    let clients: Vec<HttpClient> = urls
-        .iter()
-        .map(|u| HttpClient::new(u.as_str()).unwrap())
-        .collect();
+/// A run's load generator, its txs built and signed before the clock starts.
+enum Submitter {
+    Rust(Vec<Vec<Vec<u8>>>),
+    Cosmjs(Cosmjs),
+}
+
+impl Submitter {
+    fn new(generator: Generator, txs: &Txs, urls: &[String], per_sender: u64) -> Self {
+        match generator {
+            Generator::Rust => Submitter::Rust(signed(txs, per_sender)),
+            Generator::Cosmjs => Submitter::Cosmjs(Cosmjs::start(txs, urls, per_sender)),
+        }
+    }
+}
+
+/// What a generator reports of its submission.
+struct Submitted {
+    accepted: u64,
+    /// Every 10th accepted tx: its hash and when it was sent.
+    samples: Vec<(tendermint::Hash, SystemTime)>,
+    rejected: u64,
+    /// CPU seconds the generator used while submitting.
+    cpu_seconds: f64,
+}
+
+/// `tests/cosmjs/load.mjs` running in Node.js, its txs signed, waiting for the word to go.
+struct Cosmjs {
+    child: std::process::Child,
+    stdout: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    _job: tempfile::NamedTempFile,
+}
+
+impl Cosmjs {
+    fn start(txs: &Txs, urls: &[String], per_sender: u64) -> Self {
+        use std::io::BufRead;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/cosmjs");
+        if !dir.join("node_modules").exists() {
+            let installed = std::process::Command::new("npm")
+                .args(["ci", "--silent"])
+                .current_dir(&dir)
+                .status()
+                .expect("npm on PATH (the cosmjs generator runs in Node.js)");
+            assert!(installed.success(), "npm ci in {} failed", dir.display());
+        }
+        let mut job = serde_json::json!({"urls": urls, "per_sender": per_sender});
+        match txs {
+            Txs::Sends {
+                keys,
+                fee,
+                recipient,
+            } => {
+                let mnemonics: Vec<String> = (0..keys.len())
+                    .map(|i| well_known_mnemonic(&format!("load-{i}")))
+                    .collect();
+                job["sends"] = serde_json::json!({
+                    "chain_id": CHAIN_ID,
+                    "mnemonics": mnemonics,
+                    "gas": fee.gas_limit,
+                    "fee_ngnk": fee.amount.to_string(),
+                    "recipient": recipient,
+                });
+            }
+            Txs::KeyValues { senders, size } => {
+                job["key_values"] = serde_json::json!({"senders": senders, "size": size});
+            }
+        }
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), job.to_string()).unwrap();
+        let mut child = std::process::Command::new("node")
+            .arg(dir.join("load.mjs"))
+            .arg(file.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("node on PATH (the cosmjs generator runs in Node.js)");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = stdout.next().and_then(Result::ok).unwrap_or_default();
+        assert!(
+            ready.contains("signed"),
+            "load.mjs did not get ready: {ready:?}"
+        );
+        Cosmjs {
+            child,
+            stdout,
+            _job: file,
+        }
+    }
+
+    /// Tells the generator to go and waits for its report.
+    fn submit(mut self) -> Submitted {
+        use std::io::Write;
+        writeln!(self.child.stdin.as_mut().unwrap(), "go").unwrap();
+        let report = self.stdout.next().and_then(Result::ok).unwrap_or_default();
+        let _ = self.child.wait();
+        let report: serde_json::Value =
+            serde_json::from_str(&report).expect("load.mjs reports one JSON line");
+        let samples = report["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|sample| {
+                let hash = sample[0].as_str().unwrap().parse().unwrap();
+                let sent = Duration::from_millis(sample[1].as_u64().unwrap());
+                (hash, SystemTime::UNIX_EPOCH + sent)
+            })
+            .collect();
+        Submitted {
+            accepted: report["accepted"].as_u64().unwrap(),
+            samples,
+            rejected: report["rejected"].as_u64().unwrap(),
+            cpu_seconds: report["cpu_seconds"].as_f64().unwrap(),
+        }
+    }
+}
+
+/// What CometBFT answers for a tx its mempool already holds.
+const ALREADY_IN_MEMPOOL: &str = "already exists in cache";
+
+/// Tries of one tx (20 ms apart) before its sender gives up, so a stuck node ends the run.
+const MAX_TRIES: u32 = 1_500;
+
+/// Submits every sender's txs in order, one task per sender, to node `sender % nodes`, as
+/// fast as they are accepted.
+async fn submit_rust(clients: &[HttpClient], txs: Vec<Vec<Vec<u8>>>) -> Submitted {
     let total: usize = txs.iter().map(Vec::len).sum();
-    let start_height = latest_height(&clients[0]).await;
     let accepted = Arc::new(AtomicU64::new(0));
     let rejected = Arc::new(AtomicU64::new(0));
-    let http = reqwest::Client::new();
-    let metrics_before = scrape_all(&http, &watched.metrics_urls).await;
-    let processes_before: Vec<f64> = watched.pids.iter().map(|&p| process_cpu(p)).collect();
     let cpu_before = cpu_time();
-    let started = Instant::now();
     let mut tasks = Vec::new();
     for (sender, list) in txs.into_iter().enumerate() {
         let client = clients[sender % clients.len()].clone();
@@ -440,9 +684,9 @@ async fn load(
         tasks.push(tokio::spawn(async move {
             let mut samples = Vec::new();
             for (n, tx) in list.into_iter().enumerate() {
-                loop {
+                for tries in 1.. {
                     let sent = SystemTime::now();
-                    match client.broadcast_tx_sync(tx.clone()).await {
+                    let refusal = match client.broadcast_tx_sync(tx.clone()).await {
                         Ok(r) if r.code.is_ok() => {
                             accepted.fetch_add(1, Ordering::Relaxed);
                             if n % 10 == 0 {
@@ -450,12 +694,21 @@ async fn load(
                             }
                             break;
                         }
-                        // A full mempool (or a busy node) refuses for now: try again.
-                        _ => {
-                            rejected.fetch_add(1, Ordering::Relaxed);
-                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        Ok(r) => format!("code {}: {}", r.code.value(), r.log),
+                        // An earlier try got in after all (its answer was lost).
+                        Err(e) if e.to_string().contains(ALREADY_IN_MEMPOOL) => {
+                            accepted.fetch_add(1, Ordering::Relaxed);
+                            break;
                         }
+                        Err(e) => e.to_string(),
+                    };
+                    // A full mempool (or a busy node) refuses for now: try again, a while.
+                    rejected.fetch_add(1, Ordering::Relaxed);
+                    if tries == MAX_TRIES {
+                        eprintln!("  sender {sender} gives up at its tx {n}: {refusal}");
+                        return samples;
                     }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
             samples
@@ -474,6 +727,57 @@ async fn load(
     for task in tasks {
         samples.extend(task.await.unwrap());
     }
+    progress.abort();
+    Submitted {
+        accepted: accepted.load(Ordering::Relaxed),
+        samples,
+        rejected: rejected.load(Ordering::Relaxed),
+        cpu_seconds: cpu_time() - cpu_before,
+    }
+}
+
+/// Runs `submitter`, waits for its txs to commit, and measures. `per_block_extra`: txs every
+/// block carries besides the load (the chain's beacon tx).
+async fn load(
+    urls: &[String],
+    submitter: Submitter,
+    per_block_extra: u64,
+    watched: &Watched,
+) -> Figures {
+    let clients: Vec<HttpClient> = urls
+        .iter()
+        .map(|u| HttpClient::new(u.as_str()).unwrap())
+        .collect();
+    let start_height = latest_height(&clients[0]).await;
+    let http = reqwest::Client::new();
+    let metrics_before = scrape_all(&http, &watched.metrics_urls).await;
+    let processes_before: Vec<f64> = watched.pids.iter().map(|&p| process_cpu(p)).collect();
+    let started = Instant::now();
+    // A CPU profile of node 0's CometBFT from 1 s into the load, for 8 s.
+    let profile = watched.pprof.clone().map(|(path, address)| {
+        let http = http.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let url = format!("http://{address}/debug/pprof/profile?seconds=8");
+            let body = http.get(url).send().await.unwrap().bytes().await.unwrap();
+            std::fs::write(&path, body).unwrap();
+            eprintln!(
+                "  CometBFT CPU profile: go tool pprof -top {}",
+                path.display()
+            );
+        })
+    });
+    let Submitted {
+        accepted,
+        samples,
+        rejected,
+        cpu_seconds,
+    } = match submitter {
+        Submitter::Rust(txs) => submit_rust(&clients, txs).await,
+        Submitter::Cosmjs(cosmjs) => tokio::task::spawn_blocking(move || cosmjs.submit())
+            .await
+            .unwrap(),
+    };
     let submitted = started.elapsed();
     // Wait until the mempools are empty: everything accepted is committed.
     loop {
@@ -494,8 +798,10 @@ async fn load(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    progress.abort();
-    let cpu_share = (cpu_time() - cpu_before) / started.elapsed().as_secs_f64();
+    let cpu_share = cpu_seconds / submitted.as_secs_f64();
+    if let Some(profile) = profile {
+        profile.await.unwrap();
+    }
     let process_cpu = watched
         .pids
         .iter()
@@ -561,15 +867,16 @@ async fn load(
             .unwrap_or_default()
     };
     eprintln!(
-        "  submitted {total} in {:.1} s; committed over {span:.1} s",
+        "  submitted in {:.1} s; committed over {span:.1} s",
         submitted.as_secs_f64()
     );
     Figures {
-        txs: total,
+        txs: accepted as usize,
+        submitted,
         committed_per_s: committed as f64 / span.max(1e-9),
         latency_p50: pick(0.5),
         latency_p99: pick(0.99),
-        rejected: rejected.load(Ordering::Relaxed),
+        rejected,
         cpu_share,
         process_cpu,
         app_metrics,
@@ -637,19 +944,22 @@ fn cpu_seconds_of(path: &str) -> f64 {
     (ticks(14) + ticks(15)) / 100.0
 }
 
-fn k256_verify_rate() -> f64 {
-    use k256::ecdsa::signature::{Signer, Verifier};
+/// secp256k1 verifications per second on one core, with the verifier the chain uses
+/// (libsecp256k1 through `gonka_proto::ecdsa`).
+fn verify_rate() -> f64 {
+    use k256::ecdsa::signature::Signer;
     use k256::ecdsa::{Signature, SigningKey};
     let key = SigningKey::from_slice(&[7u8; 32]).unwrap();
     let message = [42u8; 200];
     let signature: Signature = key.sign(&message);
-    let verifying = *key.verifying_key();
-    let rounds = 5_000;
+    let public = gonka_proto::ecdsa::PubKey::from_sec1(
+        key.verifying_key().to_encoded_point(true).as_bytes(),
+    )
+    .unwrap();
+    let rounds = 10_000;
     let started = Instant::now();
     for _ in 0..rounds {
-        verifying
-            .verify(std::hint::black_box(&message), &signature)
-            .unwrap();
+        assert!(public.verifies(std::hint::black_box(&message), &signature));
     }
     rounds as f64 / started.elapsed().as_secs_f64()
 }

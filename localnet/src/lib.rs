@@ -36,7 +36,8 @@ pub mod sidecar;
 mod state_sync;
 
 pub use cometbft::{
-    cometbft_version, find_cometbft, COMETBFT_INSTALL, COMETBFT_SERIES, COMETBFT_VERSION,
+    cometbft_version, find_cometbft, COMETBFT_BUILD, COMETBFT_INSTALL, COMETBFT_SERIES,
+    COMETBFT_VERSION,
 };
 pub use layout::{
     read_consensus_key, reset, AppStateFn, GenesisValidatorKey, LocalnetConfig, NodeHost, NodeInfo,

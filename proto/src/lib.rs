@@ -95,6 +95,7 @@ pub use prost::Name;
 
 pub mod address;
 pub mod batch;
+pub mod ecdsa;
 pub mod gas;
 pub mod ids;
 pub mod query;
