@@ -38,6 +38,11 @@ fn env(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// The mnemonic of load sender `i` (funded at genesis with account number `i`).
+fn sender_mnemonic(i: usize) -> String {
+    well_known_mnemonic(&format!("load-{i}"))
+}
+
 /// What one run measured.
 struct Figures {
     /// Load txs submitted (and committed).
@@ -75,6 +80,11 @@ fn pprof_of(node: &gonka_localnet::NodeInfo, name: &str) -> Option<(std::path::P
     let config = node.config_toml_path();
     let text = std::fs::read_to_string(&config).unwrap();
     let address = format!("127.0.0.1:{PPROF_PORT}");
+    assert!(
+        text.contains("pprof_laddr = \"\""),
+        "{} has no empty pprof_laddr to set",
+        config.display()
+    );
     let text = text.replace(
         "pprof_laddr = \"\"",
         &format!("pprof_laddr = \"{address}\""),
@@ -84,7 +94,7 @@ fn pprof_of(node: &gonka_localnet::NodeInfo, name: &str) -> Option<(std::path::P
 }
 
 /// Who submits a run's txs.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Generator {
     /// This repo's client: tendermint-rpc's `HttpClient`, one tokio task per sender.
     Rust,
@@ -138,7 +148,7 @@ fn main() {
         .build()
         .unwrap();
     let keys: Vec<Key> = (0..senders)
-        .map(|i| Key::from_mnemonic(&well_known_mnemonic(&format!("load-{i}"))).unwrap())
+        .map(|i| Key::from_mnemonic(&sender_mnemonic(i)).unwrap())
         .collect();
     let price = GasPrice::parse(&gonka_auth::default_params().min_gas_price).unwrap();
     let sends = Txs::Sends {
@@ -169,12 +179,12 @@ fn main() {
     for &generator in &generators {
         let kvstore = {
             let dir = tempfile::tempdir().unwrap();
-            let (urls, processes) =
+            let (urls, processes, pprof) =
                 start_kvstore(dir.path(), &format!("kvstore-{}", generator.tag()));
             let watched = Watched {
-                pids: processes.pids.clone(),
+                pids: processes.0.iter().map(std::process::Child::id).collect(),
                 metrics_urls: Vec::new(),
-                pprof: processes.pprof.clone(),
+                pprof,
             };
             println!("kvstore, {}:", generator.name());
             let submitter = Submitter::new(generator, &key_values, &urls, per_sender);
@@ -211,7 +221,7 @@ fn main() {
         rows.push((generator, kvstore, runs));
     }
 
-    let verify = verify_rate();
+    let (verify, k256_verify) = verify_rates();
     // Every node verifies each tx once (CheckTx; FinalizeBlock reuses it); the four nodes
     // share this machine's cores, so at best a tx costs kvstore's time plus four
     // verifications of one core's time divided by the cores.
@@ -246,7 +256,9 @@ fn main() {
         }
     }
     println!();
-    println!("secp256k1 verifications/s (libsecp256k1, one core): {verify:.0}; cores: {cores}");
+    println!(
+        "secp256k1 verifications/s on one core: {verify:.0} on libsecp256k1 (the chain's), {k256_verify:.0} on k256; cores: {cores}"
+    );
     for (generator, kvstore, runs) in &rows {
         let (_, chain) = runs.last().unwrap();
         let bound = 1.0 / (1.0 / kvstore.committed_per_s + VALIDATORS as f64 / (verify * cores));
@@ -453,16 +465,12 @@ fn start_chain(
     (net, pprof)
 }
 
-/// The kvstore network's processes, killed on drop.
-struct Processes {
-    children: Vec<std::process::Child>,
-    pids: Vec<u32>,
-    pprof: Option<(std::path::PathBuf, String)>,
-}
+/// Processes killed on drop.
+struct Processes(Vec<std::process::Child>);
 
 impl Drop for Processes {
     fn drop(&mut self) {
-        for child in &mut self.children {
+        for child in &mut self.0 {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -471,8 +479,12 @@ impl Drop for Processes {
 
 /// The same topology and block settings running CometBFT's built-in kvstore app: the
 /// localnet's layout (homes, ports, peers, genesis), with the validators written into
-/// genesis.json (kvstore sets none) and each node started with `--proxy_app=kvstore`.
-fn start_kvstore(dir: &std::path::Path, name: &str) -> (Vec<String>, Processes) {
+/// genesis.json (kvstore sets none) and each node started with `--proxy_app=kvstore`; with
+/// node 0's pprof server when `LOAD_PPROF` asks for it ([`pprof_of`]).
+fn start_kvstore(
+    dir: &std::path::Path,
+    name: &str,
+) -> (Vec<String>, Processes, Option<(std::path::PathBuf, String)>) {
     let cometbft = find_cometbft().expect("cometbft on PATH");
     let mut config = LocalnetConfig::new(dir.join("net"), env!("CARGO_BIN_EXE_gonkad"), &cometbft);
     config.validators = VALIDATORS;
@@ -497,11 +509,8 @@ fn start_kvstore(dir: &std::path::Path, name: &str) -> (Vec<String>, Processes) 
             })
         })
         .collect();
-    let mut processes = Processes {
-        children: Vec::new(),
-        pids: Vec::new(),
-        pprof: pprof_of(&net.nodes()[0], name),
-    };
+    let pprof = pprof_of(&net.nodes()[0], name);
+    let mut processes = Processes(Vec::new());
     for node in net.nodes() {
         let path = node.genesis_path();
         let mut genesis: serde_json::Value =
@@ -509,7 +518,7 @@ fn start_kvstore(dir: &std::path::Path, name: &str) -> (Vec<String>, Processes) 
         genesis["validators"] = serde_json::json!(validators);
         std::fs::write(&path, genesis.to_string()).unwrap();
         let log = std::fs::File::create(&node.cometbft_log).unwrap();
-        processes.children.push(
+        processes.0.push(
             std::process::Command::new(&cometbft)
                 .args(["start", "--proxy_app=kvstore", "--home"])
                 .arg(&node.cometbft_home)
@@ -519,11 +528,6 @@ fn start_kvstore(dir: &std::path::Path, name: &str) -> (Vec<String>, Processes) 
                 .unwrap(),
         );
     }
-    processes.pids = processes
-        .children
-        .iter()
-        .map(std::process::Child::id)
-        .collect();
     let urls: Vec<String> = net.nodes().iter().map(|n| n.rpc_url.clone()).collect();
     let client = HttpClient::new(urls[0].as_str()).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -546,7 +550,7 @@ fn start_kvstore(dir: &std::path::Path, name: &str) -> (Vec<String>, Processes) 
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     });
-    (urls, processes)
+    (urls, processes, pprof)
 }
 
 /// A run's load generator, its txs built and signed before the clock starts.
@@ -600,9 +604,7 @@ impl Cosmjs {
                 fee,
                 recipient,
             } => {
-                let mnemonics: Vec<String> = (0..keys.len())
-                    .map(|i| well_known_mnemonic(&format!("load-{i}")))
-                    .collect();
+                let mnemonics: Vec<String> = (0..keys.len()).map(sender_mnemonic).collect();
                 job["sends"] = serde_json::json!({
                     "chain_id": CHAIN_ID,
                     "mnemonics": mnemonics,
@@ -944,22 +946,28 @@ fn cpu_seconds_of(path: &str) -> f64 {
     (ticks(14) + ticks(15)) / 100.0
 }
 
-/// secp256k1 verifications per second on one core, with the verifier the chain uses
-/// (libsecp256k1 through `gonka_proto::ecdsa`).
-fn verify_rate() -> f64 {
-    use k256::ecdsa::signature::Signer;
+/// secp256k1 verifications per second on one core: with the verifier the chain uses
+/// (libsecp256k1 through `gonka_proto::ecdsa`), and with `k256` beside it.
+fn verify_rates() -> (f64, f64) {
+    use k256::ecdsa::signature::{Signer, Verifier};
     use k256::ecdsa::{Signature, SigningKey};
     let key = SigningKey::from_slice(&[7u8; 32]).unwrap();
     let message = [42u8; 200];
     let signature: Signature = key.sign(&message);
-    let public = gonka_proto::ecdsa::PubKey::from_sec1(
-        key.verifying_key().to_encoded_point(true).as_bytes(),
-    )
-    .unwrap();
+    let public = gonka_proto::ecdsa::PubKey::of(key.verifying_key()).unwrap();
     let rounds = 10_000;
-    let started = Instant::now();
-    for _ in 0..rounds {
-        assert!(public.verifies(std::hint::black_box(&message), &signature));
-    }
-    rounds as f64 / started.elapsed().as_secs_f64()
+    let rate = |verify: &dyn Fn() -> bool| {
+        let started = Instant::now();
+        for _ in 0..rounds {
+            assert!(verify());
+        }
+        rounds as f64 / started.elapsed().as_secs_f64()
+    };
+    let libsecp256k1 = rate(&|| public.verifies(std::hint::black_box(&message), &signature));
+    let k256 = rate(&|| {
+        key.verifying_key()
+            .verify(std::hint::black_box(&message), &signature)
+            .is_ok()
+    });
+    (libsecp256k1, k256)
 }
