@@ -69,7 +69,11 @@ _gonka_ensure_cometbft() {
     fi
     local build
     build="$(mktemp -d)"
-    cp -R "${source}/." "${build}" && chmod -R u+w "${build}"
+    if ! (cp -R "${source}/." "${build}" && chmod -R u+w "${build}"); then
+        echo "ensure-cometbft: copying ${source} to ${build} failed" >&2
+        rm -rf "${build}"
+        return 1
+    fi
     local patch
     for patch in "${patches}"/*.patch; do
         echo "ensure-cometbft: applying $(basename "${patch}")"
